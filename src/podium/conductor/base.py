@@ -1,0 +1,36 @@
+"""The conductor contract: every policy that writes workflows — the paper's LM conductor, a
+light learned policy, every baseline — implements :class:`Conductor`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from podium.records import PlanAttempt
+from podium.workers.base import Worker
+
+__all__ = ["Conductor"]
+
+
+@runtime_checkable
+class Conductor(Protocol):
+    """Writes a workflow for a question over a pool.
+
+    Attributes:
+        name: shown in traces (e.g. ``"lm:qwen2.5-coder-1.5b"``).
+    """
+
+    name: str
+
+    async def plan(
+        self,
+        question: str,
+        pool: Sequence[Worker],
+        *,
+        max_steps: int,
+        attempt: int = 0,
+    ) -> PlanAttempt:
+        """One attempt at a workflow. Never raises for a bad plan: a failed parse is returned
+        as a PlanAttempt with ``workflow=None`` and ``error_kind`` set, so it can be traced and
+        re-sampled. Provider failures raise ProviderError."""
+        ...

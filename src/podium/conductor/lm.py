@@ -1,0 +1,118 @@
+"""The LM conductor (Nielsen et al. 2026): a language model writes reasoning, then the lists.
+
+With a backend that supports grammars (in-process llama.cpp) it decodes in two passes over one
+prompt: (1) the reasoning line, free text, stopped at a newline or at ``reasoning_tokens``;
+(2) the three lists under :func:`~podium.conductor.grammar.workflow_grammar`, so they are valid
+by construction. The second pass reuses the first's KV cache (reported as cached tokens). Other
+backends get one unconstrained call, read by the tolerant parser.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from podium.conductor.grammar import workflow_grammar
+from podium.conductor.prompt import REASONING_PREFIX, conductor_messages
+from podium.errors import PlanParseError
+from podium.parse import parse_workflow
+from podium.records import PlanAttempt
+from podium.workers.base import Completion, TextCompleter, Usage, Worker, WorkerSettings
+
+__all__ = ["LMConductor", "LMConductorSettings"]
+
+
+@dataclass(frozen=True)
+class LMConductorSettings:
+    """Decoding settings of the LM conductor.
+
+    Attributes:
+        temperature: sampling temperature (paper: 1.0 in training).
+        seed: base seed; attempt ``k`` samples with ``seed + k``.
+        reasoning_tokens: token budget of the reasoning line (0 = no reasoning).
+        max_tokens: token budget of the lists (or of the whole reply when unconstrained).
+        constrained: use the workflow grammar when the backend supports it.
+    """
+
+    temperature: float = 0.7
+    seed: int = 0
+    reasoning_tokens: int = 160
+    max_tokens: int = 640
+    constrained: bool = True
+
+
+class LMConductor:
+    """A conductor backed by a pool worker's language model.
+
+    Args:
+        model: the worker whose model writes workflows (it is not a step of the workflow).
+        settings: decoding settings.
+    """
+
+    def __init__(self, model: Worker, settings: LMConductorSettings | None = None) -> None:
+        self.model = model
+        self.settings = settings or LMConductorSettings()
+        self.name = f"lm:{model.name}"
+
+    async def plan(
+        self,
+        question: str,
+        pool: Sequence[Worker],
+        *,
+        max_steps: int,
+        attempt: int = 0,
+    ) -> PlanAttempt:
+        started = time.perf_counter()
+        messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps)
+        s = self.settings
+        seed = s.seed + attempt
+        constrained = s.constrained and isinstance(self.model, TextCompleter)
+        calls: list[Completion] = []
+        if constrained:
+            assert isinstance(self.model, TextCompleter)
+            prefix = REASONING_PREFIX
+            if s.reasoning_tokens:
+                reasoning = await self.model.continue_text(
+                    messages,
+                    prefix,
+                    WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed),
+                    stop=["\n", "model_id"],
+                )
+                calls.append(reasoning)
+                prefix += reasoning.text.rstrip()
+            prefix += "\n"
+            lists = await self.model.continue_text(
+                messages,
+                prefix,
+                WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed),
+                grammar=workflow_grammar(len(pool), max_steps),
+            )
+            calls.append(lists)
+            raw = prefix + lists.text
+        else:
+            reply = await self.model.complete(
+                messages,
+                WorkerSettings(max_tokens=s.reasoning_tokens + s.max_tokens, temperature=s.temperature, seed=seed),
+            )
+            calls.append(reply)
+            raw = reply.text
+        usage = sum((c.usage for c in calls), Usage())
+        cost = sum(c.cost_usd for c in calls)
+        try:
+            workflow = parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
+            kind = error = None
+        except PlanParseError as exc:
+            workflow, kind, error = None, exc.kind, exc.detail
+        return PlanAttempt(
+            attempt=attempt,
+            messages=tuple(messages),
+            raw_output=raw,
+            workflow=workflow,
+            error_kind=kind,
+            error=error,
+            usage=usage,
+            cost_usd=cost,
+            latency_s=time.perf_counter() - started,
+            constrained=constrained,
+        )

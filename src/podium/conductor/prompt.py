@@ -1,0 +1,128 @@
+"""The conductor's prompt: task description, output format, the anonymous pool, the step limit,
+few-shot workflows, and the question (Nielsen et al. 2026 §3, adapted to small local models).
+
+The pool is shown only as ``Model 0 … Model N-1`` with each worker's optional capability note;
+worker names never reach the conductor. The few-shot workflows are out of domain (no math, no
+code), as in the paper, so they teach the format without leaking solutions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from podium.messages import neutralise
+from podium.workers.base import Message
+
+__all__ = ["FEW_SHOT", "REASONING_PREFIX", "FewShot", "conductor_messages"]
+
+REASONING_PREFIX = "Reasoning:"
+
+
+@dataclass(frozen=True)
+class FewShot:
+    """One example workflow. Worker ids are ranks: 0 = strongest, higher = cheaper."""
+
+    question: str
+    reasoning: str
+    model_id: tuple[int, ...]
+    subtasks: tuple[str, ...]
+    access_list: tuple[str, ...]  # as written, e.g. '[]', '"all"', '[0, 1]'
+
+
+FEW_SHOT: tuple[FewShot, ...] = (
+    FewShot(
+        question="Write a two-line rhyming slogan for a bakery that opens at 6 am.",
+        reasoning="A short creative task; one capable worker can do it in a single step.",
+        model_id=(1,),
+        subtasks=("Write a two-line rhyming slogan for a bakery that opens at 6 am. Output only the slogan.",),
+        access_list=("[]",),
+    ),
+    FewShot(
+        question="Is the claim 'the Great Wall of China is visible from the Moon with the naked eye' true?",
+        reasoning="Two independent checks of the claim, then the strongest worker weighs them and states the verdict.",
+        model_id=(0, 1, 0),
+        subtasks=(
+            "Assess whether the Great Wall is visible from the Moon with the naked eye. Give evidence.",
+            "Independently assess the same claim, considering the Wall's width and the Moon's distance.",
+            "Compare both assessments, resolve any disagreement, and state the final verdict in one sentence.",
+        ),
+        access_list=("[]", "[]", "[0, 1]"),
+    ),
+    FewShot(
+        question="Translate 'The meeting moved to Thursday at noon' into French, then explain any tense choice.",
+        reasoning="Draft the translation, then have a second worker check it and give the final version.",
+        model_id=(1, 0),
+        subtasks=(
+            "Translate the sentence into French.",
+            "Check the translation for grammar and tense, fix it if needed, and give the final translation "
+            "with a one-sentence explanation of the tense.",
+        ),
+        access_list=("[]", '"all"'),
+    ),
+)
+
+_TASK = """You are the conductor of a team of AI workers. You never answer the question yourself. \
+You write a workflow: a short sequence of steps, each done by one worker, whose last step produces \
+the final answer.
+
+The workers:
+{workers}
+
+Output format:
+First one line that starts with "Reasoning:" and says briefly how to split the task and which \
+worker suits each step. Then exactly three lists of equal length, one step per position:
+model_id = [...]     the worker of each step, an integer from 0 to {last}
+subtasks = [...]     the instruction each worker receives, a double-quoted string
+access_list = [...]  what each step may read: [] for nothing, "all" for every earlier step, \
+or earlier step numbers such as [0, 2]
+
+Rules:
+- At most {max_steps} steps, numbered from 0. Use as few as the question needs.
+- A worker sees the question, its own subtask, and only the steps its access_list grants.
+- The last step's output is the final answer: its subtask must ask for the complete answer \
+(for code: the complete final code; for math: the reasoning and the final number).
+- Prefer stronger workers where accuracy matters and cheaper ones for simple steps.
+
+Examples:
+
+{examples}"""
+
+
+def _example_text(shot: FewShot, n_workers: int) -> str:
+    ids = [min(i, n_workers - 1) for i in shot.model_id]
+    subtasks = ", ".join(f'"{s}"' for s in shot.subtasks)
+    return (
+        f"Question: {shot.question}\n"
+        f"{REASONING_PREFIX} {shot.reasoning}\n"
+        f"model_id = [{', '.join(str(i) for i in ids)}]\n"
+        f"subtasks = [{subtasks}]\n"
+        f"access_list = [{', '.join(shot.access_list)}]"
+    )
+
+
+def conductor_messages(
+    question: str,
+    descriptions: Sequence[str],
+    *,
+    max_steps: int,
+    few_shot: Sequence[FewShot] = FEW_SHOT,
+) -> list[Message]:
+    """The conductor's prompt as chat messages.
+
+    Args:
+        question: the user's question (untrusted: neutralised like any worker input).
+        descriptions: per pool worker, in pool order, its capability note ("" for none).
+        max_steps: the step limit to state.
+        few_shot: example workflows (ids clamped to the pool size).
+    """
+    n = len(descriptions)
+    workers = "\n".join(f"- Model {i}" + (f": {d}" if d else "") for i, d in enumerate(descriptions))
+    system = _TASK.format(
+        workers=workers,
+        last=n - 1,
+        max_steps=max_steps,
+        examples="\n\n".join(_example_text(s, n) for s in few_shot),
+    )
+    user = f"Question: {neutralise(question)}\n\nWrite the workflow for this question."
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

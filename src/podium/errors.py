@@ -1,0 +1,131 @@
+"""podium's exceptions: one root, three branches that say who is at fault.
+
+::
+
+    PodiumError
+    ├── ConfigError            your input is wrong: fix it and retry
+    │   ├── InvalidQuestion    empty, oversized or unreadable question
+    │   ├── ModelNotInstalled  an embedded model file is missing or fails its sha256
+    │   └── ContextOverflow    a prompt does not fit the worker's context window
+    ├── ModelBehaviourError    a model did something unusable
+    │   ├── PlanParseError     the conductor's text is not a valid workflow (has ``kind``)
+    │   └── EmptyOutput        a worker returned nothing
+    └── ProviderError          the worker's runtime or transport failed (``worker``, ``status``)
+
+Every error carries fields, not just a string, so callers and traces can act on them.
+Vendor exceptions are translated once, in the worker backend that raised them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "ConfigError",
+    "ContextOverflow",
+    "EmptyOutput",
+    "InvalidQuestion",
+    "ModelBehaviourError",
+    "ModelNotInstalled",
+    "PlanErrorKind",
+    "PlanParseError",
+    "PodiumError",
+    "ProviderError",
+]
+
+
+class PodiumError(Exception):
+    """Root of every error podium raises on purpose."""
+
+
+class ConfigError(PodiumError):
+    """Configuration or usage error: the caller's input is wrong and names the fix."""
+
+
+class InvalidQuestion(ConfigError):
+    """The question is empty, too long, or not text."""
+
+
+class ModelNotInstalled(ConfigError):
+    """An embedded local model file is missing or its sha256 does not match.
+
+    Attributes:
+        model: the embedded model id, e.g. ``"qwen2.5-coder-1.5b-instruct"``.
+        install_command: the shell command that installs it.
+    """
+
+    def __init__(self, message: str, *, model: str, install_command: str) -> None:
+        super().__init__(message)
+        self.model = model
+        self.install_command = install_command
+
+
+class ContextOverflow(ConfigError):
+    """A prompt plus ``max_tokens`` exceeds a worker's context window (tokens)."""
+
+    def __init__(self, message: str, *, worker: str, prompt_tokens: int, n_ctx: int) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.prompt_tokens = prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class ModelBehaviourError(PodiumError):
+    """A model produced output podium cannot use."""
+
+
+PlanErrorKind = Literal[
+    "unparseable",
+    "missing_field",
+    "length_mismatch",
+    "unknown_worker",
+    "invalid_access",
+    "invalid_subtask",
+    "empty_workflow",
+    "too_many_steps",
+]
+
+
+class PlanParseError(ModelBehaviourError):
+    """The conductor's output is not a valid workflow.
+
+    Attributes:
+        kind: which rule failed, one of :data:`PlanErrorKind` (the kinds used in
+            ``shared/data/plans/conductor_outputs.jsonl``).
+    """
+
+    def __init__(self, kind: PlanErrorKind, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind: PlanErrorKind = kind
+        self.detail = message
+
+
+class EmptyOutput(ModelBehaviourError):
+    """A worker returned only whitespace."""
+
+    def __init__(self, worker: str) -> None:
+        super().__init__(f"worker {worker!r} returned an empty output")
+        self.worker = worker
+
+
+class ProviderError(PodiumError):
+    """The worker's runtime or transport failed.
+
+    Attributes:
+        worker: the worker's name in the pool.
+        status: HTTP status or ``None`` for in-process runtimes.
+        retry_after: seconds the provider asked to wait, if it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        worker: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.status = status
+        self.retry_after = retry_after

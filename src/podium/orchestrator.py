@@ -1,0 +1,201 @@
+"""One request end to end: conductor → validate/re-sample → execute → fallback → trace.
+
+:class:`Orchestrator` owns a pool of workers, a conductor and the fallback pipeline (one call to
+a configured default worker). Every request, however it ends, leaves exactly one complete
+:class:`~podium.records.RunRecord` in the trace store.
+
+Fallback reasons recorded: ``invalid_plan`` (no valid workflow after the re-samples),
+``conductor_error`` (the conductor's runtime failed), ``worker_error`` (a step failed),
+``empty_output`` (the last step returned nothing).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from podium.conductor.base import Conductor
+from podium.errors import ConfigError, InvalidQuestion, PodiumError
+from podium.executor import WorkflowFailed, execute, run_step
+from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
+from podium.trace.store import TraceStore
+from podium.workers.base import Worker
+from podium.workflow import Step, Workflow
+
+__all__ = ["EventHook", "Fallback", "Orchestrator", "validate_question"]
+
+EventHook = Callable[[str, dict[str, Any]], None]
+"""Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
+``step_end``, ``fallback``."""
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The fallback pipeline: one call to pool worker ``worker`` with ``subtask``."""
+
+    worker: int
+    subtask: str
+
+
+def validate_question(question: object, *, max_chars: int) -> str:
+    """The question, stripped; raises InvalidQuestion if it is not text, empty, or longer than
+    ``max_chars`` characters (nothing is sent to any worker then)."""
+    if not isinstance(question, str):
+        raise InvalidQuestion(f"the question must be text, got {type(question).__name__}")
+    text = question.strip()
+    if not text:
+        raise InvalidQuestion("the question is empty; pass the question as an argument or on stdin")
+    if len(text) > max_chars:
+        raise InvalidQuestion(
+            f"the question is {len(text):,} characters; the limit is {max_chars:,} "
+            "(raise max_question_chars in the pool file, or shorten it)"
+        )
+    return text
+
+
+class Orchestrator:
+    """Runs requests over a pool.
+
+    Args:
+        pool: the workers, in pool order (``Model i`` = ``pool[i]``).
+        conductor: the policy that writes workflows.
+        fallback: the fallback pipeline.
+        pool_name: shown in traces.
+        max_steps: workflow step limit.
+        resamples: extra conductor attempts after an invalid plan.
+        max_question_chars: longer questions are refused.
+        traces: where records go; None keeps them in memory only.
+    """
+
+    def __init__(
+        self,
+        pool: Sequence[Worker],
+        conductor: Conductor,
+        fallback: Fallback,
+        *,
+        pool_name: str = "pool",
+        max_steps: int = 5,
+        resamples: int = 2,
+        max_question_chars: int = 20_000,
+        traces: TraceStore | None = None,
+    ) -> None:
+        if not 0 <= fallback.worker < len(pool):
+            raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
+        self.pool = list(pool)
+        self.conductor = conductor
+        self.fallback = fallback
+        self.pool_name = pool_name
+        self.max_steps = max_steps
+        self.resamples = resamples
+        self.max_question_chars = max_question_chars
+        self.traces = traces
+
+    async def run(
+        self, question: str, *, mode: Literal["run", "plan"] = "run", on_event: EventHook | None = None
+    ) -> RunRecord:
+        """Answer ``question`` (or, with ``mode="plan"``, only write its workflow).
+
+        Returns the request's RunRecord, also written to the trace store.
+        Raises InvalidQuestion before any work for bad input; ConfigError (e.g. a model not
+        installed) after recording the failed request in the trace store.
+        """
+        question = validate_question(question, max_chars=self.max_question_chars)
+        emit = on_event or (lambda _e, _d: None)
+        request_id = uuid.uuid4().hex
+        started_at, t0 = utc_now(), time.perf_counter()
+        if self.traces:
+            self.traces.begin(
+                request_id,
+                question,
+                started_at=started_at,
+                pool=self.pool_name,
+                conductor=self.conductor.name,
+                mode=mode,
+            )
+        attempts: list[PlanAttempt] = []
+        steps: list[StepRecord] = []
+        workflow: Workflow | None = None
+        fallback: FallbackInfo | None = None
+        status: Literal["ok", "fallback", "error"] = "ok"
+        answer, error = "", None
+
+        def finish() -> RunRecord:
+            record = RunRecord(
+                id=request_id,
+                question=question,
+                pool=self.pool_name,
+                workers=tuple(w.name for w in self.pool),
+                conductor=self.conductor.name,
+                mode=mode,
+                started_at=started_at,
+                finished_at=utc_now(),
+                status=status,
+                answer=answer,
+                attempts=tuple(attempts),
+                workflow=workflow,
+                steps=tuple(steps),
+                totals=Totals.of(tuple(attempts), tuple(steps), time.perf_counter() - t0),
+                fallback=fallback,
+                error=error,
+            )
+            if self.traces:
+                self.traces.write(record)
+            return record
+
+        try:
+            workflow, fallback = await self._plan(question, attempts, emit)
+            if mode == "plan":
+                if workflow is None:
+                    status, error = "error", f"no valid workflow after {len(attempts)} attempt(s)"
+                return finish()
+            if workflow is not None:
+                try:
+                    done = await execute(
+                        workflow,
+                        question,
+                        self.pool,
+                        on_step=lambda ev, i, s: emit(f"step_{ev}", {"index": i, "step": s}),
+                    )
+                    steps.extend(done)
+                    answer = done[-1].output
+                    if not answer:
+                        fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
+                except WorkflowFailed as exc:
+                    steps.extend(exc.records)
+                    fallback = FallbackInfo("worker_error", str(exc.cause))
+            if fallback is not None:
+                emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
+                record = await run_step(
+                    0, Step(self.fallback.worker, self.fallback.subtask, ()), question, self.pool, {}, phase="fallback"
+                )
+                steps.append(record)
+                answer, status = record.output, "fallback"
+                if record.error or not answer:
+                    status, error = "error", record.error or "the fallback pipeline returned no text"
+            return finish()
+        except BaseException as exc:  # record the request (one trace, always), then let it surface
+            status, error = "error", f"{type(exc).__name__}: {exc}"
+            finish()
+            raise
+
+    async def _plan(
+        self, question: str, attempts: list[PlanAttempt], emit: EventHook
+    ) -> tuple[Workflow | None, FallbackInfo | None]:
+        """Sample up to ``1 + resamples`` workflows; the first valid one wins."""
+        for k in range(self.resamples + 1):
+            emit("plan_start", {"attempt": k})
+            try:
+                attempt = await self.conductor.plan(question, self.pool, max_steps=self.max_steps, attempt=k)
+            except ConfigError:
+                raise
+            except PodiumError as exc:
+                return None, FallbackInfo("conductor_error", f"{type(exc).__name__}: {exc}")
+            attempts.append(attempt)
+            emit("plan_end", {"attempt": k, "ok": attempt.workflow is not None, "error": attempt.error})
+            if attempt.workflow is not None:
+                return attempt.workflow, None
+        last = attempts[-1]
+        return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")

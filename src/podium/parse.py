@@ -1,0 +1,225 @@
+"""Tolerant parser for conductor output (DESIGN.md §2).
+
+Reads what language models really write — ``model_id = [...]`` or ``Model IDs: [...]``, JSON
+objects, code fences, smart quotes, brackets and apostrophes inside strings, ``<think>`` blocks,
+multi-line lists with trailing commas — and then validates strictly with
+:func:`podium.workflow.validate_lists`.
+
+It takes the **last** parseable occurrence of each list, so lists quoted earlier (from the
+question, from a ``<think>`` block, from a draft) never win over the conductor's final ones.
+
+Hostile text cannot hang or crash it: input is capped, there are no backtracking-prone regular
+expressions, the literal reader is a small linear recursive-descent parser with a depth limit,
+and every failure surfaces as :class:`~podium.errors.PlanParseError`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from podium.errors import PlanParseError
+from podium.workflow import Workflow, validate_lists
+
+__all__ = ["MAX_OUTPUT_CHARS", "parse_workflow"]
+
+MAX_OUTPUT_CHARS = 100_000
+"""Conductor outputs longer than this (characters) are cut to their last part before parsing."""
+
+_MAX_DEPTH = 8
+_MAX_ITEMS = 256
+
+_FIELDS: dict[str, str] = {
+    "model_id": r"model[ _-]?ids?(?:[ _-]?list)?|worker[ _-]?ids?",
+    "subtasks": r"sub[ _-]?tasks?",
+    "access_list": r"access[ _-]?lists?",
+}
+_LABEL = {
+    name: re.compile(rf"[\"'`*]?\b(?:{alts})\b[\"'`*]?[ \t]*[:=][ \t\r\n]*\[", re.IGNORECASE)
+    for name, alts in _FIELDS.items()
+}
+_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+
+# Opening quote -> the characters that may close it.
+_QUOTES = {'"': '"', "'": "'", "\u201c": '\u201d"', "\u2018": "\u2019", "\u201e": '\u201c\u201d"'}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\"}
+
+
+def parse_workflow(
+    text: str,
+    *,
+    pool_size: int,
+    max_steps: int = 5,
+    allow_empty: bool = False,
+) -> Workflow:
+    """Parse and validate a conductor's output.
+
+    Args:
+        text: the conductor's raw output (reasoning, then the three lists).
+        pool_size: number of workers in the pool; ids must be 0..pool_size-1.
+        max_steps: the step limit (paper default 5).
+        allow_empty: accept three empty lists (recursion rounds: "keep the answer").
+
+    Returns the validated :class:`Workflow`.
+
+    Raises PlanParseError with ``kind``: ``missing_field`` (a list is absent), ``unparseable``
+    (a list is present but broken, e.g. truncated), or a validation kind from
+    :func:`validate_lists`.
+    """
+    if not isinstance(text, str):
+        raise PlanParseError("unparseable", f"expected text, got {type(text).__name__}")
+    text = text[-MAX_OUTPUT_CHARS:]
+    text = _strip_thinking(text)
+    values: dict[str, Any] = {}
+    broken: list[str] = []
+    missing: list[str] = []
+    for name, label in _LABEL.items():
+        starts = [m.end() - 1 for m in label.finditer(text)]
+        if not starts:
+            missing.append(name)
+            continue
+        for start in reversed(starts):
+            value = _read_literal(text, start)
+            if value is not _FAIL:
+                values[name] = value
+                break
+        else:
+            broken.append(name)
+    if broken:
+        raise PlanParseError("unparseable", f"could not read {', '.join(broken)} (truncated or malformed)")
+    if missing:
+        raise PlanParseError("missing_field", f"no {', '.join(missing)} found in the conductor output")
+    return validate_lists(
+        values["model_id"],
+        values["subtasks"],
+        values["access_list"],
+        pool_size=pool_size,
+        max_steps=max_steps,
+        allow_empty=allow_empty,
+    )
+
+
+def _strip_thinking(text: str) -> str:
+    """Drop ``<think>…</think>`` blocks; an unclosed ``<think>`` hides everything after it
+    unless a closing tag follows later."""
+    text = _THINK.sub(" ", text)
+    lower = text.lower()
+    if "</think>" in lower:  # a stray closing tag: the answer is what follows it
+        text = text[lower.rindex("</think>") + len("</think>") :]
+    return text
+
+
+class _Fail:
+    pass
+
+
+_FAIL: Any = _Fail()
+
+
+def _read_literal(text: str, start: int) -> Any:
+    """Read the list literal that starts at ``text[start] == '['``; ``_FAIL`` if it is broken."""
+    reader = _Reader(text, start)
+    try:
+        value = reader.value(0)
+    except _Broken:
+        return _FAIL
+    return value
+
+
+class _Broken(Exception):
+    pass
+
+
+class _Reader:
+    """Linear recursive-descent reader for Python/JSON-ish literals: lists, strings, ints,
+    and bare words (``all``). Depth and item counts are bounded."""
+
+    def __init__(self, text: str, pos: int) -> None:
+        self.text = text
+        self.pos = pos
+
+    def _skip_space(self) -> None:
+        text, pos = self.text, self.pos
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        self.pos = pos
+
+    def value(self, depth: int) -> Any:
+        self._skip_space()
+        if self.pos >= len(self.text):
+            raise _Broken
+        ch = self.text[self.pos]
+        if ch == "[":
+            return self._list(depth)
+        if ch in _QUOTES:
+            return self._string()
+        if ch == "-" or ch.isdigit():
+            return self._number()
+        if ch.isalpha() or ch == "_":
+            return self._word()
+        raise _Broken
+
+    def _list(self, depth: int) -> list[Any]:
+        if depth >= _MAX_DEPTH:
+            raise _Broken
+        self.pos += 1  # '['
+        items: list[Any] = []
+        while True:
+            self._skip_space()
+            if self.pos >= len(self.text):
+                raise _Broken
+            if self.text[self.pos] == "]":
+                self.pos += 1
+                return items
+            if len(items) >= _MAX_ITEMS:
+                raise _Broken
+            items.append(self.value(depth + 1))
+            self._skip_space()
+            if self.pos >= len(self.text):
+                raise _Broken
+            ch = self.text[self.pos]
+            if ch == ",":
+                self.pos += 1
+            elif ch != "]":
+                raise _Broken
+
+    def _string(self) -> str:
+        text = self.text
+        closers = _QUOTES[text[self.pos]]
+        self.pos += 1
+        out: list[str] = []
+        while self.pos < len(text):
+            ch = text[self.pos]
+            if ch == "\\" and self.pos + 1 < len(text):
+                nxt = text[self.pos + 1]
+                out.append(_ESCAPES.get(nxt, "\\" + nxt))
+                self.pos += 2
+                continue
+            if ch in closers:
+                self.pos += 1
+                return "".join(out)
+            if ch == "\n" and closers in ("'", '"'):
+                raise _Broken  # a Python/JSON string never spans a raw newline
+            out.append(ch)
+            self.pos += 1
+        raise _Broken
+
+    def _number(self) -> int | float:
+        start = self.pos
+        self.pos += 1
+        while self.pos < len(self.text) and (self.text[self.pos].isdigit() or self.text[self.pos] == "."):
+            self.pos += 1
+        token = self.text[start : self.pos]
+        try:
+            return int(token)
+        except ValueError:
+            try:
+                return float(token)
+            except ValueError:
+                raise _Broken from None
+
+    def _word(self) -> str:
+        start = self.pos
+        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_ "):
+            self.pos += 1
+        return self.text[start : self.pos].strip()

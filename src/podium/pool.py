@@ -1,0 +1,171 @@
+"""Pool files: the ordered workers, the conductor and the fallback pipeline (TOML).
+
+A pool file is validated at the edge (pydantic, unknown keys rejected) and merged in one place:
+``[defaults]`` < ``[[workers]]`` entry. The packaged default is ``podium/pools/local.toml``, the
+embedded local pool. See ``docs/pool-file.md`` for every field.
+
+Example::
+
+    name = "local"
+    max_steps = 5
+
+    [conductor]
+    worker = "qwen-1.5b"
+
+    [fallback]
+    worker = "qwen-1.5b"
+
+    [[workers]]
+    name = "qwen-1.5b"
+    backend = "llama_cpp"
+    model = "qwen2.5-coder-1.5b-instruct"
+    price = { input = 0.33, output = 1.11 }
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from podium.errors import ConfigError
+
+__all__ = [
+    "ConductorConfig",
+    "DecodingConfig",
+    "FallbackConfig",
+    "PoolConfig",
+    "PriceConfig",
+    "WorkerConfig",
+    "load_pool",
+    "packaged_pools",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PriceConfig(_Strict):
+    """USD per 1M tokens."""
+
+    input: float = Field(0.0, ge=0, description="USD per 1M input tokens")
+    output: float = Field(0.0, ge=0, description="USD per 1M output tokens")
+    cached_input: float = Field(0.0, ge=0, description="USD per 1M cached input tokens")
+
+
+class DecodingConfig(_Strict):
+    """Decoding settings; every field optional so ``[defaults]`` and workers can merge."""
+
+    max_tokens: int | None = Field(None, gt=0, le=32768, description="generation limit, tokens")
+    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling mass")
+    seed: int | None = Field(None, ge=0, description="sampling seed")
+    n_ctx: int | None = Field(None, ge=256, le=131072, description="context window, tokens (llama_cpp)")
+
+
+class WorkerConfig(DecodingConfig):
+    """One worker of the pool."""
+
+    name: str = Field(min_length=1, description="unique name; never shown to the conductor")
+    backend: Literal["llama_cpp"] = Field("llama_cpp", description="which backend runs it")
+    model: str = Field(min_length=1, description="embedded model id, or a path to a .gguf file")
+    description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
+    system_prompt: str | None = Field(None, description="optional system message before each call")
+    price: PriceConfig = Field(default_factory=PriceConfig)  # type: ignore[arg-type]
+
+
+class ConductorConfig(_Strict):
+    """The LM conductor that writes workflows."""
+
+    worker: str = Field(description="name of the pool worker whose model runs the conductor")
+    temperature: float = Field(0.7, ge=0, le=2)
+    seed: int = Field(0, ge=0, description="base seed; re-sample k uses seed + k")
+    reasoning_tokens: int = Field(160, ge=0, le=4096, description="budget for the reasoning line")
+    max_tokens: int = Field(640, gt=0, le=8192, description="budget for the three lists")
+    resamples: int = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
+    constrained: bool = Field(True, description="grammar-constrain the lists where the backend can")
+
+
+class FallbackConfig(_Strict):
+    """The fallback pipeline: one call to a default worker."""
+
+    worker: str = Field(description="name of the pool worker that answers alone")
+    subtask: str = Field(
+        "Answer the question completely and correctly. End with the final answer.",
+        min_length=1,
+    )
+
+
+class PoolConfig(_Strict):
+    """A whole pool file."""
+
+    name: str = Field("pool", min_length=1)
+    max_steps: int = Field(5, ge=1, le=20, description="step limit of a workflow")
+    max_question_chars: int = Field(20_000, ge=1, description="longer questions are refused")
+    defaults: DecodingConfig = Field(default_factory=DecodingConfig)  # type: ignore[arg-type]
+    conductor: ConductorConfig
+    fallback: FallbackConfig
+    workers: tuple[WorkerConfig, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_names(self) -> PoolConfig:
+        names = [w.name for w in self.workers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"worker names must be unique, repeated: {', '.join(dupes)}")
+        for section, ref in (("conductor", self.conductor.worker), ("fallback", self.fallback.worker)):
+            if ref not in names:
+                raise ValueError(f"[{section}] worker = {ref!r} is not a worker of this pool ({', '.join(names)})")
+        return self
+
+    def worker_index(self, name: str) -> int:
+        return [w.name for w in self.workers].index(name)
+
+    def merged(self, worker: WorkerConfig) -> WorkerConfig:
+        """The worker with ``[defaults]`` filled in where it left a setting unset."""
+        fill = {k: v for k, v in self.defaults.model_dump().items() if getattr(worker, k) is None}
+        return worker.model_copy(update=fill)
+
+
+def packaged_pools() -> dict[str, Path]:
+    """Pool presets shipped in the package, by name (``local`` is the default)."""
+    folder = resources.files("podium") / "pools"
+    return {p.name.removesuffix(".toml"): Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml")}
+
+
+def load_pool(path: str | Path | None = None) -> PoolConfig:
+    """Load and validate a pool file; ``None`` or a preset name gives a packaged pool.
+
+    Raises ConfigError naming the file, the field and the fix for a missing file, bad TOML or
+    an invalid field.
+    """
+    presets = packaged_pools()
+    if path is None:
+        path = presets["local"]
+    elif str(path) in presets and not Path(path).exists():
+        path = presets[str(path)]
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"pool file {str(path)!r} not found; pass an existing TOML file or one of the presets: "
+            f"{', '.join(sorted(presets))}"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read pool file {str(path)!r}: {exc}") from None
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"pool file {str(path)!r} is not valid TOML: {exc}") from None
+    try:
+        return PoolConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"pool file {str(path)!r} is invalid: {problems}") from None

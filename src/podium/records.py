@@ -1,0 +1,186 @@
+"""Typed records of one request: conductor attempts, executed steps, totals, the run.
+
+These frozen dataclasses are what the trace store persists and what ``--json`` prints. Times are
+UTC ISO 8601 strings; durations are seconds; costs are USD.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from podium.workers.base import Message, Usage
+from podium.workflow import Workflow
+
+__all__ = ["FallbackInfo", "PlanAttempt", "RunRecord", "StepRecord", "Totals", "utc_now"]
+
+
+def utc_now() -> str:
+    """Current time, UTC, ISO 8601 with milliseconds (e.g. ``2026-11-30T02:20:22.123Z``)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class PlanAttempt:
+    """One conductor call.
+
+    Attributes:
+        attempt: 0 for the first sample, k for the k-th re-sample.
+        messages: the exact prompt messages sent to the conductor.
+        raw_output: everything the conductor wrote (reasoning and lists).
+        workflow: the validated workflow, or None when parsing failed.
+        error_kind: the PlanParseError kind when parsing failed (``unparseable``, ...).
+        error: the human-readable parse error.
+        usage: conductor tokens (all passes of this attempt).
+        cost_usd: USD, from the conductor worker's price table.
+        latency_s: seconds.
+        constrained: whether grammar-constrained decoding was used.
+    """
+
+    attempt: int
+    messages: tuple[Message, ...]
+    raw_output: str
+    workflow: Workflow | None
+    error_kind: str | None = None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    constrained: bool = False
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One executed step.
+
+    Attributes:
+        index: step index in its workflow (the fallback pipeline's single step is index 0).
+        phase: ``"workflow"`` for the conductor's plan, ``"fallback"`` for the fallback pipeline.
+        worker_index: the pool index (``Model i``); worker: its name.
+        subtask: the instruction; access: ``"all"`` or the granted indices as written.
+        visible: the step indices whose outputs were actually included in its message.
+        messages: the exact messages sent.
+        output: the worker's text ("" on error).
+        usage, cost_usd, latency_s: tokens, USD, seconds.
+        error: error type and message when the call failed, else None.
+        started_at, finished_at: UTC ISO 8601.
+    """
+
+    index: int
+    phase: Literal["workflow", "fallback"]
+    worker_index: int
+    worker: str
+    subtask: str
+    access: Any
+    visible: tuple[int, ...]
+    messages: tuple[Message, ...]
+    output: str
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+    started_at: str
+    finished_at: str
+    finish_reason: str = "stop"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Totals of a request. Worker figures exclude the conductor, which is counted apart.
+
+    Attributes:
+        worker_calls, input_tokens, output_tokens, cost_usd: over all executed steps.
+        conductor_calls, conductor_input_tokens, conductor_output_tokens, conductor_cost_usd:
+            the conductor's own inference over all attempts.
+        total_cost_usd: workers plus conductor, USD.
+        wall_time_s: the request's wall time, seconds.
+    """
+
+    worker_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    conductor_calls: int = 0
+    conductor_input_tokens: int = 0
+    conductor_output_tokens: int = 0
+    conductor_cost_usd: float = 0.0
+    total_cost_usd: float = 0.0
+    wall_time_s: float = 0.0
+
+    @classmethod
+    def of(cls, attempts: tuple[PlanAttempt, ...], steps: tuple[StepRecord, ...], wall_time_s: float) -> Totals:
+        calls = [s for s in steps if s.error is None or s.usage.input_tokens]
+        worker_cost = sum(s.cost_usd for s in steps)
+        conductor_cost = sum(a.cost_usd for a in attempts)
+        return cls(
+            worker_calls=len(calls),
+            input_tokens=sum(s.usage.input_tokens for s in steps),
+            output_tokens=sum(s.usage.output_tokens for s in steps),
+            cost_usd=worker_cost,
+            conductor_calls=len(attempts),
+            conductor_input_tokens=sum(a.usage.input_tokens for a in attempts),
+            conductor_output_tokens=sum(a.usage.output_tokens for a in attempts),
+            conductor_cost_usd=conductor_cost,
+            total_cost_usd=worker_cost + conductor_cost,
+            wall_time_s=wall_time_s,
+        )
+
+
+@dataclass(frozen=True)
+class FallbackInfo:
+    """Why the fallback pipeline ran: ``invalid_plan``, ``worker_error`` or ``empty_output``."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The complete record of one request — exactly one per request, however it ends.
+
+    Attributes:
+        id: request id (also the trace id).
+        status: ``"ok"`` (the workflow answered), ``"fallback"`` (the fallback pipeline
+            answered) or ``"error"`` (no answer; see ``error``).
+        answer: the last step's output ("" when status is error).
+        workflow: the executed workflow, or None if no valid plan was found.
+        mode: ``"run"`` (plan and execute) or ``"plan"`` (plan only).
+        workers: the pool's worker names in pool order (``Model i`` = ``workers[i]``).
+    """
+
+    id: str
+    question: str
+    pool: str
+    workers: tuple[str, ...]
+    conductor: str
+    mode: Literal["run", "plan"]
+    started_at: str
+    finished_at: str
+    status: Literal["ok", "fallback", "error"]
+    answer: str
+    attempts: tuple[PlanAttempt, ...]
+    workflow: Workflow | None
+    steps: tuple[StepRecord, ...]
+    totals: Totals
+    fallback: FallbackInfo | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form (workflows in their storage form)."""
+        data: dict[str, Any] = _plain(self)
+        data["workflow"] = self.workflow.to_json() if self.workflow else None
+        for attempt, raw in zip(self.attempts, data["attempts"], strict=False):
+            raw["workflow"] = attempt.workflow.to_json() if attempt.workflow else None
+        return data
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj

@@ -1,0 +1,24 @@
+"""Traces: the stored record of every request (SQLite, WAL mode)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from podium.trace.store import TraceStore, TraceSummary
+
+__all__ = ["TraceStore", "TraceSummary", "data_dir", "default_trace_path"]
+
+
+def data_dir() -> Path:
+    """podium's data folder: ``$PODIUM_HOME``, else ``$XDG_DATA_HOME/podium``, else
+    ``~/.local/share/podium``."""
+    if env := os.environ.get("PODIUM_HOME"):
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "podium"
+
+
+def default_trace_path() -> Path:
+    """The trace database in :func:`data_dir`: ``traces.sqlite3``."""
+    return data_dir() / "traces.sqlite3"

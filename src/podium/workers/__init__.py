@@ -1,0 +1,50 @@
+"""Worker backends, one module each, behind the :class:`~podium.workers.base.Worker` interface.
+
+Backends are imported lazily, so a pool that does not use llama.cpp never needs it installed.
+"""
+
+from __future__ import annotations
+
+from podium.pool import PoolConfig, WorkerConfig
+from podium.workers.base import Completion, Message, Price, TextCompleter, Usage, Worker, WorkerSettings
+
+__all__ = [
+    "Completion",
+    "Message",
+    "Price",
+    "TextCompleter",
+    "Usage",
+    "Worker",
+    "WorkerSettings",
+    "build_pool_workers",
+    "build_worker",
+]
+
+
+def build_worker(config: WorkerConfig) -> Worker:
+    """Construct the worker a (merged) pool-file entry describes. Loads no model yet."""
+    settings = WorkerSettings(
+        max_tokens=config.max_tokens or WorkerSettings.max_tokens,
+        temperature=WorkerSettings.temperature if config.temperature is None else config.temperature,
+        top_p=config.top_p or WorkerSettings.top_p,
+        seed=config.seed or 0,
+    )
+    price = Price(config.price.input, config.price.output, config.price.cached_input)
+    if config.backend == "llama_cpp":
+        from podium.workers.llama_cpp import LlamaCppWorker
+
+        return LlamaCppWorker(
+            config.name,
+            config.model,
+            settings=settings,
+            price=price,
+            n_ctx=config.n_ctx or 4096,
+            description=config.description,
+            system_prompt=config.system_prompt,
+        )
+    raise AssertionError(f"unhandled backend {config.backend!r}")  # pool validation forbids this
+
+
+def build_pool_workers(pool: PoolConfig) -> list[Worker]:
+    """All workers of a pool, in pool order (index = ``Model i``)."""
+    return [build_worker(pool.merged(w)) for w in pool.workers]

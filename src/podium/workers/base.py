@@ -1,0 +1,147 @@
+"""The worker interface: one async method from messages to a :class:`Completion`.
+
+Every backend (in-process llama.cpp now; HTTP providers and tools later) implements
+:class:`Worker`. Wrappers (cache, replay, budget guard, fallback chain) are workers wrapping
+workers, so the executor never knows they exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+__all__ = [
+    "Completion",
+    "Message",
+    "Price",
+    "TextCompleter",
+    "Usage",
+    "Worker",
+    "WorkerSettings",
+]
+
+
+class Message(TypedDict):
+    """A chat message, as in the OpenAI chat format."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one call.
+
+    Attributes:
+        input_tokens: prompt tokens sent, including cached ones.
+        output_tokens: generated tokens.
+        cached_input_tokens: prompt tokens served from the runtime's prefix cache (in-process
+            llama.cpp: the prefix shared with the previous call on the same model); not
+            billed at the input price.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Price:
+    """A worker's price table, USD per 1M tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cached_input: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        """Cost of ``usage`` in USD."""
+        fresh = usage.input_tokens - usage.cached_input_tokens
+        return (
+            fresh * self.input + usage.cached_input_tokens * self.cached_input + usage.output_tokens * self.output
+        ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Decoding settings of one call (pool defaults < worker < request, merged in the pool).
+
+    Attributes:
+        max_tokens: generation limit, tokens.
+        temperature: sampling temperature (0 = greedy).
+        top_p: nucleus sampling mass.
+        seed: sampling seed, for reproducible runs.
+    """
+
+    max_tokens: int = 512
+    temperature: float = 0.2
+    top_p: float = 0.95
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a worker returns for one call.
+
+    Attributes:
+        text: the generated text.
+        usage: token counts.
+        cost_usd: USD, from the worker's price table (USD per 1M tokens).
+        latency_s: wall time of the call, seconds.
+        finish_reason: ``"stop"`` or ``"length"`` (hit max_tokens).
+    """
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    finish_reason: str = "stop"
+
+
+@runtime_checkable
+class Worker(Protocol):
+    """One callable unit of the pool.
+
+    Attributes:
+        name: its name in the pool file (never shown to the conductor).
+        description: optional capability note shown to the conductor as ``Model i: ...``.
+        price: its price table.
+        settings: its default decoding settings.
+    """
+
+    name: str
+    description: str
+    price: Price
+    settings: WorkerSettings
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        """Run one chat call. Raises ProviderError / ContextOverflow / EmptyOutput."""
+        ...
+
+
+@runtime_checkable
+class TextCompleter(Protocol):
+    """A worker that can also continue an assistant turn under a grammar (llama.cpp GBNF).
+
+    The LM conductor uses it for constrained decoding; backends without grammar support
+    simply do not implement it and the conductor falls back to the tolerant parser.
+    """
+
+    async def continue_text(
+        self,
+        messages: Sequence[Message],
+        prefix: str,
+        settings: WorkerSettings,
+        *,
+        grammar: str | None = None,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        """Continue the assistant reply that starts with ``prefix``; returns only new text."""
+        ...

@@ -1,0 +1,221 @@
+"""In-process llama.cpp backend (llama-cpp-python), the embedded default's runtime.
+
+One loaded model is shared by every worker and conductor that names the same file and context
+size; calls on it are serialised by a per-model lock (a llama.cpp context serves one call at a
+time), so different models can still run side by side. Loading is lazy: a model is read (and its
+sha256 verified) on its first call.
+
+Prompts are rendered with the model's own chat template from the GGUF metadata. llama.cpp keeps
+the previous call's tokens in its KV cache; the shared prefix is reported as
+``Usage.cached_input_tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from podium.errors import ConfigError, ContextOverflow, ProviderError
+from podium.local_models import EMBEDDED_MODELS, resolve_model
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+
+try:
+    import llama_cpp
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    from llama_cpp.llama_grammar import LlamaGrammar
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ConfigError("the llama_cpp backend needs llama-cpp-python: pip install 'podium[local]'") from exc
+
+__all__ = ["LlamaCppWorker", "loaded_model_count"]
+
+_MIN_NEW_TOKENS = 16
+
+
+@dataclass
+class _LoadedModel:
+    llama: llama_cpp.Llama
+    formatter: Jinja2ChatFormatter
+    lock: threading.Lock
+    n_ctx: int
+
+
+_LOADED: dict[tuple[str, int], _LoadedModel] = {}
+_LOAD_LOCK = threading.Lock()
+_GRAMMARS: dict[str, LlamaGrammar] = {}
+
+
+def loaded_model_count() -> int:
+    """How many distinct models are loaded in this process."""
+    return len(_LOADED)
+
+
+def _model_path(model: str) -> Path:
+    if model in EMBEDDED_MODELS:
+        return resolve_model(model)
+    path = Path(model).expanduser()
+    if path.suffix.lower() == ".gguf" and path.is_file():
+        return path
+    raise ConfigError(
+        f"model {model!r} is neither an embedded model ({', '.join(EMBEDDED_MODELS)}) nor an existing .gguf file"
+    )
+
+
+def _load(model: str, n_ctx: int) -> _LoadedModel:
+    key = (model, n_ctx)
+    with _LOAD_LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        path = _model_path(model)
+        try:
+            llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=os.cpu_count() or 1,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ConfigError(f"llama.cpp could not load {path}: {exc}") from None
+        template = llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(f"{path} has no chat template; podium needs an instruct (chat) model")
+        vocab_eos, vocab_bos = llama.token_eos(), llama.token_bos()
+        formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=llama.detokenize([vocab_eos], special=True).decode("utf-8", "replace"),
+            bos_token=llama.detokenize([vocab_bos], special=True).decode("utf-8", "replace") if vocab_bos >= 0 else "",
+            add_generation_prompt=True,
+        )
+        loaded = _LoadedModel(llama=llama, formatter=formatter, lock=threading.Lock(), n_ctx=n_ctx)
+        _LOADED[key] = loaded
+        return loaded
+
+
+def _grammar(text: str) -> LlamaGrammar:
+    if text not in _GRAMMARS:
+        _GRAMMARS[text] = LlamaGrammar.from_string(text, verbose=False)
+    return _GRAMMARS[text]
+
+
+class LlamaCppWorker:
+    """A worker running a GGUF model in-process with llama.cpp.
+
+    Args:
+        name: the worker's name in the pool.
+        model: an embedded model id (see ``podium models list``) or a path to a ``.gguf`` file.
+        settings: default decoding settings.
+        price: price table, USD per 1M tokens.
+        n_ctx: context window, tokens.
+        description: capability note shown to the conductor.
+        system_prompt: optional system message before each call.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        settings: WorkerSettings,
+        price: Price,
+        n_ctx: int = 4096,
+        description: str = "",
+        system_prompt: str | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.settings = settings
+        self.price = price
+        self.n_ctx = n_ctx
+        self.description = description
+        self.system_prompt = system_prompt
+
+    def load(self) -> None:
+        """Load (and verify) the model now instead of on the first call."""
+        _load(self.model, self.n_ctx)
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        return await self.continue_text(messages, "", settings or self.settings)
+
+    async def continue_text(
+        self,
+        messages: Sequence[Message],
+        prefix: str,
+        settings: WorkerSettings,
+        *,
+        grammar: str | None = None,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        if self.system_prompt and not any(m["role"] == "system" for m in messages):
+            messages = [{"role": "system", "content": self.system_prompt}, *messages]
+        return await asyncio.to_thread(self._generate, list(messages), prefix, settings, grammar, list(stop))
+
+    def _generate(
+        self,
+        messages: list[Message],
+        prefix: str,
+        settings: WorkerSettings,
+        grammar: str | None,
+        stop: list[str],
+    ) -> Completion:
+        started = time.perf_counter()
+        model = _load(self.model, self.n_ctx)
+        formatted = model.formatter(messages=cast(Any, list(messages)))
+        prompt_text = formatted.prompt + prefix
+        with model.lock:
+            llama = model.llama
+            tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=not formatted.added_special, special=True)
+            room = model.n_ctx - len(tokens)
+            if room < _MIN_NEW_TOKENS:
+                raise ContextOverflow(
+                    f"worker {self.name!r}: the prompt is {len(tokens)} tokens, its context window is "
+                    f"{model.n_ctx}; shorten the question or raise n_ctx in the pool file",
+                    worker=self.name,
+                    prompt_tokens=len(tokens),
+                    n_ctx=model.n_ctx,
+                )
+            cached = _common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens)
+            try:
+                out: Any = llama.create_completion(
+                    tokens,
+                    max_tokens=min(settings.max_tokens, room),
+                    temperature=settings.temperature,
+                    top_p=settings.top_p,
+                    seed=settings.seed,
+                    stop=[*stop, *_as_list(formatted.stop)],
+                    grammar=_grammar(grammar) if grammar else None,
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise ProviderError(f"llama.cpp failed in worker {self.name!r}: {exc}", worker=self.name) from None
+        choice = out["choices"][0]
+        usage = Usage(
+            input_tokens=int(out["usage"]["prompt_tokens"]),
+            output_tokens=int(out["usage"]["completion_tokens"]),
+            cached_input_tokens=min(cached, int(out["usage"]["prompt_tokens"]) - 1) if cached else 0,
+        )
+        return Completion(
+            text=choice["text"],
+            usage=usage,
+            cost_usd=self.price.cost(usage),
+            latency_s=time.perf_counter() - started,
+            finish_reason=choice.get("finish_reason") or "stop",
+        )
+
+
+def _as_list(stop: str | list[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    return [stop] if isinstance(stop, str) else list(stop)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,43 @@
+"""Shared fixtures. Unit tests may not reach the network: connections to anything but
+loopback fail (real workers in later suites talk to 127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+POOLS = Path(__file__).resolve().parent / "pools"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if isinstance(host, str) and (host.startswith("127.") or host in ("localhost", "::1")):
+            return real_connect(self, address)
+        if self.family == socket.AF_UNIX:
+            return real_connect(self, address)
+        raise OSError(f"network access blocked in tests: {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    yield
+
+
+@pytest.fixture
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """PODIUM_HOME in a temporary folder, so traces never touch the user's data dir."""
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"

@@ -1,0 +1,88 @@
+"""The CLI on bad input (no model needed): clear message, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from podium.cli import cli
+from podium.orchestrator import Fallback, Orchestrator
+from podium.testing import ScriptedConductor, ScriptedWorker
+from podium.trace.store import TraceStore
+from tests.conftest import SHARED_DATA, read_jsonl
+
+ADVERSARIAL = {c["id"]: c for c in read_jsonl(SHARED_DATA / "adversarial" / "cases.jsonl")}
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", ["empty-question", "very-long-question"])
+def test_adversarial_questions_are_refused_with_exit_2(
+    case: str, capsys: pytest.CaptureFixture[str], isolated_home: Path
+) -> None:
+    code, _, err = run_cli(["run", ADVERSARIAL[case]["question"]], capsys)
+    assert code == 2
+    assert "question" in err
+    assert not (isolated_home / "traces.sqlite3").exists()  # nothing ran, nothing was sent
+
+
+def test_unknown_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(["run", "2+2?", "--pool", str(tmp_path / "missing.toml")], capsys)
+    assert code == 2 and "not found" in err
+
+
+def test_invalid_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[conductor]\nworker = 3\n")
+    code, _, err = run_cli(["plan", "2+2?", "--pool", str(bad)], capsys)
+    assert code == 2 and "invalid" in err and "conductor.worker" in err
+
+
+def test_bad_flag_values(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["run", "2+2?", "--max-steps", "0"], capsys)
+    assert code == 2 and "--max-steps" in err
+
+
+def test_trace_commands_without_a_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(["trace", "list", "--traces", str(tmp_path / "none.sqlite3")], capsys)
+    assert code == 2 and "no trace database" in err
+
+
+def test_trace_list_and_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "t.sqlite3"
+    plan = 'model_id = [0]\nsubtasks = ["Say hi [politely]."]\naccess_list = [[]]'
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="hi [there]")],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        traces=TraceStore(db),
+    )
+    record = asyncio.run(orch.run("Greet me"))
+    code, out, _ = run_cli(["trace", "list", "--traces", str(db), "--json"], capsys)
+    assert code == 0 and json.loads(out)[0]["id"] == record.id
+    code, out, _ = run_cli(["trace", "show", record.id[:8], "--traces", str(db), "--json"], capsys)
+    assert code == 0
+    shown = json.loads(out)
+    assert shown == record.to_json()
+    code, out, _ = run_cli(["trace", "show", record.id[:8], "--traces", str(db)], capsys)
+    assert code == 0 and "hi [there]" in out and "Say hi [politely]." in out  # markup-like text shown verbatim
+    code, _, err = run_cli(["trace", "show", "zzz", "--traces", str(db)], capsys)
+    assert code == 2 and "not a request id" in err
+
+
+def test_pool_show_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["pool", "show", "--json"], capsys)
+    assert code == 0 and json.loads(out)["name"] == "local"
+
+
+def test_models_install_rejects_unknown_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["models", "install", "gpt-17"], capsys)
+    assert code == 2 and "unknown model" in err

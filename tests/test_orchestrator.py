@@ -1,0 +1,198 @@
+"""The orchestrator with a scripted fake conductor and fake workers (no model).
+
+These are unit tests with fakes, by design: they pin the access-list boundary on the exact
+messages, the re-sample → fallback path, and that every request leaves one complete trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from podium.errors import InvalidQuestion, ProviderError
+from podium.messages import worker_messages
+from podium.orchestrator import Fallback, Orchestrator
+from podium.testing import ScriptedConductor, ScriptedWorker
+from podium.trace.store import TraceStore
+from podium.workers.base import Message
+
+VALID_3 = (
+    "Reasoning: draft, independent draft, then combine.\n"
+    "model_id = [0, 1, 2]\n"
+    'subtasks = ["Draft A.", "Draft B.", "Combine the drafts."]\n'
+    "access_list = [[], [], [1]]"
+)
+
+
+def secret_worker(name: str) -> ScriptedWorker:
+    """A worker whose output carries a unique marker, so leaks are detectable."""
+    return ScriptedWorker(name, reply=f"SECRET-FROM-{name}")
+
+
+def make(
+    conductor: ScriptedConductor,
+    workers: Sequence[ScriptedWorker],
+    tmp_path: Path | None = None,
+    resamples: int = 2,
+    fallback: int = 0,
+) -> Orchestrator:
+    traces = TraceStore(tmp_path / "traces.sqlite3") if tmp_path else None
+    return Orchestrator(
+        workers, conductor, Fallback(fallback, "Answer directly."), resamples=resamples, traces=traces, pool_name="fake"
+    )
+
+
+def test_access_list_is_enforced_on_the_exact_messages(tmp_path: Path) -> None:
+    w = [secret_worker("w0"), secret_worker("w1"), secret_worker("w2")]
+    record = asyncio.run(make(ScriptedConductor([VALID_3]), w, tmp_path).run("Q?"))
+    assert record.status == "ok"
+    # step 2 sees step 1 only: it must never receive step 0's output or subtask.
+    (final_call,) = w[2].calls
+    text = "\n".join(m["content"] for m in final_call)
+    assert "SECRET-FROM-w1" in text and "Draft B." in text
+    assert "SECRET-FROM-w0" not in text and "Draft A." not in text
+    # and the message is exactly the one DESIGN.md §3 prescribes for (question, granted, subtask)
+    assert final_call == worker_messages("Q?", [_granted(1, "Draft B.", "SECRET-FROM-w1")], "Combine the drafts.")
+    # steps 0 and 1 have access [] and see no earlier output at all
+    for worker in w[:2]:
+        assert "SECRET-FROM" not in worker.calls[0][0]["content"]
+    assert record.answer == "SECRET-FROM-w2"
+    assert [s.visible for s in record.steps] == [(), (), (1,)]
+
+
+def _granted(index: int, subtask: str, output: str):  # type: ignore[no-untyped-def]
+    from podium.messages import GrantedStep
+
+    return GrantedStep(index, subtask, output)
+
+
+def test_access_all_sees_every_earlier_step() -> None:
+    plan = 'model_id = [0, 0, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], "all", "all"]'
+    w = [secret_worker("w0"), secret_worker("w1")]
+    record = asyncio.run(make(ScriptedConductor([plan]), w).run("Q?"))
+    assert [s.visible for s in record.steps] == [(), (0,), (0, 1)]
+    last = w[1].calls[0][0]["content"]
+    assert last.count("SECRET-FROM-w0") == 2
+
+
+def test_invalid_plans_are_resampled_then_fallback_runs(tmp_path: Path) -> None:
+    conductor = ScriptedConductor(["no lists here", "model_id = [7]\nsubtasks = ['x']\naccess_list = [[]]"])
+    w = [ScriptedWorker("w0", reply="fallback answer"), ScriptedWorker("w1")]
+    orch = make(conductor, w, tmp_path, resamples=2)
+    record = asyncio.run(orch.run("Q?"))
+    assert len(conductor.questions) == 3  # 1 + 2 re-samples
+    assert [a.error_kind for a in record.attempts] == ["missing_field", "unknown_worker", "unknown_worker"]
+    assert record.status == "fallback"
+    assert record.fallback is not None and record.fallback.reason == "invalid_plan"
+    assert record.answer == "fallback answer"
+    assert [(s.phase, s.worker) for s in record.steps] == [("fallback", "w0")]
+    assert w[1].calls == []
+    stored = TraceStore(tmp_path / "traces.sqlite3").get(record.id)
+    assert stored == record
+
+
+def test_a_valid_resample_is_used_without_fallback() -> None:
+    conductor = ScriptedConductor(["garbage", 'model_id = [1]\nsubtasks = ["Solve."]\naccess_list = [[]]'])
+    w = [ScriptedWorker("w0"), ScriptedWorker("w1", reply="42")]
+    record = asyncio.run(make(conductor, w).run("Q?"))
+    assert record.status == "ok" and record.answer == "42"
+    assert len(record.attempts) == 2 and record.fallback is None
+
+
+def test_worker_error_triggers_fallback_and_keeps_the_failed_step() -> None:
+    plan = 'model_id = [1, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], "all"]'
+    w = [ScriptedWorker("w0", reply="rescued"), ScriptedWorker("w1", error=ProviderError("boom", worker="w1"))]
+    record = asyncio.run(make(ScriptedConductor([plan]), w).run("Q?"))
+    assert record.status == "fallback"
+    assert record.fallback is not None and record.fallback.reason == "worker_error"
+    assert [(s.phase, s.index, s.error is not None) for s in record.steps] == [
+        ("workflow", 0, True),
+        ("fallback", 0, False),
+    ]
+    # step 1 never ran: w0 was called once, by the fallback
+    assert len(w[0].calls) == 1
+    assert record.answer == "rescued"
+
+
+def test_empty_final_output_triggers_fallback() -> None:
+    plan = 'model_id = [1]\nsubtasks = ["a"]\naccess_list = [[]]'
+    w = [ScriptedWorker("w0", reply="from fallback"), ScriptedWorker("w1", reply="   ")]
+    record = asyncio.run(make(ScriptedConductor([plan]), w).run("Q?"))
+    assert record.fallback is not None and record.fallback.reason == "empty_output"
+    assert record.answer == "from fallback"
+
+
+def test_failing_fallback_ends_with_a_clear_error_and_a_trace(tmp_path: Path) -> None:
+    w = [ScriptedWorker("w0", error=ProviderError("down", worker="w0"))]
+    record = asyncio.run(make(ScriptedConductor(["nothing"]), w, tmp_path, resamples=0).run("Q?"))
+    assert record.status == "error" and record.answer == ""
+    assert record.error is not None and "down" in record.error
+    assert TraceStore(tmp_path / "traces.sqlite3").get(record.id) == record
+
+
+def test_totals_add_up_and_separate_the_conductor() -> None:
+    w = [ScriptedWorker("w0", reply="aaaa" * 10), ScriptedWorker("w1", reply="bbbb" * 5), ScriptedWorker("w2")]
+    record = asyncio.run(make(ScriptedConductor([VALID_3], cost_usd=0.5), w).run("Q?"))
+    t = record.totals
+    assert t.worker_calls == 3
+    assert t.output_tokens == 10 + 5 + 1  # fake_tokens: len/4, at least 1
+    assert t.cost_usd == pytest.approx(sum(s.cost_usd for s in record.steps))
+    assert t.conductor_cost_usd == 0.5 and t.conductor_calls == 1
+    assert t.total_cost_usd == pytest.approx(t.cost_usd + 0.5)
+
+
+def test_independent_steps_overlap_and_dependent_ones_wait() -> None:
+    log: list[str] = []
+
+    def replying(name: str):  # type: ignore[no-untyped-def]
+        def reply(messages: Sequence[Message]) -> str:
+            log.append(f"end {name}")
+            return name
+
+        return reply
+
+    class Logged(ScriptedWorker):
+        async def complete(self, messages, settings=None):  # type: ignore[no-untyped-def]
+            log.append(f"start {self.name}")
+            return await super().complete(messages, settings)
+
+    w = [
+        Logged("a", reply=replying("a"), delay_s=0.05),
+        Logged("b", reply=replying("b"), delay_s=0.05),
+        Logged("c", reply=replying("c")),
+    ]
+    asyncio.run(make(ScriptedConductor([VALID_3]), w).run("Q?"))
+    # a and b (both access []) start before either ends; c (sees 1) starts after b ends.
+    assert log.index("start b") < log.index("end a")
+    assert log.index("start c") > log.index("end b")
+
+
+@pytest.mark.parametrize("question", ["", "   \n", "x" * 20_001])
+def test_bad_questions_are_refused_before_any_work(question: str, tmp_path: Path) -> None:
+    conductor = ScriptedConductor([VALID_3])
+    w = [ScriptedWorker("w0"), ScriptedWorker("w1"), ScriptedWorker("w2")]
+    with pytest.raises(InvalidQuestion):
+        asyncio.run(make(conductor, w, tmp_path).run(question))
+    assert conductor.questions == [] and all(x.calls == [] for x in w)
+
+
+def test_plan_mode_executes_nothing(tmp_path: Path) -> None:
+    w = [ScriptedWorker("w0"), ScriptedWorker("w1"), ScriptedWorker("w2")]
+    record = asyncio.run(make(ScriptedConductor([VALID_3]), w, tmp_path).run("Q?", mode="plan"))
+    assert record.mode == "plan" and record.workflow is not None and record.steps == ()
+    assert all(x.calls == [] for x in w)
+
+
+def test_an_unexpected_crash_still_leaves_a_trace(tmp_path: Path) -> None:
+    class Broken(ScriptedWorker):
+        async def complete(self, messages, settings=None):  # type: ignore[no-untyped-def]
+            raise ZeroDivisionError("bug")
+
+    orch = make(ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']), [Broken("w0")], tmp_path)
+    with pytest.raises(ZeroDivisionError):
+        asyncio.run(orch.run("Q?"))
+    (summary,) = TraceStore(tmp_path / "traces.sqlite3").list()
+    assert summary.status == "error"

@@ -1,0 +1,69 @@
+"""Pool files: the packaged default and clear errors for bad ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from podium.errors import ConfigError
+from podium.pool import load_pool
+from tests.conftest import POOLS
+
+
+def test_packaged_default_is_the_local_pool() -> None:
+    pool = load_pool()
+    assert pool.name == "local"
+    assert [w.model for w in pool.workers] == [
+        "qwen2.5-coder-1.5b-instruct",
+        "qwen2.5-coder-0.5b-instruct",
+        "smollm2-135m-instruct",
+    ]
+    # prices follow compute: the bigger model costs more per token, in and out
+    prices = [(w.price.input, w.price.output) for w in pool.workers]
+    assert prices == sorted(prices, reverse=True)
+    assert load_pool("local") == pool
+
+
+def test_defaults_merge_under_worker_settings() -> None:
+    pool = load_pool(POOLS / "smollm2.toml")
+    a, b = (pool.merged(w) for w in pool.workers)
+    assert (a.temperature, b.temperature) == (0.2, 0.0)  # b overrides the default
+    assert a.max_tokens == b.max_tokens == 48
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name = ", "not valid TOML"),
+        ("[conductor]\nworker='x'\n[fallback]\nworker='x'\n", "workers"),
+        (
+            "[conductor]\nworker='nope'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\n",
+            "not a worker of this pool",
+        ),
+        (
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\nmax_tokens=-1\n",
+            "workers.0.max_tokens",
+        ),
+        (
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\ntemprature=0.1\n",
+            "temprature",
+        ),
+        (
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\n"
+            "[[workers]]\nname='a'\nmodel='m'\n",
+            "unique",
+        ),
+    ],
+    ids=["bad-toml", "no-workers", "unknown-conductor-worker", "negative-max-tokens", "typo", "duplicate"],
+)
+def test_bad_pool_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "pool.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_pool(path)
+
+
+def test_missing_pool_file_lists_the_presets(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"not found.*local"):
+        load_pool(tmp_path / "nope.toml")
