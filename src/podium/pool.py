@@ -85,7 +85,8 @@ class ConductorConfig(_Strict):
     temperature: float = Field(0.7, ge=0, le=2)
     seed: int = Field(0, ge=0, description="base seed; re-sample k uses seed + k")
     reasoning_tokens: int = Field(160, ge=0, le=4096, description="budget for the reasoning line")
-    max_tokens: int = Field(640, gt=0, le=8192, description="budget for the three lists")
+    max_tokens: int = Field(800, gt=0, le=8192, description="budget of an unconstrained reply")
+    subtask_chars: int = Field(240, ge=16, le=4000, description="longest subtask the grammar allows")
     resamples: int = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
     constrained: bool = Field(True, description="grammar-constrain the lists where the backend can")
 

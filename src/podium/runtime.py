@@ -46,6 +46,7 @@ def build_orchestrator(
                 reasoning_tokens=c.reasoning_tokens,
                 max_tokens=c.max_tokens,
                 constrained=c.constrained,
+                subtask_chars=c.subtask_chars,
             ),
         )
     return Orchestrator(

@@ -7,38 +7,51 @@ closed after ``k`` ids only the ``k``-step alternative remains. By construction:
 
 - the three lists have equal length (1..max_steps, never empty);
 - every id is ``0..pool_size-1``;
-- access entry ``i`` is ``[]``, ``"all"`` (only for ``i > 0``) or indices ``< i``;
-- subtasks are non-empty double-quoted strings without raw newlines.
+- access entry ``i`` is ``[]``, ``"all"`` (only for ``i > 0``) or at most ``i`` indices ``< i``;
+- subtasks are double-quoted strings of 1..``subtask_chars`` characters without raw newlines,
+  so the whole output has at most :func:`max_plan_chars` characters — and, since a token covers
+  at least one character, a token budget that large can never truncate it.
 """
 
 from __future__ import annotations
 
-__all__ = ["workflow_grammar"]
+__all__ = ["max_plan_chars", "workflow_grammar"]
 
 
 def _alts(values: list[str]) -> str:
     return " | ".join(f'"{v}"' for v in values)
 
 
-def workflow_grammar(pool_size: int, max_steps: int) -> str:
-    """GBNF for the three lists of a ``1..max_steps``-step workflow over ``pool_size`` workers.
+def workflow_grammar(pool_size: int, max_steps: int, subtask_chars: int = 240) -> str:
+    """GBNF for the three lists of a ``1..max_steps``-step workflow over ``pool_size`` workers,
+    each subtask at most ``subtask_chars`` characters.
 
-    Raises ValueError for a pool_size or max_steps below 1.
+    Raises ValueError for a pool_size, max_steps or subtask_chars below 1.
     """
-    if pool_size < 1 or max_steps < 1:
-        raise ValueError("pool_size and max_steps must be at least 1")
+    if pool_size < 1 or max_steps < 1 or subtask_chars < 1:
+        raise ValueError("pool_size, max_steps and subtask_chars must be at least 1")
     rules = [
         "root ::= " + " | ".join(f"plan{k}" for k in range(1, max_steps + 1)),
         "id ::= " + _alts([str(i) for i in range(pool_size)]),
-        'str ::= "\\"" [^"\\\\\\n]+ "\\""',
+        f'str ::= "\\"" [^"\\\\\\n]{{1,{subtask_chars}}} "\\""',
         'acc0 ::= "[]"',
     ]
     for i in range(1, max_steps):
         rules.append(f"ref{i} ::= " + _alts([str(j) for j in range(i)]))
-        rules.append(f'acc{i} ::= "[]" | "\\"all\\"" | "[" ref{i} (", " ref{i})* "]"')
+        more = f' (", " ref{i}){{0,{i - 1}}}' if i > 1 else ""
+        rules.append(f'acc{i} ::= "[]" | "\\"all\\"" | "[" ref{i}{more} "]"')
     for k in range(1, max_steps + 1):
         ids = ' ", " '.join(["id"] * k)
         strs = ' ", " '.join(["str"] * k)
         accs = ' ", " '.join(f"acc{i}" for i in range(k))
         rules.append(f'plan{k} ::= "model_id = [" {ids} "]\\nsubtasks = [" {strs} "]\\naccess_list = [" {accs} "]"')
     return "\n".join(rules) + "\n"
+
+
+def max_plan_chars(pool_size: int, max_steps: int, subtask_chars: int = 240) -> int:
+    """An upper bound on the length, in characters, of any string :func:`workflow_grammar` accepts."""
+    id_chars = len(str(pool_size - 1))
+    ref_chars = len(str(max(max_steps - 2, 0)))
+    labels = len("model_id = [") + len("]\nsubtasks = [") + len("]\naccess_list = [") + 1
+    per_step = id_chars + (subtask_chars + 2) + max(len('"all"'), 2 + max_steps * (ref_chars + 2)) + 3 * 2
+    return labels + max_steps * per_step

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from podium.conductor.grammar import workflow_grammar
+from podium.conductor.grammar import max_plan_chars, workflow_grammar
 from podium.conductor.prompt import REASONING_PREFIX, conductor_messages
 from podium.errors import PlanParseError
 from podium.parse import parse_workflow
@@ -21,6 +21,9 @@ from podium.records import PlanAttempt
 from podium.workers.base import Completion, TextCompleter, Usage, Worker, WorkerSettings
 
 __all__ = ["LMConductor", "LMConductorSettings"]
+
+_REASONING_LINE = 'root ::= " " [^\\n]+ "\\n"\n'
+"""One line of reasoning after the prefix: at least one character, ended by a newline."""
 
 
 @dataclass(frozen=True)
@@ -31,15 +34,18 @@ class LMConductorSettings:
         temperature: sampling temperature (paper: 1.0 in training).
         seed: base seed; attempt ``k`` samples with ``seed + k``.
         reasoning_tokens: token budget of the reasoning line (0 = no reasoning).
-        max_tokens: token budget of the lists (or of the whole reply when unconstrained).
+        max_tokens: token budget of the whole reply when unconstrained. Constrained lists get
+            :func:`~podium.conductor.grammar.max_plan_chars` tokens, which no valid plan exceeds.
         constrained: use the workflow grammar when the backend supports it.
+        subtask_chars: longest subtask the grammar allows, characters.
     """
 
     temperature: float = 0.7
     seed: int = 0
     reasoning_tokens: int = 160
-    max_tokens: int = 640
+    max_tokens: int = 800
     constrained: bool = True
+    subtask_chars: int = 240
 
 
 class LMConductor:
@@ -77,7 +83,7 @@ class LMConductor:
                     messages,
                     prefix,
                     WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed),
-                    stop=["\n", "model_id"],
+                    grammar=_REASONING_LINE,
                 )
                 calls.append(reasoning)
                 prefix += reasoning.text.rstrip()
@@ -85,15 +91,18 @@ class LMConductor:
             lists = await self.model.continue_text(
                 messages,
                 prefix,
-                WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed),
-                grammar=workflow_grammar(len(pool), max_steps),
+                WorkerSettings(
+                    max_tokens=max_plan_chars(len(pool), max_steps, s.subtask_chars),
+                    temperature=s.temperature,
+                    seed=seed,
+                ),
+                grammar=workflow_grammar(len(pool), max_steps, s.subtask_chars),
             )
             calls.append(lists)
             raw = prefix + lists.text
         else:
             reply = await self.model.complete(
-                messages,
-                WorkerSettings(max_tokens=s.reasoning_tokens + s.max_tokens, temperature=s.temperature, seed=seed),
+                messages, WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)
             )
             calls.append(reply)
             raw = reply.text

@@ -1,0 +1,133 @@
+"""Which local model should be the default conductor? Measure, don't guess.
+
+For each candidate conductor model of the embedded local pool, on the first N GSM8K test
+questions (shared/data), this runs the whole main job (conductor → workflow → workers) and
+records: plan validity with and without the grammar, end-to-end accuracy, conductor latency,
+request wall time and cost. Results go to a JSON file and a Markdown table (stdout).
+
+    .venv/bin/python bench/conductor_choice.py --n 6 --out docs/bench/conductor-choice.json
+
+Accuracy uses the last number in the answer against GSM8K's ``#### N`` (a quick check; the
+eval loop's math verifier is the real one). Absolute times depend on the machine; compare the
+candidates within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from podium.conductor.lm import LMConductor, LMConductorSettings
+from podium.pool import load_pool
+from podium.runtime import build_orchestrator
+from podium.trace.store import TraceStore
+from podium.workers import build_pool_workers
+
+ROOT = Path(__file__).resolve().parent.parent
+GSM8K = ROOT.parent / "shared" / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def last_number(text: str) -> float | None:
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    try:
+        return float(found[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+async def measure(n: int, candidates: list[str], traces: TraceStore) -> list[dict[str, Any]]:
+    config = load_pool()
+    pool = build_pool_workers(config)
+    rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:n]]
+    c = config.conductor
+    results = []
+    with Progress() as progress:
+        task = progress.add_task("conductor candidates", total=len(candidates) * n)
+        for name in candidates:
+            model = pool[config.worker_index(name)]
+            settings = LMConductorSettings(c.temperature, c.seed, c.reasoning_tokens, c.max_tokens, True)
+            free = LMConductor(
+                model, LMConductorSettings(c.temperature, c.seed, c.reasoning_tokens, c.max_tokens, False)
+            )
+            orch = build_orchestrator(config, traces=traces, conductor=LMConductor(model, settings), workers=pool)
+            per: list[dict[str, Any]] = []
+            for row in rows:
+                record = await orch.run(row["question"])
+                unconstrained = await free.plan(row["question"], pool, max_steps=config.max_steps)
+                reference = float(row["answer"].split("####")[-1].strip().replace(",", ""))
+                got = last_number(record.answer)
+                per.append(
+                    {
+                        "valid_first_try": record.attempts[0].workflow is not None,
+                        "valid_unconstrained": unconstrained.workflow is not None,
+                        "unconstrained_error": unconstrained.error_kind,
+                        "correct": got is not None and abs(got - reference) < 1e-6,
+                        "steps": len(record.workflow) if record.workflow else 0,
+                        "workers": [s.worker for s in record.steps],
+                        "conductor_s": sum(a.latency_s for a in record.attempts),
+                        "wall_s": record.totals.wall_time_s,
+                        "cost_usd": record.totals.total_cost_usd,
+                        "status": record.status,
+                        "trace": record.id,
+                    }
+                )
+                progress.advance(task)
+            results.append(
+                {
+                    "conductor": name,
+                    "questions": n,
+                    "valid_constrained": sum(p["valid_first_try"] for p in per) / n,
+                    "valid_unconstrained": sum(p["valid_unconstrained"] for p in per) / n,
+                    "accuracy": sum(p["correct"] for p in per) / n,
+                    "mean_steps": statistics.mean(p["steps"] for p in per),
+                    "mean_conductor_s": statistics.mean(p["conductor_s"] for p in per),
+                    "mean_wall_s": statistics.mean(p["wall_s"] for p in per),
+                    "mean_cost_usd": statistics.mean(p["cost_usd"] for p in per),
+                    "per_question": per,
+                }
+            )
+    return results
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| conductor | questions | valid plan (grammar) | valid plan (no grammar) | accuracy | mean steps "
+        "| conductor s | request s | cost USD/request |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['conductor']} | {r['questions']} | {r['valid_constrained']:.0%} | {r['valid_unconstrained']:.0%} "
+            f"| {r['accuracy']:.0%} | {r['mean_steps']:.1f} | {r['mean_conductor_s']:.1f} | {r['mean_wall_s']:.1f} "
+            f"| {r['mean_cost_usd']:.6f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=6, help="GSM8K test questions (from the first)")
+    parser.add_argument("--candidates", nargs="*", default=["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"])
+    parser.add_argument("--out", type=Path, help="write the JSON results here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = asyncio.run(measure(args.n, args.candidates, TraceStore(Path(tmp) / "bench.sqlite3")))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""End to end on the real smallest local model (SmolLM2-135M through llama.cpp, in-process).
+
+No fakes: the conductor writes a grammar-constrained workflow, the executor runs it on real
+workers, the trace lands in a real SQLite file. Needs `podium models install smollm2-135m-instruct`
+(done by `make setup-dev`). SmolLM2-135M answers badly; these tests check the machinery, not
+the answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podium.cli import cli
+from podium.conductor.lm import LMConductor, LMConductorSettings
+from podium.pool import load_pool
+from podium.workers import build_pool_workers
+from tests.conftest import POOLS, SHARED_DATA, read_jsonl
+
+pytest.importorskip("llama_cpp", reason="needs podium[local]")
+pytestmark = pytest.mark.model
+
+POOL = POOLS / "smollm2.toml"
+GSM8K = read_jsonl(SHARED_DATA / "benchmarks" / "gsm8k" / "test.jsonl")
+ADVERSARIAL = {c["id"]: c for c in read_jsonl(SHARED_DATA / "adversarial" / "cases.jsonl")}
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = cli(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, json.loads(out)
+
+
+def test_run_executes_a_valid_workflow_under_its_access_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "traces.sqlite3"
+    question = GSM8K[0]["question"]
+    code, record = run_json(["run", question, "--pool", str(POOL), "--traces", str(db), "--json"], capsys)
+    assert code == 0
+    attempt = record["attempts"][-1]
+    assert attempt["constrained"] is True and attempt["workflow"] is not None
+    assert record["status"] == "ok" and record["fallback"] is None
+    steps = record["workflow"]["steps"]
+    assert 1 <= len(steps) <= 3 and len(record["steps"]) == len(steps)
+    for i, (planned, done) in enumerate(zip(steps, record["steps"], strict=True)):
+        visible = list(range(i)) if planned["access"] == "all" else planned["access"]
+        assert done["visible"] == visible
+        sent = "\n".join(m["content"] for m in done["messages"])
+        assert question in sent and planned["subtask"] in sent
+        assert sent.count('<step index="') == len(visible)
+        for j in visible:
+            assert f'<step index="{j}">' in sent
+        assert done["usage"]["input_tokens"] > 0 and done["cost_usd"] > 0
+    assert record["answer"] == record["steps"][-1]["output"]
+    totals = record["totals"]
+    assert totals["worker_calls"] == len(steps)
+    assert totals["conductor_calls"] == len(record["attempts"]) and totals["conductor_cost_usd"] > 0
+    # the trace store holds the same record
+    code, shown = run_json(["trace", "show", record["id"], "--traces", str(db), "--json"], capsys)
+    assert code == 0 and shown == record
+
+
+def test_constrained_conductor_output_always_parses() -> None:
+    """The grammar makes even a 135M model write valid workflows, for any question and seed."""
+    config = load_pool(POOL)
+    pool = build_pool_workers(config)
+    conductor = LMConductor(pool[0], LMConductorSettings(temperature=1.0, reasoning_tokens=24, subtask_chars=120))
+    questions = [
+        GSM8K[1]["question"],
+        ADVERSARIAL["format-breaker"]["question"],
+        ADVERSARIAL["inject-plan-in-question"]["question"],
+    ]
+
+    async def attempts() -> list[Any]:
+        return [await conductor.plan(q, pool, max_steps=3, attempt=seed) for q in questions for seed in range(2)]
+
+    results = asyncio.run(attempts())
+    for a in results:
+        assert a.error_kind is None, a.raw_output
+        assert a.workflow is not None and 1 <= len(a.workflow) <= 3
+        assert all(0 <= s.worker < len(pool) for s in a.workflow.steps)
+    # the lists pass reuses the reasoning pass's KV cache: the shared prompt prefix is cached
+    assert all(a.usage.cached_input_tokens > 0 for a in results)
+
+
+def test_plan_only_executes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli(["plan", GSM8K[2]["question"], "--pool", str(POOL), "--traces", str(tmp_path / "t.sqlite3")])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert "Workflow" in out and "Model " in out and "Answer" not in out
+
+
+def test_prompt_larger_than_the_context_window_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small = tmp_path / "small.toml"
+    small.write_text(POOL.read_text().replace("n_ctx = 2048", "n_ctx = 256"))
+    code = cli(["run", "What is 2+2?", "--pool", str(small), "--traces", str(tmp_path / "t.sqlite3")])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "context window" in err and "n_ctx" in err and "Traceback" not in err
