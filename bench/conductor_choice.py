@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import re
 import statistics
@@ -56,10 +57,14 @@ async def measure(n: int, candidates: list[str], traces: TraceStore) -> list[dic
         task = progress.add_task("conductor candidates", total=len(candidates) * n)
         for name in candidates:
             model = pool[config.worker_index(name)]
-            settings = LMConductorSettings(c.temperature, c.seed, c.reasoning_tokens, c.max_tokens, True)
-            free = LMConductor(
-                model, LMConductorSettings(c.temperature, c.seed, c.reasoning_tokens, c.max_tokens, False)
+            settings = LMConductorSettings(
+                temperature=c.temperature,
+                seed=c.seed,
+                reasoning_tokens=c.reasoning_tokens,
+                subtask_chars=c.subtask_chars,
             )
+            # no grammar: the same prompt read by the tolerant parser (400-token cap keeps it bounded)
+            free = LMConductor(model, dataclasses.replace(settings, max_tokens=400, constrained=False))
             orch = build_orchestrator(config, traces=traces, conductor=LMConductor(model, settings), workers=pool)
             per: list[dict[str, Any]] = []
             for row in rows:

@@ -18,7 +18,7 @@ from podium.conductor.prompt import REASONING_PREFIX, conductor_messages
 from podium.errors import PlanParseError
 from podium.parse import parse_workflow
 from podium.records import PlanAttempt
-from podium.workers.base import Completion, TextCompleter, Usage, Worker, WorkerSettings
+from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
 
 __all__ = ["LMConductor", "LMConductorSettings"]
 
@@ -73,39 +73,14 @@ class LMConductor:
         messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps)
         s = self.settings
         seed = s.seed + attempt
-        constrained = s.constrained and isinstance(self.model, TextCompleter)
-        calls: list[Completion] = []
-        if constrained:
-            assert isinstance(self.model, TextCompleter)
-            prefix = REASONING_PREFIX
-            if s.reasoning_tokens:
-                reasoning = await self.model.continue_text(
-                    messages,
-                    prefix,
-                    WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed),
-                    grammar=_REASONING_LINE,
-                )
-                calls.append(reasoning)
-                prefix += reasoning.text.rstrip()
-            prefix += "\n"
-            lists = await self.model.continue_text(
-                messages,
-                prefix,
-                WorkerSettings(
-                    max_tokens=max_plan_chars(len(pool), max_steps, s.subtask_chars),
-                    temperature=s.temperature,
-                    seed=seed,
-                ),
-                grammar=workflow_grammar(len(pool), max_steps, s.subtask_chars),
-            )
-            calls.append(lists)
-            raw = prefix + lists.text
+        completer = self.model if s.constrained and isinstance(self.model, TextCompleter) else None
+        if completer is not None:
+            raw, calls = await self._constrained(completer, messages, len(pool), max_steps, seed)
         else:
             reply = await self.model.complete(
                 messages, WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)
             )
-            calls.append(reply)
-            raw = reply.text
+            raw, calls = reply.text, [reply]
         usage = sum((c.usage for c in calls), Usage())
         cost = sum(c.cost_usd for c in calls)
         try:
@@ -123,5 +98,33 @@ class LMConductor:
             usage=usage,
             cost_usd=cost,
             latency_s=time.perf_counter() - started,
-            constrained=constrained,
+            constrained=completer is not None,
         )
+
+    async def _constrained(
+        self, completer: TextCompleter, messages: list[Message], pool_size: int, max_steps: int, seed: int
+    ) -> tuple[str, list[Completion]]:
+        """Reasoning line, then the grammar-constrained lists; returns (raw text, calls)."""
+        s = self.settings
+        calls: list[Completion] = []
+        prefix = REASONING_PREFIX
+        if s.reasoning_tokens:
+            reasoning = await completer.continue_text(
+                messages,
+                prefix,
+                WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed),
+                grammar=_REASONING_LINE,
+            )
+            calls.append(reasoning)
+            prefix += reasoning.text.rstrip()
+        prefix += "\n"
+        lists = await completer.continue_text(
+            messages,
+            prefix,
+            WorkerSettings(
+                max_tokens=max_plan_chars(pool_size, max_steps, s.subtask_chars), temperature=s.temperature, seed=seed
+            ),
+            grammar=workflow_grammar(pool_size, max_steps, s.subtask_chars),
+        )
+        calls.append(lists)
+        return prefix + lists.text, calls

@@ -60,6 +60,16 @@ FEW_SHOT: tuple[FewShot, ...] = (
         ),
         access_list=("[]", '"all"'),
     ),
+    FewShot(
+        question="Why does 'SELECT city, name FROM users GROUP BY city' fail in PostgreSQL, and how do I fix it?",
+        reasoning="One strong worker diagnoses and fixes; the same worker then checks the fix and gives the final answer.",
+        model_id=(0, 0),
+        subtasks=(
+            "Explain why the query fails and write a corrected query.",
+            "Check the explanation and the corrected query for mistakes and give the final explanation and query.",
+        ),
+        access_list=("[]", '"all"'),
+    ),
 )
 
 _TASK = """You are the conductor of a team of AI workers. You never answer the question yourself. \
@@ -78,11 +88,13 @@ access_list = [...]  what each step may read: [] for nothing, "all" for every ea
 or earlier step numbers such as [0, 2]
 
 Rules:
-- At most {max_steps} steps, numbered from 0. Use as few as the question needs.
+- At most {max_steps} steps, numbered from 0. Most questions need one to three steps.
 - A worker sees the question, its own subtask, and only the steps its access_list grants.
 - The last step's output is the final answer: its subtask must ask for the complete answer \
-(for code: the complete final code; for math: the reasoning and the final number).
-- Prefer stronger workers where accuracy matters and cheaper ones for simple steps.
+(for code: the complete final code; for math: the reasoning and the final number), and it should \
+go to a worker strong enough to solve the whole question.
+- Match workers to steps by their descriptions: never give math, code or the final answer to a \
+worker described as unreliable at them. Use cheaper workers only for steps they can do well.
 
 Examples:
 

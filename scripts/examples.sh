@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Regenerate the transcripts in docs/examples/ with the default local pool:
+# the first three GSM8K test questions and HumanEval/0 from ../shared/data.
+# Each file holds the command and its output exactly as printed (rich, 100 columns).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PODIUM=${PODIUM:-.venv/bin/podium}
+DATA=${DATA:-../shared/data/benchmarks}
+OUT=docs/examples
+mkdir -p "$OUT"
+export COLUMNS=100
+run() {  # name, question
+  local name=$1 question=$2
+  { printf '$ podium run "%s"\n\n' "$(printf '%s' "$question" | head -c 160 | tr '\n' ' ')…"
+    /usr/bin/time -f 'real %es (measured by /usr/bin/time)' "$PODIUM" run "$question" 2>&1
+  } > "$OUT/$name.txt"
+  echo "wrote $OUT/$name.txt"
+}
+for i in 1 2 3; do
+  q=$(sed -n "${i}p" "$DATA/gsm8k/test.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["question"])')
+  run "gsm8k-test-$i" "$q"
+done
+q=$(head -1 "$DATA/humaneval/HumanEval.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("Complete this Python function. Return the whole function in one code block.\n\n" + r["prompt"])')
+run "humaneval-0" "$q"
