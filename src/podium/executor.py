@@ -20,7 +20,7 @@ from typing import Literal
 from podium.errors import PodiumError
 from podium.messages import GrantedStep, worker_messages
 from podium.records import StepRecord, utc_now
-from podium.workers.base import Usage, Worker
+from podium.workers.base import Completion, Worker
 from podium.workflow import Step, Workflow
 
 __all__ = ["StepCallback", "WorkflowFailed", "execute", "run_step"]
@@ -54,26 +54,11 @@ async def run_step(
     granted = [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
     messages = worker_messages(question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None))
     started_at, t0 = utc_now(), time.perf_counter()
+    result, error = Completion(""), None
     try:
         result = await worker.complete(messages)
     except (PodiumError, OSError) as exc:
-        return StepRecord(
-            index=index,
-            phase=phase,
-            worker_index=step.worker,
-            worker=worker.name,
-            subtask=step.subtask,
-            access=step.to_json()["access"],
-            visible=visible,
-            messages=tuple(messages),
-            output="",
-            usage=Usage(),
-            cost_usd=0.0,
-            latency_s=time.perf_counter() - t0,
-            started_at=started_at,
-            finished_at=utc_now(),
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        error = f"{type(exc).__name__}: {exc}"
     return StepRecord(
         index=index,
         phase=phase,
@@ -90,6 +75,7 @@ async def run_step(
         started_at=started_at,
         finished_at=utc_now(),
         finish_reason=result.finish_reason,
+        error=error,
     )
 
 

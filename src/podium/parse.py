@@ -21,7 +21,7 @@ from typing import Any
 from podium.errors import PlanParseError
 from podium.workflow import Workflow, validate_lists
 
-__all__ = ["MAX_OUTPUT_CHARS", "parse_workflow"]
+__all__ = ["MAX_OUTPUT_CHARS", "parse_workflow", "try_parse_workflow"]
 
 MAX_OUTPUT_CHARS = 100_000
 """Conductor outputs longer than this (characters) are cut to their last part before parsing."""
@@ -97,6 +97,17 @@ def parse_workflow(
         max_steps=max_steps,
         allow_empty=allow_empty,
     )
+
+
+def try_parse_workflow(
+    text: str, *, pool_size: int, max_steps: int = 5
+) -> tuple[Workflow | None, PlanParseError | None]:
+    """:func:`parse_workflow` that returns ``(workflow, None)`` or ``(None, error)`` instead of
+    raising, for callers that record failed attempts."""
+    try:
+        return parse_workflow(text, pool_size=pool_size, max_steps=max_steps), None
+    except PlanParseError as exc:
+        return None, exc
 
 
 def _strip_thinking(text: str) -> str:

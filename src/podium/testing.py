@@ -13,8 +13,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from podium.errors import PlanParseError
-from podium.parse import parse_workflow
+from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, Price, Usage, Worker, WorkerSettings
 
@@ -83,18 +82,14 @@ class ScriptedConductor:
     async def plan(self, question: str, pool: Sequence[Worker], *, max_steps: int, attempt: int = 0) -> PlanAttempt:
         self.questions.append(question)
         raw = self.outputs[min(attempt, len(self.outputs) - 1)]
-        try:
-            workflow = parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
-            kind = error = None
-        except PlanParseError as exc:
-            workflow, kind, error = None, exc.kind, exc.detail
+        workflow, failure = try_parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
         return PlanAttempt(
             attempt=attempt,
             messages=({"role": "user", "content": question},),
             raw_output=raw,
             workflow=workflow,
-            error_kind=kind,
-            error=error,
+            error_kind=failure.kind if failure else None,
+            error=failure.detail if failure else None,
             usage=Usage(fake_tokens(question), fake_tokens(raw)),
             cost_usd=self.cost_usd,
         )

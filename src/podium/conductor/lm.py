@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from podium.conductor.grammar import max_plan_chars, workflow_grammar
 from podium.conductor.prompt import REASONING_PREFIX, conductor_messages
-from podium.errors import PlanParseError
-from podium.parse import parse_workflow
+from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
 
@@ -83,18 +82,14 @@ class LMConductor:
             raw, calls = reply.text, [reply]
         usage = sum((c.usage for c in calls), Usage())
         cost = sum(c.cost_usd for c in calls)
-        try:
-            workflow = parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
-            kind = error = None
-        except PlanParseError as exc:
-            workflow, kind, error = None, exc.kind, exc.detail
+        workflow, failure = try_parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
         return PlanAttempt(
             attempt=attempt,
             messages=tuple(messages),
             raw_output=raw,
             workflow=workflow,
-            error_kind=kind,
-            error=error,
+            error_kind=failure.kind if failure else None,
+            error=failure.detail if failure else None,
             usage=usage,
             cost_usd=cost,
             latency_s=time.perf_counter() - started,

@@ -62,7 +62,7 @@ FEW_SHOT: tuple[FewShot, ...] = (
     ),
     FewShot(
         question="Why does 'SELECT city, name FROM users GROUP BY city' fail in PostgreSQL, and how do I fix it?",
-        reasoning="One strong worker diagnoses and fixes; the same worker then checks the fix and gives the final answer.",
+        reasoning="A strong worker diagnoses and fixes; the same worker checks the fix and gives the final answer.",
         model_id=(0, 0),
         subtasks=(
             "Explain why the query fails and write a corrected query.",
