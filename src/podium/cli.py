@@ -20,6 +20,7 @@ from rich.text import Text
 
 from podium import __version__
 from podium._render import render_plan, render_run, render_trace_list
+from podium.budget import Limits
 from podium.errors import ConfigError, PodiumError
 from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
 from podium.orchestrator import validate_question
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--no-trace", action="store_true", help="do not store a trace")
         p.add_argument("--max-steps", type=int, help="workflow step limit (default: the pool file's)")
         p.add_argument("--resamples", type=int, help="extra conductor attempts after an invalid plan")
+        p.add_argument("--deadline", type=float, metavar="SECONDS", help="request latency budget (default: pool's)")
+        p.add_argument("--cost-cap", type=float, metavar="USD", help="request cost cap (default: pool's)")
 
     request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
     request_cmd("plan", "Write the workflow for a question without executing it.")
@@ -116,8 +119,19 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             raise ConfigError(f"{flag} must be between 0 and 20, got {value}")
     if args.max_steps == 0:
         raise ConfigError("--max-steps must be at least 1")
+    limits = None
+    if args.deadline is not None or args.cost_cap is not None:
+        c = config.limits
+        limits = Limits(
+            deadline_s=c.deadline_s if args.deadline is None else args.deadline,
+            step_timeout_s=c.step_timeout_s,
+            cost_cap_usd=c.cost_cap_usd if args.cost_cap is None else args.cost_cap,
+            fallback_reserve=c.fallback_reserve,
+        )
     traces = None if args.no_trace else TraceStore(args.traces or default_trace_path())
-    orchestrator = build_orchestrator(config, traces=traces, resamples=args.resamples, max_steps=args.max_steps)
+    orchestrator = build_orchestrator(
+        config, traces=traces, resamples=args.resamples, max_steps=args.max_steps, limits=limits
+    )
     status, on_event = _progress(err)
     with status:
         record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))

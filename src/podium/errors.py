@@ -10,7 +10,16 @@
     ├── ModelBehaviourError    a model did something unusable
     │   ├── PlanParseError     the conductor's text is not a valid workflow (has ``kind``)
     │   └── EmptyOutput        a worker returned nothing
-    └── ProviderError          the worker's runtime or transport failed (``worker``, ``status``)
+    ├── ProviderError          the worker's runtime or transport failed (``worker``, ``status``)
+    │   ├── WorkerTimeout      the call outlived its step or request deadline   (transient)
+    │   ├── RateLimited        429, with ``retry_after`` when the provider said  (transient)
+    │   ├── ServerError        5xx                                               (transient)
+    │   ├── TransportError     connection refused / reset / DNS                  (transient)
+    │   ├── ClientError        other 4xx (bad request, auth): retrying won't help
+    │   └── WorkerUnavailable  the circuit breaker has taken the worker out for a cool-down
+    └── BudgetError            a limit the caller set was reached
+        ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget (USD)
+        └── DeadlineExceeded   the request's deadline passed (seconds)
 
 Every error carries fields, not just a string, so callers and traces can act on them.
 Vendor exceptions are translated once, in the worker backend that raised them.
@@ -21,8 +30,13 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "TRANSIENT_ERRORS",
+    "BudgetError",
+    "ClientError",
     "ConfigError",
     "ContextOverflow",
+    "CostCapExceeded",
+    "DeadlineExceeded",
     "EmptyOutput",
     "InvalidQuestion",
     "ModelBehaviourError",
@@ -31,6 +45,11 @@ __all__ = [
     "PlanParseError",
     "PodiumError",
     "ProviderError",
+    "RateLimited",
+    "ServerError",
+    "TransportError",
+    "WorkerTimeout",
+    "WorkerUnavailable",
 ]
 
 
@@ -129,3 +148,63 @@ class ProviderError(PodiumError):
         self.worker = worker
         self.status = status
         self.retry_after = retry_after
+
+
+class WorkerTimeout(ProviderError):
+    """The call outlived its deadline (step or request). Transient."""
+
+
+class RateLimited(ProviderError):
+    """HTTP 429. ``retry_after`` holds the seconds the provider asked for, if any. Transient."""
+
+
+class ServerError(ProviderError):
+    """HTTP 5xx or an internal runtime failure. Transient."""
+
+
+class TransportError(ProviderError):
+    """The connection failed (refused, reset, DNS). Transient."""
+
+
+class ClientError(ProviderError):
+    """HTTP 4xx other than 429 (bad request, auth, not found). Not retried."""
+
+
+class WorkerUnavailable(ProviderError):
+    """The worker is in a circuit-breaker cool-down until ``retry_after`` seconds from now."""
+
+
+TRANSIENT_ERRORS: tuple[type[ProviderError], ...] = (WorkerTimeout, RateLimited, ServerError, TransportError)
+"""Provider errors worth retrying with backoff."""
+
+
+class BudgetError(PodiumError):
+    """A limit the caller configured (cost cap, deadline) was reached."""
+
+
+class CostCapExceeded(BudgetError):
+    """A call's reservation (worst-case cost, USD) does not fit the remaining budget.
+
+    Attributes:
+        needed_usd: the refused reservation, USD.
+        remaining_usd: what was left of the budget, USD.
+        scope: ``"request"`` or the period budget's name (e.g. ``"pool:local/day"``).
+    """
+
+    def __init__(self, message: str, *, needed_usd: float, remaining_usd: float, scope: str) -> None:
+        super().__init__(message)
+        self.needed_usd = needed_usd
+        self.remaining_usd = remaining_usd
+        self.scope = scope
+
+
+class DeadlineExceeded(BudgetError):
+    """The request's deadline passed.
+
+    Attributes:
+        deadline_s: the request's latency budget, seconds.
+    """
+
+    def __init__(self, message: str, *, deadline_s: float) -> None:
+        super().__init__(message)
+        self.deadline_s = deadline_s

@@ -6,8 +6,10 @@ steps on one local model queue while steps on different models overlap.) Each st
 receives exactly :func:`podium.messages.worker_messages` built from the steps its access list
 grants, and nothing else.
 
-If a step fails, the steps that have not started are cancelled and :class:`WorkflowFailed` carries
-every record made so far, so the caller can trace them and run the fallback pipeline.
+If a step fails, or the workflow's deadline passes, the other steps are cancelled and
+:class:`WorkflowFailed` carries every record made — steps cut off midway included, with their
+exact messages and ``error_type="Cancelled"`` — so the caller can trace them and run the
+fallback pipeline. No record is ever dropped.
 """
 
 from __future__ import annotations
@@ -30,12 +32,18 @@ StepCallback = Callable[[str, int, Step], None]
 
 
 class WorkflowFailed(PodiumError):
-    """A step failed; ``records`` holds every step record made (failed one included)."""
+    """A step failed or the deadline passed.
 
-    def __init__(self, message: str, records: tuple[StepRecord, ...], cause: BaseException) -> None:
+    Attributes:
+        records: every step record made, in step order (failed and cut-off ones included).
+        error_type: the exception class name that ended the workflow (e.g. ``"WorkerTimeout"``,
+            ``"CostCapExceeded"``, ``"DeadlineExceeded"``).
+    """
+
+    def __init__(self, message: str, records: tuple[StepRecord, ...], error_type: str) -> None:
         super().__init__(message)
         self.records = records
-        self.cause = cause
+        self.error_type = error_type
 
 
 async def run_step(
@@ -46,37 +54,54 @@ async def run_step(
     done: dict[int, StepRecord],
     *,
     phase: Literal["workflow", "fallback"] = "workflow",
+    sink: dict[int, StepRecord] | None = None,
 ) -> StepRecord:
-    """Execute one step whose visible steps are all in ``done``; never raises for worker errors
-    (they are recorded in ``StepRecord.error``)."""
+    """Execute one step whose visible steps are all in ``done``.
+
+    Worker errors do not raise: they are recorded in ``StepRecord.error`` / ``error_type``. If
+    the step is cancelled, a record with ``error_type="Cancelled"`` is put in ``sink`` before
+    the cancellation propagates.
+    """
     worker = pool[step.worker]
     visible = step.visible(index)
     granted = [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
     messages = worker_messages(question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None))
     started_at, t0 = utc_now(), time.perf_counter()
-    result, error = Completion(""), None
+
+    def record(result: Completion, error: BaseException | None) -> StepRecord:
+        return StepRecord(
+            index=index,
+            phase=phase,
+            worker_index=step.worker,
+            worker=result.served_by or worker.name,
+            subtask=step.subtask,
+            access=step.to_json()["access"],
+            visible=visible,
+            messages=tuple(messages),
+            output=result.text.strip(),
+            usage=result.usage,
+            cost_usd=result.cost_usd,
+            latency_s=time.perf_counter() - t0,
+            started_at=started_at,
+            finished_at=utc_now(),
+            finish_reason=result.finish_reason,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            error_type=None if error is None else _error_type(error),
+        )
+
     try:
         result = await worker.complete(messages)
+    except asyncio.CancelledError as exc:
+        if sink is not None:
+            sink[index] = record(Completion(""), exc)
+        raise
     except (PodiumError, OSError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    return StepRecord(
-        index=index,
-        phase=phase,
-        worker_index=step.worker,
-        worker=worker.name,
-        subtask=step.subtask,
-        access=step.to_json()["access"],
-        visible=visible,
-        messages=tuple(messages),
-        output=result.text.strip(),
-        usage=result.usage,
-        cost_usd=result.cost_usd,
-        latency_s=time.perf_counter() - t0,
-        started_at=started_at,
-        finished_at=utc_now(),
-        finish_reason=result.finish_reason,
-        error=error,
-    )
+        return record(Completion(""), exc)
+    return record(result, None)
+
+
+def _error_type(error: BaseException) -> str:
+    return "Cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
 
 
 async def execute(
@@ -85,10 +110,15 @@ async def execute(
     pool: Sequence[Worker],
     *,
     on_step: StepCallback | None = None,
+    timeout_s: float | None = None,
 ) -> tuple[StepRecord, ...]:
     """Run every step of ``workflow`` over ``pool``; returns records in step order.
 
-    Raises WorkflowFailed (with the records made so far) when a step's worker fails.
+    Args:
+        timeout_s: the workflow's time limit, seconds (None = none).
+
+    Raises WorkflowFailed (with every record made) when a step's worker fails or the time
+    limit passes.
     """
     done: dict[int, StepRecord] = {}
     finished: dict[int, asyncio.Event] = {i: asyncio.Event() for i in range(len(workflow))}
@@ -98,25 +128,33 @@ async def execute(
             await finished[dep].wait()
         if on_step:
             on_step("start", index, step)
-        record = await run_step(index, step, question, pool, done)
+        record = await run_step(index, step, question, pool, done, sink=done)
         done[index] = record
         if on_step:
             on_step("end", index, step)
         if record.error is not None:
-            raise _StepError(record.error)
+            raise _StepError(record.error_type or "Error", record.error)
         finished[index].set()
 
     tasks = [asyncio.create_task(one(i, s)) for i, s in enumerate(workflow.steps)]
     try:
-        await asyncio.gather(*tasks)
-    except _StepError as exc:
+        async with asyncio.timeout(timeout_s):
+            await asyncio.gather(*tasks)
+    except (_StepError, TimeoutError) as exc:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         records = tuple(done[i] for i in sorted(done))
-        raise WorkflowFailed(f"a step failed: {exc}", records, exc) from None
+        if isinstance(exc, _StepError):
+            raise WorkflowFailed(f"step failed: {exc.message}", records, exc.error_type) from None
+        raise WorkflowFailed(
+            f"the workflow's time limit of {timeout_s:.1f} s passed", records, "DeadlineExceeded"
+        ) from None
     return tuple(done[i] for i in range(len(workflow)))
 
 
 class _StepError(Exception):
-    pass
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message

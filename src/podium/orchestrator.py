@@ -5,20 +5,24 @@ a configured default worker). Every request, however it ends, leaves exactly one
 :class:`~podium.records.RunRecord` in the trace store.
 
 Fallback reasons recorded: ``invalid_plan`` (no valid workflow after the re-samples),
-``conductor_error`` (the conductor's runtime failed), ``worker_error`` (a step failed),
-``empty_output`` (the last step returned nothing).
+``conductor_error`` (the conductor's runtime failed), ``worker_error`` (a step failed after its
+retries), ``empty_output`` (the last step returned nothing), ``cost_cap`` (a call's reservation
+did not fit the cost cap), ``deadline`` (the workflow ran out of time; the fallback then gets the
+time kept back by ``Limits.fallback_reserve``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
 from podium.conductor.base import Conductor
-from podium.errors import ConfigError, InvalidQuestion, PodiumError
+from podium.errors import ConfigError, DeadlineExceeded, InvalidQuestion, PodiumError
 from podium.executor import WorkflowFailed, execute, run_step
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.trace.store import TraceStore
@@ -60,7 +64,8 @@ class Orchestrator:
     """Runs requests over a pool.
 
     Args:
-        pool: the workers, in pool order (``Model i`` = ``pool[i]``).
+        pool: the workers, in pool order (``Model i`` = ``pool[i]``); wrap them with
+            :func:`podium.workers.resilience.harden` for budgets, retries and failover.
         conductor: the policy that writes workflows.
         fallback: the fallback pipeline.
         pool_name: shown in traces.
@@ -68,6 +73,8 @@ class Orchestrator:
         resamples: extra conductor attempts after an invalid plan.
         max_question_chars: longer questions are refused.
         traces: where records go; None keeps them in memory only.
+        limits: default per-request limits (deadline, step timeout, cost cap).
+        periods: period budgets (e.g. per day) every request of this pool draws on.
     """
 
     def __init__(
@@ -81,6 +88,8 @@ class Orchestrator:
         resamples: int = 2,
         max_question_chars: int = 20_000,
         traces: TraceStore | None = None,
+        limits: Limits | None = None,
+        periods: Sequence[PeriodBudget] = (),
     ) -> None:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
@@ -92,18 +101,36 @@ class Orchestrator:
         self.resamples = resamples
         self.max_question_chars = max_question_chars
         self.traces = traces
+        self.limits = limits or Limits()
+        self.periods = tuple(periods)
 
     async def run(
-        self, question: str, *, mode: Literal["run", "plan"] = "run", on_event: EventHook | None = None
+        self,
+        question: str,
+        *,
+        mode: Literal["run", "plan"] = "run",
+        on_event: EventHook | None = None,
+        limits: Limits | None = None,
     ) -> RunRecord:
         """Answer ``question`` (or, with ``mode="plan"``, only write its workflow).
 
-        Returns the request's RunRecord, also written to the trace store.
+        Args:
+            limits: this request's limits (default: the orchestrator's).
+
+        Returns the request's RunRecord, also written to the trace store. Every request ends
+        with an answer (status ``ok`` / ``fallback``) or status ``error`` and a typed error
+        message; the deadline bounds everything, the cost cap every call.
         Raises InvalidQuestion before any work for bad input; ConfigError (e.g. a model not
         installed) after recording the failed request in the trace store.
         """
         question = validate_question(question, max_chars=self.max_question_chars)
-        emit = on_event or (lambda _e, _d: None)
+        budget = RequestBudget(limits or self.limits, self.periods)
+        with budget_scope(budget):
+            return await self._run(question, mode, on_event or (lambda _e, _d: None), budget)
+
+    async def _run(
+        self, question: str, mode: Literal["run", "plan"], emit: EventHook, budget: RequestBudget
+    ) -> RunRecord:
         request_id = uuid.uuid4().hex
         started_at, t0 = utc_now(), time.perf_counter()
         if self.traces:
@@ -146,7 +173,7 @@ class Orchestrator:
             return record
 
         try:
-            workflow, fallback = await self._plan(question, attempts, emit)
+            workflow, fallback = await self._plan(question, attempts, emit, budget)
             if mode == "plan":
                 if workflow is None:
                     status, error = "error", f"no valid workflow after {len(attempts)} attempt(s)"
@@ -158,6 +185,7 @@ class Orchestrator:
                         question,
                         self.pool,
                         on_step=lambda ev, i, s: emit(f"step_{ev}", {"index": i, "step": s}),
+                        timeout_s=_until(budget.workflow_deadline()),
                     )
                     steps.extend(done)
                     answer = done[-1].output
@@ -165,37 +193,61 @@ class Orchestrator:
                         fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
                 except WorkflowFailed as exc:
                     steps.extend(exc.records)
-                    fallback = FallbackInfo("worker_error", str(exc.cause))
+                    fallback = FallbackInfo(_REASONS.get(exc.error_type, "worker_error"), str(exc))
             if fallback is not None:
                 emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
-                record = await run_step(
-                    0, Step(self.fallback.worker, self.fallback.subtask, ()), question, self.pool, {}, phase="fallback"
-                )
-                steps.append(record)
-                answer, status = record.output, "fallback"
-                if record.error or not answer:
-                    status, error = "error", record.error or "the fallback pipeline returned no text"
+                answer, status, error = await self._fallback(question, steps, budget)
             return finish()
         except BaseException as exc:  # record the request (one trace, always), then let it surface
             status, error = "error", f"{type(exc).__name__}: {exc}"
             finish()
             raise
 
+    async def _fallback(
+        self, question: str, steps: list[StepRecord], budget: RequestBudget
+    ) -> tuple[str, Literal["fallback", "error"], str | None]:
+        """Run the fallback pipeline if time is left; returns (answer, status, error)."""
+        try:
+            budget.check_deadline()
+        except DeadlineExceeded as exc:
+            return "", "error", f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)"
+        record = await run_step(
+            0, Step(self.fallback.worker, self.fallback.subtask, ()), question, self.pool, {}, phase="fallback"
+        )
+        steps.append(record)
+        if record.error or not record.output:
+            return "", "error", record.error or "EmptyOutput: the fallback pipeline returned no text"
+        return record.output, "fallback", None
+
     async def _plan(
-        self, question: str, attempts: list[PlanAttempt], emit: EventHook
+        self, question: str, attempts: list[PlanAttempt], emit: EventHook, budget: RequestBudget
     ) -> tuple[Workflow | None, FallbackInfo | None]:
-        """Sample up to ``1 + resamples`` workflows; the first valid one wins."""
+        """Sample up to ``1 + resamples`` workflows within the workflow's time; the first valid
+        one wins."""
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k})
             try:
-                attempt = await self.conductor.plan(question, self.pool, max_steps=self.max_steps, attempt=k)
+                async with asyncio.timeout(_until(budget.workflow_deadline())):
+                    attempt = await self.conductor.plan(question, self.pool, max_steps=self.max_steps, attempt=k)
+            except TimeoutError:
+                return None, FallbackInfo("deadline", "the conductor did not finish within the workflow's time")
             except ConfigError:
                 raise
             except PodiumError as exc:
-                return None, FallbackInfo("conductor_error", f"{type(exc).__name__}: {exc}")
+                reason = _REASONS.get(type(exc).__name__, "conductor_error")
+                return None, FallbackInfo(reason, f"conductor: {type(exc).__name__}: {exc}")
             attempts.append(attempt)
             emit("plan_end", {"attempt": k, "ok": attempt.workflow is not None, "error": attempt.error})
             if attempt.workflow is not None:
                 return attempt.workflow, None
         last = attempts[-1]
         return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")
+
+
+_REASONS = {"CostCapExceeded": "cost_cap", "DeadlineExceeded": "deadline", "WorkerTimeout": "worker_error"}
+"""Fallback reason per error type; anything else from a step is ``worker_error``."""
+
+
+def _until(deadline: float | None) -> float | None:
+    """Seconds from now (monotonic) until ``deadline``, or None."""
+    return None if deadline is None else deadline - time.monotonic()

@@ -37,8 +37,10 @@ __all__ = [
     "ConductorConfig",
     "DecodingConfig",
     "FallbackConfig",
+    "LimitsConfig",
     "PoolConfig",
     "PriceConfig",
+    "ResilienceConfig",
     "WorkerConfig",
     "load_pool",
     "packaged_pools",
@@ -75,6 +77,7 @@ class WorkerConfig(DecodingConfig):
     model: str = Field(min_length=1, description="embedded model id, or a path to a .gguf file")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
     system_prompt: str | None = Field(None, description="optional system message before each call")
+    equivalent: str | None = Field(None, description="worker that takes over while this one is out")
     price: PriceConfig = Field(default_factory=PriceConfig)  # type: ignore[arg-type]
 
 
@@ -101,6 +104,26 @@ class FallbackConfig(_Strict):
     )
 
 
+class LimitsConfig(_Strict):
+    """Default per-request limits and the pool's period budget (all optional)."""
+
+    deadline_s: float | None = Field(None, gt=0, description="request latency budget, seconds")
+    step_timeout_s: float | None = Field(None, gt=0, description="one worker call at most, seconds")
+    cost_cap_usd: float | None = Field(None, gt=0, description="request cost cap, USD (conductor included)")
+    fallback_reserve: float = Field(0.25, ge=0, le=0.9, description="share of the deadline kept for the fallback")
+    daily_budget_usd: float | None = Field(None, gt=0, description="pool budget per UTC day, USD")
+
+
+class ResilienceConfig(_Strict):
+    """Retries with backoff and the circuit breaker, per worker."""
+
+    attempts: int = Field(3, ge=1, le=10, description="attempts per call for transient errors")
+    base_delay_s: float = Field(0.5, ge=0, description="backoff base, seconds")
+    max_delay_s: float = Field(8.0, ge=0, description="backoff ceiling, seconds")
+    breaker_threshold: int = Field(5, ge=1, description="failures in a row that take a worker out")
+    breaker_cooldown_s: float = Field(30.0, ge=0, description="how long it stays out, seconds")
+
+
 class PoolConfig(_Strict):
     """A whole pool file."""
 
@@ -108,6 +131,8 @@ class PoolConfig(_Strict):
     max_steps: int = Field(5, ge=1, le=20, description="step limit of a workflow")
     max_question_chars: int = Field(20_000, ge=1, description="longer questions are refused")
     defaults: DecodingConfig = Field(default_factory=DecodingConfig)  # type: ignore[arg-type]
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)  # type: ignore[arg-type]
+    resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)  # type: ignore[arg-type]
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)
@@ -118,7 +143,9 @@ class PoolConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"worker names must be unique, repeated: {', '.join(dupes)}")
-        for section, ref in (("conductor", self.conductor.worker), ("fallback", self.fallback.worker)):
+        refs = [("conductor", self.conductor.worker), ("fallback", self.fallback.worker)]
+        refs += [(f"workers.{w.name}.equivalent", w.equivalent) for w in self.workers if w.equivalent]
+        for section, ref in refs:
             if ref not in names:
                 raise ValueError(f"[{section}] worker = {ref!r} is not a worker of this pool ({', '.join(names)})")
         return self

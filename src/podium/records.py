@@ -65,6 +65,8 @@ class StepRecord:
         output: the worker's text ("" on error).
         usage, cost_usd, latency_s: tokens, USD, seconds.
         error: error type and message when the call failed, else None.
+        error_type: the error's class name (``"WorkerTimeout"``, ``"CostCapExceeded"``,
+            ``"Cancelled"`` for a step cut off by the deadline or a failing sibling), else None.
         started_at, finished_at: UTC ISO 8601.
     """
 
@@ -84,6 +86,7 @@ class StepRecord:
     finished_at: str
     finish_reason: str = "stop"
     error: str | None = None
+    error_type: str | None = None
 
 
 @dataclass(frozen=True)

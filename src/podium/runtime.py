@@ -1,18 +1,23 @@
 """Build a ready :class:`~podium.orchestrator.Orchestrator` from a pool file's configuration.
 
 The one place where configuration turns into objects: workers (lazy: no model is loaded until
-its first call), the LM conductor on its configured worker's model, and the fallback pipeline.
+its first call) hardened with budget guard, retries, circuit breaker and failover, the LM
+conductor on its configured worker's model, the fallback pipeline, limits and period budgets.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from podium.budget import Limits, PeriodBudget
 from podium.conductor.base import Conductor
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.orchestrator import Fallback, Orchestrator
-from podium.pool import PoolConfig
+from podium.pool import LimitsConfig, PoolConfig
 from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
 from podium.workers.base import Worker
+from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
 __all__ = ["build_orchestrator"]
 
@@ -25,6 +30,7 @@ def build_orchestrator(
     workers: list[Worker] | None = None,
     resamples: int | None = None,
     max_steps: int | None = None,
+    limits: Limits | None = None,
 ) -> Orchestrator:
     """An orchestrator for ``config``.
 
@@ -33,9 +39,16 @@ def build_orchestrator(
         traces: the trace store (None: records are returned but not stored).
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
         workers: override the pool's workers (tests), in pool order.
-        resamples, max_steps: override the pool file's values.
+        resamples, max_steps, limits: override the pool file's values.
     """
-    pool = workers if workers is not None else build_pool_workers(config)
+    raw = workers if workers is not None else build_pool_workers(config)
+    r = config.resilience
+    policy = ResiliencePolicy(r.attempts, r.base_delay_s, r.max_delay_s, r.breaker_threshold, r.breaker_cooldown_s)
+    stacks = [harden(w, policy) for w in raw]
+    pool = [
+        Failover(stacks[i], stacks[config.worker_index(w.equivalent)]) if w.equivalent else stacks[i]
+        for i, w in enumerate(config.workers)
+    ]
     if conductor is None:
         c = config.conductor
         conductor = LMConductor(
@@ -58,4 +71,23 @@ def build_orchestrator(
         resamples=config.conductor.resamples if resamples is None else resamples,
         max_question_chars=config.max_question_chars,
         traces=traces,
+        limits=limits or _limits(config.limits),
+        periods=_periods(config, traces),
     )
+
+
+def _limits(c: LimitsConfig) -> Limits:
+    return Limits(c.deadline_s, c.step_timeout_s, c.cost_cap_usd, c.fallback_reserve)
+
+
+def _periods(config: PoolConfig, traces: TraceStore | None) -> list[PeriodBudget]:
+    """The pool's daily budget, starting from what today's stored traces already spent (so it
+    holds across separate ``podium run`` processes sharing a trace store)."""
+    cap = config.limits.daily_budget_usd
+    if cap is None:
+        return []
+    day = PeriodBudget(cap, period_s=86_400, scope=f"pool:{config.name}/day")
+    if traces is not None:
+        since = datetime.fromtimestamp(day.period_start, UTC).isoformat(timespec="milliseconds")
+        day.spent_usd = traces.spent_since(config.name, since.replace("+00:00", "Z"))
+    return [day]

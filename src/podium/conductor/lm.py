@@ -12,12 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from podium.conductor.grammar import max_plan_chars, workflow_grammar
 from podium.conductor.prompt import REASONING_PREFIX, conductor_messages
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
+from podium.workers.resilience import grammar_capable
 
 __all__ = ["LMConductor", "LMConductorSettings"]
 
@@ -72,9 +74,9 @@ class LMConductor:
         messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps)
         s = self.settings
         seed = s.seed + attempt
-        completer = self.model if s.constrained and isinstance(self.model, TextCompleter) else None
+        completer = self.model if s.constrained and grammar_capable(self.model) else None
         if completer is not None:
-            raw, calls = await self._constrained(completer, messages, len(pool), max_steps, seed)
+            raw, calls = await self._constrained(cast(TextCompleter, completer), messages, len(pool), max_steps, seed)
         else:
             reply = await self.model.complete(
                 messages, WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)

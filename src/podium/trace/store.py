@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS steps (
     latency_s REAL NOT NULL,
     finish_reason TEXT NOT NULL,
     error TEXT,
+    error_type TEXT,
     started_at TEXT NOT NULL,
     finished_at TEXT NOT NULL,
     PRIMARY KEY (request_id, phase, step_index)
@@ -209,7 +210,7 @@ class TraceStore:
                 ],
             )
             db.executemany(
-                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         record.id,
@@ -229,6 +230,7 @@ class TraceStore:
                         s.latency_s,
                         s.finish_reason,
                         s.error,
+                        s.error_type,
                         s.started_at,
                         s.finished_at,
                     )
@@ -245,6 +247,15 @@ class TraceStore:
             (limit,),
         ).fetchall()
         return [TraceSummary(*row) for row in rows]
+
+    def spent_since(self, pool: str, since: str) -> float:
+        """USD spent by requests of ``pool`` started at or after ``since`` (UTC ISO 8601),
+        finished or not, conductor included."""
+        finished = self._db.execute(
+            "SELECT COALESCE(SUM(total_cost_usd), 0) FROM requests WHERE pool = ? AND started_at >= ?",
+            (pool, since),
+        ).fetchone()[0]
+        return float(finished)
 
     def resolve_id(self, prefix: str) -> str:
         """The full request id for an id or unique prefix (as ``git`` resolves short hashes).
@@ -326,13 +337,14 @@ class TraceStore:
                 latency_s=s[13],
                 finish_reason=s[14],
                 error=s[15],
-                started_at=s[16],
-                finished_at=s[17],
+                error_type=s[16],
+                started_at=s[17],
+                finished_at=s[18],
             )
             for s in self._db.execute(
                 "SELECT phase, step_index, worker_index, worker, subtask, access, visible, messages, output, "
                 "input_tokens, output_tokens, cached_input_tokens, cost_usd, latency_s, finish_reason, error, "
-                "started_at, finished_at FROM steps WHERE request_id = ? "
+                "error_type, started_at, finished_at FROM steps WHERE request_id = ? "
                 "ORDER BY phase = 'fallback', step_index",
                 (rid,),
             )

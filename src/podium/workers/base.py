@@ -96,6 +96,8 @@ class Completion:
         cost_usd: USD, from the worker's price table (USD per 1M tokens).
         latency_s: wall time of the call, seconds.
         finish_reason: ``"stop"`` or ``"length"`` (hit max_tokens).
+        served_by: the worker that actually answered when a failover wrapper switched to an
+            equivalent worker, else None.
     """
 
     text: str
@@ -103,6 +105,7 @@ class Completion:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     finish_reason: str = "stop"
+    served_by: str | None = None
 
 
 @runtime_checkable

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from podium.errors import ConfigError, ContextOverflow, ProviderError
+from podium.budget import current_budget
+from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
 from podium.local_models import EMBEDDED_MODELS, resolve_model
 from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
 
 try:
     import llama_cpp
+    from llama_cpp.llama import StoppingCriteriaList
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
     from llama_cpp.llama_grammar import LlamaGrammar
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -141,6 +143,13 @@ class LlamaCppWorker:
     async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
         return await self.continue_text(messages, "", settings or self.settings)
 
+    def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
+        """Exact prompt tokens of a call (loads the model if needed)."""
+        model = _load(self.model, self.n_ctx)
+        formatted = model.formatter(messages=cast(Any, list(messages)))
+        text = (formatted.prompt + prefix).encode("utf-8")
+        return len(model.llama.tokenize(text, add_bos=not formatted.added_special, special=True))
+
     async def continue_text(
         self,
         messages: Sequence[Message],
@@ -150,8 +159,6 @@ class LlamaCppWorker:
         grammar: str | None = None,
         stop: Sequence[str] = (),
     ) -> Completion:
-        if self.system_prompt and not any(m["role"] == "system" for m in messages):
-            messages = [{"role": "system", "content": self.system_prompt}, *messages]
         return await asyncio.to_thread(self._generate, list(messages), prefix, settings, grammar, list(stop))
 
     def _generate(
@@ -163,6 +170,9 @@ class LlamaCppWorker:
         stop: list[str],
     ) -> Completion:
         started = time.perf_counter()
+        budget = current_budget()  # contextvars reach this thread through asyncio.to_thread
+        timeout = budget.call_timeout_s() if budget else None
+        stop_at = None if timeout is None else time.monotonic() + timeout
         model = _load(self.model, self.n_ctx)
         formatted = model.formatter(messages=cast(Any, list(messages)))
         prompt_text = formatted.prompt + prefix
@@ -188,9 +198,12 @@ class LlamaCppWorker:
                     seed=settings.seed,
                     stop=[*stop, *_as_list(formatted.stop)],
                     grammar=_grammar(grammar) if grammar else None,
+                    stopping_criteria=_deadline_stop(stop_at),
                 )
             except (ValueError, RuntimeError) as exc:
                 raise ProviderError(f"llama.cpp failed in worker {self.name!r}: {exc}", worker=self.name) from None
+        if stop_at is not None and time.monotonic() >= stop_at:
+            raise WorkerTimeout(f"worker {self.name!r} stopped at its deadline", worker=self.name)
         choice = out["choices"][0]
         usage = Usage(
             input_tokens=int(out["usage"]["prompt_tokens"]),
@@ -204,6 +217,14 @@ class LlamaCppWorker:
             latency_s=time.perf_counter() - started,
             finish_reason=choice.get("finish_reason") or "stop",
         )
+
+
+def _deadline_stop(stop_at: float | None) -> StoppingCriteriaList | None:
+    """Stop generating at ``stop_at`` (monotonic seconds), so a cancelled call frees the model
+    within one token instead of running to max_tokens in its thread."""
+    if stop_at is None:
+        return None
+    return StoppingCriteriaList([lambda _ids, _logits: time.monotonic() >= stop_at])
 
 
 def _as_list(stop: str | list[str] | None) -> list[str]:

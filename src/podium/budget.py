@@ -1,0 +1,237 @@
+"""Budgets: a request's deadline and cost cap, and period budgets shared by a pool.
+
+Cost is **reserved** before a call at its worst case — prompt tokens × input price + max_tokens ×
+output price (DESIGN.md §4) — and **settled** to the real cost after it. A reservation that does
+not fit is refused with :class:`~podium.errors.CostCapExceeded` and the call is not made. All
+ledgers of a reservation (the request's and each period budget) are checked and charged under
+one lock, so caps hold with any number of concurrent requests, as long as a call never costs more
+than its worst case (which the token bound below guarantees for byte-level BPE tokenizers).
+
+The current request's budget travels in a :class:`contextvars.ContextVar`, so the budget guard
+wrapping each worker (and threads started with :func:`asyncio.to_thread`) can see it without
+the executor passing it around.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
+from podium.workers.base import Message, Price
+
+__all__ = [
+    "CostLedger",
+    "Limits",
+    "PeriodBudget",
+    "RequestBudget",
+    "Reservation",
+    "budget_scope",
+    "current_budget",
+    "prompt_token_bound",
+    "worst_case_cost",
+]
+
+_LOCK = threading.Lock()  # one lock for every ledger: multi-ledger reservations are atomic
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-request limits (None = unlimited).
+
+    Attributes:
+        deadline_s: the request's latency budget, seconds, for everything (conductor, steps,
+            retries, fallback).
+        step_timeout_s: the most one worker call may take, seconds.
+        cost_cap_usd: the most the request may cost, USD, conductor included.
+        fallback_reserve: share of ``deadline_s`` kept back from the workflow so the fallback
+            pipeline can still answer when the workflow runs out of time (0..0.9).
+    """
+
+    deadline_s: float | None = None
+    step_timeout_s: float | None = None
+    cost_cap_usd: float | None = None
+    fallback_reserve: float = 0.25
+
+    def __post_init__(self) -> None:
+        for name in ("deadline_s", "step_timeout_s", "cost_cap_usd"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value <= 0):
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        if not 0 <= self.fallback_reserve <= 0.9:
+            raise ConfigError(f"fallback_reserve must be within 0..0.9, got {self.fallback_reserve!r}")
+
+
+class CostLedger:
+    """Reserve-then-settle accounting against a cap, USD.
+
+    Attributes:
+        cap_usd: the cap (None = unlimited); scope: a name for errors and traces.
+        spent_usd: settled cost; reserved_usd: cost reserved by calls in flight.
+    """
+
+    def __init__(self, cap_usd: float | None, scope: str) -> None:
+        self.cap_usd = cap_usd
+        self.scope = scope
+        self.spent_usd = 0.0
+        self.reserved_usd = 0.0
+
+    def _roll(self) -> None:
+        """Hook for period budgets to start a new period."""
+
+    def _remaining(self) -> float:
+        self._roll()
+        if self.cap_usd is None:
+            return math.inf
+        return self.cap_usd - self.spent_usd - self.reserved_usd
+
+
+class PeriodBudget(CostLedger):
+    """A cost cap per period (e.g. per UTC day) shared by every request on a pool.
+
+    Args:
+        cap_usd: USD per period.
+        period_s: the period, seconds (86400 = a UTC day); periods are aligned to the epoch.
+        scope: a name, e.g. ``"pool:local/day"``.
+        clock: wall clock in seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self, cap_usd: float, *, period_s: float = 86_400, scope: str = "period", clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(cap_usd, scope)
+        self.period_s = period_s
+        self.clock = clock
+        self.period_start = self._start()
+
+    def _start(self) -> float:
+        return math.floor(self.clock() / self.period_s) * self.period_s
+
+    def _roll(self) -> None:
+        start = self._start()
+        if start != self.period_start:
+            self.period_start, self.spent_usd = start, 0.0  # in-flight reservations carry over
+
+
+class Reservation:
+    """Cost held on one or more ledgers for a call in flight; settle it exactly once."""
+
+    def __init__(self, ledgers: Sequence[CostLedger], amount_usd: float) -> None:
+        self.ledgers = tuple(ledgers)
+        self.amount_usd = amount_usd
+        self._open = True
+
+    def settle(self, actual_usd: float) -> None:
+        """Replace the reservation by the real cost (USD). A second call does nothing."""
+        with _LOCK:
+            if not self._open:
+                return
+            self._open = False
+            for ledger in self.ledgers:
+                ledger.reserved_usd -= self.amount_usd
+                ledger.spent_usd += actual_usd
+
+
+class RequestBudget:
+    """One request's limits in force: its deadline (monotonic clock) and its cost ledger.
+
+    Args:
+        limits: the request's limits.
+        periods: period budgets that also pay for this request's calls.
+        clock: monotonic clock, seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        periods: Sequence[PeriodBudget] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.clock = clock
+        self.started = clock()
+        self.deadline = None if self.limits.deadline_s is None else self.started + self.limits.deadline_s
+        self.ledger = CostLedger(self.limits.cost_cap_usd, "request")
+        self.periods = tuple(periods)
+
+    def remaining_s(self) -> float | None:
+        """Seconds left before the deadline (may be negative), or None without a deadline."""
+        return None if self.deadline is None else self.deadline - self.clock()
+
+    def workflow_deadline(self) -> float | None:
+        """The monotonic time the workflow must end by, leaving the fallback its reserve."""
+        if self.deadline is None or self.limits.deadline_s is None:
+            return None
+        return self.deadline - self.limits.deadline_s * self.limits.fallback_reserve
+
+    def call_timeout_s(self) -> float | None:
+        """How long the next worker call may take: the step timeout or what is left."""
+        options = [t for t in (self.limits.step_timeout_s, self.remaining_s()) if t is not None]
+        return min(options) if options else None
+
+    def check_deadline(self) -> None:
+        """Raises DeadlineExceeded when the deadline has passed."""
+        remaining = self.remaining_s()
+        if remaining is not None and remaining <= 0 and self.limits.deadline_s is not None:
+            raise DeadlineExceeded(
+                f"the request's deadline of {self.limits.deadline_s:g} s has passed", deadline_s=self.limits.deadline_s
+            )
+
+    def reserve(self, amount_usd: float) -> Reservation:
+        """Hold ``amount_usd`` on the request ledger and every period budget, or none of them.
+
+        Raises CostCapExceeded naming the ledger that cannot fit it.
+        """
+        ledgers = (self.ledger, *self.periods)
+        with _LOCK:
+            for ledger in ledgers:
+                remaining = ledger._remaining()
+                if amount_usd > remaining:
+                    raise CostCapExceeded(
+                        f"a call needing up to ${amount_usd:.6f} does not fit the {ledger.scope} budget "
+                        f"(${max(remaining, 0):.6f} of ${ledger.cap_usd:.6f} left)",
+                        needed_usd=amount_usd,
+                        remaining_usd=max(remaining, 0.0),
+                        scope=ledger.scope,
+                    )
+            for ledger in ledgers:
+                ledger.reserved_usd += amount_usd
+        return Reservation(ledgers, amount_usd)
+
+
+_CURRENT: contextvars.ContextVar[RequestBudget | None] = contextvars.ContextVar("podium_budget", default=None)
+
+
+def current_budget() -> RequestBudget | None:
+    """The budget of the request being served in this context, if any."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def budget_scope(budget: RequestBudget) -> Iterator[RequestBudget]:
+    """Make ``budget`` the current one for the enclosed code (and tasks it starts)."""
+    token = _CURRENT.set(budget)
+    try:
+        yield budget
+    finally:
+        _CURRENT.reset(token)
+
+
+_TEMPLATE_TOKENS_PER_MESSAGE = 16
+"""Upper bound on chat-template tokens around one message (role markers, separators)."""
+
+
+def prompt_token_bound(messages: Sequence[Message]) -> int:
+    """An upper bound on the prompt tokens of ``messages`` for byte-level BPE tokenizers: no
+    token is shorter than one UTF-8 byte, plus the chat template's markers."""
+    return sum(len(m["content"].encode("utf-8")) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages) + 8
+
+
+def worst_case_cost(price: Price, prompt_tokens: int, max_tokens: int) -> float:
+    """USD of a call at its worst: every prompt token uncached, every output token used."""
+    return (prompt_tokens * price.input + max_tokens * price.output) / 1_000_000

@@ -1,0 +1,284 @@
+"""Workers wrapping workers: budget guard, retries, circuit breaker, failover.
+
+Each wrapper is itself a :class:`~podium.workers.base.Worker`, so the executor never knows they
+exist. :func:`harden` stacks them in the order that makes each one mean what it says::
+
+    Failover(                      # an equivalent worker takes over when the primary is out
+        Retrying(                  # transient errors: exponential backoff + jitter, 429 retry-after
+            CircuitBreaker(        # N failures in a row -> cool-down, calls fail fast
+                BudgetGuard(w))),  # every attempt: deadline check, cost reservation, timeout
+        harden(equivalent))        # the equivalent's own stack, shared with its pool slot
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from podium.budget import current_budget, prompt_token_bound, worst_case_cost
+from podium.errors import (
+    TRANSIENT_ERRORS,
+    ClientError,
+    ConfigError,
+    ProviderError,
+    RateLimited,
+    ServerError,
+    TransportError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from podium.workers.base import Completion, Message, TextCompleter, Worker, WorkerSettings
+
+__all__ = [
+    "BudgetGuard",
+    "CircuitBreaker",
+    "Failover",
+    "ResiliencePolicy",
+    "Retrying",
+    "grammar_capable",
+    "harden",
+    "unwrap",
+]
+
+
+class _Wrapper:
+    """Forwards the worker attributes and the optional grammar method to ``inner``."""
+
+    def __init__(self, inner: Worker) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.description = inner.description
+        self.price = inner.price
+        self.settings = inner.settings
+        self.system_prompt: str | None = getattr(inner, "system_prompt", None)
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+        """One call of ``method`` on ``inner``; wrappers override to add their behaviour."""
+        result: Completion = await getattr(self.inner, method)(*args, **kwargs)
+        return result
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        return await self._call("complete", messages, settings)
+
+    async def continue_text(
+        self,
+        messages: Sequence[Message],
+        prefix: str,
+        settings: WorkerSettings,
+        *,
+        grammar: str | None = None,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        if not grammar_capable(self.inner):
+            raise ConfigError(f"worker {self.name!r} cannot continue text under a grammar")
+        return await self._call("continue_text", messages, prefix, settings, grammar=grammar, stop=stop)
+
+
+def unwrap(worker: Worker) -> Worker:
+    """The innermost worker under any wrappers."""
+    while isinstance(worker, _Wrapper):
+        worker = worker.inner
+    return worker
+
+
+def grammar_capable(worker: Worker) -> bool:
+    """Whether the worker (under its wrappers) supports grammar-constrained continuation."""
+    return isinstance(unwrap(worker), TextCompleter)
+
+
+class BudgetGuard(_Wrapper):
+    """Enforces the current request's budget on every call.
+
+    Before the call: the deadline is checked and the call's worst-case cost is reserved (exact
+    prompt tokens when the worker can count them, else a byte bound); a reservation that does
+    not fit raises CostCapExceeded and nothing is sent. During the call: it is cancelled at the
+    step timeout or the request deadline (WorkerTimeout / DeadlineExceeded). After: the
+    reservation is settled to the real cost — or kept in full when a failed call may still
+    have been billed (timeouts, 5xx), released when nothing was sent (connection refused, 4xx).
+    """
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+        budget = current_budget()
+        if budget is None:
+            return await super()._call(method, *args, **kwargs)
+        budget.check_deadline()
+        messages: Sequence[Message] = args[0]
+        settings: WorkerSettings = (args[2] if method == "continue_text" else args[1]) or self.settings
+        counter = getattr(self.inner, "count_tokens", None)
+        prefix = args[1] if method == "continue_text" else ""
+        prompt = counter(messages, prefix) if counter else prompt_token_bound([*messages, _as_message(prefix)])
+        reservation = budget.reserve(worst_case_cost(self.price, prompt, settings.max_tokens))
+        timeout = budget.call_timeout_s()
+        try:
+            async with asyncio.timeout(timeout):
+                result = await super()._call(method, *args, **kwargs)
+        except TimeoutError:
+            reservation.settle(reservation.amount_usd)
+            remaining = budget.remaining_s()
+            if remaining is not None and remaining <= 0:
+                budget.check_deadline()
+            raise WorkerTimeout(f"worker {self.name!r} took longer than {timeout:.1f} s", worker=self.name) from None
+        except (TransportError, ClientError, WorkerUnavailable):
+            reservation.settle(0.0)
+            raise
+        except BaseException:
+            reservation.settle(reservation.amount_usd)
+            raise
+        reservation.settle(result.cost_usd)
+        return result
+
+
+def _as_message(prefix: str) -> Message:
+    return {"role": "assistant", "content": prefix}
+
+
+class Retrying(_Wrapper):
+    """Retries transient errors (timeouts, 429, 5xx, connection errors) with exponential
+    backoff and full jitter; a 429's ``retry_after`` is honoured. Never retries client errors
+    (4xx) or an open circuit. Gives up at once when the wait would pass the request deadline.
+
+    Args:
+        attempts: total attempts, first included.
+        base_delay_s, max_delay_s: backoff before attempt k is uniform in
+            [0, min(max_delay_s, base_delay_s · 2^k)] seconds (AWS "full jitter").
+        rng: randomness for the jitter (tests pass a seeded one).
+        sleep: the sleep function (tests pass a recording one).
+    """
+
+    def __init__(
+        self,
+        inner: Worker,
+        *,
+        attempts: int = 3,
+        base_delay_s: float = 0.5,
+        max_delay_s: float = 8.0,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        super().__init__(inner)
+        self.attempts = max(1, attempts)
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self.rng = rng or random.Random()
+        self.sleep = sleep
+
+    def delay_s(self, attempt: int, error: ProviderError) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (0-based)."""
+        if isinstance(error, RateLimited) and error.retry_after is not None:
+            return max(0.0, error.retry_after)
+        return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+        for attempt in range(self.attempts):
+            try:
+                return await super()._call(method, *args, **kwargs)
+            except TRANSIENT_ERRORS as exc:
+                if attempt == self.attempts - 1:
+                    raise
+                delay = self.delay_s(attempt, exc)
+                budget = current_budget()
+                remaining = budget.remaining_s() if budget else None
+                if remaining is not None and delay >= remaining:
+                    raise
+                await self.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class CircuitBreaker(_Wrapper):
+    """Takes a worker out for ``cooldown_s`` after ``threshold`` provider failures in a row;
+    meanwhile calls raise WorkerUnavailable at once. After the cool-down one trial call goes
+    through; a failure reopens the circuit, a success closes it. Client errors (4xx) and budget
+    refusals do not count: they say nothing about the worker's health.
+    """
+
+    def __init__(
+        self,
+        inner: Worker,
+        *,
+        threshold: int = 5,
+        cooldown_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(inner)
+        self.threshold = max(1, threshold)
+        self.cooldown_s = cooldown_s
+        self.clock = clock
+        self.failures = 0
+        self.open_until = 0.0
+
+    @property
+    def is_open(self) -> bool:
+        return self.clock() < self.open_until
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+        now = self.clock()
+        if now < self.open_until:
+            raise WorkerUnavailable(
+                f"worker {self.name!r} is cooling down after {self.failures} failures in a row",
+                worker=self.name,
+                retry_after=self.open_until - now,
+            )
+        try:
+            result = await super()._call(method, *args, **kwargs)
+        except ProviderError as exc:
+            if not isinstance(exc, (ClientError, WorkerUnavailable)):
+                self.failures += 1
+                if self.failures >= self.threshold:
+                    self.open_until = self.clock() + self.cooldown_s
+            raise
+        self.failures = 0
+        return result
+
+
+class Failover(_Wrapper):
+    """Calls ``equivalent`` when the primary is unavailable or its transient errors are
+    exhausted. The result is the equivalent's, with ``Completion.served_by`` naming it, so the
+    step's trace shows who answered."""
+
+    def __init__(self, inner: Worker, equivalent: Worker) -> None:
+        super().__init__(inner)
+        self.equivalent = equivalent
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+        try:
+            return await super()._call(method, *args, **kwargs)
+        except (WorkerUnavailable, WorkerTimeout, RateLimited, ServerError, TransportError):
+            if method == "continue_text" and not grammar_capable(self.equivalent):
+                raise
+            budget = current_budget()
+            if budget is not None:
+                budget.check_deadline()
+            result = cast(Completion, await getattr(self.equivalent, method)(*args, **kwargs))
+            return dataclasses.replace(result, served_by=result.served_by or self.equivalent.name)
+
+
+@dataclass(frozen=True)
+class ResiliencePolicy:
+    """How :func:`harden` wraps each worker.
+
+    Attributes:
+        attempts: total attempts per call for transient errors.
+        base_delay_s, max_delay_s: backoff bounds, seconds.
+        breaker_threshold: failures in a row that open the circuit.
+        breaker_cooldown_s: how long an open circuit stays open, seconds.
+    """
+
+    attempts: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    breaker_threshold: int = 5
+    breaker_cooldown_s: float = 30.0
+
+
+def harden(worker: Worker, policy: ResiliencePolicy) -> Worker:
+    """``worker`` wrapped in retries, a circuit breaker and the budget guard (see the module
+    docstring); wrap the result in :class:`Failover` to give it an equivalent."""
+    guarded = CircuitBreaker(
+        BudgetGuard(worker), threshold=policy.breaker_threshold, cooldown_s=policy.breaker_cooldown_s
+    )
+    return Retrying(guarded, attempts=policy.attempts, base_delay_s=policy.base_delay_s, max_delay_s=policy.max_delay_s)
