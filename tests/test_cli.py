@@ -86,3 +86,9 @@ def test_pool_show_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_models_install_rejects_unknown_ids(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["models", "install", "gpt-17"], capsys)
     assert code == 2 and "unknown model" in err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--deadline", "-1"), ("--cost-cap", "0"), ("--deadline", "nan")])
+def test_bad_limits_are_refused(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["run", "2+2?", flag, value, "--no-trace"], capsys)
+    assert code == 2 and "must be a positive number" in err
