@@ -105,3 +105,17 @@ def test_prompt_larger_than_the_context_window_is_a_clear_error(
     _, err = capsys.readouterr()
     assert code == 2
     assert "context window" in err and "n_ctx" in err and "Traceback" not in err
+
+
+def test_a_review_round_runs_on_the_real_conductor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", GSM8K[3]["question"], "--pool", str(POOL), "--rounds", "1", "--json"]
+    code, record = run_json([*argv, "--traces", str(tmp_path / "t.sqlite3")], capsys)
+    assert code == 0 and record["status"] == "ok"
+    review = [a for a in record["attempts"] if a["round"] == 1]
+    assert review and review[-1]["constrained"] is True
+    # the grammar allows the review only a valid workflow or the three empty lists
+    assert review[-1]["workflow"] is not None
+    assert len(record["workflows"]) == 2
+    kept = len(record["workflows"][1]["steps"]) == 0
+    round1 = [s for s in record["steps"] if s["round"] == 1]
+    assert (round1 == []) == kept

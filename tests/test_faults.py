@@ -222,6 +222,7 @@ def test_fifty_concurrent_requests_never_overshoot_their_caps(tmp_path: Path) ->
         traces=TraceStore(tmp_path / "t.sqlite3"),
         limits=Limits(cost_cap_usd=per_request),
         periods=[day],
+        recursion_rounds=0,
     )
 
     async def all_requests() -> list[object]:

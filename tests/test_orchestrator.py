@@ -38,10 +38,17 @@ def make(
     tmp_path: Path | None = None,
     resamples: int = 2,
     fallback: int = 0,
+    rounds: int = 0,
 ) -> Orchestrator:
     traces = TraceStore(tmp_path / "traces.sqlite3") if tmp_path else None
     return Orchestrator(
-        workers, conductor, Fallback(fallback, "Answer directly."), resamples=resamples, traces=traces, pool_name="fake"
+        workers,
+        conductor,
+        Fallback(fallback, "Answer directly."),
+        resamples=resamples,
+        traces=traces,
+        pool_name="fake",
+        recursion_rounds=rounds,
     )
 
 
@@ -196,3 +203,57 @@ def test_an_unexpected_crash_still_leaves_a_trace(tmp_path: Path) -> None:
         asyncio.run(orch.run("Q?"))
     (summary,) = TraceStore(tmp_path / "traces.sqlite3").list()
     assert summary.status == "error"
+
+
+# --- recursion rounds (Nielsen et al. 2026 §3.2) ---------------------------------------------
+
+ONE = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'
+
+
+def test_a_review_round_may_keep_the_answer(tmp_path: Path) -> None:
+    conductor = ScriptedConductor([ONE])  # reviews default to three empty lists
+    w = [ScriptedWorker("w0", reply="41")]
+    record = asyncio.run(make(conductor, w, tmp_path, rounds=1).run("Q?"))
+    assert record.status == "ok" and record.answer == "41"
+    (first, review) = conductor.previous
+    assert first is None and review is not None
+    assert review.round == 0 and review.answer == "41" and review.workflow.model_id == [0]
+    assert [len(wf) for wf in record.workflows] == [1, 0]
+    assert [a.round for a in record.attempts] == [0, 1] and len(w[0].calls) == 1
+    assert TraceStore(tmp_path / "traces.sqlite3").get(record.id) == record
+
+
+def test_a_later_round_sees_the_previous_round_through_access_all() -> None:
+    review = 'model_id = [1, 1]\nsubtasks = ["Check.", "Fix."]\naccess_list = [[], "all"]'
+    w = [ScriptedWorker("w0", reply="SECRET-ROUND0"), ScriptedWorker("w1", reply="fixed")]
+    record = asyncio.run(make(ScriptedConductor([ONE], reviews=[review]), w, rounds=1).run("Q?"))
+    assert record.answer == "fixed" and record.status == "ok"
+    check, fix = [s for s in record.steps if s.round == 1]
+    assert check.visible_previous == () and "SECRET-ROUND0" not in check.messages[0]["content"]
+    assert fix.visible_previous == ((0, 0),) and fix.visible == (0,)
+    assert '<step round="0" index="0">' in fix.messages[0]["content"]
+    assert "SECRET-ROUND0" in fix.messages[0]["content"]
+
+
+def test_rounds_are_capped() -> None:
+    rewrite = 'model_id = [0]\nsubtasks = ["Again."]\naccess_list = ["all"]'
+    conductor = ScriptedConductor([ONE], reviews=[rewrite])
+    w = [ScriptedWorker("w0")]
+    record = asyncio.run(make(conductor, w, rounds=2).run("Q?"))
+    assert sorted({s.round for s in record.steps}) == [0, 1, 2]
+    assert len(conductor.questions) == 3 and len(w[0].calls) == 3
+
+
+def test_an_invalid_review_keeps_the_previous_answer() -> None:
+    w = [ScriptedWorker("w0", reply="kept")]
+    record = asyncio.run(make(ScriptedConductor([ONE], reviews=["nonsense"]), w, resamples=1, rounds=1).run("Q?"))
+    assert record.status == "ok" and record.answer == "kept" and record.fallback is None
+    assert [a.error_kind for a in record.attempts] == [None, "missing_field", "missing_field"]
+
+
+def test_a_failing_later_round_keeps_the_previous_answer() -> None:
+    review = 'model_id = [1]\nsubtasks = ["Redo."]\naccess_list = ["all"]'
+    w = [ScriptedWorker("w0", reply="first"), ScriptedWorker("w1", error=ProviderError("down", worker="w1"))]
+    record = asyncio.run(make(ScriptedConductor([ONE], reviews=[review]), w, rounds=1).run("Q?"))
+    assert record.status == "ok" and record.answer == "first"
+    assert record.steps[-1].round == 1 and record.steps[-1].error_type == "ProviderError"

@@ -32,8 +32,9 @@ def _sees(access: object, index: int) -> str:
     return ", ".join(str(i) for i in items) if items else "—"
 
 
-def _plan_table(workflow: Workflow, worker_names: Sequence[str]) -> Table:
-    table = Table(title="Workflow", title_justify="left", show_lines=True)
+def _plan_table(workflow: Workflow, worker_names: Sequence[str], round_: int = 0) -> Table:
+    title = "Workflow" if round_ == 0 else f"Workflow, round {round_} (steps seeing all also see round {round_ - 1})"
+    table = Table(title=title, title_justify="left", show_lines=True)
     table.add_column("step", justify="right")
     table.add_column("worker")
     table.add_column("subtask", overflow="fold")
@@ -48,10 +49,13 @@ def _attempts(attempts: Sequence[PlanAttempt]) -> Text:
     text = Text()
     for a in attempts:
         how = "constrained" if a.constrained else "free"
-        if a.workflow is not None:
-            text.append(f"conductor attempt {a.attempt} ({how}): valid workflow, {len(a.workflow)} step(s)\n", "green")
+        where = f"round {a.round}, attempt {a.attempt}" if a.round else f"attempt {a.attempt}"
+        if a.workflow is not None and len(a.workflow) == 0:
+            text.append(f"conductor {where} ({how}): keeps the answer\n", "green")
+        elif a.workflow is not None:
+            text.append(f"conductor {where} ({how}): valid workflow, {len(a.workflow)} step(s)\n", "green")
         else:
-            text.append(f"conductor attempt {a.attempt} ({how}): invalid plan — {a.error_kind}: {a.error}\n", "yellow")
+            text.append(f"conductor {where} ({how}): invalid plan — {a.error_kind}: {a.error}\n", "yellow")
     return text
 
 
@@ -64,6 +68,8 @@ def _reasoning(attempts: Sequence[PlanAttempt]) -> str:
 
 def _step_panel(step: StepRecord) -> Panel:
     label = "fallback" if step.phase == "fallback" else f"step {step.index}"
+    if step.round:
+        label = f"round {step.round} · {label}"
     meta = (
         f"{step.usage.input_tokens} in / {step.usage.output_tokens} out tokens · "
         f"${step.cost_usd:.6f} · {step.latency_s:.1f}s"
@@ -96,8 +102,9 @@ def render_plan(console: Console, record: RunRecord) -> None:
     console.print(_attempts(record.attempts), end="")
     if reasoning := _reasoning(record.attempts):
         console.print(Text(reasoning, style="italic"))
-    if record.workflow is not None:
-        console.print(_plan_table(record.workflow, record.workers))
+    for round_, workflow in enumerate(record.workflows):
+        if len(workflow):
+            console.print(_plan_table(workflow, record.workers, round_))
 
 
 def render_run(console: Console, record: RunRecord) -> None:

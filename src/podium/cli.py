@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--resamples", type=int, help="extra conductor attempts after an invalid plan")
         p.add_argument("--deadline", type=float, metavar="SECONDS", help="request latency budget (default: pool's)")
         p.add_argument("--cost-cap", type=float, metavar="USD", help="request cost cap (default: pool's)")
+        p.add_argument("--rounds", type=int, metavar="N", help="extra review rounds of the conductor (0..5)")
 
     request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
     request_cmd("plan", "Write the workflow for a question without executing it.")
@@ -98,7 +99,8 @@ def _progress(console: Console) -> Any:
 
     def on_event(event: str, data: dict[str, Any]) -> None:
         if event == "plan_start":
-            status.update(f"conductor: writing the workflow (attempt {data['attempt']})")
+            what = "reviewing its answer" if data.get("round") else "writing the workflow"
+            status.update(f"conductor: {what} (round {data.get('round', 0)}, attempt {data['attempt']})")
         elif event == "plan_end" and not data["ok"]:
             console.print(Text(f"conductor attempt {data['attempt']}: invalid plan ({data['error']})", style="yellow"))
         elif event == "step_start":
@@ -114,9 +116,13 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
-    for flag, value in (("--max-steps", args.max_steps), ("--resamples", args.resamples)):
-        if value is not None and not 0 <= value <= 20:
-            raise ConfigError(f"{flag} must be between 0 and 20, got {value}")
+    for flag, value, top in (
+        ("--max-steps", args.max_steps, 20),
+        ("--resamples", args.resamples, 20),
+        ("--rounds", args.rounds, 5),
+    ):
+        if value is not None and not 0 <= value <= top:
+            raise ConfigError(f"{flag} must be between 0 and {top}, got {value}")
     if args.max_steps == 0:
         raise ConfigError("--max-steps must be at least 1")
     limits = None
@@ -130,7 +136,12 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
     traces = None if args.no_trace else TraceStore(args.traces or default_trace_path())
     orchestrator = build_orchestrator(
-        config, traces=traces, resamples=args.resamples, max_steps=args.max_steps, limits=limits
+        config,
+        traces=traces,
+        resamples=args.resamples,
+        max_steps=args.max_steps,
+        limits=limits,
+        recursion_rounds=args.rounds,
     )
     status, on_event = _progress(err)
     with status:

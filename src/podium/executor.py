@@ -23,7 +23,7 @@ from podium.errors import PodiumError
 from podium.messages import GrantedStep, worker_messages
 from podium.records import StepRecord, utc_now
 from podium.workers.base import Completion, Worker
-from podium.workflow import Step, Workflow
+from podium.workflow import ALL, Step, Workflow
 
 __all__ = ["StepCallback", "WorkflowFailed", "execute", "run_step"]
 
@@ -55,8 +55,15 @@ async def run_step(
     *,
     phase: Literal["workflow", "fallback"] = "workflow",
     sink: dict[int, StepRecord] | None = None,
+    round: int = 0,
+    previous: Sequence[StepRecord] = (),
 ) -> StepRecord:
     """Execute one step whose visible steps are all in ``done``.
+
+    Args:
+        round: the recursion round of this step.
+        previous: the previous round's steps; a step with access ``"all"`` sees them too
+            (Nielsen et al. 2026 §3.2), tagged with their round.
 
     Worker errors do not raise: they are recorded in ``StepRecord.error`` / ``error_type``. If
     the step is cancelled, a record with ``error_type="Cancelled"`` is put in ``sink`` before
@@ -64,7 +71,9 @@ async def run_step(
     """
     worker = pool[step.worker]
     visible = step.visible(index)
-    granted = [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
+    earlier = [s for s in previous if s.phase == "workflow"] if step.access == ALL else []
+    granted = [GrantedStep(s.index, s.subtask, s.output, s.round) for s in earlier]
+    granted += [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
     messages = worker_messages(question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None))
     started_at, t0 = utc_now(), time.perf_counter()
 
@@ -87,6 +96,8 @@ async def run_step(
             finish_reason=result.finish_reason,
             error=None if error is None else f"{type(error).__name__}: {error}",
             error_type=None if error is None else _error_type(error),
+            round=round,
+            visible_previous=tuple((s.round, s.index) for s in earlier),
         )
 
     try:
@@ -111,11 +122,14 @@ async def execute(
     *,
     on_step: StepCallback | None = None,
     timeout_s: float | None = None,
+    round: int = 0,
+    previous: Sequence[StepRecord] = (),
 ) -> tuple[StepRecord, ...]:
     """Run every step of ``workflow`` over ``pool``; returns records in step order.
 
     Args:
         timeout_s: the workflow's time limit, seconds (None = none).
+        round, previous: the recursion round and the previous round's step records.
 
     Raises WorkflowFailed (with every record made) when a step's worker fails or the time
     limit passes.
@@ -128,7 +142,7 @@ async def execute(
             await finished[dep].wait()
         if on_step:
             on_step("start", index, step)
-        record = await run_step(index, step, question, pool, done, sink=done)
+        record = await run_step(index, step, question, pool, done, sink=done, round=round, previous=previous)
         done[index] = record
         if on_step:
             on_step("end", index, step)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from podium.workers.base import Message
 
@@ -44,15 +45,20 @@ def neutralise(text: str) -> str:
     return _SPECIAL.sub(lambda m: m.group(0).replace("<", "\u2039").replace(">", "\u203a"), text)
 
 
+@dataclass(frozen=True)
 class GrantedStep:
-    """An earlier step a worker may see: its index, subtask and output."""
+    """An earlier step a worker may see: its index, subtask and output; ``round`` is set for a
+    step of a previous recursion round (shown as ``<step round="0" index="2">``)."""
 
-    __slots__ = ("index", "output", "subtask")
+    index: int
+    subtask: str
+    output: str
+    round: int | None = None
 
-    def __init__(self, index: int, subtask: str, output: str) -> None:
-        self.index = index
-        self.subtask = subtask
-        self.output = output
+    def tag(self) -> str:
+        if self.round is None:
+            return f'<step index="{self.index}">'
+        return f'<step round="{self.round}" index="{self.index}">'
 
 
 def worker_messages(
@@ -74,7 +80,7 @@ def worker_messages(
     for step in granted:
         parts += [
             "",
-            f'<step index="{step.index}">',
+            step.tag(),
             "<subtask>",
             neutralise(step.subtask),
             "</subtask>",

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
-from podium.conductor.base import Conductor
+from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, DeadlineExceeded, InvalidQuestion, PodiumError
-from podium.executor import WorkflowFailed, execute, run_step
+from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
@@ -33,7 +33,7 @@ __all__ = ["EventHook", "Fallback", "Orchestrator", "validate_question"]
 
 EventHook = Callable[[str, dict[str, Any]], None]
 """Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
-``step_end``, ``fallback``."""
+``step_end``, ``keep_answer``, ``fallback``; ``data`` carries ``round`` where it applies."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ class Orchestrator:
         traces: where records go; None keeps them in memory only.
         limits: default per-request limits (deadline, step timeout, cost cap).
         periods: period budgets (e.g. per day) every request of this pool draws on.
+        recursion_rounds: extra rounds after the first (Nielsen et al. 2026 §3.2): the
+            conductor reviews its workflow and answer and either keeps the answer (three empty
+            lists) or writes a new workflow whose ``"all"`` steps also see the previous round.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Orchestrator:
         traces: TraceStore | None = None,
         limits: Limits | None = None,
         periods: Sequence[PeriodBudget] = (),
+        recursion_rounds: int = 1,
     ) -> None:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
@@ -103,6 +107,9 @@ class Orchestrator:
         self.traces = traces
         self.limits = limits or Limits()
         self.periods = tuple(periods)
+        if recursion_rounds < 0:
+            raise ConfigError(f"recursion_rounds must be 0 or more, got {recursion_rounds}")
+        self.recursion_rounds = recursion_rounds
 
     async def run(
         self,
@@ -144,7 +151,7 @@ class Orchestrator:
             )
         attempts: list[PlanAttempt] = []
         steps: list[StepRecord] = []
-        workflow: Workflow | None = None
+        workflows: list[Workflow] = []
         fallback: FallbackInfo | None = None
         status: Literal["ok", "fallback", "error"] = "ok"
         answer, error = "", None
@@ -162,7 +169,7 @@ class Orchestrator:
                 status=status,
                 answer=answer,
                 attempts=tuple(attempts),
-                workflow=workflow,
+                workflows=tuple(workflows),
                 steps=tuple(steps),
                 totals=Totals.of(tuple(attempts), tuple(steps), time.perf_counter() - t0),
                 fallback=fallback,
@@ -174,6 +181,8 @@ class Orchestrator:
 
         try:
             workflow, fallback = await self._plan(question, attempts, emit, budget)
+            if workflow is not None:
+                workflows.append(workflow)
             if mode == "plan":
                 if workflow is None:
                     status, error = "error", f"no valid workflow after {len(attempts)} attempt(s)"
@@ -184,13 +193,17 @@ class Orchestrator:
                         workflow,
                         question,
                         self.pool,
-                        on_step=lambda ev, i, s: emit(f"step_{ev}", {"index": i, "step": s}),
+                        on_step=_step_hook(emit, 0),
                         timeout_s=_until(budget.workflow_deadline()),
                     )
                     steps.extend(done)
                     answer = done[-1].output
                     if not answer:
                         fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
+                    else:
+                        answer = await self._recurse(
+                            question, PreviousRound(0, workflow, answer), done, attempts, steps, workflows, emit, budget
+                        )
                 except WorkflowFailed as exc:
                     steps.extend(exc.records)
                     fallback = FallbackInfo(_REASONS.get(exc.error_type, "worker_error"), str(exc))
@@ -202,6 +215,47 @@ class Orchestrator:
             status, error = "error", f"{type(exc).__name__}: {exc}"
             finish()
             raise
+
+    async def _recurse(
+        self,
+        question: str,
+        previous: PreviousRound,
+        previous_steps: Sequence[StepRecord],
+        attempts: list[PlanAttempt],
+        steps: list[StepRecord],
+        workflows: list[Workflow],
+        emit: EventHook,
+        budget: RequestBudget,
+    ) -> str:
+        """Further rounds; returns the answer to keep. A round that keeps the answer (empty
+        workflow), finds no valid plan, fails or runs out of time ends the recursion with the
+        previous answer — it never turns an answered request into a failed one."""
+        for round_ in range(1, self.recursion_rounds + 1):
+            workflow, stopped = await self._plan(question, attempts, emit, budget, previous=previous)
+            if workflow is None or stopped is not None:
+                break
+            workflows.append(workflow)
+            if len(workflow) == 0:
+                emit("keep_answer", {"round": round_})
+                break
+            try:
+                done = await execute(
+                    workflow,
+                    question,
+                    self.pool,
+                    on_step=_step_hook(emit, round_),
+                    timeout_s=_until(budget.workflow_deadline()),
+                    round=round_,
+                    previous=previous_steps,
+                )
+            except WorkflowFailed as exc:
+                steps.extend(exc.records)
+                break
+            steps.extend(done)
+            if not done[-1].output:
+                break
+            previous, previous_steps = PreviousRound(round_, workflow, done[-1].output), done
+        return previous.answer
 
     async def _fallback(
         self, question: str, steps: list[StepRecord], budget: RequestBudget
@@ -220,15 +274,23 @@ class Orchestrator:
         return record.output, "fallback", None
 
     async def _plan(
-        self, question: str, attempts: list[PlanAttempt], emit: EventHook, budget: RequestBudget
+        self,
+        question: str,
+        attempts: list[PlanAttempt],
+        emit: EventHook,
+        budget: RequestBudget,
+        previous: PreviousRound | None = None,
     ) -> tuple[Workflow | None, FallbackInfo | None]:
         """Sample up to ``1 + resamples`` workflows within the workflow's time; the first valid
         one wins."""
+        round_ = 0 if previous is None else previous.round + 1
         for k in range(self.resamples + 1):
-            emit("plan_start", {"attempt": k})
+            emit("plan_start", {"attempt": k, "round": round_})
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
-                    attempt = await self.conductor.plan(question, self.pool, max_steps=self.max_steps, attempt=k)
+                    attempt = await self.conductor.plan(
+                        question, self.pool, max_steps=self.max_steps, attempt=k, previous=previous
+                    )
             except TimeoutError:
                 return None, FallbackInfo("deadline", "the conductor did not finish within the workflow's time")
             except ConfigError:
@@ -237,7 +299,9 @@ class Orchestrator:
                 reason = _REASONS.get(type(exc).__name__, "conductor_error")
                 return None, FallbackInfo(reason, f"conductor: {type(exc).__name__}: {exc}")
             attempts.append(attempt)
-            emit("plan_end", {"attempt": k, "ok": attempt.workflow is not None, "error": attempt.error})
+            emit(
+                "plan_end", {"attempt": k, "round": round_, "ok": attempt.workflow is not None, "error": attempt.error}
+            )
             if attempt.workflow is not None:
                 return attempt.workflow, None
         last = attempts[-1]
@@ -246,6 +310,10 @@ class Orchestrator:
 
 _REASONS = {"CostCapExceeded": "cost_cap", "DeadlineExceeded": "deadline", "WorkerTimeout": "worker_error"}
 """Fallback reason per error type; anything else from a step is ``worker_error``."""
+
+
+def _step_hook(emit: EventHook, round_: int) -> StepCallback:
+    return lambda event, index, step: emit(f"step_{event}", {"index": index, "step": step, "round": round_})
 
 
 def _until(deadline: float | None) -> float | None:

@@ -100,12 +100,12 @@ def parse_workflow(
 
 
 def try_parse_workflow(
-    text: str, *, pool_size: int, max_steps: int = 5
+    text: str, *, pool_size: int, max_steps: int = 5, allow_empty: bool = False
 ) -> tuple[Workflow | None, PlanParseError | None]:
     """:func:`parse_workflow` that returns ``(workflow, None)`` or ``(None, error)`` instead of
     raising, for callers that record failed attempts."""
     try:
-        return parse_workflow(text, pool_size=pool_size, max_steps=max_steps), None
+        return parse_workflow(text, pool_size=pool_size, max_steps=max_steps, allow_empty=allow_empty), None
     except PlanParseError as exc:
         return None, exc
 

@@ -92,6 +92,7 @@ class ConductorConfig(_Strict):
     subtask_chars: int = Field(240, ge=16, le=4000, description="longest subtask the grammar allows")
     resamples: int = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
     constrained: bool = Field(True, description="grammar-constrain the lists where the backend can")
+    recursion_rounds: int = Field(1, ge=0, le=5, description="extra review rounds (paper §3.2)")
 
 
 class FallbackConfig(_Strict):

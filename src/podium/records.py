@@ -28,6 +28,7 @@ class PlanAttempt:
 
     Attributes:
         attempt: 0 for the first sample, k for the k-th re-sample.
+        round: the recursion round (0 = the first workflow).
         messages: the exact prompt messages sent to the conductor.
         raw_output: everything the conductor wrote (reasoning and lists).
         workflow: the validated workflow, or None when parsing failed.
@@ -43,6 +44,7 @@ class PlanAttempt:
     messages: tuple[Message, ...]
     raw_output: str
     workflow: Workflow | None
+    round: int = 0
     error_kind: str | None = None
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
@@ -60,7 +62,10 @@ class StepRecord:
         phase: ``"workflow"`` for the conductor's plan, ``"fallback"`` for the fallback pipeline.
         worker_index: the pool index (``Model i``); worker: its name.
         subtask: the instruction; access: ``"all"`` or the granted indices as written.
-        visible: the step indices whose outputs were actually included in its message.
+        visible: the step indices (this round) whose outputs were included in its message.
+        round: the recursion round (0 = the first workflow).
+        visible_previous: (round, index) of the previous round's steps included (access
+            ``"all"`` in a later round).
         messages: the exact messages sent.
         output: the worker's text ("" on error).
         usage, cost_usd, latency_s: tokens, USD, seconds.
@@ -87,6 +92,8 @@ class StepRecord:
     finish_reason: str = "stop"
     error: str | None = None
     error_type: str | None = None
+    round: int = 0
+    visible_previous: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,8 +154,10 @@ class RunRecord:
         id: request id (also the trace id).
         status: ``"ok"`` (the workflow answered), ``"fallback"`` (the fallback pipeline
             answered) or ``"error"`` (no answer; see ``error``).
-        answer: the last step's output ("" when status is error).
-        workflow: the executed workflow, or None if no valid plan was found.
+        answer: the answer: the last step's output of the last round that produced one
+            ("" when status is error).
+        workflows: the accepted workflow of each round, in order (empty when no valid plan
+            was found; a later round's empty workflow means "keep the answer").
         mode: ``"run"`` (plan and execute) or ``"plan"`` (plan only).
         workers: the pool's worker names in pool order (``Model i`` = ``workers[i]``).
     """
@@ -164,18 +173,23 @@ class RunRecord:
     status: Literal["ok", "fallback", "error"]
     answer: str
     attempts: tuple[PlanAttempt, ...]
-    workflow: Workflow | None
+    workflows: tuple[Workflow, ...]
     steps: tuple[StepRecord, ...]
     totals: Totals
     fallback: FallbackInfo | None = None
     error: str | None = None
 
+    @property
+    def workflow(self) -> Workflow | None:
+        """The first round's workflow, or None."""
+        return self.workflows[0] if self.workflows else None
+
     def to_json(self) -> dict[str, Any]:
         """Plain-JSON form (workflows in their storage form)."""
         data: dict[str, Any] = _plain(self)
-        data["workflow"] = self.workflow.to_json() if self.workflow else None
+        data["workflows"] = [w.to_json() for w in self.workflows]
         for attempt, raw in zip(self.attempts, data["attempts"], strict=False):
-            raw["workflow"] = attempt.workflow.to_json() if attempt.workflow else None
+            raw["workflow"] = attempt.workflow.to_json() if attempt.workflow is not None else None
         return data
 
 

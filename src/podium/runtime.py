@@ -31,6 +31,7 @@ def build_orchestrator(
     resamples: int | None = None,
     max_steps: int | None = None,
     limits: Limits | None = None,
+    recursion_rounds: int | None = None,
 ) -> Orchestrator:
     """An orchestrator for ``config``.
 
@@ -39,7 +40,7 @@ def build_orchestrator(
         traces: the trace store (None: records are returned but not stored).
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
         workers: override the pool's workers (tests), in pool order.
-        resamples, max_steps, limits: override the pool file's values.
+        resamples, max_steps, limits, recursion_rounds: override the pool file's values.
     """
     raw = workers if workers is not None else build_pool_workers(config)
     r = config.resilience
@@ -73,6 +74,7 @@ def build_orchestrator(
         traces=traces,
         limits=limits or _limits(config.limits),
         periods=_periods(config, traces),
+        recursion_rounds=config.conductor.recursion_rounds if recursion_rounds is None else recursion_rounds,
     )
 
 

@@ -13,11 +13,12 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
+from podium.conductor.base import PreviousRound
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, Price, Usage, Worker, WorkerSettings
 
-__all__ = ["ScriptedConductor", "ScriptedWorker", "fake_tokens"]
+__all__ = ["KEEP_ANSWER", "ScriptedConductor", "ScriptedWorker", "fake_tokens"]
 
 
 def fake_tokens(text: str) -> int:
@@ -66,28 +67,57 @@ class ScriptedWorker:
         return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started)
 
 
-class ScriptedConductor:
-    """A fake conductor that "writes" the given outputs in order (attempt k gets output k, the
-    last one repeating), read by the real tolerant parser — so invalid outputs exercise the
-    real re-sample and fallback paths. Questions it was asked are kept in ``questions``."""
+KEEP_ANSWER = "model_id = []\nsubtasks = []\naccess_list = []"
+"""The recursion-round output that keeps the previous answer."""
 
-    def __init__(self, outputs: Sequence[str], *, name: str = "scripted", cost_usd: float = 0.0) -> None:
-        if not outputs:
-            raise ValueError("ScriptedConductor needs at least one output")
+
+class ScriptedConductor:
+    """A fake conductor that "writes" the given outputs in order, one per call (the last one
+    repeating), read by the real tolerant parser — so invalid outputs exercise the real
+    re-sample and fallback paths. In recursion rounds it writes ``reviews`` in order (default:
+    keep the answer). Questions it was asked are kept in ``questions``, the previous rounds it
+    was shown in ``previous``."""
+
+    def __init__(
+        self,
+        outputs: Sequence[str],
+        *,
+        reviews: Sequence[str] = (KEEP_ANSWER,),
+        name: str = "scripted",
+        cost_usd: float = 0.0,
+    ) -> None:
+        if not outputs or not reviews:
+            raise ValueError("ScriptedConductor needs at least one output and one review")
         self.outputs = list(outputs)
+        self.reviews = list(reviews)
         self.name = name
         self.cost_usd = cost_usd
         self.questions: list[str] = []
+        self.previous: list[PreviousRound | None] = []
 
-    async def plan(self, question: str, pool: Sequence[Worker], *, max_steps: int, attempt: int = 0) -> PlanAttempt:
+    async def plan(
+        self,
+        question: str,
+        pool: Sequence[Worker],
+        *,
+        max_steps: int,
+        attempt: int = 0,
+        previous: PreviousRound | None = None,
+    ) -> PlanAttempt:
+        script = self.outputs if previous is None else self.reviews
+        calls = sum(1 for p in self.previous if (p is None) == (previous is None))
+        raw = script[min(calls, len(script) - 1)]
         self.questions.append(question)
-        raw = self.outputs[min(attempt, len(self.outputs) - 1)]
-        workflow, failure = try_parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
+        self.previous.append(previous)
+        workflow, failure = try_parse_workflow(
+            raw, pool_size=len(pool), max_steps=max_steps, allow_empty=previous is not None
+        )
         return PlanAttempt(
             attempt=attempt,
             messages=({"role": "user", "content": question},),
             raw_output=raw,
             workflow=workflow,
+            round=0 if previous is None else previous.round + 1,
             error_kind=failure.kind if failure else None,
             error=failure.detail if failure else None,
             usage=Usage(fake_tokens(question), fake_tokens(raw)),

@@ -4,12 +4,29 @@ light learned policy, every baseline — implements :class:`Conductor`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podium.records import PlanAttempt
 from podium.workers.base import Worker
+from podium.workflow import Workflow
 
-__all__ = ["Conductor"]
+__all__ = ["Conductor", "PreviousRound"]
+
+
+@dataclass(frozen=True)
+class PreviousRound:
+    """What a recursion round shows the conductor (Nielsen et al. 2026 §3.2).
+
+    Attributes:
+        round: the previous round's number (0 = the first workflow).
+        workflow: the workflow it executed.
+        answer: its final answer.
+    """
+
+    round: int
+    workflow: Workflow
+    answer: str
 
 
 @runtime_checkable
@@ -29,8 +46,12 @@ class Conductor(Protocol):
         *,
         max_steps: int,
         attempt: int = 0,
+        previous: PreviousRound | None = None,
     ) -> PlanAttempt:
         """One attempt at a workflow. Never raises for a bad plan: a failed parse is returned
         as a PlanAttempt with ``workflow=None`` and ``error_kind`` set, so it can be traced and
-        re-sampled. Provider failures raise ProviderError."""
+        re-sampled. Provider failures raise ProviderError.
+
+        With ``previous`` (a recursion round) the conductor reviews the previous workflow and
+        its answer; an empty workflow (three empty lists) means "keep the answer"."""
         ...

@@ -22,16 +22,17 @@ def _alts(values: list[str]) -> str:
     return " | ".join(f'"{v}"' for v in values)
 
 
-def workflow_grammar(pool_size: int, max_steps: int, subtask_chars: int = 240) -> str:
+def workflow_grammar(pool_size: int, max_steps: int, subtask_chars: int = 240, *, allow_empty: bool = False) -> str:
     """GBNF for the three lists of a ``1..max_steps``-step workflow over ``pool_size`` workers,
-    each subtask at most ``subtask_chars`` characters.
+    each subtask at most ``subtask_chars`` characters; with ``allow_empty`` (recursion rounds)
+    also the three empty lists that keep the previous answer.
 
     Raises ValueError for a pool_size, max_steps or subtask_chars below 1.
     """
     if pool_size < 1 or max_steps < 1 or subtask_chars < 1:
         raise ValueError("pool_size, max_steps and subtask_chars must be at least 1")
     rules = [
-        "root ::= " + " | ".join(f"plan{k}" for k in range(1, max_steps + 1)),
+        "root ::= " + " | ".join(f"plan{k}" for k in range(0 if allow_empty else 1, max_steps + 1)),
         "id ::= " + _alts([str(i) for i in range(pool_size)]),
         f'str ::= "\\"" [^"\\\\\\n]{{1,{subtask_chars}}} "\\""',
         'acc0 ::= "[]"',
@@ -40,6 +41,8 @@ def workflow_grammar(pool_size: int, max_steps: int, subtask_chars: int = 240) -
         rules.append(f"ref{i} ::= " + _alts([str(j) for j in range(i)]))
         more = f' (", " ref{i}){{0,{i - 1}}}' if i > 1 else ""
         rules.append(f'acc{i} ::= "[]" | "\\"all\\"" | "[" ref{i}{more} "]"')
+    if allow_empty:
+        rules.append('plan0 ::= "model_id = []\\nsubtasks = []\\naccess_list = []"')
     for k in range(1, max_steps + 1):
         ids = ' ", " '.join(["id"] * k)
         strs = ' ", " '.join(["str"] * k)

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from podium.conductor.base import PreviousRound
 from podium.conductor.grammar import max_plan_chars, workflow_grammar
-from podium.conductor.prompt import REASONING_PREFIX, conductor_messages
+from podium.conductor.prompt import REASONING_PREFIX, conductor_messages, recursion_messages
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
@@ -69,14 +70,20 @@ class LMConductor:
         *,
         max_steps: int,
         attempt: int = 0,
+        previous: PreviousRound | None = None,
     ) -> PlanAttempt:
         started = time.perf_counter()
         messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps)
+        if previous is not None:
+            messages = recursion_messages(messages, previous.workflow.lists_text(), previous.answer, previous.round)
+        recursing = previous is not None
         s = self.settings
         seed = s.seed + attempt
         completer = self.model if s.constrained and grammar_capable(self.model) else None
         if completer is not None:
-            raw, calls = await self._constrained(cast(TextCompleter, completer), messages, len(pool), max_steps, seed)
+            raw, calls = await self._constrained(
+                cast(TextCompleter, completer), messages, len(pool), max_steps, seed, allow_empty=recursing
+            )
         else:
             reply = await self.model.complete(
                 messages, WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)
@@ -84,12 +91,13 @@ class LMConductor:
             raw, calls = reply.text, [reply]
         usage = sum((c.usage for c in calls), Usage())
         cost = sum(c.cost_usd for c in calls)
-        workflow, failure = try_parse_workflow(raw, pool_size=len(pool), max_steps=max_steps)
+        workflow, failure = try_parse_workflow(raw, pool_size=len(pool), max_steps=max_steps, allow_empty=recursing)
         return PlanAttempt(
             attempt=attempt,
             messages=tuple(messages),
             raw_output=raw,
             workflow=workflow,
+            round=0 if previous is None else previous.round + 1,
             error_kind=failure.kind if failure else None,
             error=failure.detail if failure else None,
             usage=usage,
@@ -99,7 +107,14 @@ class LMConductor:
         )
 
     async def _constrained(
-        self, completer: TextCompleter, messages: list[Message], pool_size: int, max_steps: int, seed: int
+        self,
+        completer: TextCompleter,
+        messages: list[Message],
+        pool_size: int,
+        max_steps: int,
+        seed: int,
+        *,
+        allow_empty: bool = False,
     ) -> tuple[str, list[Completion]]:
         """Reasoning line, then the grammar-constrained lists; returns (raw text, calls)."""
         s = self.settings
@@ -121,7 +136,7 @@ class LMConductor:
             WorkerSettings(
                 max_tokens=max_plan_chars(pool_size, max_steps, s.subtask_chars), temperature=s.temperature, seed=seed
             ),
-            grammar=workflow_grammar(pool_size, max_steps, s.subtask_chars),
+            grammar=workflow_grammar(pool_size, max_steps, s.subtask_chars, allow_empty=allow_empty),
         )
         calls.append(lists)
         return prefix + lists.text, calls

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from podium.messages import neutralise
 from podium.workers.base import Message
 
-__all__ = ["FEW_SHOT", "REASONING_PREFIX", "FewShot", "conductor_messages"]
+__all__ = ["FEW_SHOT", "REASONING_PREFIX", "FewShot", "conductor_messages", "recursion_messages"]
 
 REASONING_PREFIX = "Reasoning:"
 
@@ -138,3 +138,32 @@ def conductor_messages(
     )
     user = f"Question: {neutralise(question)}\n\nWrite the workflow for this question."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+_REVIEW = """Your workflow above (round {round}) was executed. Its final answer was:
+
+<answer>
+{answer}
+</answer>
+
+Review it. If the answer is correct and complete, keep it: write a "Reasoning:" line, then \
+three empty lists (model_id = [], subtasks = [], access_list = []). Otherwise write a new \
+workflow in the same format to fix or improve it; in the new workflow, steps with access_list \
+"all" also see every step of the previous round."""
+
+
+def recursion_messages(base: Sequence[Message], previous_lists: str, answer: str, round: int) -> list[Message]:
+    """The prompt of a recursion round (Nielsen et al. 2026 §3.2): the first round's prompt,
+    the conductor's previous workflow as its own reply, then the answer to review.
+
+    Args:
+        base: the first round's messages (:func:`conductor_messages`).
+        previous_lists: the previous workflow's three lists (``Workflow.lists_text()``).
+        answer: the previous round's final answer (untrusted: neutralised).
+        round: the previous round's number.
+    """
+    return [
+        *base,
+        {"role": "assistant", "content": previous_lists},
+        {"role": "user", "content": _REVIEW.format(round=round, answer=neutralise(answer))},
+    ]

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS requests (
     question TEXT NOT NULL,
     answer TEXT,
     error TEXT,
-    workflow TEXT,
+    workflows TEXT NOT NULL DEFAULT '[]',
     fallback_reason TEXT,
     fallback_detail TEXT,
     totals TEXT,
@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_started ON requests (started_at);
 CREATE TABLE IF NOT EXISTS plan_attempts (
     request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    round INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
     messages TEXT NOT NULL,
     raw_output TEXT NOT NULL,
@@ -65,17 +66,19 @@ CREATE TABLE IF NOT EXISTS plan_attempts (
     cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL,
     constrained INTEGER NOT NULL,
-    PRIMARY KEY (request_id, attempt)
+    PRIMARY KEY (request_id, round, attempt)
 );
 CREATE TABLE IF NOT EXISTS steps (
     request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
     phase TEXT NOT NULL,
+    round INTEGER NOT NULL,
     step_index INTEGER NOT NULL,
     worker_index INTEGER NOT NULL,
     worker TEXT NOT NULL,
     subtask TEXT NOT NULL,
     access TEXT NOT NULL,
     visible TEXT NOT NULL,
+    visible_previous TEXT NOT NULL,
     messages TEXT NOT NULL,
     output TEXT NOT NULL,
     input_tokens INTEGER NOT NULL,
@@ -88,7 +91,7 @@ CREATE TABLE IF NOT EXISTS steps (
     error_type TEXT,
     started_at TEXT NOT NULL,
     finished_at TEXT NOT NULL,
-    PRIMARY KEY (request_id, phase, step_index)
+    PRIMARY KEY (request_id, phase, round, step_index)
 );
 """
 
@@ -161,82 +164,77 @@ class TraceStore:
 
     def write(self, record: RunRecord) -> None:
         """Store a finished record (replacing its ``running`` row) in one transaction."""
-        totals = record.to_json()["totals"]
+        data = record.to_json()
+        request = {
+            "id": record.id,
+            "started_at": record.started_at,
+            "finished_at": record.finished_at,
+            "mode": record.mode,
+            "pool": record.pool,
+            "workers": _dumps(list(record.workers)),
+            "conductor": record.conductor,
+            "status": record.status,
+            "question": record.question,
+            "answer": record.answer,
+            "error": record.error,
+            "workflows": _dumps(data["workflows"]),
+            "fallback_reason": record.fallback.reason if record.fallback else None,
+            "fallback_detail": record.fallback.detail if record.fallback else None,
+            "totals": _dumps(data["totals"]),
+            "total_cost_usd": record.totals.total_cost_usd,
+            "wall_time_s": record.totals.wall_time_s,
+        }
+        attempts = [
+            {
+                "request_id": record.id,
+                "round": a.round,
+                "attempt": a.attempt,
+                "messages": _dumps(list(a.messages)),
+                "raw_output": a.raw_output,
+                "workflow": _dumps(a.workflow.to_json()) if a.workflow is not None else None,
+                "error_kind": a.error_kind,
+                "error": a.error,
+                "input_tokens": a.usage.input_tokens,
+                "output_tokens": a.usage.output_tokens,
+                "cached_input_tokens": a.usage.cached_input_tokens,
+                "cost_usd": a.cost_usd,
+                "latency_s": a.latency_s,
+                "constrained": int(a.constrained),
+            }
+            for a in record.attempts
+        ]
+        steps = [
+            {
+                "request_id": record.id,
+                "phase": s.phase,
+                "round": s.round,
+                "step_index": s.index,
+                "worker_index": s.worker_index,
+                "worker": s.worker,
+                "subtask": s.subtask,
+                "access": _dumps(s.access),
+                "visible": _dumps(list(s.visible)),
+                "visible_previous": _dumps([list(p) for p in s.visible_previous]),
+                "messages": _dumps(list(s.messages)),
+                "output": s.output,
+                "input_tokens": s.usage.input_tokens,
+                "output_tokens": s.usage.output_tokens,
+                "cached_input_tokens": s.usage.cached_input_tokens,
+                "cost_usd": s.cost_usd,
+                "latency_s": s.latency_s,
+                "finish_reason": s.finish_reason,
+                "error": s.error,
+                "error_type": s.error_type,
+                "started_at": s.started_at,
+                "finished_at": s.finished_at,
+            }
+            for s in record.steps
+        ]
         with self._tx() as db:
             db.execute("DELETE FROM requests WHERE id = ?", (record.id,))
-            db.execute(
-                "INSERT INTO requests (id, started_at, finished_at, mode, pool, workers, conductor, status, question, "
-                "answer, error, workflow, fallback_reason, fallback_detail, totals, total_cost_usd, wall_time_s) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    record.started_at,
-                    record.finished_at,
-                    record.mode,
-                    record.pool,
-                    _dumps(list(record.workers)),
-                    record.conductor,
-                    record.status,
-                    record.question,
-                    record.answer,
-                    record.error,
-                    _dumps(record.workflow.to_json()) if record.workflow else None,
-                    record.fallback.reason if record.fallback else None,
-                    record.fallback.detail if record.fallback else None,
-                    _dumps(totals),
-                    record.totals.total_cost_usd,
-                    record.totals.wall_time_s,
-                ),
-            )
-            db.executemany(
-                "INSERT INTO plan_attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        record.id,
-                        a.attempt,
-                        _dumps(list(a.messages)),
-                        a.raw_output,
-                        _dumps(a.workflow.to_json()) if a.workflow else None,
-                        a.error_kind,
-                        a.error,
-                        a.usage.input_tokens,
-                        a.usage.output_tokens,
-                        a.usage.cached_input_tokens,
-                        a.cost_usd,
-                        a.latency_s,
-                        int(a.constrained),
-                    )
-                    for a in record.attempts
-                ],
-            )
-            db.executemany(
-                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        record.id,
-                        s.phase,
-                        s.index,
-                        s.worker_index,
-                        s.worker,
-                        s.subtask,
-                        _dumps(s.access),
-                        _dumps(list(s.visible)),
-                        _dumps(list(s.messages)),
-                        s.output,
-                        s.usage.input_tokens,
-                        s.usage.output_tokens,
-                        s.usage.cached_input_tokens,
-                        s.cost_usd,
-                        s.latency_s,
-                        s.finish_reason,
-                        s.error,
-                        s.error_type,
-                        s.started_at,
-                        s.finished_at,
-                    )
-                    for s in record.steps
-                ],
-            )
+            _insert(db, "requests", [request])
+            _insert(db, "plan_attempts", attempts)
+            _insert(db, "steps", steps)
 
     def list(self, *, limit: int = 20) -> list[TraceSummary]:
         """The most recent requests first."""
@@ -277,105 +275,97 @@ class TraceStore:
     def get(self, request_id: str) -> RunRecord | None:
         """The stored record, or None. A request still ``running`` (or cut off) comes back with
         status ``"error"`` and error ``"unfinished"`` and whatever was stored."""
-        row = self._db.execute(
-            "SELECT id, question, pool, workers, conductor, mode, started_at, finished_at, status, answer, workflow, "
-            "totals, fallback_reason, fallback_detail, error FROM requests WHERE id = ?",
-            (request_id,),
-        ).fetchone()
-        if row is None:
+        db = self._db
+        with self._lock:
+            db.row_factory = sqlite3.Row
+            try:
+                return self._get(db, request_id)
+            finally:
+                db.row_factory = None
+
+    def _get(self, db: sqlite3.Connection, request_id: str) -> RunRecord | None:
+        r = db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if r is None:
             return None
-        (
-            rid,
-            question,
-            pool,
-            workers,
-            conductor,
-            mode,
-            started,
-            finished,
-            status,
-            answer,
-            wf,
-            totals,
-            fb_reason,
-            fb_detail,
-            error,
-        ) = row
         attempts = tuple(
             PlanAttempt(
-                attempt=a[0],
-                messages=tuple(cast(list[Message], json.loads(a[1]))),
-                raw_output=a[2],
-                workflow=_workflow(a[3]),
-                error_kind=a[4],
-                error=a[5],
-                usage=Usage(a[6], a[7], a[8]),
-                cost_usd=a[9],
-                latency_s=a[10],
-                constrained=bool(a[11]),
+                attempt=a["attempt"],
+                round=a["round"],
+                messages=tuple(cast(list[Message], json.loads(a["messages"]))),
+                raw_output=a["raw_output"],
+                workflow=_workflow(json.loads(a["workflow"])) if a["workflow"] else None,
+                error_kind=a["error_kind"],
+                error=a["error"],
+                usage=Usage(a["input_tokens"], a["output_tokens"], a["cached_input_tokens"]),
+                cost_usd=a["cost_usd"],
+                latency_s=a["latency_s"],
+                constrained=bool(a["constrained"]),
             )
-            for a in self._db.execute(
-                "SELECT attempt, messages, raw_output, workflow, error_kind, error, input_tokens, output_tokens, "
-                "cached_input_tokens, cost_usd, latency_s, constrained FROM plan_attempts "
-                "WHERE request_id = ? ORDER BY attempt",
-                (rid,),
+            for a in db.execute(
+                "SELECT * FROM plan_attempts WHERE request_id = ? ORDER BY round, attempt", (request_id,)
             )
         )
         steps = tuple(
             StepRecord(
-                index=s[1],
-                phase=s[0],
-                worker_index=s[2],
-                worker=s[3],
-                subtask=s[4],
-                access=json.loads(s[5]),
-                visible=tuple(json.loads(s[6])),
-                messages=tuple(json.loads(s[7])),
-                output=s[8],
-                usage=Usage(s[9], s[10], s[11]),
-                cost_usd=s[12],
-                latency_s=s[13],
-                finish_reason=s[14],
-                error=s[15],
-                error_type=s[16],
-                started_at=s[17],
-                finished_at=s[18],
+                index=s["step_index"],
+                phase=s["phase"],
+                round=s["round"],
+                worker_index=s["worker_index"],
+                worker=s["worker"],
+                subtask=s["subtask"],
+                access=json.loads(s["access"]),
+                visible=tuple(json.loads(s["visible"])),
+                visible_previous=tuple((p[0], p[1]) for p in json.loads(s["visible_previous"])),
+                messages=tuple(json.loads(s["messages"])),
+                output=s["output"],
+                usage=Usage(s["input_tokens"], s["output_tokens"], s["cached_input_tokens"]),
+                cost_usd=s["cost_usd"],
+                latency_s=s["latency_s"],
+                finish_reason=s["finish_reason"],
+                error=s["error"],
+                error_type=s["error_type"],
+                started_at=s["started_at"],
+                finished_at=s["finished_at"],
             )
-            for s in self._db.execute(
-                "SELECT phase, step_index, worker_index, worker, subtask, access, visible, messages, output, "
-                "input_tokens, output_tokens, cached_input_tokens, cost_usd, latency_s, finish_reason, error, "
-                "error_type, started_at, finished_at FROM steps WHERE request_id = ? "
-                "ORDER BY phase = 'fallback', step_index",
-                (rid,),
+            for s in db.execute(
+                "SELECT * FROM steps WHERE request_id = ? ORDER BY phase = 'fallback', round, step_index",
+                (request_id,),
             )
         )
+        status, error = r["status"], r["error"]
         if status == "running":
             status, error = "error", "unfinished"
         return RunRecord(
-            id=rid,
-            question=question,
-            pool=pool,
-            workers=tuple(json.loads(workers)),
-            conductor=conductor,
-            mode=mode,
-            started_at=started,
-            finished_at=finished or started,
+            id=r["id"],
+            question=r["question"],
+            pool=r["pool"],
+            workers=tuple(json.loads(r["workers"])),
+            conductor=r["conductor"],
+            mode=r["mode"],
+            started_at=r["started_at"],
+            finished_at=r["finished_at"] or r["started_at"],
             status=status,
-            answer=answer or "",
+            answer=r["answer"] or "",
             attempts=attempts,
-            workflow=_workflow(wf),
+            workflows=tuple(_workflow(w) for w in json.loads(r["workflows"])),
             steps=steps,
-            totals=Totals(**json.loads(totals)) if totals else Totals(),
-            fallback=FallbackInfo(fb_reason, fb_detail or "") if fb_reason else None,
+            totals=Totals(**json.loads(r["totals"])) if r["totals"] else Totals(),
+            fallback=FallbackInfo(r["fallback_reason"], r["fallback_detail"] or "") if r["fallback_reason"] else None,
             error=error,
         )
 
 
-def _workflow(text: str | None) -> Workflow | None:
+def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Insert dict rows by column name (the names are this module's own, never user input)."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    db.executemany(sql, [tuple(row[c] for c in columns) for row in rows])
+
+
+def _workflow(data: dict[str, Any]) -> Workflow:
     """Rebuild a stored workflow (already validated when it was written)."""
-    if text is None:
-        return None
-    data = json.loads(text)
     return Workflow(
         steps=tuple(
             Step(s["worker"], s["subtask"], ALL if s["access"] == ALL else cast(Access, tuple(s["access"])))
