@@ -20,7 +20,7 @@ llama: venv
 
 # Runtime: podium + llama.cpp + the three embedded local models (pinned, hashed, ~1.7 GB).
 setup: llama
-	$(BIN)/python -m pip install --quiet -e '.[local]'
+	$(BIN)/python -m pip install --quiet -e '.[local,openai]'
 	$(BIN)/podium models install
 
 run: setup
@@ -28,7 +28,7 @@ run: setup
 
 # Tests: podium + dev tools + the smallest model (SmolLM2-135M) for the end-to-end tests.
 setup-dev: llama
-	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[local,openai,dev]'
 	$(BIN)/podium models install smollm2-135m-instruct
 
 lint:

@@ -73,8 +73,14 @@ class WorkerConfig(DecodingConfig):
     """One worker of the pool."""
 
     name: str = Field(min_length=1, description="unique name; never shown to the conductor")
-    backend: Literal["llama_cpp"] = Field("llama_cpp", description="which backend runs it")
-    model: str = Field(min_length=1, description="embedded model id, or a path to a .gguf file")
+    backend: Literal["llama_cpp", "openai"] = Field("llama_cpp", description="which backend runs it")
+    model: str = Field(
+        min_length=1, description="llama_cpp: embedded model id or .gguf path; openai: the server's model name"
+    )
+    base_url: str | None = Field(None, description="openai: API root, e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str | None = Field(None, description="openai: environment variable holding the API key")
+    stream: bool = Field(False, description="openai: stream replies (usage from the final chunk)")
+    timeout_s: float = Field(600.0, gt=0, description="openai: transport timeout per call, seconds")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
     system_prompt: str | None = Field(None, description="optional system message before each call")
     equivalent: str | None = Field(None, description="worker that takes over while this one is out")
@@ -137,6 +143,15 @@ class PoolConfig(_Strict):
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_backends(self) -> PoolConfig:
+        for w in self.workers:
+            if w.backend == "openai" and not w.base_url:
+                raise ValueError(f"worker {w.name!r}: backend 'openai' needs base_url (e.g. https://api.openai.com/v1)")
+            if w.backend == "llama_cpp" and (w.base_url or w.api_key_env):
+                raise ValueError(f"worker {w.name!r}: base_url / api_key_env only apply to backend 'openai'")
+        return self
 
     @model_validator(mode="after")
     def _check_names(self) -> PoolConfig:

@@ -42,6 +42,21 @@ def build_worker(config: WorkerConfig) -> Worker:
             description=config.description,
             system_prompt=config.system_prompt,
         )
+    if config.backend == "openai":
+        from podium.workers.openai_compat import OpenAICompatWorker
+
+        return OpenAICompatWorker(
+            config.name,
+            config.model,
+            base_url=config.base_url or "",
+            api_key_env=config.api_key_env,
+            settings=settings,
+            price=price,
+            stream=config.stream,
+            timeout_s=config.timeout_s,
+            description=config.description,
+            system_prompt=config.system_prompt,
+        )
     raise AssertionError(f"unhandled backend {config.backend!r}")  # pool validation forbids this
 
 

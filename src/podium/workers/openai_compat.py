@@ -1,0 +1,180 @@
+"""OpenAI-compatible HTTP backend (the official ``openai`` SDK).
+
+One backend for every server that speaks ``POST /v1/chat/completions``: OpenAI, vLLM, the
+llama.cpp server, Ollama, LM Studio, OpenRouter, Together. Provider errors are translated here,
+once, into podium's typed errors: 429 → RateLimited (with ``retry_after`` from the header),
+timeouts → WorkerTimeout, connection failures → TransportError, 5xx → ServerError, other 4xx →
+ClientError. The SDK's own retries are off; podium's Retrying wrapper owns that policy.
+
+The API key is read from the environment variable the pool file names (``api_key_env``) when
+the first call is made; it is never stored in traces or logs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from podium.budget import current_budget
+from podium.errors import (
+    ClientError,
+    ConfigError,
+    ProviderError,
+    RateLimited,
+    ServerError,
+    TransportError,
+    WorkerTimeout,
+)
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ConfigError("the openai backend needs the openai SDK: pip install 'podium[openai]'") from exc
+
+__all__ = ["OpenAICompatWorker"]
+
+_NO_KEY = "sk-no-key-needed"  # local servers ignore the key, but the SDK wants one
+
+
+class OpenAICompatWorker:
+    """A worker behind an OpenAI-compatible chat-completions endpoint.
+
+    Args:
+        name: the worker's name in the pool.
+        model: the model name the server expects.
+        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``.
+        api_key_env: environment variable holding the API key (None for servers without auth).
+        settings: default decoding settings; price: USD per 1M tokens.
+        stream: stream the reply (usage is requested with ``stream_options.include_usage``).
+        timeout_s: transport timeout per call, seconds (the request deadline may cut it shorter).
+        description, system_prompt: as for every worker.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        base_url: str,
+        api_key_env: str | None = None,
+        settings: WorkerSettings,
+        price: Price,
+        stream: bool = False,
+        timeout_s: float = 600.0,
+        description: str = "",
+        system_prompt: str | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.settings = settings
+        self.price = price
+        self.stream = stream
+        self.timeout_s = timeout_s
+        self.description = description
+        self.system_prompt = system_prompt
+        self._client: openai.AsyncOpenAI | None = None
+
+    def _api(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            key = _NO_KEY
+            if self.api_key_env:
+                key = os.environ.get(self.api_key_env, "")
+                if not key:
+                    raise ConfigError(
+                        f"worker {self.name!r} needs an API key in the environment variable {self.api_key_env}"
+                    )
+            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0)
+        return self._client
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        s = settings or self.settings
+        started = time.perf_counter()
+        budget = current_budget()
+        limit = budget.call_timeout_s() if budget else None
+        timeout = self.timeout_s if limit is None else max(0.001, min(self.timeout_s, limit))
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "seed": s.seed,
+            "timeout": timeout,
+        }
+        try:
+            if self.stream:
+                text, usage, finish = await self._streamed(request)
+            else:
+                response = await self._api().chat.completions.create(**request)
+                choice = response.choices[0]
+                text, finish = choice.message.content or "", choice.finish_reason or "stop"
+                usage = _usage(response.usage)
+        except openai.OpenAIError as exc:
+            raise _translate(exc, self.name) from None
+        return Completion(
+            text=text,
+            usage=usage,
+            cost_usd=self.price.cost(usage),
+            latency_s=time.perf_counter() - started,
+            finish_reason=finish,
+        )
+
+    async def _streamed(self, request: dict[str, Any]) -> tuple[str, Usage, str]:
+        parts: list[str] = []
+        usage, finish = Usage(), "stop"
+        stream = await self._api().chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = _usage(chunk.usage)
+            for choice in chunk.choices:
+                if choice.delta and choice.delta.content:
+                    parts.append(choice.delta.content)
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        return "".join(parts), usage, finish
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:
+        return Usage()
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return Usage(int(raw.prompt_tokens or 0), int(raw.completion_tokens or 0), int(cached))
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return None if value is None else max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: let the backoff decide
+
+
+def _translate(exc: openai.OpenAIError, worker: str) -> ProviderError:
+    """The one place provider errors become podium's typed errors."""
+    if isinstance(exc, openai.APITimeoutError):
+        return WorkerTimeout(f"worker {worker!r}: request timed out", worker=worker)
+    if isinstance(exc, openai.APIConnectionError):
+        return TransportError(f"worker {worker!r}: connection failed ({exc})", worker=worker)
+    if isinstance(exc, openai.RateLimitError):
+        return RateLimited(
+            f"worker {worker!r}: rate limited (429)", worker=worker, status=429, retry_after=_retry_after(exc)
+        )
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = f"worker {worker!r}: HTTP {status}: {_short(exc.message)}"
+        if status >= 500:
+            return ServerError(message, worker=worker, status=status)
+        return ClientError(message, worker=worker, status=status)
+    return ProviderError(f"worker {worker!r}: {type(exc).__name__}: {_short(str(exc))}", worker=worker)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
