@@ -73,14 +73,16 @@ class WorkerConfig(DecodingConfig):
     """One worker of the pool."""
 
     name: str = Field(min_length=1, description="unique name; never shown to the conductor")
-    backend: Literal["llama_cpp", "openai"] = Field("llama_cpp", description="which backend runs it")
+    backend: Literal["llama_cpp", "openai", "python"] = Field("llama_cpp", description="which backend runs it")
     model: str = Field(
-        min_length=1, description="llama_cpp: embedded model id or .gguf path; openai: the server's model name"
+        "", description="llama_cpp: embedded model id or .gguf path; openai: the server's model name; python: unused"
     )
     base_url: str | None = Field(None, description="openai: API root, e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai: environment variable holding the API key")
     stream: bool = Field(False, description="openai: stream replies (usage from the final chunk)")
-    timeout_s: float = Field(600.0, gt=0, description="openai: transport timeout per call, seconds")
+    timeout_s: float | None = Field(None, gt=0, description="openai: transport timeout (600); python: run time (10)")
+    memory_mb: int = Field(512, ge=16, description="python: address-space limit of a run, MiB")
+    output_chars: int = Field(4000, ge=100, description="python: stdout / stderr are each cut to this length")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
     system_prompt: str | None = Field(None, description="optional system message before each call")
     equivalent: str | None = Field(None, description="worker that takes over while this one is out")
@@ -147,6 +149,8 @@ class PoolConfig(_Strict):
     @model_validator(mode="after")
     def _check_backends(self) -> PoolConfig:
         for w in self.workers:
+            if w.backend != "python" and not w.model:
+                raise ValueError(f"worker {w.name!r}: backend {w.backend!r} needs a model")
             if w.backend == "openai" and not w.base_url:
                 raise ValueError(f"worker {w.name!r}: backend 'openai' needs base_url (e.g. https://api.openai.com/v1)")
             if w.backend == "llama_cpp" and (w.base_url or w.api_key_env):

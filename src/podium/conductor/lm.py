@@ -73,7 +73,8 @@ class LMConductor:
         previous: PreviousRound | None = None,
     ) -> PlanAttempt:
         started = time.perf_counter()
-        messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps)
+        tool = next((i for i, w in enumerate(pool) if getattr(w, "is_tool", False)), None)
+        messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps, tool=tool)
         if previous is not None:
             messages = recursion_messages(messages, previous.workflow.lists_text(), previous.answer, previous.round)
         recursing = previous is not None

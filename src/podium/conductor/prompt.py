@@ -14,14 +14,18 @@ from dataclasses import dataclass
 from podium.messages import neutralise
 from podium.workers.base import Message
 
-__all__ = ["FEW_SHOT", "REASONING_PREFIX", "FewShot", "conductor_messages", "recursion_messages"]
+__all__ = ["FEW_SHOT", "REASONING_PREFIX", "TOOL", "FewShot", "conductor_messages", "recursion_messages"]
 
 REASONING_PREFIX = "Reasoning:"
+TOOL = -1
+"""In a few-shot ``model_id``: the pool's first tool worker (examples using it are shown only
+when the pool has one)."""
 
 
 @dataclass(frozen=True)
 class FewShot:
-    """One example workflow. Worker ids are ranks: 0 = strongest, higher = cheaper."""
+    """One example workflow. Worker ids are ranks (0 = strongest, higher = cheaper) or
+    :data:`TOOL`."""
 
     question: str
     reasoning: str
@@ -70,6 +74,19 @@ FEW_SHOT: tuple[FewShot, ...] = (
         ),
         access_list=("[]", '"all"'),
     ),
+    FewShot(
+        question="How many weekdays (Monday to Friday) are there from 2024-03-01 to 2024-07-15, inclusive?",
+        reasoning="Exact counting is error-prone by hand: a strong worker writes a program, the Python tool runs "
+        "it, and a strong worker states the answer from its output.",
+        model_id=(0, TOOL, 0),
+        subtasks=(
+            "Write a short Python program that computes and prints the number of weekdays from 2024-03-01 to "
+            "2024-07-15 inclusive. Put it in one ```python code block.",
+            "Run the program.",
+            "Using the program's printed output, state the final answer as a number.",
+        ),
+        access_list=("[]", "[0]", '"all"'),
+    ),
 )
 
 _TASK = """You are the conductor of a team of AI workers. You never answer the question yourself. \
@@ -101,8 +118,8 @@ Examples:
 {examples}"""
 
 
-def _example_text(shot: FewShot, n_workers: int) -> str:
-    ids = [min(i, n_workers - 1) for i in shot.model_id]
+def _example_text(shot: FewShot, n_workers: int, tool: int | None) -> str:
+    ids = [tool if i == TOOL and tool is not None else min(i, n_workers - 1) for i in shot.model_id]
     subtasks = ", ".join(f'"{s}"' for s in shot.subtasks)
     return (
         f"Question: {shot.question}\n"
@@ -119,6 +136,7 @@ def conductor_messages(
     *,
     max_steps: int,
     few_shot: Sequence[FewShot] = FEW_SHOT,
+    tool: int | None = None,
 ) -> list[Message]:
     """The conductor's prompt as chat messages.
 
@@ -127,6 +145,8 @@ def conductor_messages(
         descriptions: per pool worker, in pool order, its capability note ("" for none).
         max_steps: the step limit to state.
         few_shot: example workflows (ids clamped to the pool size).
+        tool: index of the pool's first tool worker; examples that use a tool are left out
+            without one.
     """
     n = len(descriptions)
     workers = "\n".join(f"- Model {i}" + (f": {d}" if d else "") for i, d in enumerate(descriptions))
@@ -134,7 +154,7 @@ def conductor_messages(
         workers=workers,
         last=n - 1,
         max_steps=max_steps,
-        examples="\n\n".join(_example_text(s, n) for s in few_shot),
+        examples="\n\n".join(_example_text(s, n, tool) for s in few_shot if tool is not None or TOOL not in s.model_id),
     )
     user = f"Question: {neutralise(question)}\n\nWrite the workflow for this question."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -53,9 +53,20 @@ def build_worker(config: WorkerConfig) -> Worker:
             settings=settings,
             price=price,
             stream=config.stream,
-            timeout_s=config.timeout_s,
+            timeout_s=config.timeout_s or 600.0,
             description=config.description,
             system_prompt=config.system_prompt,
+        )
+    if config.backend == "python":
+        from podium.workers.python_tool import PythonToolWorker
+
+        return PythonToolWorker(
+            config.name,
+            description=config.description,
+            timeout_s=config.timeout_s or 10.0,
+            memory_mb=config.memory_mb,
+            output_chars=config.output_chars,
+            price=price,
         )
     raise AssertionError(f"unhandled backend {config.backend!r}")  # pool validation forbids this
 

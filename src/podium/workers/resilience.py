@@ -56,6 +56,7 @@ class _Wrapper:
         self.price = inner.price
         self.settings = inner.settings
         self.system_prompt: str | None = getattr(inner, "system_prompt", None)
+        self.is_tool: bool = getattr(inner, "is_tool", False)
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
         """One call of ``method`` on ``inner``; wrappers override to add their behaviour."""

@@ -1,0 +1,74 @@
+"""The sandboxed Python tool worker, run for real (subprocesses, limits, no network)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from podium.messages import GrantedStep, worker_messages
+from podium.pool import load_pool
+from podium.workers import build_pool_workers
+from podium.workers.python_tool import PythonToolWorker, extract_code
+
+TOOL = PythonToolWorker("py", timeout_s=5, memory_mb=256, output_chars=2000)
+
+
+def run(code: str) -> str:
+    return asyncio.run(TOOL.run(code))
+
+
+def test_runs_the_last_code_block_of_the_granted_steps_not_the_question() -> None:
+    messages = worker_messages(
+        "Fix this:\n```python\nprint('CODE FROM THE QUESTION')\n```",
+        [GrantedStep(0, "Write code.", "First try:\n```python\nprint(1)\n```\nBetter:\n```python\nprint(6 * 7)\n```")],
+        "Run the program.",
+    )
+    out = asyncio.run(TOOL.complete(messages)).text
+    assert out.startswith("[python: exit code 0]") and "42" in out
+    assert "CODE FROM THE QUESTION" not in out
+
+
+def test_no_code_block_is_reported_not_guessed() -> None:
+    out = asyncio.run(TOOL.complete(worker_messages("q", [], "Run it."))).text
+    assert "no ```python code block" in out
+
+
+def test_extract_code_accepts_py_and_bare_fences() -> None:
+    assert extract_code("x\n```py\na = 1\n```") == "a = 1"
+    assert extract_code("x\n```\nb = 2\n```") == "b = 2"
+    assert extract_code("no code") is None
+
+
+def test_errors_and_exit_codes_are_reported() -> None:
+    out = run("import sys\nprint('partial')\nsys.exit(3)")
+    assert out.startswith("[python: exit code 3]") and "partial" in out
+    assert "ZeroDivisionError" in run("1/0")
+
+
+def test_wall_time_limit_kills_the_program() -> None:
+    assert "killed after the 5 s time limit" in asyncio.run(PythonToolWorker("p", timeout_s=5).run("while True: pass"))
+
+
+def test_network_is_unavailable() -> None:
+    out = run("import socket\nsocket.create_connection(('127.0.0.1', 9))")
+    assert "network access is disabled" in out
+
+
+def test_memory_limit_holds() -> None:
+    assert "MemoryError" in run("x = bytearray(1_000_000_000)")
+
+
+def test_output_is_capped() -> None:
+    out = run("print('a' * 10_000)")
+    assert "more characters cut" in out and len(out) < 3000
+
+
+def test_environment_and_directory_are_fresh() -> None:
+    out = run("import os\nprint(sorted(os.environ))\nprint(os.listdir('.'))")
+    assert "PODIUM" not in out and "['program.py']" in out
+
+
+def test_local_tools_preset_has_the_tool_as_the_last_worker() -> None:
+    pool = load_pool("local-tools")
+    workers = build_pool_workers(pool)
+    assert isinstance(workers[-1], PythonToolWorker) and workers[-1].is_tool
+    assert [w.name for w in pool.workers][:3] == [w.name for w in load_pool().workers]
