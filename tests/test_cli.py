@@ -92,3 +92,19 @@ def test_models_install_rejects_unknown_ids(capsys: pytest.CaptureFixture[str]) 
 def test_bad_limits_are_refused(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["run", "2+2?", flag, value, "--no-trace"], capsys)
     assert code == 2 and "must be a positive number" in err
+
+
+def test_pool_check_reports_each_worker(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A pool of one Python tool and one unreachable HTTP worker: one ok, one clear error."""
+    pool = tmp_path / "check.toml"
+    port = 9  # discard port on loopback: nothing listens there
+    pool.write_text(
+        "[conductor]\nworker = 'py'\n[fallback]\nworker = 'py'\n"
+        "[[workers]]\nname = 'py'\nbackend = 'python'\n"
+        f"[[workers]]\nname = 'http'\nbackend = 'openai'\nmodel = 'm'\nbase_url = 'http://127.0.0.1:{port}/v1'\n"
+    )
+    code, out, _ = run_cli(["pool", "check", "--pool", str(pool), "--json"], capsys)
+    rows = {r["worker"]: r for r in json.loads(out)}
+    assert code == 1
+    assert rows["py"]["ok"] and "OK" in rows["py"]["reply"]
+    assert not rows["http"]["ok"] and rows["http"]["error"].startswith("TransportError")

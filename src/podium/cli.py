@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from podium.budget import Limits
 from podium.errors import ConfigError, PodiumError
 from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
 from podium.orchestrator import validate_question
-from podium.pool import load_pool, packaged_pools
+from podium.pool import PoolConfig, load_pool, packaged_pools
 from podium.records import RunRecord
 from podium.trace import TraceStore, default_trace_path
 
@@ -81,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     p_show = pool.add_parser("show", help="the workers of a pool, as the conductor numbers them")
     p_show.add_argument("--pool", help="pool file (TOML) or preset name")
     p_show.add_argument("--json", action="store_true")
+    p_check = pool.add_parser("check", help="call each worker once; report latency, tokens and errors")
+    p_check.add_argument("--pool", help="pool file (TOML) or preset name")
+    p_check.add_argument("--json", action="store_true")
     return parser
 
 
@@ -223,8 +228,38 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+async def _check_workers(config: PoolConfig) -> list[dict[str, Any]]:
+    """One tiny call per worker (tools get a one-line program)."""
+    from podium.workers import build_pool_workers
+
+    rows = []
+    for worker in build_pool_workers(config):
+        prompt = "```python\nprint('OK')\n```" if getattr(worker, "is_tool", False) else "Reply with the word OK."
+        settings = dataclasses.replace(worker.settings, max_tokens=8)
+        started = time.perf_counter()
+        row: dict[str, Any] = {"worker": worker.name, "ok": True, "reply": "", "error": None}
+        try:
+            result = await worker.complete([{"role": "user", "content": prompt}], settings)
+            row.update(reply=result.text.strip()[:60], input_tokens=result.usage.input_tokens,
+                       output_tokens=result.usage.output_tokens)  # fmt: skip
+        except PodiumError as exc:
+            row.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+        row["latency_s"] = time.perf_counter() - started
+        rows.append(row)
+    return rows
+
+
 def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
     config = load_pool(args.pool)
+    if args.pool_command == "check":
+        rows = asyncio.run(_check_workers(config))
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                status = Text("ok", "green") if r["ok"] else Text(r["error"], "red")
+                out.print(Text(f"{r['worker']:<28} {r['latency_s']:6.2f} s  "), status, Text(f"  {r['reply']!r}"))
+        return 0 if all(r["ok"] for r in rows) else 1
     if args.json:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return 0
