@@ -27,6 +27,7 @@ from typing import Any
 from rich.progress import Progress
 
 from podium.conductor.lm import LMConductor, LMConductorSettings
+from podium.messages import worker_messages
 from podium.pool import load_pool
 from podium.runtime import build_orchestrator
 from podium.trace.store import TraceStore
@@ -105,6 +106,73 @@ async def measure(n: int, candidates: list[str], traces: TraceStore) -> list[dic
     return results
 
 
+async def plan_only(n: int, candidates: list[str]) -> list[dict[str, Any]]:
+    """Cheaper, larger sample: only the conductor, on N questions. Proxies for plan quality:
+    whether the answer step goes to the strongest worker (Model 0) and whether any step goes
+    to the tiny model the pool describes as unreliable at math."""
+    config = load_pool()
+    pool = build_pool_workers(config)
+    c = config.conductor
+    rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:n]]
+    out = []
+    with Progress() as progress:
+        task = progress.add_task("plans", total=len(candidates) * n)
+        for name in candidates:
+            model = pool[config.worker_index(name)]
+            settings = LMConductorSettings(
+                temperature=c.temperature,
+                seed=c.seed,
+                reasoning_tokens=c.reasoning_tokens,
+                subtask_chars=c.subtask_chars,
+            )
+            conductor = LMConductor(model, settings)
+            free = LMConductor(model, dataclasses.replace(settings, max_tokens=400, constrained=False))
+            plans = []
+            for row in rows:
+                attempt = await conductor.plan(row["question"], pool, max_steps=config.max_steps)
+                loose = await free.plan(row["question"], pool, max_steps=config.max_steps)
+                wf = attempt.workflow
+                plans.append(
+                    {
+                        "last_to_strongest": wf is not None and wf.steps[-1].worker == 0,
+                        "uses_tiny": wf is not None and any(s.worker == len(pool) - 1 for s in wf.steps),
+                        "steps": len(wf) if wf else 0,
+                        "latency_s": attempt.latency_s,
+                        "valid_unconstrained": loose.workflow is not None,
+                    }
+                )
+                progress.advance(task)
+            out.append(
+                {
+                    "conductor": name,
+                    "questions": n,
+                    "last_step_to_strongest": sum(p["last_to_strongest"] for p in plans) / n,
+                    "uses_tiny_model": sum(p["uses_tiny"] for p in plans) / n,
+                    "valid_unconstrained": sum(p["valid_unconstrained"] for p in plans) / n,
+                    "mean_steps": statistics.mean(p["steps"] for p in plans),
+                    "mean_conductor_s": statistics.mean(p["latency_s"] for p in plans),
+                }
+            )
+    return out
+
+
+async def single_worker(n: int, name: str) -> dict[str, Any]:
+    """Baseline: the worker alone, with the fallback pipeline's subtask, on the same questions."""
+    config = load_pool()
+    pool = build_pool_workers(config)
+    worker = pool[config.worker_index(name)]
+    rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:n]]
+    correct, seconds = 0, []
+    for row in rows:
+        messages = worker_messages(row["question"], [], config.fallback.subtask)
+        result = await worker.complete(messages)
+        reference = float(row["answer"].split("####")[-1].strip().replace(",", ""))
+        got = last_number(result.text)
+        correct += got is not None and abs(got - reference) < 1e-6
+        seconds.append(result.latency_s)
+    return {"worker": name, "questions": n, "accuracy": correct / n, "mean_s": statistics.mean(seconds)}
+
+
 def markdown(results: list[dict[str, Any]]) -> str:
     lines = [
         "| conductor | questions | valid plan (grammar) | valid plan (no grammar) | accuracy | mean steps "
@@ -125,7 +193,20 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=6, help="GSM8K test questions (from the first)")
     parser.add_argument("--candidates", nargs="*", default=["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"])
     parser.add_argument("--out", type=Path, help="write the JSON results here")
+    parser.add_argument("--plan-only", type=int, metavar="N", help="only plan N questions per candidate")
+    parser.add_argument("--single", metavar="WORKER", help="baseline: this worker alone on the --n questions")
     args = parser.parse_args()
+    if args.plan_only or args.single:
+        extra: Any = (
+            asyncio.run(plan_only(args.plan_only, args.candidates))
+            if args.plan_only
+            else asyncio.run(single_worker(args.n, args.single))
+        )
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(extra, indent=2))
+        print(json.dumps(extra, indent=2))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         results = asyncio.run(measure(args.n, args.candidates, TraceStore(Path(tmp) / "bench.sqlite3")))
     if args.out:
