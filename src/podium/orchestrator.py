@@ -189,13 +189,7 @@ class Orchestrator:
                 return finish()
             if workflow is not None:
                 try:
-                    done = await execute(
-                        workflow,
-                        question,
-                        self.pool,
-                        on_step=_step_hook(emit, 0),
-                        timeout_s=_until(budget.workflow_deadline()),
-                    )
+                    done = await self._execute_round(workflow, question, 0, (), emit, budget)
                     steps.extend(done)
                     answer = done[-1].output
                     if not answer:
@@ -215,6 +209,29 @@ class Orchestrator:
             status, error = "error", f"{type(exc).__name__}: {exc}"
             finish()
             raise
+
+    async def _execute_round(
+        self,
+        workflow: Workflow,
+        question: str,
+        round_: int,
+        previous_steps: Sequence[StepRecord],
+        emit: EventHook,
+        budget: RequestBudget,
+    ) -> tuple[StepRecord, ...]:
+        """One round's workflow within the workflow's time. Raises WorkflowFailed."""
+        hook: StepCallback = lambda event, index, step: emit(  # noqa: E731 - a one-line adapter
+            f"step_{event}", {"index": index, "step": step, "round": round_}
+        )
+        return await execute(
+            workflow,
+            question,
+            self.pool,
+            on_step=hook,
+            timeout_s=_until(budget.workflow_deadline()),
+            round=round_,
+            previous=previous_steps,
+        )
 
     async def _recurse(
         self,
@@ -239,15 +256,7 @@ class Orchestrator:
                 emit("keep_answer", {"round": round_})
                 break
             try:
-                done = await execute(
-                    workflow,
-                    question,
-                    self.pool,
-                    on_step=_step_hook(emit, round_),
-                    timeout_s=_until(budget.workflow_deadline()),
-                    round=round_,
-                    previous=previous_steps,
-                )
+                done = await self._execute_round(workflow, question, round_, previous_steps, emit, budget)
             except WorkflowFailed as exc:
                 steps.extend(exc.records)
                 break
@@ -310,10 +319,6 @@ class Orchestrator:
 
 _REASONS = {"CostCapExceeded": "cost_cap", "DeadlineExceeded": "deadline", "WorkerTimeout": "worker_error"}
 """Fallback reason per error type; anything else from a step is ``worker_error``."""
-
-
-def _step_hook(emit: EventHook, round_: int) -> StepCallback:
-    return lambda event, index, step: emit(f"step_{event}", {"index": index, "step": step, "round": round_})
 
 
 def _until(deadline: float | None) -> float | None:
