@@ -257,3 +257,29 @@ def test_a_failing_later_round_keeps_the_previous_answer() -> None:
     record = asyncio.run(make(ScriptedConductor([ONE], reviews=[review]), w, rounds=1).run("Q?"))
     assert record.status == "ok" and record.answer == "first"
     assert record.steps[-1].round == 1 and record.steps[-1].error_type == "ProviderError"
+
+
+# --- the conductor as a worker, with a depth limit --------------------------------------------
+
+
+def test_the_conductor_can_be_a_worker_and_its_depth_is_limited(tmp_path: Path) -> None:
+    from podium.workers.conductor_worker import ConductorWorker
+
+    to_self = 'model_id = [1]\nsubtasks = ["Delegate this to a nested workflow."]\naccess_list = [[]]'
+    inner = ConductorWorker("conductor", max_depth=1)
+    leaf = ScriptedWorker("w0", reply="leaf answer")
+    store = TraceStore(tmp_path / "traces.sqlite3")
+    orch = Orchestrator(
+        [leaf, inner], ScriptedConductor([to_self]), Fallback(0, "Answer."), traces=store, recursion_rounds=0
+    )
+    inner.bind(orch)
+    record = asyncio.run(orch.run("Q?"))
+    # outer step 0 ran a nested request; inside it the plan again chose the conductor worker,
+    # which refused at depth 1, so the nested request's fallback (w0) answered.
+    assert record.status == "ok" and record.answer == "leaf answer"
+    assert record.steps[0].worker == "conductor"
+    nested = [store.get(s.id) for s in store.list() if s.id != record.id]
+    assert len(nested) == 1 and nested[0] is not None
+    assert nested[0].status == "fallback" and nested[0].steps[0].error_type == "ClientError"
+    assert "depth limit" in (nested[0].steps[0].error or "")
+    assert nested[0].question.endswith("</your_subtask>")  # the step's whole message was its question

@@ -118,11 +118,14 @@ class Orchestrator:
         mode: Literal["run", "plan"] = "run",
         on_event: EventHook | None = None,
         limits: Limits | None = None,
+        budget: RequestBudget | None = None,
     ) -> RunRecord:
         """Answer ``question`` (or, with ``mode="plan"``, only write its workflow).
 
         Args:
             limits: this request's limits (default: the orchestrator's).
+            budget: run inside an existing request's budget (nested requests of a conductor
+                worker share their parent's deadline and cost cap); overrides ``limits``.
 
         Returns the request's RunRecord, also written to the trace store. Every request ends
         with an answer (status ``ok`` / ``fallback``) or status ``error`` and a typed error
@@ -131,7 +134,7 @@ class Orchestrator:
         installed) after recording the failed request in the trace store.
         """
         question = validate_question(question, max_chars=self.max_question_chars)
-        budget = RequestBudget(limits or self.limits, self.periods)
+        budget = budget or RequestBudget(limits or self.limits, self.periods)
         with budget_scope(budget):
             return await self._run(question, mode, on_event or (lambda _e, _d: None), budget)
 

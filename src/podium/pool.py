@@ -73,7 +73,9 @@ class WorkerConfig(DecodingConfig):
     """One worker of the pool."""
 
     name: str = Field(min_length=1, description="unique name; never shown to the conductor")
-    backend: Literal["llama_cpp", "openai", "python"] = Field("llama_cpp", description="which backend runs it")
+    backend: Literal["llama_cpp", "openai", "python", "conductor"] = Field(
+        "llama_cpp", description="which backend runs it"
+    )
     model: str = Field(
         "", description="llama_cpp: embedded model id or .gguf path; openai: the server's model name; python: unused"
     )
@@ -83,6 +85,7 @@ class WorkerConfig(DecodingConfig):
     timeout_s: float | None = Field(None, gt=0, description="openai: transport timeout (600); python: run time (10)")
     memory_mb: int = Field(512, ge=16, description="python: address-space limit of a run, MiB")
     output_chars: int = Field(4000, ge=100, description="python: stdout / stderr are each cut to this length")
+    max_depth: int = Field(1, ge=1, le=3, description="conductor: how many nested requests may stack")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
     system_prompt: str | None = Field(None, description="optional system message before each call")
     equivalent: str | None = Field(None, description="worker that takes over while this one is out")
@@ -149,7 +152,7 @@ class PoolConfig(_Strict):
     @model_validator(mode="after")
     def _check_backends(self) -> PoolConfig:
         for w in self.workers:
-            if w.backend != "python" and not w.model:
+            if w.backend in ("llama_cpp", "openai") and not w.model:
                 raise ValueError(f"worker {w.name!r}: backend {w.backend!r} needs a model")
             if w.backend == "openai" and not w.base_url:
                 raise ValueError(f"worker {w.name!r}: backend 'openai' needs base_url (e.g. https://api.openai.com/v1)")

@@ -17,6 +17,7 @@ from podium.pool import LimitsConfig, PoolConfig
 from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
 from podium.workers.base import Worker
+from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
 __all__ = ["build_orchestrator"]
@@ -63,7 +64,7 @@ def build_orchestrator(
                 subtask_chars=c.subtask_chars,
             ),
         )
-    return Orchestrator(
+    orchestrator = Orchestrator(
         pool,
         conductor,
         Fallback(config.worker_index(config.fallback.worker), config.fallback.subtask),
@@ -76,6 +77,10 @@ def build_orchestrator(
         periods=_periods(config, traces),
         recursion_rounds=config.conductor.recursion_rounds if recursion_rounds is None else recursion_rounds,
     )
+    for worker in raw:
+        if isinstance(worker, ConductorWorker):
+            worker.bind(orchestrator)
+    return orchestrator
 
 
 def _limits(c: LimitsConfig) -> Limits:

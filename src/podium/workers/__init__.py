@@ -68,6 +68,10 @@ def build_worker(config: WorkerConfig) -> Worker:
             output_chars=config.output_chars,
             price=price,
         )
+    if config.backend == "conductor":
+        from podium.workers.conductor_worker import ConductorWorker
+
+        return ConductorWorker(config.name, description=config.description, max_depth=config.max_depth)
     raise AssertionError(f"unhandled backend {config.backend!r}")  # pool validation forbids this
 
 

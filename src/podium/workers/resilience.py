@@ -108,6 +108,8 @@ class BudgetGuard(_Wrapper):
         if budget is None:
             return await super()._call(method, *args, **kwargs)
         budget.check_deadline()
+        if getattr(self.inner, "self_budgeted", False):  # e.g. a nested conductor: its calls reserve
+            return await super()._call(method, *args, **kwargs)
         messages: Sequence[Message] = args[0]
         settings: WorkerSettings = (args[2] if method == "continue_text" else args[1]) or self.settings
         counter = getattr(self.inner, "count_tokens", None)
