@@ -177,6 +177,8 @@ class LlamaCppWorker:
         formatted = model.formatter(messages=cast(Any, list(messages)))
         prompt_text = formatted.prompt + prefix
         with model.lock:
+            if stop_at is not None and time.monotonic() >= stop_at:  # timed out while queued
+                raise WorkerTimeout(f"worker {self.name!r} waited past its deadline for the model", worker=self.name)
             llama = model.llama
             tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=not formatted.added_special, special=True)
             room = model.n_ctx - len(tokens)

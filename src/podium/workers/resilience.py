@@ -114,7 +114,10 @@ class BudgetGuard(_Wrapper):
         settings: WorkerSettings = (args[2] if method == "continue_text" else args[1]) or self.settings
         counter = getattr(self.inner, "count_tokens", None)
         prefix = args[1] if method == "continue_text" else ""
-        prompt = counter(messages, prefix) if counter else prompt_token_bound([*messages, _as_message(prefix)])
+        if counter is not None:  # may load a model: keep it off the event loop
+            prompt = await asyncio.to_thread(counter, messages, prefix)
+        else:
+            prompt = prompt_token_bound([*messages, _as_message(prefix)])
         reservation = budget.reserve(worst_case_cost(self.price, prompt, settings.max_tokens))
         timeout = budget.call_timeout_s()
         try:
