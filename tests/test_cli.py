@@ -102,6 +102,7 @@ def test_pool_check_reports_each_worker(capsys: pytest.CaptureFixture[str], tmp_
         "[conductor]\nworker = 'py'\n[fallback]\nworker = 'py'\n"
         "[[workers]]\nname = 'py'\nbackend = 'python'\n"
         f"[[workers]]\nname = 'http'\nbackend = 'openai'\nmodel = 'm'\nbase_url = 'http://127.0.0.1:{port}/v1'\n"
+        "price = { input = 1.0, output = 2.0 }\n"
     )
     code, out, _ = run_cli(["pool", "check", "--pool", str(pool), "--json"], capsys)
     rows = {r["worker"]: r for r in json.loads(out)}

@@ -26,7 +26,7 @@ from podium.budget import Limits
 from podium.errors import ConfigError, PodiumError
 from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
 from podium.orchestrator import validate_question
-from podium.pool import PoolConfig, load_pool, packaged_pools
+from podium.pool import PoolConfig, PriceConfig, load_pool, packaged_pools
 from podium.records import RunRecord
 from podium.trace import TraceStore, default_trace_path
 
@@ -266,11 +266,14 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
     out.print(f"pool [bold]{config.name}[/] · max {config.max_steps} steps · presets: {', '.join(packaged_pools())}")
     for i, w in enumerate(config.workers):
         m = config.merged(w)
+        price = m.price or PriceConfig()
         out.print(
-            f"  Model {i}: {w.name} ({w.backend}: {w.model}) · ${w.price.input}/${w.price.output} per 1M in/out · "
+            f"  Model {i}: {w.name} ({w.backend}: {w.model or '-'}) · ${price.input}/${price.output} per 1M in/out · "
             f"max_tokens {m.max_tokens} · temperature {m.temperature}"
         )
-    out.print(f"  conductor: {config.conductor.worker} · fallback: {config.fallback.worker}")
+    c = config.conductor
+    conductor = c.worker or f"{c.model} (own, llama_cpp)"
+    out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")
     return 0
 
 

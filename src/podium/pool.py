@@ -34,6 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from podium.errors import ConfigError
 
 __all__ = [
+    "PRICE_TABLE",
+    "PRICE_TABLE_AS_OF",
     "ConductorConfig",
     "DecodingConfig",
     "FallbackConfig",
@@ -88,14 +90,25 @@ class WorkerConfig(DecodingConfig):
     max_depth: int = Field(1, ge=1, le=3, description="conductor: how many nested requests may stack")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
     system_prompt: str | None = Field(None, description="optional system message before each call")
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
+        None, description="openai: reasoning effort for reasoning models"
+    )
+    extra_body: dict[str, Any] | None = Field(None, description="openai: provider-specific request fields")
     equivalent: str | None = Field(None, description="worker that takes over while this one is out")
-    price: PriceConfig = Field(default_factory=PriceConfig)  # type: ignore[arg-type]
+    price: PriceConfig | None = Field(
+        None, description="USD per 1M tokens; default: podium's price table (openai) or 0 (local, tools)"
+    )
 
 
 class ConductorConfig(_Strict):
-    """The LM conductor that writes workflows."""
+    """The LM conductor that writes workflows: a pool worker's model (``worker``) or a local
+    model of its own outside the pool (``model``, llama.cpp), e.g. a small local conductor
+    orchestrating frontier workers."""
 
-    worker: str = Field(description="name of the pool worker whose model runs the conductor")
+    worker: str | None = Field(None, description="name of the pool worker whose model runs the conductor")
+    model: str | None = Field(None, description="or: an embedded model id / .gguf path run in-process")
+    n_ctx: int = Field(4096, ge=512, le=131072, description="context window of a `model` conductor, tokens")
+    price: PriceConfig = Field(default_factory=PriceConfig, description="USD per 1M tokens of a `model` conductor")
     temperature: float = Field(0.7, ge=0, le=2)
     seed: int = Field(0, ge=0, description="base seed; re-sample k uses seed + k")
     reasoning_tokens: int = Field(160, ge=0, le=4096, description="budget for the reasoning line")
@@ -142,16 +155,23 @@ class PoolConfig(_Strict):
     name: str = Field("pool", min_length=1)
     max_steps: int = Field(5, ge=1, le=20, description="step limit of a workflow")
     max_question_chars: int = Field(20_000, ge=1, description="longer questions are refused")
-    defaults: DecodingConfig = Field(default_factory=DecodingConfig)  # type: ignore[arg-type]
-    limits: LimitsConfig = Field(default_factory=LimitsConfig)  # type: ignore[arg-type]
-    resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)  # type: ignore[arg-type]
+    defaults: DecodingConfig = Field(default_factory=DecodingConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _check_backends(self) -> PoolConfig:
+        if (self.conductor.worker is None) == (self.conductor.model is None):
+            raise ValueError("[conductor] needs exactly one of worker = '<pool worker>' or model = '<model id>'")
         for w in self.workers:
+            if w.backend == "openai" and w.price is None and w.model not in PRICE_TABLE:
+                raise ValueError(
+                    f"worker {w.name!r}: no price given and {w.model!r} is not in podium's price table "
+                    f"(as of {PRICE_TABLE_AS_OF}); add price = {{ input = ..., output = ... }} (USD per 1M tokens)"
+                )
             if w.backend in ("llama_cpp", "openai") and not w.model:
                 raise ValueError(f"worker {w.name!r}: backend {w.backend!r} needs a model")
             if w.backend == "openai" and not w.base_url:
@@ -166,7 +186,9 @@ class PoolConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"worker names must be unique, repeated: {', '.join(dupes)}")
-        refs = [("conductor", self.conductor.worker), ("fallback", self.fallback.worker)]
+        refs = [("fallback", self.fallback.worker)]
+        if self.conductor.worker is not None:
+            refs.append(("conductor", self.conductor.worker))
         refs += [(f"workers.{w.name}.equivalent", w.equivalent) for w in self.workers if w.equivalent]
         for section, ref in refs:
             if ref not in names:
@@ -177,9 +199,23 @@ class PoolConfig(_Strict):
         return [w.name for w in self.workers].index(name)
 
     def merged(self, worker: WorkerConfig) -> WorkerConfig:
-        """The worker with ``[defaults]`` filled in where it left a setting unset."""
-        fill = {k: v for k, v in self.defaults.model_dump().items() if getattr(worker, k) is None}
+        """The worker with ``[defaults]`` filled in where it left a setting unset, and its price
+        from podium's price table (openai) or zero (local models, tools) when it gives none."""
+        fill: dict[str, Any] = {k: v for k, v in self.defaults.model_dump().items() if getattr(worker, k) is None}
+        if worker.price is None:
+            fill["price"] = (
+                PRICE_TABLE.get(worker.model, PriceConfig()) if worker.backend == "openai" else PriceConfig()
+            )
         return worker.model_copy(update=fill)
+
+
+def _price_table() -> tuple[dict[str, PriceConfig], str]:
+    data = tomllib.loads((resources.files("podium") / "data" / "prices.toml").read_text(encoding="utf-8"))
+    return {name: PriceConfig(**row) for name, row in data["models"].items()}, str(data["as_of"])
+
+
+PRICE_TABLE, PRICE_TABLE_AS_OF = _price_table()
+"""podium's default list prices (USD per 1M tokens) by API model name, and their date."""
 
 
 def packaged_pools() -> dict[str, Path]:

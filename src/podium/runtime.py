@@ -16,7 +16,7 @@ from podium.orchestrator import Fallback, Orchestrator
 from podium.pool import LimitsConfig, PoolConfig
 from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
-from podium.workers.base import Worker
+from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
@@ -53,8 +53,21 @@ def build_orchestrator(
     ]
     if conductor is None:
         c = config.conductor
+        if c.worker is not None:
+            model = pool[config.worker_index(c.worker)]
+        else:  # a local conductor of its own, outside the pool
+            from podium.workers.llama_cpp import LlamaCppWorker
+
+            own = LlamaCppWorker(
+                "conductor",
+                c.model or "",
+                settings=WorkerSettings(),
+                price=Price(c.price.input, c.price.output, c.price.cached_input),
+                n_ctx=c.n_ctx,
+            )
+            model = harden(own, policy)
         conductor = LMConductor(
-            pool[config.worker_index(c.worker)],
+            model,
             LMConductorSettings(
                 temperature=c.temperature,
                 seed=c.seed,

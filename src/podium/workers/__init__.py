@@ -5,7 +5,7 @@ Backends are imported lazily, so a pool that does not use llama.cpp never needs 
 
 from __future__ import annotations
 
-from podium.pool import PoolConfig, WorkerConfig
+from podium.pool import PoolConfig, PriceConfig, WorkerConfig
 from podium.workers.base import Completion, Message, Price, TextCompleter, Usage, Worker, WorkerSettings
 
 __all__ = [
@@ -28,8 +28,10 @@ def build_worker(config: WorkerConfig) -> Worker:
         temperature=WorkerSettings.temperature if config.temperature is None else config.temperature,
         top_p=config.top_p or WorkerSettings.top_p,
         seed=config.seed or 0,
+        reasoning_effort=config.reasoning_effort,
     )
-    price = Price(config.price.input, config.price.output, config.price.cached_input)
+    p = config.price or PriceConfig()
+    price = Price(p.input, p.output, p.cached_input)
     if config.backend == "llama_cpp":
         from podium.workers.llama_cpp import LlamaCppWorker
 
@@ -56,6 +58,7 @@ def build_worker(config: WorkerConfig) -> Worker:
             timeout_s=config.timeout_s or 600.0,
             description=config.description,
             system_prompt=config.system_prompt,
+            extra_body=config.extra_body,
         )
     if config.backend == "python":
         from podium.workers.python_tool import PythonToolWorker

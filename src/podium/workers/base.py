@@ -36,20 +36,24 @@ class Usage:
     Attributes:
         input_tokens: prompt tokens sent, including cached ones.
         output_tokens: generated tokens.
-        cached_input_tokens: prompt tokens served from the runtime's prefix cache (in-process
-            llama.cpp: the prefix shared with the previous call on the same model); not
-            billed at the input price.
+        cached_input_tokens: prompt tokens served from the runtime's or provider's prefix cache
+            (in-process llama.cpp: the prefix shared with the previous call on the same model);
+            billed at ``Price.cached_input``.
+        reasoning_tokens: hidden reasoning tokens the provider reports; already counted in
+            ``output_tokens`` (and billed there), shown apart for traces.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -76,14 +80,17 @@ class WorkerSettings:
     Attributes:
         max_tokens: generation limit, tokens.
         temperature: sampling temperature (0 = greedy).
-        top_p: nucleus sampling mass.
+        top_p: nucleus sampling mass (1.0 = off; HTTP backends then leave it out).
         seed: sampling seed, for reproducible runs.
+        reasoning_effort: ``"minimal" | "low" | "medium" | "high"`` for providers with
+            reasoning models (sent as ``reasoning_effort``), else None.
     """
 
     max_tokens: int = 512
     temperature: float = 0.2
-    top_p: float = 0.95
+    top_p: float = 1.0
     seed: int = 0
+    reasoning_effort: str | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ class OpenAICompatWorker:
         api_key_env: environment variable holding the API key (None for servers without auth).
         settings: default decoding settings; price: USD per 1M tokens.
         stream: stream the reply (usage is requested with ``stream_options.include_usage``).
+        extra_body: provider-specific request fields merged into the body (e.g. Anthropic's
+            ``{"thinking": {"type": "enabled", "budget_tokens": 2000}}``).
         timeout_s: transport timeout per call, seconds (the request deadline may cut it shorter).
         description, system_prompt: as for every worker.
     """
@@ -66,6 +68,7 @@ class OpenAICompatWorker:
         timeout_s: float = 600.0,
         description: str = "",
         system_prompt: str | None = None,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -77,6 +80,7 @@ class OpenAICompatWorker:
         self.timeout_s = timeout_s
         self.description = description
         self.system_prompt = system_prompt
+        self.extra_body = dict(extra_body or {})
         self._client: openai.AsyncOpenAI | None = None
 
     def _api(self) -> openai.AsyncOpenAI:
@@ -102,10 +106,15 @@ class OpenAICompatWorker:
             "messages": list(messages),
             "max_tokens": s.max_tokens,
             "temperature": s.temperature,
-            "top_p": s.top_p,
             "seed": s.seed,
             "timeout": timeout,
         }
+        if s.top_p < 1.0:  # reasoning models refuse top_p: send it only when it means something
+            request["top_p"] = s.top_p
+        if s.reasoning_effort is not None:
+            request["reasoning_effort"] = s.reasoning_effort
+        if self.extra_body:
+            request["extra_body"] = self.extra_body
         try:
             if self.stream:
                 text, usage, finish = await self._streamed(request)
@@ -144,9 +153,9 @@ class OpenAICompatWorker:
 def _usage(raw: Any) -> Usage:
     if raw is None:
         return Usage()
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return Usage(int(raw.prompt_tokens or 0), int(raw.completion_tokens or 0), int(cached))
+    cached = getattr(getattr(raw, "prompt_tokens_details", None), "cached_tokens", None) or 0
+    reasoning = getattr(getattr(raw, "completion_tokens_details", None), "reasoning_tokens", None) or 0
+    return Usage(int(raw.prompt_tokens or 0), int(raw.completion_tokens or 0), int(cached), int(reasoning))
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
