@@ -46,7 +46,7 @@ def test_run_executes_a_valid_workflow_under_its_access_lists(
     attempt = record["attempts"][-1]
     assert attempt["constrained"] is True and attempt["workflow"] is not None
     assert record["status"] == "ok" and record["fallback"] is None
-    steps = record["workflow"]["steps"]
+    steps = record["workflows"][0]["steps"]
     assert 1 <= len(steps) <= 3 and len(record["steps"]) == len(steps)
     for i, (planned, done) in enumerate(zip(steps, record["steps"], strict=True)):
         visible = list(range(i)) if planned["access"] == "all" else planned["access"]

