@@ -113,8 +113,8 @@ def test_server_stopped_mid_request_is_a_transport_error() -> None:
     proc = start_server(port)
     w = worker(f"http://127.0.0.1:{port}/v1")
     w.settings = WorkerSettings(max_tokens=200, temperature=0.8)
-    # ~1,700 prompt tokens: the server is still reading them (seconds) when it is killed
-    long_prompt = [{"role": "user", "content": "Summarise: " + "the cat sat on the mat. " * 280}]
+    # ~1,400 prompt tokens: the server is still reading them (seconds) when it is killed
+    long_prompt = [{"role": "user", "content": "Summarise: " + "the cat sat on the mat. " * 200}]
 
     async def call_then_kill() -> BaseException | None:
         task = asyncio.create_task(w.complete(long_prompt))  # type: ignore[arg-type]

@@ -119,3 +119,26 @@ def test_a_review_round_runs_on_the_real_conductor(tmp_path: Path, capsys: pytes
     kept = len(record["workflows"][1]["steps"]) == 0
     round1 = [s for s in record["steps"] if s["round"] == 1]
     assert (round1 == []) == kept
+
+
+def test_the_deadline_holds_on_the_real_runtime_even_mid_prompt(tmp_path: Path) -> None:
+    """A question long enough that reading the conductor prompt alone outlasts the deadline:
+    the request, and the process's threads, end within a small margin of it."""
+    import time
+
+    from podium.budget import Limits
+    from podium.runtime import build_orchestrator
+    from podium.trace.store import TraceStore
+
+    config = load_pool(POOL)
+    store = TraceStore(tmp_path / "t.sqlite3")
+    orch = build_orchestrator(config, traces=store)
+    question = "Summarise this report in one sentence: " + "The quarterly numbers were flat. " * 180
+    asyncio.run(orch.pool[0].complete([{"role": "user", "content": "hi"}]))  # load the model first
+    started = time.monotonic()
+    record = asyncio.run(orch.run(question, limits=Limits(deadline_s=1.5, fallback_reserve=0.3)))
+    elapsed = time.monotonic() - started  # asyncio.run also waited for the llama.cpp thread
+    assert elapsed < 1.5 + 1.0
+    assert record.status == "error" and record.fallback is not None and record.fallback.reason == "deadline"
+    assert record.attempts and record.attempts[0].error_kind == "deadline"
+    assert store.get(record.id) == record

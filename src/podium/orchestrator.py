@@ -298,13 +298,27 @@ class Orchestrator:
         round_ = 0 if previous is None else previous.round + 1
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
+            started = time.perf_counter()
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
                     attempt = await self.conductor.plan(
                         question, self.pool, max_steps=self.max_steps, attempt=k, previous=previous
                     )
             except TimeoutError:
-                return None, FallbackInfo("deadline", "the conductor did not finish within the workflow's time")
+                detail = "the conductor did not finish within the workflow's time"
+                attempts.append(  # the cut-off call is part of the trace too (its tokens are unknown)
+                    PlanAttempt(
+                        k,
+                        (),
+                        "",
+                        None,
+                        round=round_,
+                        error_kind="deadline",
+                        error=detail,
+                        latency_s=time.perf_counter() - started,
+                    )
+                )
+                return None, FallbackInfo("deadline", detail)
             except ConfigError:
                 raise
             except PodiumError as exc:

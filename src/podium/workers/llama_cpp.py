@@ -16,7 +16,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -159,7 +159,14 @@ class LlamaCppWorker:
         grammar: str | None = None,
         stop: Sequence[str] = (),
     ) -> Completion:
-        return await asyncio.to_thread(self._generate, list(messages), prefix, settings, grammar, list(stop))
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(
+                self._generate, list(messages), prefix, settings, grammar, list(stop), cancel
+            )
+        except asyncio.CancelledError:
+            cancel.set()  # the thread stops within one prefill chunk or one token
+            raise
 
     def _generate(
         self,
@@ -168,16 +175,21 @@ class LlamaCppWorker:
         settings: WorkerSettings,
         grammar: str | None,
         stop: list[str],
+        cancel: threading.Event,
     ) -> Completion:
         started = time.perf_counter()
         budget = current_budget()  # contextvars reach this thread through asyncio.to_thread
         timeout = budget.call_timeout_s() if budget else None
         stop_at = None if timeout is None else time.monotonic() + timeout
+
+        def should_stop() -> bool:
+            return cancel.is_set() or (stop_at is not None and time.monotonic() >= stop_at)
+
         model = _load(self.model, self.n_ctx)
         formatted = model.formatter(messages=cast(Any, list(messages)))
         prompt_text = formatted.prompt + prefix
         with model.lock:
-            if stop_at is not None and time.monotonic() >= stop_at:  # timed out while queued
+            if should_stop():  # timed out or cancelled while queued for the model
                 raise WorkerTimeout(f"worker {self.name!r} waited past its deadline for the model", worker=self.name)
             llama = model.llama
             tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=not formatted.added_special, special=True)
@@ -192,6 +204,10 @@ class LlamaCppWorker:
                 )
             cached = _common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens)
             try:
+                _prefill(llama, tokens, cached, should_stop)
+            except _Stopped:
+                raise WorkerTimeout(f"worker {self.name!r} stopped at its deadline", worker=self.name) from None
+            try:
                 out: Any = llama.create_completion(
                     tokens,
                     max_tokens=min(settings.max_tokens, room),
@@ -200,11 +216,11 @@ class LlamaCppWorker:
                     seed=settings.seed,
                     stop=[*stop, *_as_list(formatted.stop)],
                     grammar=_grammar(grammar) if grammar else None,
-                    stopping_criteria=_deadline_stop(stop_at),
+                    stopping_criteria=StoppingCriteriaList([lambda _ids, _logits: should_stop()]),
                 )
             except (ValueError, RuntimeError) as exc:
                 raise ProviderError(f"llama.cpp failed in worker {self.name!r}: {exc}", worker=self.name) from None
-        if stop_at is not None and time.monotonic() >= stop_at:
+        if should_stop():
             raise WorkerTimeout(f"worker {self.name!r} stopped at its deadline", worker=self.name)
         choice = out["choices"][0]
         usage = Usage(
@@ -221,12 +237,32 @@ class LlamaCppWorker:
         )
 
 
-def _deadline_stop(stop_at: float | None) -> StoppingCriteriaList | None:
-    """Stop generating at ``stop_at`` (monotonic seconds), so a cancelled call frees the model
-    within one token instead of running to max_tokens in its thread."""
-    if stop_at is None:
-        return None
-    return StoppingCriteriaList([lambda _ids, _logits: time.monotonic() >= stop_at])
+_PREFILL_CHUNK = 64
+"""Prompt tokens evaluated between two deadline checks (≈0.2–0.6 s on 2 cores for 1.5B)."""
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _prefill(llama: llama_cpp.Llama, tokens: list[int], cached: int, should_stop: Callable[[], bool]) -> None:
+    """Evaluate the uncached prompt (all but its last token) in small chunks, checking
+    ``should_stop`` between them, so a deadline or a cancellation interrupts a long prompt
+    instead of holding the model for seconds. ``create_completion`` then finds every token but
+    the last in the KV cache, evaluates that one and samples, exactly as it would have.
+
+    Raises _Stopped when ``should_stop()`` turns true.
+    """
+    keep = min(cached, len(tokens) - 1)
+    if keep < llama.n_tokens:
+        if not llama._ctx.kv_cache_seq_rm(-1, keep, -1):  # this model's cache can't be cut: start over
+            cast(Any, llama).reset()
+            keep = 0
+        llama.n_tokens = keep
+    for pos in range(keep, len(tokens) - 1, _PREFILL_CHUNK):
+        if should_stop():
+            raise _Stopped
+        llama.eval(tokens[pos : min(pos + _PREFILL_CHUNK, len(tokens) - 1)])
 
 
 def _as_list(stop: str | list[str] | None) -> list[str]:
