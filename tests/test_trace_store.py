@@ -11,7 +11,7 @@ import pytest
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
-from podium.trace.store import TraceStore
+from podium.trace.store import TraceStore, TraceStoreError
 
 PLAN = 'model_id = [0, 1]\nsubtasks = ["Draft.", "Finish."]\naccess_list = [[], "all"]'
 
@@ -74,3 +74,16 @@ def test_unopenable_database_is_a_config_error(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(ConfigError, match="cannot open trace database"):
         TraceStore(bad)
+
+
+def test_a_database_of_another_schema_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES ('schema_version', '1');"
+    )
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(TraceStoreError, match=r"schema version 1.*mv "):
+        TraceStore(path)
+    assert path.read_bytes() == before

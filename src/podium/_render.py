@@ -50,7 +50,9 @@ def _attempts(attempts: Sequence[PlanAttempt]) -> Text:
     for a in attempts:
         how = "constrained" if a.constrained else "free"
         where = f"round {a.round}, attempt {a.attempt}" if a.round else f"attempt {a.attempt}"
-        if a.workflow is not None and len(a.workflow) == 0:
+        if a.error_kind == "deadline":
+            text.append(f"conductor {where}: cut off — {a.error}\n", "yellow")
+        elif a.workflow is not None and len(a.workflow) == 0:
             text.append(f"conductor {where} ({how}): keeps the answer\n", "green")
         elif a.workflow is not None:
             text.append(f"conductor {where} ({how}): valid workflow, {len(a.workflow)} step(s)\n", "green")

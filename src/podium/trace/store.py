@@ -25,9 +25,16 @@ from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Tot
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
-__all__ = ["SCHEMA_VERSION", "TraceStore", "TraceSummary"]
+__all__ = ["SCHEMA_VERSION", "TraceStore", "TraceStoreError", "TraceSummary"]
 
-SCHEMA_VERSION = 1
+
+class TraceStoreError(ConfigError):
+    """The trace database cannot be opened, read or written (names the file and the fix)."""
+
+
+SCHEMA_VERSION = 2
+"""Version of the tables below; a database of another version is refused with the fix, never
+altered silently. (Version 1 was a development schema of 2026-11-30 that never shipped.)"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -131,6 +138,7 @@ class TraceStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._check_version()  # before anything that writes, WAL mode included
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
@@ -139,21 +147,43 @@ class TraceStore:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
         except (sqlite3.Error, OSError) as exc:
-            raise ConfigError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
+            raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
+
+    def _check_version(self) -> None:
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return  # a new file
+        row = (
+            self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if "meta" in tables
+            else None
+        )
+        found = int(row[0]) if row else 0
+        if found != SCHEMA_VERSION:
+            self._db.close()
+            raise TraceStoreError(
+                f"trace database {str(self.path)!r} has schema version {found}, this podium uses {SCHEMA_VERSION}; "
+                f"nothing was changed. Move it aside to start a new one (mv {self.path} {self.path}.v{found}) "
+                "or pass --traces with another file"
+            )
 
     def close(self) -> None:
         self._db.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; SQLite failures (locked, disk full, ...) become TraceStoreError."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise TraceStoreError(f"cannot write to trace database {str(self.path)!r}: {exc}") from None
 
     def begin(self, request_id: str, question: str, *, started_at: str, pool: str, conductor: str, mode: str) -> None:
         """Insert the request row with status ``running``."""
