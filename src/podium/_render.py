@@ -25,6 +25,10 @@ def shorten(text: str, limit: int = 400) -> str:
     return text[:limit].rstrip() + f" … [+{len(text) - limit} chars]"
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _sees(access: object, index: int) -> str:
     if access == ALL:
         return "all earlier" if index else "—"
@@ -88,10 +92,15 @@ def _totals(record: RunRecord) -> Table:
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("worker calls", str(t.worker_calls))
-    table.add_row("worker tokens in / out", f"{t.input_tokens:,} / {t.output_tokens:,}")
+    table.add_row(
+        "worker tokens in (cached) / out", f"{t.input_tokens:,} ({t.cached_input_tokens:,}) / {t.output_tokens:,}"
+    )
     table.add_row("worker cost", f"${t.cost_usd:.6f}")
     table.add_row("conductor calls", str(t.conductor_calls))
-    table.add_row("conductor tokens in / out", f"{t.conductor_input_tokens:,} / {t.conductor_output_tokens:,}")
+    table.add_row(
+        "conductor tokens in (cached) / out",
+        f"{t.conductor_input_tokens:,} ({t.conductor_cached_input_tokens:,}) / {t.conductor_output_tokens:,}",
+    )
     table.add_row("conductor cost", f"${t.conductor_cost_usd:.6f}")
     table.add_row("total cost (USD)", f"${t.total_cost_usd:.6f}")
     table.add_row("wall time", f"{t.wall_time_s:.1f} s")
@@ -130,18 +139,23 @@ def render_run(console: Console, record: RunRecord) -> None:
 
 
 def render_trace_list(console: Console, rows: Sequence[TraceSummary]) -> None:
-    table = Table(title="Traces (newest first)", title_justify="left")
-    for col in ("id", "started (UTC)", "mode", "status", "steps", "cost USD", "time s", "question"):
-        table.add_column(col, overflow="fold" if col == "question" else "ellipsis")
+    """One line per request; fits 80 columns (the question takes what is left)."""
+    table = Table(title="Traces (newest first, UTC)", title_justify="left", pad_edge=False)
+    columns = (("id", 8), ("started", 14), ("status", 8), ("steps", 5), ("USD", 7), ("s", 4))
+    for name, width in columns:
+        table.add_column(name, no_wrap=True, width=width, justify="left" if width > 5 else "right")
+    room = max(12, console.width - sum(w for _, w in columns) - 3 * (len(columns) + 1) - 2)
+    table.add_column("question", no_wrap=True, width=room)
     for r in rows:
+        started = r.started_at[5:19].replace("T", " ")  # MM-DD HH:MM:SS
+        status = r.status if r.mode == "run" else f"{r.status} (plan)"
         table.add_row(
-            r.id[:12],
-            r.started_at,
-            r.mode,
-            r.status,
+            r.id[:8],
+            started,
+            status,
             str(r.steps),
-            "" if r.total_cost_usd is None else f"{r.total_cost_usd:.6f}",
-            "" if r.wall_time_s is None else f"{r.wall_time_s:.1f}",
-            escape(shorten(r.question, 80)),
+            "" if r.total_cost_usd is None else f"{r.total_cost_usd:.5f}",
+            "" if r.wall_time_s is None else f"{r.wall_time_s:.0f}",
+            escape(_clip(" ".join(r.question.split()), room)),
         )
     console.print(table)

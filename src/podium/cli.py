@@ -271,6 +271,8 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
             f"  Model {i}: {w.name} ({w.backend}: {w.model or '-'}) · ${price.input}/${price.output} per 1M in/out · "
             f"max_tokens {m.max_tokens} · temperature {m.temperature}"
         )
+        if w.description:
+            out.print(Text(f"      the conductor reads: {w.description}", style="dim"))
     c = config.conductor
     conductor = c.worker or f"{c.model} (own, llama_cpp)"
     out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")

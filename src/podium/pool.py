@@ -224,6 +224,12 @@ def packaged_pools() -> dict[str, Path]:
     return {p.name.removesuffix(".toml"): Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml")}
 
 
+def _message(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check its spelling against docs/pool-file.md)"
+    return str(err["msg"])
+
+
 def load_pool(path: str | Path | None = None) -> PoolConfig:
     """Load and validate a pool file; ``None`` or a preset name gives a packaged pool.
 
@@ -252,7 +258,10 @@ def load_pool(path: str | Path | None = None) -> PoolConfig:
     try:
         return PoolConfig.model_validate(data)
     except ValidationError as exc:
+        errors = exc.errors()
+        if len(errors) > 1:  # a bad worker entry also empties the list: report the cause only
+            errors = [e for e in errors if not (e["type"] == "too_short" and e["loc"] == ("workers",))]
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {_message(err)}" for err in errors
         )
         raise ConfigError(f"pool file {str(path)!r} is invalid: {problems}") from None

@@ -101,7 +101,8 @@ class Totals:
     """Totals of a request. Worker figures exclude the conductor, which is counted apart.
 
     Attributes:
-        worker_calls, input_tokens, output_tokens, cost_usd: over all executed steps.
+        worker_calls, input_tokens, cached_input_tokens, output_tokens, cost_usd: over all
+            executed steps (cached input tokens are included in input tokens, priced apart).
         conductor_calls, conductor_input_tokens, conductor_output_tokens, conductor_cost_usd:
             the conductor's own inference over all attempts.
         total_cost_usd: workers plus conductor, USD.
@@ -110,10 +111,12 @@ class Totals:
 
     worker_calls: int = 0
     input_tokens: int = 0
+    cached_input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
     conductor_calls: int = 0
     conductor_input_tokens: int = 0
+    conductor_cached_input_tokens: int = 0
     conductor_output_tokens: int = 0
     conductor_cost_usd: float = 0.0
     total_cost_usd: float = 0.0
@@ -127,10 +130,12 @@ class Totals:
         return cls(
             worker_calls=len(calls),
             input_tokens=sum(s.usage.input_tokens for s in steps),
+            cached_input_tokens=sum(s.usage.cached_input_tokens for s in steps),
             output_tokens=sum(s.usage.output_tokens for s in steps),
             cost_usd=worker_cost,
             conductor_calls=len(attempts),
             conductor_input_tokens=sum(a.usage.input_tokens for a in attempts),
+            conductor_cached_input_tokens=sum(a.usage.cached_input_tokens for a in attempts),
             conductor_output_tokens=sum(a.usage.output_tokens for a in attempts),
             conductor_cost_usd=conductor_cost,
             total_cost_usd=worker_cost + conductor_cost,
