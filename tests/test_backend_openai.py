@@ -154,6 +154,7 @@ backend = "openai"
 model = "{ALIAS}"
 base_url = "{server}"
 api_key_env = "PODIUM_TEST_KEY"
+price = {{ input = 0.094, output = 0.22 }}
 """
     )
     os.environ["PODIUM_TEST_KEY"] = "sk-test-secret-value"
