@@ -28,10 +28,10 @@ from rich.progress import Progress
 
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.messages import worker_messages
-from podium.pool import load_pool
+from podium.pool import PoolConfig, load_pool
 from podium.runtime import build_orchestrator
 from podium.trace.store import TraceStore
-from podium.workers import build_pool_workers
+from podium.workers import Worker, build_pool_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 GSM8K = ROOT.parent / "shared" / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
@@ -48,25 +48,29 @@ def last_number(text: str) -> float | None:
         return None
 
 
+def conductors(config: PoolConfig, pool: list[Worker], name: str) -> tuple[LMConductor, LMConductor]:
+    """The pool file's conductor settings on worker ``name``: grammar-constrained, and free (the
+    same prompt read by the tolerant parser; a 400-token cap keeps it bounded)."""
+    c = config.conductor
+    settings = LMConductorSettings(
+        temperature=c.temperature, seed=c.seed, reasoning_tokens=c.reasoning_tokens, subtask_chars=c.subtask_chars
+    )
+    model = pool[config.worker_index(name)]
+    return LMConductor(model, settings), LMConductor(
+        model, dataclasses.replace(settings, max_tokens=400, constrained=False)
+    )
+
+
 async def measure(n: int, candidates: list[str], traces: TraceStore) -> list[dict[str, Any]]:
     config = load_pool()
     pool = build_pool_workers(config)
     rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:n]]
-    c = config.conductor
     results = []
     with Progress() as progress:
         task = progress.add_task("conductor candidates", total=len(candidates) * n)
         for name in candidates:
-            model = pool[config.worker_index(name)]
-            settings = LMConductorSettings(
-                temperature=c.temperature,
-                seed=c.seed,
-                reasoning_tokens=c.reasoning_tokens,
-                subtask_chars=c.subtask_chars,
-            )
-            # no grammar: the same prompt read by the tolerant parser (400-token cap keeps it bounded)
-            free = LMConductor(model, dataclasses.replace(settings, max_tokens=400, constrained=False))
-            orch = build_orchestrator(config, traces=traces, conductor=LMConductor(model, settings), workers=pool)
+            conductor, free = conductors(config, pool, name)
+            orch = build_orchestrator(config, traces=traces, conductor=conductor, workers=pool)
             per: list[dict[str, Any]] = []
             for row in rows:
                 record = await orch.run(row["question"])
@@ -112,21 +116,12 @@ async def plan_only(n: int, candidates: list[str]) -> list[dict[str, Any]]:
     to the tiny model the pool describes as unreliable at math."""
     config = load_pool()
     pool = build_pool_workers(config)
-    c = config.conductor
     rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:n]]
     out = []
     with Progress() as progress:
         task = progress.add_task("plans", total=len(candidates) * n)
         for name in candidates:
-            model = pool[config.worker_index(name)]
-            settings = LMConductorSettings(
-                temperature=c.temperature,
-                seed=c.seed,
-                reasoning_tokens=c.reasoning_tokens,
-                subtask_chars=c.subtask_chars,
-            )
-            conductor = LMConductor(model, settings)
-            free = LMConductor(model, dataclasses.replace(settings, max_tokens=400, constrained=False))
+            conductor, free = conductors(config, pool, name)
             plans = []
             for row in rows:
                 attempt = await conductor.plan(row["question"], pool, max_steps=config.max_steps)
