@@ -5,10 +5,16 @@ earlier steps it may see — and podium executes it over a worker pool (Nielsen 
 to Orchestrate Agents in Natural Language with the Conductor", ICLR 2026).
 """
 
+from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.conductor import Conductor, LMConductor, LMConductorSettings
+from podium.conductor.base import PreviousRound
 from podium.errors import (
+    BudgetError,
+    ClientError,
     ConfigError,
     ContextOverflow,
+    CostCapExceeded,
+    DeadlineExceeded,
     EmptyOutput,
     InvalidQuestion,
     ModelBehaviourError,
@@ -16,6 +22,11 @@ from podium.errors import (
     PlanParseError,
     PodiumError,
     ProviderError,
+    RateLimited,
+    ServerError,
+    TransportError,
+    WorkerTimeout,
+    WorkerUnavailable,
 )
 from podium.executor import execute
 from podium.messages import worker_messages
@@ -26,46 +37,62 @@ from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Tot
 from podium.runtime import build_orchestrator
 from podium.trace import TraceStore
 from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings, build_worker
+from podium.workers.resilience import ResiliencePolicy, harden
 from podium.workflow import ALL, Step, Workflow, validate_lists
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ALL",
+    "BudgetError",
+    "ClientError",
     "Completion",
     "Conductor",
     "ConfigError",
     "ContextOverflow",
+    "CostCapExceeded",
+    "DeadlineExceeded",
     "EmptyOutput",
     "Fallback",
     "FallbackInfo",
     "InvalidQuestion",
     "LMConductor",
     "LMConductorSettings",
+    "Limits",
     "Message",
     "ModelBehaviourError",
     "ModelNotInstalled",
     "Orchestrator",
+    "PeriodBudget",
     "PlanAttempt",
     "PlanParseError",
     "PodiumError",
     "PoolConfig",
+    "PreviousRound",
     "Price",
     "ProviderError",
+    "RateLimited",
+    "RequestBudget",
+    "ResiliencePolicy",
     "RunRecord",
+    "ServerError",
     "Step",
     "StepRecord",
     "Totals",
     "TraceStore",
+    "TransportError",
     "Usage",
     "Worker",
     "WorkerConfig",
     "WorkerSettings",
+    "WorkerTimeout",
+    "WorkerUnavailable",
     "Workflow",
     "__version__",
     "build_orchestrator",
     "build_worker",
     "execute",
+    "harden",
     "load_pool",
     "parse_workflow",
     "validate_lists",
