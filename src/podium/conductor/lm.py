@@ -129,7 +129,7 @@ class LMConductor:
                 grammar=_REASONING_LINE,
             )
             calls.append(reasoning)
-            prefix += reasoning.text.rstrip()
+            prefix += reasoning.text.rstrip() + ("…" if reasoning.finish_reason == "length" else "")
         prefix += "\n"
         lists = await completer.continue_text(
             messages,
