@@ -50,6 +50,10 @@ __all__ = [
 ]
 
 
+_REMOTE = ("openai", "anthropic", "gemini")
+"""Backends that call a provider over the network (priced from the table when unpriced)."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,7 +80,7 @@ class WorkerConfig(DecodingConfig):
     """One worker of the pool."""
 
     name: str = Field(min_length=1, description="unique name; never shown to the conductor")
-    backend: Literal["llama_cpp", "openai", "python", "conductor"] = Field(
+    backend: Literal["llama_cpp", "openai", "anthropic", "gemini", "python", "conductor"] = Field(
         "llama_cpp", description="which backend runs it"
     )
     model: str = Field(
@@ -177,12 +181,12 @@ class PoolConfig(_Strict):
                     "nor a path to a .gguf file"
                 )
         for w in self.workers:
-            if w.backend == "openai" and w.price is None and w.model not in PRICE_TABLE:
+            if w.backend in _REMOTE and w.price is None and w.model not in PRICE_TABLE:
                 raise ValueError(
                     f"worker {w.name!r}: no price given and {w.model!r} is not in podium's price table "
                     f"(as of {PRICE_TABLE_AS_OF}); add price = {{ input = ..., output = ... }} (USD per 1M tokens)"
                 )
-            if w.backend in ("llama_cpp", "openai") and not w.model:
+            if w.backend in ("llama_cpp", *_REMOTE) and not w.model:
                 raise ValueError(f"worker {w.name!r}: backend {w.backend!r} needs a model")
             if w.backend == "openai" and not w.base_url:
                 raise ValueError(f"worker {w.name!r}: backend 'openai' needs base_url (e.g. https://api.openai.com/v1)")

@@ -60,6 +60,22 @@ def build_worker(config: WorkerConfig) -> Worker:
             system_prompt=config.system_prompt,
             extra_body=config.extra_body,
         )
+    if config.backend in ("anthropic", "gemini"):
+        from podium.workers.native import AnthropicWorker, GeminiWorker
+
+        cls = AnthropicWorker if config.backend == "anthropic" else GeminiWorker
+        return cls(
+            config.name,
+            config.model,
+            settings=settings,
+            price=price,
+            api_key_env=config.api_key_env,
+            base_url=config.base_url,
+            timeout_s=config.timeout_s or 600.0,
+            description=config.description,
+            system_prompt=config.system_prompt,
+            extra_body=config.extra_body,
+        )
     if config.backend == "python":
         from podium.workers.python_tool import PythonToolWorker
 
