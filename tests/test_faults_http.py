@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from podium.budget import Limits, RequestBudget, budget_scope
-from podium.errors import RateLimited, ServerError, TransportError, WorkerTimeout
+from podium.errors import ClientError, RateLimited, ServerError, TransportError, WorkerTimeout
 from podium.workers.base import Price, WorkerSettings
 from podium.workers.resilience import Retrying
 
@@ -154,3 +154,26 @@ def test_a_stream_that_hangs_midway_ends_at_the_deadline() -> None:
 
     elapsed = asyncio.run(scenario())
     assert 0.9 <= elapsed < 1.5  # the transport timeout follows the request deadline
+
+
+def test_unknown_model_404_is_a_client_error_and_not_retried() -> None:
+    """llama_cpp.server answers whatever model name it is given, so the 'wrong model name' case
+    of a multi-model server (vLLM, OpenAI) is scripted here: 404 model_not_found."""
+    error = {"message": "The model `nope` does not exist", "type": "invalid_request_error", "code": "model_not_found"}
+    body = json.dumps({"error": error}).encode()
+
+    async def handler(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(_response("404 Not Found", body))
+        await writer.drain()
+
+    async def scenario() -> tuple[BaseException, int]:
+        async with scripted_server(handler) as (url, count):
+            try:
+                await Retrying(http_worker(url), attempts=3, base_delay_s=0.01).complete(MESSAGES)  # type: ignore[arg-type]
+            except Exception as exc:  # the assertions below name what is expected
+                return exc, count()
+        raise AssertionError("no error")
+
+    error, requests = asyncio.run(scenario())
+    assert isinstance(error, ClientError) and error.status == 404 and "does not exist" in str(error)
+    assert requests == 1
