@@ -188,6 +188,8 @@ class PoolConfig(_Strict):
                 )
             if w.backend in ("llama_cpp", *_REMOTE) and not w.model:
                 raise ValueError(f"worker {w.name!r}: backend {w.backend!r} needs a model")
+            if w.backend in ("anthropic", "gemini") and not w.api_key_env:
+                raise ValueError(f"worker {w.name!r}: backend {w.backend!r} needs api_key_env (the key's variable)")
             if w.backend == "openai" and not w.base_url:
                 raise ValueError(f"worker {w.name!r}: backend 'openai' needs base_url (e.g. https://api.openai.com/v1)")
             if w.backend == "llama_cpp" and (w.base_url or w.api_key_env):

@@ -3,7 +3,6 @@ podium's deadline, and the one translation of HTTP failures into podium's typed 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from podium.budget import current_budget
@@ -22,15 +21,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigError("native provider backends need httpx: pip install 'podium[providers]'") from exc
 
-__all__ = ["api_key", "post_json"]
-
-
-def api_key(worker: str, env: str | None) -> str:
-    """The key from environment variable ``env``; raises ConfigError naming it when unset."""
-    key = os.environ.get(env or "", "")
-    if not env or not key:
-        raise ConfigError(f"worker {worker!r} needs an API key in the environment variable {env or '(api_key_env)'}")
-    return key
+__all__ = ["post_json"]
 
 
 def _retry_after(response: httpx.Response, body: Any) -> float | None:

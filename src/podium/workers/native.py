@@ -15,44 +15,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from podium.workers._http import api_key, post_json
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers._http import post_json
+from podium.workers._remote import RemoteWorker
+from podium.workers.base import Completion, Message, Usage, WorkerSettings
 
 __all__ = ["AnthropicWorker", "GeminiWorker"]
-
-
-class _NativeWorker:
-    """Shared constructor of the native backends."""
-
-    default_base_url = ""
-
-    def __init__(
-        self,
-        name: str,
-        model: str,
-        *,
-        settings: WorkerSettings,
-        price: Price,
-        api_key_env: str | None,
-        base_url: str | None = None,
-        timeout_s: float = 600.0,
-        description: str = "",
-        system_prompt: str | None = None,
-        extra_body: dict[str, Any] | None = None,
-    ) -> None:
-        self.name = name
-        self.model = model
-        self.settings = settings
-        self.price = price
-        self.api_key_env = api_key_env
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
-        self.timeout_s = timeout_s
-        self.description = description
-        self.system_prompt = system_prompt
-        self.extra_body = dict(extra_body or {})
-
-    def _completion(self, text: str, usage: Usage, finish: str, started: float) -> Completion:
-        return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started, finish)
 
 
 def _split_system(messages: Sequence[Message]) -> tuple[str, list[Message]]:
@@ -60,7 +27,7 @@ def _split_system(messages: Sequence[Message]) -> tuple[str, list[Message]]:
     return system, [m for m in messages if m["role"] != "system"]
 
 
-class AnthropicWorker(_NativeWorker):
+class AnthropicWorker(RemoteWorker):
     """Claude through the Messages API. ``extra_body`` can carry e.g. ``{"thinking": {"type":
     "enabled", "budget_tokens": 2000}}``. Input tokens reported = uncached + cache reads + cache
     writes; cache reads are ``cached_input_tokens``."""
@@ -83,7 +50,7 @@ class AnthropicWorker(_NativeWorker):
         if s.top_p < 1.0:
             body["top_p"] = s.top_p
         headers = {
-            "x-api-key": api_key(self.name, self.api_key_env),
+            "x-api-key": self.api_key() or "",
             "anthropic-version": "2023-06-01",
             "content-type": "application/json",
         }
@@ -94,10 +61,10 @@ class AnthropicWorker(_NativeWorker):
         written = int(u.get("cache_creation_input_tokens") or 0)
         usage = Usage(int(u.get("input_tokens") or 0) + cached + written, int(u.get("output_tokens") or 0), cached)
         finish = "length" if data.get("stop_reason") == "max_tokens" else "stop"
-        return self._completion(text, usage, finish, started)
+        return self.completion(text, usage, finish, started)
 
 
-class GeminiWorker(_NativeWorker):
+class GeminiWorker(RemoteWorker):
     """Gemini through ``generateContent``. ``reasoning_effort`` is not used; set a thinking
     budget with ``extra_body = {generationConfig = {thinkingConfig = {thinkingBudget = 1024}}}``.
     Thought tokens are billed as output and reported as ``reasoning_tokens``."""
@@ -123,7 +90,7 @@ class GeminiWorker(_NativeWorker):
         }
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
-        headers = {"x-goog-api-key": api_key(self.name, self.api_key_env), "content-type": "application/json"}
+        headers = {"x-goog-api-key": self.api_key() or "", "content-type": "application/json"}
         url = f"{self.base_url}/v1beta/models/{self.model}:generateContent"
         data = await post_json(self.name, url, headers, body, self.timeout_s)
         candidates = data.get("candidates") or [{}]
@@ -138,4 +105,4 @@ class GeminiWorker(_NativeWorker):
             thoughts,
         )
         finish = "length" if candidates[0].get("finishReason") == "MAX_TOKENS" else "stop"
-        return self._completion(text, usage, finish, started)
+        return self.completion(text, usage, finish, started)

@@ -12,7 +12,6 @@ the first call is made; it is never stored in traces or logs.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +26,8 @@ from podium.errors import (
     TransportError,
     WorkerTimeout,
 )
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers._remote import RemoteWorker
+from podium.workers.base import Completion, Message, Usage, WorkerSettings
 
 try:
     import openai
@@ -39,59 +39,24 @@ __all__ = ["OpenAICompatWorker"]
 _NO_KEY = "sk-no-key-needed"  # local servers ignore the key, but the SDK wants one
 
 
-class OpenAICompatWorker:
-    """A worker behind an OpenAI-compatible chat-completions endpoint.
+class OpenAICompatWorker(RemoteWorker):
+    """A worker behind an OpenAI-compatible chat-completions endpoint (``base_url`` e.g.
+    ``http://127.0.0.1:8000/v1``; fields as :class:`~podium.workers._remote.RemoteWorker`).
 
     Args:
-        name: the worker's name in the pool.
-        model: the model name the server expects.
-        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``.
-        api_key_env: environment variable holding the API key (None for servers without auth).
-        settings: default decoding settings; price: USD per 1M tokens.
         stream: stream the reply (usage is requested with ``stream_options.include_usage``).
-        extra_body: provider-specific request fields merged into the body (e.g. Anthropic's
-            ``{"thinking": {"type": "enabled", "budget_tokens": 2000}}``).
-        timeout_s: transport timeout per call, seconds (the request deadline may cut it shorter).
-        description, system_prompt: as for every worker.
     """
 
-    def __init__(
-        self,
-        name: str,
-        model: str,
-        *,
-        base_url: str,
-        api_key_env: str | None = None,
-        settings: WorkerSettings,
-        price: Price,
-        stream: bool = False,
-        timeout_s: float = 600.0,
-        description: str = "",
-        system_prompt: str | None = None,
-        extra_body: dict[str, Any] | None = None,
-    ) -> None:
-        self.name = name
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.settings = settings
-        self.price = price
+    default_base_url = "https://api.openai.com/v1"
+
+    def __init__(self, name: str, model: str, *, stream: bool = False, **fields: Any) -> None:
+        super().__init__(name, model, **fields)
         self.stream = stream
-        self.timeout_s = timeout_s
-        self.description = description
-        self.system_prompt = system_prompt
-        self.extra_body = dict(extra_body or {})
         self._client: openai.AsyncOpenAI | None = None
 
     def _api(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            key = _NO_KEY
-            if self.api_key_env:
-                key = os.environ.get(self.api_key_env, "")
-                if not key:
-                    raise ConfigError(
-                        f"worker {self.name!r} needs an API key in the environment variable {self.api_key_env}"
-                    )
+            key = self.api_key() or _NO_KEY
             self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0)
         return self._client
 
@@ -125,13 +90,7 @@ class OpenAICompatWorker:
                 usage = _usage(response.usage)
         except openai.OpenAIError as exc:
             raise _translate(exc, self.name) from None
-        return Completion(
-            text=text,
-            usage=usage,
-            cost_usd=self.price.cost(usage),
-            latency_s=time.perf_counter() - started,
-            finish_reason=finish,
-        )
+        return self.completion(text, usage, finish, started)
 
     async def _streamed(self, request: dict[str, Any]) -> tuple[str, Usage, str]:
         parts: list[str] = []

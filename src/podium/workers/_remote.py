@@ -1,0 +1,70 @@
+"""The common shape of workers that call a provider over the network."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from podium.errors import ConfigError
+from podium.workers.base import Completion, Price, Usage, WorkerSettings
+
+__all__ = ["RemoteWorker"]
+
+
+class RemoteWorker:
+    """Fields and helpers shared by the HTTP backends.
+
+    Args:
+        name: the worker's name in the pool.
+        model: the model name the provider expects.
+        settings: default decoding settings; price: USD per 1M tokens.
+        api_key_env: environment variable holding the API key (None: no auth).
+        base_url: the API root (default: the backend's ``default_base_url``).
+        timeout_s: transport timeout per call, seconds (the request deadline may cut it shorter).
+        description, system_prompt: as for every worker.
+        extra_body: provider-specific request fields merged into the request body.
+    """
+
+    default_base_url = ""
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        settings: WorkerSettings,
+        price: Price,
+        api_key_env: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 600.0,
+        description: str = "",
+        system_prompt: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.settings = settings
+        self.price = price
+        self.api_key_env = api_key_env
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.timeout_s = timeout_s
+        self.description = description
+        self.system_prompt = system_prompt
+        self.extra_body = dict(extra_body or {})
+
+    def api_key(self) -> str | None:
+        """The key from ``api_key_env`` (None when the worker needs none).
+
+        Raises ConfigError naming the variable when it is unset or empty.
+        """
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            raise ConfigError(f"worker {self.name!r} needs an API key in the environment variable {self.api_key_env}")
+        return key
+
+    def completion(self, text: str, usage: Usage, finish: str, started: float) -> Completion:
+        """A Completion priced with this worker's table; ``started`` is a perf_counter time."""
+        return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started, finish)
