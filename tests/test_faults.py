@@ -241,3 +241,20 @@ def test_fifty_concurrent_requests_never_overshoot_their_caps(tmp_path: Path) ->
         assert store.get(r.id) == r  # type: ignore[attr-defined]
         if r.status == "error":  # type: ignore[attr-defined]
             assert "CostCapExceeded" in (r.error or "")  # type: ignore[attr-defined]
+
+
+def test_a_call_without_reported_usage_keeps_its_full_reservation() -> None:
+    """Some servers omit usage (e.g. in streams): the cap must not treat the call as free."""
+
+    class Unreported(ScriptedWorker):
+        async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+            result = await super().complete(messages, settings)
+            return Completion(result.text, usage_reported=False)
+
+    budget = RequestBudget(Limits(cost_cap_usd=1.0))
+    worker = harden(Unreported("w", price=Price(input=100.0, output=100.0)), FAST)
+    with budget_scope(budget):
+        asyncio.run(worker.complete([{"role": "user", "content": "hi"}]))
+    # worst case = (prompt bound + 512 max_tokens) tokens at $100 per 1M, all of it kept as spent
+    assert budget.ledger.spent_usd > 512 * 100 / 1e6
+    assert budget.ledger.reserved_usd == pytest.approx(0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import podium
 
 
-def test_all_names_exist_and_are_sorted_uniquely() -> None:
+def test_all_names_exist_and_are_listed_once() -> None:
     for name in podium.__all__:
         assert hasattr(podium, name), name
     assert len(set(podium.__all__)) == len(podium.__all__)

@@ -70,23 +70,6 @@ class Workflow:
     def to_json(self) -> dict[str, Any]:
         return {"steps": [s.to_json() for s in self.steps]}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any], *, pool_size: int, max_steps: int) -> Workflow:
-        """Rebuild from the storage form, validating it like conductor output.
-
-        Raises PlanParseError when the data is not a valid workflow for this pool.
-        """
-        steps = data.get("steps")
-        if not isinstance(steps, list):
-            raise PlanParseError("missing_field", "storage form needs a 'steps' list")
-        return validate_lists(
-            [s.get("worker") for s in steps],
-            [s.get("subtask") for s in steps],
-            [s.get("access") for s in steps],
-            pool_size=pool_size,
-            max_steps=max_steps,
-        )
-
     def lists_text(self) -> str:
         """The paper's surface form: the three list assignments, one per line."""
         import json

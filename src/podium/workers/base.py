@@ -105,6 +105,8 @@ class Completion:
         finish_reason: ``"stop"`` or ``"length"`` (hit max_tokens).
         served_by: the worker that actually answered when a failover wrapper switched to an
             equivalent worker, else None.
+        usage_reported: False when the provider sent no usage (some servers omit it in
+            streams); ``usage`` is then zeros and budgets keep the call's full reservation.
     """
 
     text: str
@@ -113,6 +115,7 @@ class Completion:
     latency_s: float = 0.0
     finish_reason: str = "stop"
     served_by: str | None = None
+    usage_reported: bool = True
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigError("the llama_cpp backend needs llama-cpp-python: pip install 'podium[local]'") from exc
 
-__all__ = ["LlamaCppWorker", "loaded_model_count"]
+__all__ = ["LlamaCppWorker"]
 
 _MIN_NEW_TOKENS = 16
 
@@ -50,11 +50,6 @@ class _LoadedModel:
 _LOADED: dict[tuple[str, int], _LoadedModel] = {}
 _LOAD_LOCK = threading.Lock()
 _GRAMMARS: dict[str, LlamaGrammar] = {}
-
-
-def loaded_model_count() -> int:
-    """How many distinct models are loaded in this process."""
-    return len(_LOADED)
 
 
 def _model_path(model: str) -> Path:
@@ -135,10 +130,6 @@ class LlamaCppWorker:
         self.n_ctx = n_ctx
         self.description = description
         self.system_prompt = system_prompt
-
-    def load(self) -> None:
-        """Load (and verify) the model now instead of on the first call."""
-        _load(self.model, self.n_ctx)
 
     async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
         return await self.continue_text(messages, "", settings or self.settings)

@@ -12,6 +12,7 @@ the first call is made; it is never stored in traces or logs.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -81,8 +82,10 @@ class OpenAICompatWorker(RemoteWorker):
         if self.extra_body:
             request["extra_body"] = self.extra_body
         try:
+            reported = True
             if self.stream:
-                text, usage, finish = await self._streamed(request)
+                text, maybe_usage, finish = await self._streamed(request)
+                usage, reported = maybe_usage or Usage(), maybe_usage is not None
             else:
                 response = await self._api().chat.completions.create(**request)
                 choice = response.choices[0]
@@ -90,11 +93,13 @@ class OpenAICompatWorker(RemoteWorker):
                 usage = _usage(response.usage)
         except openai.OpenAIError as exc:
             raise _translate(exc, self.name) from None
-        return self.completion(text, usage, finish, started)
+        return dataclasses.replace(self.completion(text, usage, finish, started), usage_reported=reported)
 
-    async def _streamed(self, request: dict[str, Any]) -> tuple[str, Usage, str]:
+    async def _streamed(self, request: dict[str, Any]) -> tuple[str, Usage | None, str]:
+        """Text, usage (None when the server sent none) and finish reason of a streamed reply."""
         parts: list[str] = []
-        usage, finish = Usage(), "stop"
+        usage: Usage | None = None
+        finish = "stop"
         stream = await self._api().chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )

@@ -135,7 +135,8 @@ class BudgetGuard(_Wrapper):
         except BaseException:
             reservation.settle(reservation.amount_usd)
             raise
-        reservation.settle(result.cost_usd)
+        # without reported usage the real cost is unknown: keep the worst case so caps still hold
+        reservation.settle(result.cost_usd if result.usage_reported else reservation.amount_usd)
         return result
 
 
