@@ -88,7 +88,55 @@ def _parser() -> argparse.ArgumentParser:
     p_check = pool.add_parser("check", help="call each worker once; report latency, tokens and errors")
     p_check.add_argument("--pool", help="pool file (TOML) or preset name")
     p_check.add_argument("--json", action="store_true")
+    _eval_parser(sub)
     return parser
+
+
+def _eval_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate the conductor against baselines on a task set (quality, cost, latency)",
+        description=(
+            "Run conductors and baselines on a task set (live, over a pool) or an outcome matrix (replay); "
+            "write eval.json, eval.md and pareto.png. Worker calls are cached by exact request, so reruns "
+            "are incremental. With --baseline, exit 3 when quality drops or cost / p95 latency rise beyond "
+            "the margins."
+        ),
+    )
+    src = p.add_argument_group("what to run on")
+    src.add_argument("--tasks", type=Path, help="task set (JSONL): a regression set, GSM8K, HumanEval or MBPP file")
+    src.add_argument("--replay", type=Path, metavar="MATRIX.csv", help="outcome matrix (RouterBench columns)")
+    src.add_argument("--split", help="keep this split (MBPP: test/validation/train; replay default: test)")
+    src.add_argument("--limit", type=int, help="first N tasks")
+    src.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
+    src.add_argument("--seed", type=int, default=0, help="sample seed (default 0)")
+    src.add_argument("--tag", action="append", default=[], help="keep tasks with this tag (repeatable)")
+    src.add_argument("--from", dest="from_report", type=Path, metavar="EVAL.json",
+                     help="do not run: re-render (and gate) a stored report")  # fmt: skip
+    how = p.add_argument_group("how")
+    how.add_argument("--pool", help="pool file or preset (live; default: the embedded local pool)")
+    how.add_argument(
+        "--methods",
+        help="comma-separated: conductor, single, single:NAME, cheapest, strongest, random, pipeline, moa, "
+        "router, oracle (default live: conductor,single,pipeline,moa; replay: single,random,router,oracle)",
+    )
+    how.add_argument("--lambdas", help="router λ sweep, comma-separated 1/USD (default: 0, 17 log-spaced 1…10⁴, 10⁶)")
+    how.add_argument("--judge", help="pool worker that grades open-ended tasks")
+    how.add_argument("--concurrency", type=int, help="requests in flight (default: 1 live, 32 replay)")
+    how.add_argument("--cache", type=Path, help="request cache file (default: ~/.cache/podium/eval/requests.sqlite3)")
+    how.add_argument("--no-cache", action="store_true", help="call every worker afresh (nothing read or stored)")
+    how.add_argument("--traces", type=Path, help="also store every request's trace in this database")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", type=Path, default=Path("podium-eval"), help="report folder (default: ./podium-eval)")
+    out.add_argument("--no-plot", action="store_true", help="skip pareto.png")
+    out.add_argument("--json", action="store_true", help="print the summaries (not per-task results) as JSON")
+    g = p.add_argument_group("regression gate")
+    g.add_argument(
+        "--baseline", type=Path, metavar="EVAL.json", help="compare with this report; exit 3 on a regression"
+    )
+    g.add_argument("--max-quality-drop", type=float, default=0.02, help="absolute (default 0.02)")
+    g.add_argument("--max-cost-rise", type=float, default=0.10, help="relative (default 0.10 = +10 %%)")
+    g.add_argument("--max-p95-rise", type=float, default=0.25, help="relative (default 0.25 = +25 %%)")
 
 
 def _read_question(arg: str) -> str:
@@ -299,6 +347,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             return _cmd_trace(args, out)
         if args.command == "models":
             return _cmd_models(args, out)
+        if args.command == "eval":
+            from podium.eval.cli import cmd_eval
+
+            return cmd_eval(args, out, err)
         return _cmd_pool(args, out)
     except ConfigError as exc:
         err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)

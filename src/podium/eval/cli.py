@@ -1,0 +1,162 @@
+"""``podium eval``: options → :func:`~podium.eval.session.run_eval` → report files → gate.
+
+Exit codes: 0 done (and no regression), 2 bad options or input, 3 the regression gate failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from podium.errors import ConfigError
+from podium.eval.report import GateMargins, gate, load_report, write_report
+from podium.eval.runner import TaskResult
+from podium.eval.session import DEFAULT_LAMBDAS, EvalSpec, run_eval
+
+__all__ = ["EXIT_REGRESSION", "cmd_eval"]
+
+EXIT_REGRESSION = 3
+
+
+def _lambdas(text: str | None) -> tuple[float, ...]:
+    if text is None:
+        return DEFAULT_LAMBDAS
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--lambdas must be comma-separated numbers (1/USD), got {text!r}") from None
+    if not values or any(v < 0 or math.isnan(v) for v in values):
+        raise ConfigError("--lambdas needs at least one number ≥ 0")
+    return values
+
+
+def _spec(args: argparse.Namespace) -> EvalSpec:
+    for flag, value in (("--limit", args.limit), ("--sample", args.sample), ("--concurrency", args.concurrency)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be at least 1, got {value}")
+    for flag, value in (("--max-quality-drop", args.max_quality_drop), ("--max-cost-rise", args.max_cost_rise),
+                        ("--max-p95-rise", args.max_p95_rise)):  # fmt: skip
+        if value < 0:
+            raise ConfigError(f"{flag} must be ≥ 0, got {value}")
+    spec = EvalSpec(
+        tasks=args.tasks,
+        replay=args.replay,
+        split=args.split,
+        limit=args.limit,
+        sample=args.sample,
+        seed=args.seed,
+        tags=tuple(args.tag),
+        pool=args.pool,
+        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else (),
+        lambdas=_lambdas(args.lambdas),
+        traces=args.traces,
+        judge=args.judge,
+        concurrency=args.concurrency,
+    )
+    if args.no_cache:
+        spec.cache = None
+    elif args.cache is not None:
+        spec.cache = args.cache
+    return spec
+
+
+def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run (or load) a report, write it, print the summary, apply the gate."""
+    if args.from_report is not None:
+        if args.tasks or args.replay:
+            raise ConfigError("--from re-renders a stored report; drop --tasks/--replay")
+        report = load_report(args.from_report)
+    else:
+        spec = _spec(args)
+        report = _run_with_progress(spec, err)
+    if args.from_report is None or args.out != Path("podium-eval"):
+        paths = write_report(report, args.out, plot=not args.no_plot)
+        err.print(Text(f"wrote {', '.join(str(p) for p in paths)}", style="dim"))
+    if args.json:
+        print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1, ensure_ascii=False))
+    else:
+        _print_summary(report, out)
+    if args.baseline is None:
+        return 0
+    rows = gate(
+        report, load_report(args.baseline), GateMargins(args.max_quality_drop, args.max_cost_rise, args.max_p95_rise)
+    )
+    _print_gate(rows, args.baseline, out)
+    return EXIT_REGRESSION if any(not r["ok"] for r in rows) else 0
+
+
+def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
+    progress = Progress(
+        TextColumn("[bold]eval[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+    )
+    bar: list[Any] = []
+    done: dict[str, list[float]] = {}
+
+    def on_start(total: int) -> None:
+        bar.append(progress.add_task("", total=total))
+
+    def on_result(method: str, result: TaskResult) -> None:
+        scores = done.setdefault(method, [])
+        scores.append(result.score)
+        progress.update(bar[0], advance=1, description=f"{method}: {sum(scores) / len(scores):.3f} over {len(scores)}")
+
+    with progress:
+        return run_eval(spec, on_start=on_start, on_result=on_result)
+
+
+def _print_summary(report: dict[str, Any], out: Console) -> None:
+    table = Table(
+        title=f"podium eval · {report['config'].get('tasks', '')} · {'replay' if report['replay'] else 'live'}"
+    )
+    for col in ("method", "n", "quality (95 % CI)", "mean cost USD", "calls", "p50/p95 s", "parse fail", "fallback"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for name, method in report["methods"].items():
+        s = method["summary"]
+        lat = s["latency_s"]
+        table.add_row(
+            name,
+            str(s["n"]),
+            f"{s['quality']['mean']:.3f} ({s['quality']['ci95'][0]:.3f}–{s['quality']['ci95'][1]:.3f})",
+            f"{s['cost_usd']['mean']:.6f}",
+            f"{s['worker_calls']:.2f}",
+            "–" if lat is None else f"{lat['p50']:.1f}/{lat['p95']:.1f}",
+            f"{s['parse_failure_rate']:.1%}",
+            f"{s['fallback_rate']:.1%}",
+        )
+    out.print(table)
+    for group, curve in report.get("curves", {}).items():
+        if group == "_single_points":
+            continue
+        out.print(
+            f"{group}: AIQ {curve['aiq']:.4f} · APGR {curve['apgr']:.3f} · "
+            f"CPT(50 %) {_pct(curve['cpt50'])} · CPT(80 %) {_pct(curve['cpt80'])}"
+        )
+
+
+def _pct(x: float | None) -> str:
+    return "not reached" if x is None else f"{x:.1%}"
+
+
+def _print_gate(rows: list[dict[str, Any]], baseline: Path, out: Console) -> None:
+    table = Table(title=f"regression gate against {baseline}")
+    for col in ("method", "metric", "baseline", "new", "verdict"):
+        table.add_column(col)
+    for r in rows:
+        verdict = Text("ok", "green") if r["ok"] else Text("REGRESSION", "bold red")
+        table.add_row(r["method"], r["metric"], f"{r['baseline']:.6g}", f"{r['new']:.6g}", verdict)
+    out.print(table)

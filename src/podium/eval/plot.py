@@ -1,0 +1,153 @@
+"""Cost–quality plots of ``podium eval`` (PNG, matplotlib's Agg renderer).
+
+matplotlib is imported inside :func:`pareto_plot`, so importing this module (or ``podium``)
+stays light and works without it; calling the function without matplotlib installed raises
+ImportError naming the extra. Figures are drawn on an Agg canvas directly, never through
+``pyplot``: no display is needed and the process's global backend is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from podium.eval.metrics import MetricInputError, Point, pareto_front
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["MethodPoint", "pareto_plot"]
+
+_DPI = 150
+
+
+@dataclass(frozen=True)
+class MethodPoint:
+    """One evaluated method with its quality's confidence interval (see :func:`~podium.eval.metrics.mean_ci`).
+
+    Raises MetricInputError when a value is not finite, cost is negative, or the interval does
+    not contain ``quality``.
+    """
+
+    label: str
+    """Name shown next to the marker and in the legend."""
+    cost: float
+    """Mean cost per request, US dollars (≥ 0)."""
+    quality: float
+    """Mean score."""
+    quality_low: float
+    """Lower end of the 95 % interval of the mean score."""
+    quality_high: float
+    """Upper end of the 95 % interval of the mean score."""
+
+    def __post_init__(self) -> None:
+        values = (self.cost, self.quality, self.quality_low, self.quality_high)
+        if not all(math.isfinite(v) for v in values):
+            raise MetricInputError(f"MethodPoint {self.label!r}: values must be finite, got {self!r}")
+        if self.cost < 0:
+            raise MetricInputError(f"MethodPoint {self.label!r}: cost is USD per request and cannot be negative")
+        if not self.quality_low <= self.quality <= self.quality_high:
+            raise MetricInputError(
+                f"MethodPoint {self.label!r}: need quality_low ≤ quality ≤ quality_high, got "
+                f"{self.quality_low} ≤ {self.quality} ≤ {self.quality_high}"
+            )
+
+
+def pareto_plot(
+    path: Path | str,
+    methods: Sequence[MethodPoint],
+    *,
+    curves: Mapping[str, Sequence[Point]] | None = None,
+    title: str = "",
+    log_cost: bool = True,
+) -> Path:
+    """Draw methods and curves on the cost–quality plane and save a PNG (150 dpi) at ``path``.
+
+    * each method: a marker with its confidence interval as a vertical error bar, and its label;
+    * each curve (e.g. a router's λ sweep, name → points): a line with markers, in cost order;
+    * the Pareto front of the methods (:func:`~podium.eval.metrics.pareto_front`): a dashed step
+      line — the best quality any single method gives for at most that cost.
+
+    x: "mean cost per request (USD)"; y: "quality (mean score)". With ``log_cost`` the x axis is
+    logarithmic when every cost is > 0; when some cost is 0 (a free local model) it is *symlog*:
+    linear from 0 to the smallest positive cost, logarithmic above, so the zero-cost method is
+    drawn at 0 and the others keep their log spacing. If every cost is 0, or ``log_cost`` is
+    False, the axis is linear. Parent folders are created. Returns ``path`` as a Path.
+
+    Raises MetricInputError when there is nothing to plot; ImportError when matplotlib is missing.
+    """
+    curves = curves or {}
+    if not methods and not any(curves.values()):
+        raise MetricInputError("pareto_plot: nothing to plot — pass at least one method or a non-empty curve")
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("pareto_plot needs matplotlib: pip install 'podium[plot]'") from exc
+
+    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+
+    for name, points in curves.items():
+        ordered = sorted(points, key=lambda p: p.cost)
+        if ordered:
+            ax.plot([p.cost for p in ordered], [p.quality for p in ordered], marker=".", linewidth=1.2, label=name)
+
+    for m in methods:
+        ax.errorbar(
+            [m.cost],
+            [m.quality],
+            yerr=[[m.quality - m.quality_low], [m.quality_high - m.quality]],
+            fmt="o",
+            capsize=3,
+            label=m.label or None,
+        )
+        if m.label:
+            ax.annotate(m.label, (m.cost, m.quality), xytext=(4, 4), textcoords="offset points", fontsize=8)
+
+    front = pareto_front([Point(m.cost, m.quality, m.label) for m in methods])
+    if len(front) >= 2:
+        ax.step(
+            [p.cost for p in front],
+            [p.quality for p in front],
+            where="post",
+            linestyle="--",
+            color="grey",
+            linewidth=1.0,
+            label="Pareto front (methods)",
+        )
+
+    costs = [m.cost for m in methods] + [p.cost for pts in curves.values() for p in pts]
+    _set_cost_scale(ax, costs, log_cost)
+    ax.set_xlabel("mean cost per request (USD)")
+    ax.set_ylabel("quality (mean score)")
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=_DPI, format="png")
+    return out
+
+
+def _cost_scale(costs: Sequence[float], log_cost: bool) -> tuple[str, dict[str, Any]]:
+    """The x scale and its keyword arguments: see :func:`pareto_plot`."""
+    positive = [c for c in costs if c > 0]
+    if not log_cost or not positive:
+        return "linear", {}
+    if len(positive) == len(costs):
+        return "log", {}
+    return "symlog", {"linthresh": min(positive)}
+
+
+def _set_cost_scale(ax: Axes, costs: Sequence[float], log_cost: bool) -> None:
+    scale, kwargs = _cost_scale(costs, log_cost)
+    ax.set_xscale(scale, **kwargs)
+    if scale == "symlog":  # keep the free method off the spine without showing negative costs' decades
+        ax.set_xlim(left=-0.2 * kwargs["linthresh"])

@@ -1,0 +1,238 @@
+"""Replay pools: workers that answer with recorded results of real models.
+
+An **outcome matrix** (RouterBench's column convention, DESIGN.md §6) holds, per question
+(``sample_id, eval_name, split, prompt``) and per model ``<model>``: the score in [0, 1],
+``<model>|model_response`` (may be empty) and ``<model>|total_cost`` (USD). Any number of
+models loads. :class:`ReplayWorker` turns one model's column into a pool worker, so conductors
+are trained and evaluated on recorded results without calling any model.
+
+How a workflow is scored in replay (and reported as such):
+
+* A step on worker *m* answers with *m*'s recorded response to the **question** (whatever
+  the subtask said — the record cannot know), and is charged *m*'s recorded cost for the
+  question. Every step is charged, so a 3-step workflow costs the sum of its three records.
+* The request's **quality is the recorded score of the worker that wrote the final answer**
+  (the last step, or the fallback pipeline's worker). Earlier steps cannot improve or hurt it:
+  replay measures *routing* (who answers, at what cost), not collaboration. Multi-step
+  baselines (pipeline, MoA) are therefore scored as their final worker alone, at the cost of
+  all their calls — an honest lower bound on what they buy, stated in every replay report.
+* Latency is not recorded in the matrix; replay reports give no latency figures.
+
+The replayed question is found from the task being evaluated (:func:`replay_scope`), not by
+parsing messages, so a subtask that rewrites the question still replays the right row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import csv
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from podium.eval.tasks import Task, TaskSetError, TaskType
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+
+__all__ = [
+    "Outcome",
+    "OutcomeMatrix",
+    "ReplayWorker",
+    "current_task_id",
+    "oracle_choice",
+    "replay_scope",
+    "replay_score",
+]
+
+_current: contextvars.ContextVar[str | None] = contextvars.ContextVar("podium_replay_task", default=None)
+
+
+@contextlib.contextmanager
+def replay_scope(task_id: str) -> Iterator[None]:
+    """Replay workers called inside this block answer for ``task_id`` (a matrix ``sample_id``).
+
+    Steps run in asyncio tasks created inside the block inherit it (contextvars)."""
+    token = _current.set(task_id)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_task_id() -> str | None:
+    """The task id of the enclosing :func:`replay_scope`, or None."""
+    return _current.get()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One model's record for one question: score in [0, 1], response ("" if none), USD."""
+
+    score: float
+    response: str
+    cost_usd: float
+
+
+@dataclass(frozen=True)
+class _Row:
+    sample_id: str
+    eval_name: str
+    split: str
+    prompt: str
+    outcomes: dict[str, Outcome]
+
+
+class OutcomeMatrix:
+    """A loaded outcome matrix.
+
+    Attributes:
+        path: the CSV file.
+        models: model column names, in file order.
+        rows: by ``sample_id``.
+    """
+
+    def __init__(self, path: Path, models: tuple[str, ...], rows: dict[str, _Row]) -> None:
+        self.path = path
+        self.models = models
+        self.rows = rows
+
+    @classmethod
+    def load(cls, path: str | Path) -> OutcomeMatrix:
+        """Read a RouterBench-convention CSV.
+
+        Raises:
+            TaskSetError: missing file, missing fixed columns, a model without its
+                ``|total_cost`` column, a score outside [0, 1], a negative or non-numeric cost,
+                or a duplicate ``sample_id`` — each naming the row and column.
+        """
+        file = Path(path)
+        if not file.is_file():
+            raise TaskSetError(f"outcome matrix {file} does not exist")
+        csv.field_size_limit(1 << 27)
+        with file.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            missing = [c for c in ("sample_id", "eval_name", "split", "prompt") if c not in header]
+            if missing:
+                raise TaskSetError(f"{file}: missing column(s) {missing} (RouterBench convention, DESIGN.md §6)")
+            models = tuple(c for c in header if "|" not in c and c not in ("sample_id", "eval_name", "split", "prompt"))
+            if not models:
+                raise TaskSetError(f"{file}: no model columns (a column per model with its score in [0, 1])")
+            for model in models:
+                if f"{model}|total_cost" not in header:
+                    raise TaskSetError(f"{file}: model {model!r} has no '{model}|total_cost' column")
+            rows: dict[str, _Row] = {}
+            for line, rec in enumerate(reader, 2):
+                sid = rec["sample_id"]
+                if sid in rows:
+                    raise TaskSetError(f"{file}:{line}: duplicate sample_id {sid!r}")
+                outcomes = {m: _outcome(rec, m, file, line) for m in models}
+                rows[sid] = _Row(sid, rec["eval_name"], rec["split"], rec["prompt"], outcomes)
+        if not rows:
+            raise TaskSetError(f"{file}: no rows")
+        return cls(file, models, rows)
+
+    def tasks(self, split: str | None = None) -> list[Task]:
+        """The matrix's questions as tasks (id = ``sample_id``; tags = eval family and name).
+
+        Raises TaskSetError when ``split`` leaves no row."""
+        tasks = [
+            Task(
+                id=row.sample_id,
+                question=row.prompt,
+                task_type=_task_type(row.eval_name),
+                tags=_tags(row.eval_name),
+                split=row.split,
+                source=self.path.stem,
+            )
+            for row in self.rows.values()
+            if split is None or row.split == split
+        ]
+        if not tasks:
+            raise TaskSetError(f"{self.path}: no row in split {split!r}")
+        return tasks
+
+    def outcome(self, sample_id: str, model: str) -> Outcome:
+        """The record of ``model`` for ``sample_id``; KeyError naming both if absent."""
+        try:
+            return self.rows[sample_id].outcomes[model]
+        except KeyError:
+            raise KeyError(f"no record of model {model!r} for sample {sample_id!r} in {self.path}") from None
+
+    def workers(self) -> list[ReplayWorker]:
+        """One replay worker per model, in column order."""
+        return [ReplayWorker(model, self) for model in self.models]
+
+
+def _outcome(rec: dict[str, str], model: str, file: Path, line: int) -> Outcome:
+    try:
+        score = float(rec[model])
+        cost = float(rec[f"{model}|total_cost"])
+    except (TypeError, ValueError):
+        raise TaskSetError(f"{file}:{line}: model {model!r}: score and total_cost must be numbers") from None
+    if not (0.0 <= score <= 1.0) or math.isnan(score):
+        raise TaskSetError(f"{file}:{line}: model {model!r}: score {score} is outside [0, 1]")
+    if not (cost >= 0.0):
+        raise TaskSetError(f"{file}:{line}: model {model!r}: total_cost {cost} must be ≥ 0 USD")
+    return Outcome(score, rec.get(f"{model}|model_response") or "", cost)
+
+
+def _family(eval_name: str) -> str:
+    return eval_name.split("-", 1)[0]
+
+
+def _tags(eval_name: str) -> tuple[str, ...]:
+    family = _family(eval_name)
+    return (family,) if family == eval_name else (family, eval_name)
+
+
+def _task_type(eval_name: str) -> TaskType:
+    family = _family(eval_name)
+    if family == "gsm8k":
+        return "math"
+    if family == "mmlu":
+        return "choice"
+    return "open"
+
+
+class ReplayWorker:
+    """One model of an outcome matrix as a worker (see the module docstring).
+
+    ``complete`` answers with the recorded response for the task set by :func:`replay_scope`
+    and costs its recorded USD; when the response is empty the text says so
+    (``[recorded outcome of <model>; score …]``), never empty. Raises KeyError outside a
+    replay scope or for a question the matrix lacks.
+    """
+
+    def __init__(self, model: str, matrix: OutcomeMatrix, *, description: str = "") -> None:
+        self.name = model
+        self.model = model
+        self.matrix = matrix
+        self.description = description
+        self.price = Price()  # costs come per question from the matrix
+        self.settings = WorkerSettings()
+        self.system_prompt: str | None = None
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        task_id = _current.get()
+        if task_id is None:
+            raise KeyError(f"replay worker {self.name!r} called outside replay_scope(task_id)")
+        record = self.matrix.outcome(task_id, self.model)
+        text = record.response.strip() or f"[recorded outcome of {self.model}; score {record.score:g}]"
+        return Completion(text=text, usage=Usage(), cost_usd=record.cost_usd, latency_s=0.0)
+
+
+def replay_score(matrix: OutcomeMatrix, task_id: str, answer_worker: str | None) -> float:
+    """The request's quality in replay: the recorded score of the worker that wrote the final
+    answer, 0.0 when no worker answered."""
+    if answer_worker is None:
+        return 0.0
+    return matrix.outcome(task_id, answer_worker).score
+
+
+def oracle_choice(matrix: OutcomeMatrix, task_id: str, models: Sequence[str]) -> str:
+    """RouterBench's oracle: among ``models``, the cheapest one with the best recorded score."""
+    outcomes = [(matrix.outcome(task_id, m), m) for m in models]
+    best = max(o.score for o, _ in outcomes)
+    return min((o.cost_usd, m) for o, m in outcomes if o.score == best)[1]

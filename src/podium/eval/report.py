@@ -1,0 +1,298 @@
+"""Evaluation reports: per-method summaries, cost–quality curves, slices, and the regression gate.
+
+A report is one JSON document (``eval.json``) from which the Markdown table (``eval.md``) and
+the Pareto plot (``pareto.png``) are rendered; ``podium eval --from eval.json`` re-renders or
+gates a stored report without running anything. The formulas are in :mod:`podium.eval.metrics`
+and ``docs/eval.md``.
+
+Reference points for the curve metrics: among the ``single:*`` methods, **weak** is the one
+with the lowest mean cost and **strong** the one with the highest quality (RouteLLM's weak and
+strong models); AIQ integrates over [weak cost, strong cost] — the pool's cost range.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podium.errors import ConfigError
+from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, pareto_front, percentile, pgr
+from podium.eval.runner import Method, TaskResult
+
+__all__ = ["GateMargins", "build_report", "gate", "load_report", "markdown", "write_report"]
+
+REPORT_VERSION = 1
+
+
+def summarize(results: Sequence[TaskResult], *, replay: bool) -> dict[str, Any]:
+    """One method's figures over its requests (costs USD, latencies seconds)."""
+    n = len(results)
+    if n == 0:
+        raise ValueError("no results to summarise")
+    mean, low, high = mean_ci([r.score for r in results])
+    attempts = sum(r.plan_attempts for r in results)
+    summary: dict[str, Any] = {
+        "n": n,
+        "quality": {"mean": mean, "ci95": [low, high]},
+        "accuracy": sum(r.correct for r in results) / n,
+        "format_ok": sum(r.parsed for r in results) / n,
+        "cost_usd": {"mean": sum(r.cost_usd for r in results) / n, "total": sum(r.cost_usd for r in results)},
+        "worker_calls": sum(r.worker_calls for r in results) / n,
+        "tokens": {
+            "input": sum(r.input_tokens for r in results) / n,
+            "output": sum(r.output_tokens for r in results) / n,
+        },
+        "latency_s": None,
+        "wall_s": {
+            "p50": percentile([r.wall_s for r in results], 50),
+            "p95": percentile([r.wall_s for r in results], 95),
+        },
+        "parse_failure_rate": (sum(r.plan_failures for r in results) / attempts) if attempts else 0.0,
+        "fallback_rate": sum(r.status == "fallback" for r in results) / n,
+        "error_rate": sum(r.status == "error" for r in results) / n,
+    }
+    if not replay:
+        lat = [r.latency_s for r in results]
+        summary["latency_s"] = {"p50": percentile(lat, 50), "p95": percentile(lat, 95)}
+    return summary
+
+
+def build_report(
+    methods: Sequence[Method],
+    results: Mapping[str, Sequence[TaskResult]],
+    *,
+    replay: bool,
+    config: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The report document (see the module docstring for the reference points)."""
+    summaries = {m.name: summarize(results[m.name], replay=replay) for m in methods}
+    report: dict[str, Any] = {
+        "podium_eval": REPORT_VERSION,
+        "config": dict(config),
+        "replay": replay,
+        "scoring": (
+            "replay: quality = recorded score of the worker that wrote the final answer; cost = every "
+            "step's recorded cost; no latency (see podium.eval.replay)"
+            if replay
+            else "live: the task's verifier on the final answer; latency = critical path of recorded call latencies"
+        ),
+        "methods": {
+            m.name: {"conductor": m.conductor.name, "group": m.group, "param": m.param, "summary": summaries[m.name]}
+            for m in methods
+        },
+        "reference": None,
+        "curves": {},
+        "slices": _slices(methods, results),
+        "results": {m.name: [r.to_json() for r in results[m.name]] for m in methods},
+    }
+    _curves(report)
+    return report
+
+
+def _point(name: str, summary: Mapping[str, Any]) -> Point:
+    return Point(summary["cost_usd"]["mean"], summary["quality"]["mean"], name)
+
+
+def _curves(report: dict[str, Any]) -> None:
+    """Fill ``reference`` (weak/strong), per-method PGR, and AIQ/APGR/CPT per sweep group."""
+    methods: dict[str, Any] = report["methods"]
+    singles = {n: m["summary"] for n, m in methods.items() if n.startswith("single:")}
+    if len(singles) < 2:
+        return
+    weak_name = min(singles, key=lambda n: (singles[n]["cost_usd"]["mean"], n))
+    strong_name = max(singles, key=lambda n: (singles[n]["quality"]["mean"], -singles[n]["cost_usd"]["mean"]))
+    weak, strong = _point(weak_name, singles[weak_name]), _point(strong_name, singles[strong_name])
+    if strong.quality <= weak.quality or strong.cost <= weak.cost:
+        report["reference"] = {
+            "weak": weak_name,
+            "strong": strong_name,
+            "note": "no cost–quality gap; no curve metrics",
+        }
+        return
+    report["reference"] = {"weak": weak_name, "strong": strong_name, "c_min": weak.cost, "c_max": strong.cost}
+    for method in methods.values():
+        method["pgr"] = pgr(method["summary"]["quality"]["mean"], weak.quality, strong.quality)
+    groups: dict[str, list[Point]] = {}
+    for name, method in methods.items():
+        if method["group"]:
+            groups.setdefault(method["group"], []).append(_point(name, method["summary"]))
+    for group, points in groups.items():
+        report["curves"][group] = _curve_metrics(points, weak, strong)
+    for name, method in methods.items():
+        if not method["group"]:
+            report["curves"].setdefault("_single_points", {})[name] = _curve_metrics(
+                [_point(name, method["summary"])], weak, strong
+            )
+
+
+def _curve_metrics(points: Sequence[Point], weak: Point, strong: Point) -> dict[str, Any]:
+    def usd(x: float | None) -> float | None:
+        return None if x is None else weak.cost + x * (strong.cost - weak.cost)
+
+    c50 = cpt(points, weak=weak, strong=strong, target=0.5)
+    c80 = cpt(points, weak=weak, strong=strong, target=0.8)
+    return {
+        "points": [[p.cost, p.quality, p.label] for p in sorted(points, key=lambda p: p.cost)],
+        "aiq": aiq(points, weak.cost, strong.cost),
+        "apgr": apgr(points, weak=weak, strong=strong),
+        "cpt50": c50,
+        "cpt80": c80,
+        "cpt50_usd": usd(c50),
+        "cpt80_usd": usd(c80),
+    }
+
+
+def _slices(methods: Sequence[Method], results: Mapping[str, Sequence[TaskResult]]) -> dict[str, Any]:
+    slices: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        by_tag: dict[str, list[TaskResult]] = {}
+        for r in results[method.name]:
+            for tag in r.tags:
+                by_tag.setdefault(tag, []).append(r)
+        for tag, rs in by_tag.items():
+            mean, low, high = mean_ci([r.score for r in rs])
+            slices.setdefault(tag, {})[method.name] = {
+                "n": len(rs),
+                "quality": mean,
+                "ci95": [low, high],
+                "cost_usd": sum(r.cost_usd for r in rs) / len(rs),
+            }
+    return dict(sorted(slices.items()))
+
+
+def write_report(report: Mapping[str, Any], out: Path, *, plot: bool = True) -> list[Path]:
+    """Write ``eval.json``, ``eval.md`` and (``plot``) ``pareto.png`` into ``out``; the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "eval.json", out / "eval.md"]
+    paths[0].write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths[1].write_text(markdown(report), encoding="utf-8")
+    if plot:
+        paths.append(_plot(report, out / "pareto.png"))
+    return paths
+
+
+def _plot(report: Mapping[str, Any], path: Path) -> Path:
+    from podium.eval.plot import MethodPoint, pareto_plot
+
+    methods = report["methods"]
+    standalone = [
+        MethodPoint(
+            n, m["summary"]["cost_usd"]["mean"], m["summary"]["quality"]["mean"], *m["summary"]["quality"]["ci95"]
+        )
+        for n, m in methods.items()
+        if not m["group"]
+    ]
+    curves = {
+        group: [Point(c, q, label) for c, q, label in curve["points"]]
+        for group, curve in report["curves"].items()
+        if group != "_single_points"
+    }
+    config = report.get("config", {})
+    title = f"{config.get('tasks', '')} ({'replay' if report['replay'] else 'live'}, n={config.get('n', '?')})"
+    return pareto_plot(path, standalone, curves=curves, title=title)
+
+
+def _f(x: float | None, spec: str = ".3f") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown tables (methods, curves, slices)."""
+    lines = [f"# podium eval: {report.get('config', {}).get('tasks', '')}", "", f"Scoring: {report['scoring']}.", ""]
+    lines += [
+        "| method | n | quality (95 % CI) | mean cost (USD) | total cost (USD) | calls | tokens in / out "
+        "| latency p50 / p95 (s) | parse fail | fallback | front |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    methods = report["methods"]
+    points = [_point(n, m["summary"]) for n, m in methods.items()]
+    front = {p.label for p in pareto_front(points)}
+    for name, method in methods.items():
+        s = method["summary"]
+        lat = "–" if s["latency_s"] is None else f"{s['latency_s']['p50']:.1f} / {s['latency_s']['p95']:.1f}"
+        lines.append(
+            f"| {name} | {s['n']} | {s['quality']['mean']:.3f} ({s['quality']['ci95'][0]:.3f}–"
+            f"{s['quality']['ci95'][1]:.3f}) | {s['cost_usd']['mean']:.6f} | {s['cost_usd']['total']:.4f} "
+            f"| {s['worker_calls']:.2f} | {s['tokens']['input']:.0f} / {s['tokens']['output']:.0f} "
+            f"| {lat} "
+            f"| {s['parse_failure_rate']:.1%} | {s['fallback_rate']:.1%} | {'★' if name in front else ''} |"
+        )
+    ref = report.get("reference")
+    if ref and report["curves"]:
+        lines += [
+            "",
+            f"Curve metrics against weak = `{ref['weak']}` and strong = `{ref['strong']}` "
+            "(AIQ over the pool's cost range; APGR and CPT on normalised cost; see docs/eval.md).",
+            "",
+            "| curve | points | AIQ | APGR | CPT(50 %) | CPT(80 %) | CPT(50 %) USD | CPT(80 %) USD |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for group, c in report["curves"].items():
+            rows = c.items() if group == "_single_points" else [(group, c)]
+            for label, m in rows:
+                lines.append(
+                    f"| {label} | {len(m['points'])} | {_f(m['aiq'])} | {_f(m['apgr'])} | {_f(m['cpt50'], '.1%')} "
+                    f"| {_f(m['cpt80'], '.1%')} | {_f(m['cpt50_usd'], '.6f')} | {_f(m['cpt80_usd'], '.6f')} |"
+                )
+    names = [n for n, m in methods.items() if not m["group"]]
+    if report["slices"] and names:
+        lines += ["", "Quality per slice (tag):", "", "| tag | n | " + " | ".join(names) + " |"]
+        lines.append("|---|---|" + "---|" * len(names))
+        for tag, per in report["slices"].items():
+            n = max(v["n"] for v in per.values())
+            cells = [_f(per[name]["quality"]) if name in per else "–" for name in names]
+            lines.append(f"| {tag} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """Read an ``eval.json``; ConfigError naming the problem when it is not one."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read eval report {file}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("podium_eval") != REPORT_VERSION:
+        raise ConfigError(f"{file} is not a podium eval report (version {REPORT_VERSION}); write one with --out")
+    return data
+
+
+@dataclass(frozen=True)
+class GateMargins:
+    """What counts as a regression against the baseline report.
+
+    Attributes:
+        quality_drop: absolute drop in mean quality allowed (e.g. 0.02 = two points).
+        cost_rise: relative rise in mean cost per request allowed (0.10 = +10 %).
+        p95_rise: relative rise in p95 latency allowed (0.25 = +25 %; live reports only).
+    """
+
+    quality_drop: float = 0.02
+    cost_rise: float = 0.10
+    p95_rise: float = 0.25
+
+
+def gate(new: Mapping[str, Any], old: Mapping[str, Any], margins: GateMargins) -> list[dict[str, Any]]:
+    """Per method present in both reports, each check with its values and ``ok``. A regression
+    is any row with ``ok`` False. Raises ConfigError when the reports share no method."""
+    shared = [n for n in new["methods"] if n in old["methods"]]
+    if not shared:
+        raise ConfigError("the baseline report shares no method with this one; compare like with like")
+    rows: list[dict[str, Any]] = []
+    for name in shared:
+        a, b = old["methods"][name]["summary"], new["methods"][name]["summary"]
+        q_old, q_new = a["quality"]["mean"], b["quality"]["mean"]
+        rows.append(_row(name, "quality", q_old, q_new, q_new >= q_old - margins.quality_drop))
+        c_old, c_new = a["cost_usd"]["mean"], b["cost_usd"]["mean"]
+        rows.append(_row(name, "mean cost (USD)", c_old, c_new, c_new <= c_old * (1 + margins.cost_rise) + 1e-12))
+        if a["latency_s"] and b["latency_s"]:
+            p_old, p_new = a["latency_s"]["p95"], b["latency_s"]["p95"]
+            rows.append(_row(name, "p95 latency (s)", p_old, p_new, p_new <= p_old * (1 + margins.p95_rise) + 1e-9))
+    return rows
+
+
+def _row(method: str, metric: str, old: float, new: float, ok: bool) -> dict[str, Any]:
+    return {"method": method, "metric": metric, "baseline": old, "new": new, "ok": ok}

@@ -1,0 +1,328 @@
+"""One ``podium eval`` run, from its options to a report: tasks, pool, methods, cache, scoring.
+
+Two modes:
+
+* **live** — ``tasks`` is a task set (JSONL); the pool file's workers answer for real, every
+  call through the request cache (:mod:`podium.workers.cache`), scored by the verifiers.
+* **replay** — ``replay`` is an outcome matrix; the pool is its models as
+  :class:`~podium.eval.replay.ReplayWorker` s, scored by the recorded outcomes. Calibration
+  (which worker is cheapest and strongest, and the learned router's training data) comes
+  from the matrix's other split — never the one evaluated.
+
+Method names (``--methods``, comma-separated): ``conductor`` (the pool's LM conductor; live),
+``single`` (every worker alone) or ``single:NAME``, ``cheapest``, ``strongest``, ``random``,
+``pipeline`` (plan → solve → verify on the strongest worker), ``moa`` (every model worker
+proposes, the strongest aggregates), ``router`` (the learned router, one method per λ; replay),
+``oracle`` (replay's cheapest correct worker; an upper bound).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from podium.conductor.baselines import (
+    FixedPipeline,
+    MixtureOfAgents,
+    OracleRouter,
+    RandomWorker,
+    SingleWorker,
+    cheapest,
+    strongest,
+)
+from podium.errors import ConfigError
+from podium.eval.replay import OutcomeMatrix, current_task_id, oracle_choice
+from podium.eval.report import build_report
+from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate
+from podium.eval.tasks import Task, load_tasks, select
+from podium.local_models import cache_dir
+from podium.orchestrator import Fallback, Orchestrator
+from podium.pool import load_pool
+from podium.trace.store import TraceStore
+from podium.workers.base import Worker
+
+__all__ = ["DEFAULT_LAMBDAS", "EvalSpec", "run_eval"]
+
+DEFAULT_LAMBDAS: tuple[float, ...] = (0.0, *(float(x) for x in np.logspace(0, 4, 17)), 1e6)
+"""λ values (1/USD) of the router sweep: 0 (quality only), 17 log-spaced from 1 to 10⁴, 10⁶."""
+
+LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
+REPLAY_METHODS = ("single", "random", "router", "oracle")
+KNOWN = ("conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle")
+
+
+@dataclass
+class EvalSpec:
+    """What to evaluate (the ``podium eval`` options).
+
+    Attributes:
+        tasks: a task set (live); replay: an outcome matrix (replay). Exactly one is set.
+        split: keep this split (replay default: ``test``).
+        limit, sample, seed: take the first ``limit`` tasks or a seeded ``sample``.
+        tags: keep tasks carrying any of these tags (empty: all).
+        pool: pool file or preset (live).
+        methods: method names (see the module docstring); empty: the mode's defaults.
+        lambdas: the router's λ sweep (1/USD).
+        cache: the request cache file; None disables it (live).
+        traces: store every request's trace here (None: results only).
+        judge: pool worker that grades ``open`` tasks (live).
+        concurrency: requests in flight (default 1 live, 32 replay).
+        embeddings: the embedding cache (router).
+    """
+
+    tasks: Path | None = None
+    replay: Path | None = None
+    split: str | None = None
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
+    tags: Sequence[str] = ()
+    pool: str | None = None
+    methods: Sequence[str] = ()
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS
+    cache: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "requests.sqlite3")
+    traces: Path | None = None
+    judge: str | None = None
+    concurrency: int | None = None
+    embeddings: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "embeddings.sqlite3")
+
+    def config(self) -> dict[str, Any]:
+        """The spec as plain JSON for the report."""
+        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                for k, v in dataclasses.asdict(self).items()}  # fmt: skip
+
+
+OnResult = Callable[[str, TaskResult], None]
+OnStart = Callable[[int], None]
+
+
+def run_eval(spec: EvalSpec, *, on_start: OnStart | None = None, on_result: OnResult | None = None) -> dict[str, Any]:
+    """Run ``spec``; the report document (:func:`podium.eval.report.build_report`).
+
+    Args:
+        on_start: called once with the number of requests to run (progress bars).
+        on_result: called after each request.
+
+    Raises:
+        ConfigError: bad options (both or neither of tasks/replay, unknown method, a method the
+            mode cannot run, no task left), a bad task set, matrix or pool file.
+    """
+    if (spec.tasks is None) == (spec.replay is None):
+        raise ConfigError("give exactly one of --tasks (a task set, live) or --replay (an outcome matrix)")
+    if spec.replay is not None:
+        return _replay(spec, on_start, on_result)
+    return _live(spec, on_start, on_result)
+
+
+def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> list[str]:
+    names = list(spec.methods) or list(default)
+    for name in names:
+        base = name.split(":", 1)[0]
+        if base not in KNOWN:
+            raise ConfigError(f"unknown method {name!r}; known: {', '.join(KNOWN)} (single:NAME for one worker)")
+        if base not in allowed:
+            mode = "replay" if spec.replay else "live"
+            raise ConfigError(f"method {base!r} does not run in {mode} mode (it runs in: {_modes(base)})")
+    return names
+
+
+def _modes(base: str) -> str:
+    live = base not in ("router", "oracle")
+    replay = base not in ("conductor",)
+    return " and ".join(m for m, ok in (("live", live), ("replay", replay)) if ok)
+
+
+def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
+    if spec.tags:
+        tasks = [t for t in tasks if set(t.tags) & set(spec.tags)]
+    chosen = select(tasks, limit=spec.limit, sample=spec.sample, seed=spec.seed)
+    if not chosen:
+        raise ConfigError("no task left after --tag/--limit/--sample")
+    return chosen
+
+
+def _baselines(
+    names: Sequence[str], pool: Sequence[Worker], quality: Sequence[float] | None, cost: Sequence[float] | None
+) -> list[Method]:
+    """Methods for the fixed baselines among ``names`` (conductor/router/oracle excluded)."""
+    by_name = {w.name: i for i, w in enumerate(pool)}
+    best = strongest(pool, quality)
+    models = [i for i, w in enumerate(pool) if not getattr(w, "is_tool", False)]
+    methods: list[Method] = []
+    for name in names:
+        if name == "single":
+            methods += [Method(f"single:{w.name}", SingleWorker(i, f"single:{w.name}")) for i, w in enumerate(pool)]
+        elif name.startswith("single:"):
+            wanted = name.split(":", 1)[1]
+            if wanted not in by_name:
+                raise ConfigError(f"{name}: no worker {wanted!r} in the pool ({', '.join(by_name)})")
+            methods.append(Method(name, SingleWorker(by_name[wanted], name)))
+        elif name == "cheapest":
+            methods.append(
+                Method(name, SingleWorker(cheapest(pool, cost), f"cheapest:{pool[cheapest(pool, cost)].name}"))
+            )
+        elif name == "strongest":
+            methods.append(Method(name, SingleWorker(best, f"strongest:{pool[best].name}")))
+        elif name == "random":
+            methods.append(Method(name, RandomWorker(seed=0)))
+        elif name == "pipeline":
+            methods.append(Method(name, FixedPipeline(best, best, best)))
+        elif name == "moa":
+            methods.append(Method(name, MixtureOfAgents(models, best)))
+    return methods
+
+
+# ---------------------------------------------------------------------------------------- live
+
+
+def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) -> dict[str, Any]:
+    from podium.runtime import build_orchestrator
+    from podium.workers import build_pool_workers
+    from podium.workers.cache import CachedWorker, RequestCache
+
+    assert spec.tasks is not None
+    config = load_pool(spec.pool)
+    tasks = _filter(load_tasks(spec.tasks, split=spec.split), spec)
+    names = _chosen(spec, LIVE_METHODS, [k for k in KNOWN if k not in ("router", "oracle")])
+    raw = build_pool_workers(config)
+    cache = RequestCache(spec.cache) if spec.cache is not None else None
+    workers: list[Worker] = [CachedWorker(w, cache) for w in raw] if cache is not None else list(raw)
+    traces = TraceStore(spec.traces) if spec.traces is not None else None
+    judge: Worker | None = None
+    if spec.judge is not None:
+        names_in_pool = [w.name for w in workers]
+        if spec.judge not in names_in_pool:
+            raise ConfigError(
+                f"--judge {spec.judge!r} is not a worker of pool {config.name!r} ({', '.join(names_in_pool)})"
+            )
+        judge = workers[names_in_pool.index(spec.judge)]
+    if any(t.task_type == "open" for t in tasks) and judge is None:
+        raise ConfigError("the task set has open-ended tasks: name a judge worker with --judge NAME")
+    methods: list[Method] = []
+    for name in names:
+        if name == "conductor":
+            methods.append(Method("conductor", _LazyConductor(), rounds=config.conductor.recursion_rounds))
+    methods += _baselines([n for n in names if n != "conductor"], workers, None, None)
+
+    def orchestrator_for(method: Method) -> Orchestrator:
+        conductor = None if isinstance(method.conductor, _LazyConductor) else method.conductor
+        orchestrator = build_orchestrator(
+            config, traces=traces, conductor=conductor, workers=workers, recursion_rounds=method.rounds
+        )
+        if conductor is None:
+            method.conductor.name = orchestrator.conductor.name
+        return orchestrator
+
+    scorer: Scorer = VerifierScorer(judge)
+    if on_start:
+        on_start(len(tasks) * len(methods))
+    import asyncio
+
+    results = asyncio.run(
+        evaluate(methods, tasks, orchestrator_for, scorer, concurrency=spec.concurrency or 1, on_result=on_result)
+    )
+    config_json = {**spec.config(), "n": len(tasks), "pool": config.name, "mode": "live"}
+    if cache is not None:
+        config_json["cache"] = {"path": str(cache.path), "hits": cache.hits, "misses": cache.misses}
+    config_json["tasks"] = str(spec.tasks)
+    return build_report(methods, results, replay=False, config=config_json)
+
+
+class _LazyConductor:
+    """Placeholder for the pool's own LM conductor, built with its orchestrator."""
+
+    name = "conductor"
+
+    async def plan(self, *args: Any, **kwargs: Any) -> Any:  # never called: replaced at build
+        raise AssertionError("placeholder conductor called")
+
+
+# -------------------------------------------------------------------------------------- replay
+
+
+def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) -> dict[str, Any]:
+    import asyncio
+
+    assert spec.replay is not None
+    matrix = OutcomeMatrix.load(spec.replay)
+    split = spec.split or "test"
+    tasks = _filter(matrix.tasks(split), spec)
+    calibration = [t for t in matrix.tasks() if t.split != split]
+    if spec.tags:
+        calibration = [t for t in calibration if set(t.tags) & set(spec.tags)]
+    if not calibration:
+        raise ConfigError(f"{matrix.path}: no rows outside split {split!r} to calibrate baselines and the router")
+    pool: list[Worker] = list(matrix.workers())
+    scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in calibration])
+    costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
+    quality, mean_cost = list(scores.mean(axis=0)), list(costs.mean(axis=0))
+    names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k != "conductor"])
+    methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost)
+    if "router" in names:
+        methods += _router_methods(spec, matrix, calibration, scores, costs, tasks)
+    if "oracle" in names:
+
+        def choose(_question: str) -> int:
+            task_id = current_task_id()
+            assert task_id is not None  # replay requests run inside replay_scope
+            return matrix.models.index(oracle_choice(matrix, task_id, matrix.models))
+
+        methods.append(Method("oracle", OracleRouter(choose)))
+    fallback = Fallback(strongest(pool, quality), "Answer the question.")
+
+    def orchestrator_for(method: Method) -> Orchestrator:
+        return Orchestrator(
+            pool, method.conductor, fallback, pool_name=matrix.path.stem, recursion_rounds=0, resamples=0
+        )
+
+    if on_start:
+        on_start(len(tasks) * len(methods))
+    scorer: Scorer = ReplayScorer(matrix)
+    results = asyncio.run(
+        evaluate(
+            methods,
+            tasks,
+            orchestrator_for,
+            scorer,
+            replay=True,
+            concurrency=spec.concurrency or 32,
+            on_result=on_result,
+        )
+    )
+    config_json = {
+        **spec.config(),
+        "n": len(tasks),
+        "split": split,
+        "mode": "replay",
+        "calibration_rows": len(calibration),
+        "tasks": f"{matrix.path.name} ({split})",
+    }
+    return build_report(methods, results, replay=True, config=config_json)
+
+
+def _router_methods(
+    spec: EvalSpec,
+    matrix: OutcomeMatrix,
+    calibration: Sequence[Task],
+    scores: Any,
+    costs: Any,
+    tasks: Sequence[Task],
+) -> list[Method]:
+    from podium.conductor.router import RouterConductor, RouterModel
+    from podium.embed import Embedder
+
+    embedder = Embedder(spec.embeddings)
+    vectors = embedder.embed([t.question for t in calibration])
+    model = RouterModel.fit(
+        matrix.models, vectors, [len(t.question) for t in calibration], scores, costs, embedder=embedder.name
+    )
+    embedder.embed([t.question for t in tasks])  # one batch now, cache hits per request later
+    return [
+        Method(f"router(λ={lam:g})", RouterConductor(model, embedder, lam), group="router", param=lam)
+        for lam in spec.lambdas
+    ]

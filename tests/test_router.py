@@ -1,0 +1,80 @@
+"""The learned router on real all-MiniLM-L6-v2 embeddings (the pinned package, offline): it
+learns which worker answers which kind of question, trades quality for cost with λ, and
+round-trips through its file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from podium.conductor.router import RouterConductor, RouterModel
+from podium.embed import EMBEDDING_DIM, Embedder
+from podium.testing import ScriptedWorker
+
+MATH = [f"What is {a} plus {b}? Give the sum." for a, b in [(3, 4), (12, 9), (7, 30), (45, 12), (8, 8), (19, 23)]]
+MATH += [f"Compute {a} times {b}." for a, b in [(6, 7), (11, 12), (3, 15), (9, 9), (14, 2), (25, 4)]]
+HISTORY = [
+    "Who was the first emperor of Rome?",
+    "Why did the Western Roman Empire fall?",
+    "When did the French Revolution begin?",
+    "Who signed the Magna Carta and why?",
+    "What caused the First World War?",
+    "Which dynasty built most of the Great Wall of China?",
+    "Who was Queen Victoria's husband?",
+    "What was the Hanseatic League?",
+    "Who led the Vikings that raided Lindisfarne?",
+    "When was the Berlin Wall built?",
+    "What was the Treaty of Westphalia?",
+    "Who was Charlemagne?",
+]
+WORKERS = ("calc", "historian")
+COST = np.array([0.001, 0.004])  # USD per question: calc is cheaper
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(tmp_path_factory.mktemp("emb") / "vectors.sqlite3")
+
+
+@pytest.fixture(scope="module")
+def router(embedder: Embedder) -> RouterModel:
+    questions = MATH[:10] + HISTORY[:10]
+    # calc is right on arithmetic only, the historian on history only
+    scores = np.array([[1.0, 0.0]] * 10 + [[0.0, 1.0]] * 10)
+    costs = np.tile(COST, (20, 1))
+    return RouterModel.fit(
+        WORKERS, embedder.embed(questions), [len(q) for q in questions], scores, costs, embedder=embedder.name
+    )
+
+
+def test_embeddings_are_unit_vectors_and_cached(embedder: Embedder) -> None:
+    vectors = embedder.embed(["What is 3 plus 4?", "Who was Charlemagne?"])
+    assert vectors.shape == (2, EMBEDDING_DIM) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(embedder.embed(["Who was Charlemagne?"])[0], vectors[1])  # served from the cache
+
+
+def test_router_sends_held_out_questions_to_the_right_worker(router: RouterModel, embedder: Embedder) -> None:
+    held_out = MATH[10:] + HISTORY[10:]  # never seen in fitting
+    quality, cost = router.predict(embedder.embed(held_out), [len(q) for q in held_out])
+    assert router.choose(quality, cost, lam=0.0).tolist() == [0, 0, 1, 1]
+    # cost predictions recover each worker's constant cost
+    assert np.allclose(cost, np.tile(COST, (4, 1)), atol=1e-9)
+    # with a huge λ (cost dominates) everything goes to the cheaper worker
+    assert router.choose(quality, cost, lam=1e6).tolist() == [0, 0, 0, 0]
+
+
+def test_router_file_round_trip_and_conductor(router: RouterModel, embedder: Embedder, tmp_path: Path) -> None:
+    router.save(tmp_path / "router.npz")
+    loaded = RouterModel.load(tmp_path / "router.npz")
+    assert loaded.workers == WORKERS and np.array_equal(loaded.weights, router.weights)
+    # workers are matched by name: a pool in another order still routes history to the historian
+    pool = [ScriptedWorker("historian"), ScriptedWorker("somebody-else"), ScriptedWorker("calc")]
+    conductor = RouterConductor(loaded, embedder, lam=0.0)
+    attempt = asyncio.run(conductor.plan(HISTORY[11], pool, max_steps=5))
+    assert attempt.workflow is not None and attempt.workflow.model_id == [0]
+    attempt = asyncio.run(conductor.plan(MATH[11], pool, max_steps=5))
+    assert attempt.workflow is not None and attempt.workflow.model_id == [2]
