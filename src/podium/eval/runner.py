@@ -220,10 +220,14 @@ async def evaluate(
         if on_result is not None:
             on_result(method.name, result)
 
-    jobs: list[Awaitable[None]] = []
-    for method in methods:
-        orchestrator = orchestrator_for(method)
-        jobs.extend(one(method, orchestrator, i, t) for i, t in enumerate(tasks))
+    orchestrators = [orchestrator_for(m) for m in methods]
+    # task-major order: an interrupted run has every method on the same first tasks (and the
+    # request cache keeps what was done, so the rerun resumes where it stopped)
+    jobs: list[Awaitable[None]] = [
+        one(method, orchestrator, i, task)
+        for i, task in enumerate(tasks)
+        for method, orchestrator in zip(methods, orchestrators, strict=True)
+    ]
     await asyncio.gather(*jobs)
     return {name: [r for r in rs if r is not None] for name, rs in results.items()}
 

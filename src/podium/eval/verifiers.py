@@ -1,0 +1,710 @@
+"""Verifiers: is an answer right? The correctness part of the evaluation reward.
+
+:func:`verify` reads a :class:`~podium.eval.tasks.Task` and a final answer text and returns a
+:class:`Verdict` (score in [0, 1], correct, parsed, what was compared, why). It dispatches on
+``task.task_type``:
+
+``math``
+    The answer's final answer is taken as, in order: the content of the last ``\\boxed{…}``
+    (or ``\\fbox{…}``); else the first number or expression after the last explicit marker
+    (``#### n``, ``answer is``, ``Answer:``, ``final answer:``, bold allowed) on its line (or
+    the next non-empty line); else the last number in the text. A number may carry a sign
+    (``-3``, ``−3``), a currency sign (``$1,234.50``), thousands separators (commas, thin or
+    no-break spaces; not plain spaces), decimals, a ``/`` fraction (``3/4``), a percent sign
+    or word, or be a LaTeX ``\\frac{a}{b}``. Currency signs and thousands separators are
+    dropped, a percent becomes ``\\%``, and the candidate is compared to ``task.reference`` with
+    math-verify (Hugging Face, https://github.com/huggingface/Math-Verify), which decides
+    ``18.00 == 18``, ``0.5 == \\frac{1}{2}``, ``-3 != 3``. Percentages follow math-verify:
+    ``50%`` equals both ``50`` and ``0.5`` (GSM8K asks "what percent…" with reference ``50``;
+    other sets write the fraction). math-verify runs in a separate helper process with its own
+    timeouts (:data:`MATH_TIMEOUT_S` per parse/compare); the helper is killed after
+    :data:`MATH_HARD_TIMEOUT_S` per comparison, so an answer like ``\\boxed{9^{9^{9^9}}}`` cannot
+    hang the caller; a candidate longer than :data:`MAX_MATH_CHARS` is not compared.
+    ``parsed`` is False when no number or expression is found, or math-verify cannot read it.
+``code``
+    The code is the last fenced ``python``/``py`` block (a bare fence if there is none; when the
+    task has an ``entry_point``, the last block that defines it wins over later ones, e.g.
+    usage examples); with no block, the whole answer if it parses as Python (``ast.parse``) and
+    is more than a bare name or constant. The program is ``setup + code + tests +
+    check(entry_point)`` — HumanEval's check convention (Chen et al. 2021,
+    https://github.com/openai/human-eval) — or, with no entry point, ``code + setup + tests``
+    — MBPP's assert lists (Austin et al. 2021,
+    https://github.com/google-research/google-research/tree/master/mbpp), whose
+    ``test_setup_code`` builds fixtures from the solution's own classes. When a task has an
+    ``entry_point`` and a ``setup`` (HumanEval: the prompt) but the code does not define the
+    entry point, the code is taken as the function's body: ``setup`` + the code re-indented to
+    the prompt's last line. As in the HumanEval harness, ``if __name__ == "__main__":`` blocks
+    do not run. The program runs in :func:`podium.sandbox.run_python`; correct iff it exits
+    with status 0 within ``code_timeout_s``. ``parsed`` is False when no code is found.
+``choice``
+    The letter (A… up to ``len(task.choices)``, else A–J; uppercase only) is taken from, in
+    order: the last explicit marker (``Answer: B``, ``The correct answer is (B).``,
+    ``answer: **B**``); a last line that is only a letter (``B``, ``(B)``, ``**B**``, ``B.``);
+    a single option-style line ``B) text`` / ``B. text`` at the start or end of the answer; the
+    last ``(B)``, ``[B]`` or ``**B**`` in the text. After ``Answer:`` the words "A" and "I"
+    followed by a lowercase word ("Answer: A robe takes…") are prose, not letters; after
+    "answer is" a capital letter is a choice ("The answer is A because…"); prose without a
+    marker, a lone letter or a bracketed one gives no letter (parsed False). Compared
+    case-insensitively with ``task.reference``.
+``exact``
+    Both sides are normalised (Unicode NFKC, casefold, whitespace stripped and collapsed,
+    surrounding quotes and a trailing period removed); correct when the answer equals the
+    reference, or its last non-empty line does (an ``Answer:`` / ``Final answer:`` prefix on
+    that line is dropped).
+``open``
+    A judge worker grades the answer against a rubric (question, reference if any, answer)
+    and ends with ``Score: N``, N from 1 to 10; the last such line is read and clamped to
+    1–10; score = N / 10; correct when N >= :data:`JUDGE_PASS_SCORE`. Unreadable judge output
+    gives parsed False and score 0; so does an empty answer, which is not sent. The judge is
+    called with ``max_tokens=256, temperature=0``; its provider errors propagate (the caller's
+    retry policy applies). The answer shown to the judge is cut to 12,000 characters.
+
+Verifiers never raise on a bad answer (empty, garbage, huge); they raise
+:class:`~podium.errors.ConfigError` on configuration errors only: an unknown task type, a
+task without the reference or tests its type needs, an ``open`` task without a judge, or
+math-verify missing.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import unicodedata
+from dataclasses import dataclass
+
+from podium.errors import ConfigError
+from podium.eval.tasks import Task
+from podium.sandbox import run_python
+from podium.workers.base import Message, Worker, WorkerSettings
+
+__all__ = [
+    "JUDGE_PASS_SCORE",
+    "JUDGE_SETTINGS",
+    "JUDGE_SYSTEM",
+    "MATH_HARD_TIMEOUT_S",
+    "MATH_TIMEOUT_S",
+    "MAX_MATH_CHARS",
+    "Verdict",
+    "build_program",
+    "extract_choice",
+    "extract_code_answer",
+    "extract_math_answer",
+    "judge_messages",
+    "normalize_exact",
+    "parse_judge_score",
+    "verify",
+]
+
+JUDGE_PASS_SCORE = 7
+"""An ``open`` answer is correct when the judge's score (1–10) is at least this."""
+
+MATH_TIMEOUT_S = 1
+"""math-verify's own timeout for each parse and each comparison, seconds (``signal.alarm``)."""
+
+MATH_HARD_TIMEOUT_S = 3.0
+"""Wall-time limit of one math comparison, seconds; the helper process is killed past it."""
+
+MAX_MATH_CHARS = 500
+"""Longest final-answer candidate compared (characters); longer ones count as wrong."""
+
+JUDGE_SETTINGS = WorkerSettings(max_tokens=256, temperature=0.0)
+"""Decoding settings of every judge call."""
+
+_JUDGE_ANSWER_CHARS = 12_000
+_DETAIL_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How an answer fared against its task.
+
+    Attributes:
+        score: reward in [0, 1]; 1.0 or 0.0 except for ``open`` (judge score / 10).
+        correct: whether the answer counts as right.
+        parsed: the answer had the expected form (a number, a letter, a code block, a judge
+            score) — the format check.
+        extracted: what was compared (the final number, the letter, the code), or None.
+        detail: a short human-readable reason.
+    """
+
+    score: float
+    correct: bool
+    parsed: bool
+    extracted: str | None
+    detail: str
+
+
+async def verify(task: Task, answer: str, *, judge: Worker | None = None, code_timeout_s: float = 10.0) -> Verdict:
+    """Check ``answer`` against ``task`` with the verifier of ``task.task_type`` (rules in the
+    module docstring).
+
+    Args:
+        task: the question with its reference or tests.
+        answer: the final answer text to judge.
+        judge: the worker that grades ``open`` tasks (``--judge NAME``); unused otherwise.
+        code_timeout_s: wall-time limit of a ``code`` task's program, seconds.
+
+    Raises:
+        ConfigError: unknown task type, missing reference or tests, ``open`` without a judge,
+            math-verify not installed.
+        ProviderError: the judge's call failed (``open`` only).
+    """
+    if task.task_type == "math":
+        return await _verify_math(task, _require_reference(task), answer)
+    if task.task_type == "code":
+        return await _verify_code(task, answer, code_timeout_s)
+    if task.task_type == "choice":
+        return _verify_choice(task, _require_reference(task), answer)
+    if task.task_type == "exact":
+        return _verify_exact(_require_reference(task), answer)
+    if task.task_type == "open":
+        if judge is None:
+            raise ConfigError(
+                f"task {task.id!r} is an open task, graded by an LLM judge: configure a judge worker (--judge NAME)"
+            )
+        return await _verify_open(task, answer, judge)
+    raise ConfigError(f"task {task.id!r}: unknown task_type {task.task_type!r}")
+
+
+def _require_reference(task: Task) -> str:
+    if task.reference is None or not task.reference.strip():
+        raise ConfigError(f"task {task.id!r}: a {task.task_type} task needs a reference answer")
+    return task.reference
+
+
+def _wrong(detail: str, *, parsed: bool, extracted: str | None = None) -> Verdict:
+    return Verdict(score=0.0, correct=False, parsed=parsed, extracted=extracted, detail=detail)
+
+
+def _short(text: str, limit: int = _DETAIL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- math -------------------------------------------------------------------------------------
+
+_NUMBER = (
+    r"(?<![\w.])(?:\\\$|\$)?[-−]?(?:\\\$|\$)?"
+    r"(?:\d{1,3}(?:[,\u00a0\u2009\u202f]\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?:/\d+(?:\.\d+)?)?(?:\s?(?:\\?%|percent\b))?"
+)
+_FRAC = r"[-−]?\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}"
+_MATH_TOKEN = re.compile(rf"{_FRAC}|{_NUMBER}")
+_MATH_MARKER = re.compile(r"####|\b(?:final\s+)?answer\b(?:\s*\*\*)?\s*(?:is\b|[:=])(?:\s*\*\*)?\s*:?", re.IGNORECASE)
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+
+
+def extract_math_answer(answer: str) -> str | None:
+    """The final answer of a math solution, cleaned for math-verify (boxed > marker > last
+    number; see the module docstring), or None when there is none."""
+    boxed = _last_boxed(answer)
+    if boxed is not None and boxed.strip():
+        return _clean_math(boxed)
+    markers = list(_MATH_MARKER.finditer(answer))
+    if markers:
+        rest = answer[markers[-1].end() :].lstrip()
+        line = rest.split("\n", 1)[0]
+        token = _MATH_TOKEN.search(line)
+        if token:
+            return _clean_math(token.group(0))
+    last = None
+    for last in _MATH_TOKEN.finditer(answer):  # noqa: B007 - we want the last match
+        pass
+    return _clean_math(last.group(0)) if last else None
+
+
+def _last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{…}`` with balanced braces (or ``\\boxed x``).
+
+    Braces are matched over at most ``2 * MAX_MATH_CHARS`` characters (a longer content is
+    returned cut, and then rejected as too long), and only the last few ``\\boxed`` are tried,
+    so the scan stays linear on any text."""
+    window = 2 * MAX_MATH_CHARS
+    for match in list(_BOXED.finditer(text))[-5:][::-1]:
+        start = match.end()
+        if start < len(text) and text[start] == "{":
+            depth = 0
+            for i in range(start, min(len(text), start + window)):
+                if text[i] == "{":
+                    depth += 1
+                elif text[i] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        return text[start + 1 : i]
+            if start + window < len(text):
+                return text[start + 1 : start + window]
+            continue  # unbalanced (a cut-off answer): try an earlier one
+        word = re.match(r"[^\s$]+", text[start : start + window])
+        if word:
+            return word.group(0)
+    return None
+
+
+def _clean_math(candidate: str) -> str:
+    text = candidate.strip().replace("−", "-")
+    text = text.replace("\\$", "").replace("$", "")
+    text = re.sub(r"(?<=\d)(?:,|\\,|[\u00a0\u2009\u202f])(?=\d{3}(?!\d))", "", text)
+    text = re.sub(r"\s*(?:\\?%|percent\b)", r"\\%", text)
+    return text.strip()
+
+
+async def _verify_math(task: Task, reference: str, answer: str) -> Verdict:
+    candidate = extract_math_answer(answer)
+    if candidate is None or not candidate:
+        return _wrong("no number or expression found in the answer", parsed=False)
+    if len(candidate) > MAX_MATH_CHARS:
+        return _wrong(
+            f"final answer too long to compare ({len(candidate)} characters)",
+            parsed=True,
+            extracted=candidate[:50] + "…",
+        )
+    outcome = await asyncio.to_thread(_MATH.compare, reference, candidate)
+    if outcome.status == "equal":
+        return Verdict(1.0, True, True, candidate, f"{candidate} equals the reference {reference}")
+    if outcome.status == "different":
+        return _wrong(f"{candidate} does not equal the reference {reference}", parsed=True, extracted=candidate)
+    if outcome.status == "unparsed":
+        return _wrong(f"math-verify cannot read {_short(candidate, 60)!r}", parsed=False, extracted=candidate)
+    if outcome.status == "timeout":
+        return _wrong(
+            f"math-verify took longer than {MATH_HARD_TIMEOUT_S:g} s comparing {_short(candidate, 60)!r}",
+            parsed=True,
+            extracted=candidate,
+        )
+    if outcome.status == "bad_reference":
+        raise ConfigError(f"task {task.id!r}: math-verify cannot read the reference {reference!r}")
+    if outcome.status == "missing":
+        raise ConfigError(
+            f"math tasks need math-verify: pip install 'podium[eval]' (or math-verify==0.9.0); {outcome.detail}"
+        )
+    return _wrong(
+        f"math-verify failed on {_short(candidate, 60)!r}: {outcome.detail}", parsed=True, extracted=candidate
+    )
+
+
+@dataclass(frozen=True)
+class _MathOutcome:
+    status: str  # equal | different | unparsed | timeout | bad_reference | missing | error
+    detail: str = ""
+
+
+_MATH_CHILD = r"""
+import json, resource, sys
+try:
+    resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
+except (ValueError, OSError):
+    pass
+out = sys.stdout
+sys.stdout = sys.stderr
+def reply(obj):
+    out.write(json.dumps(obj) + "\n")
+    out.flush()
+try:
+    import logging
+    logging.disable(logging.CRITICAL)
+    from math_verify import parse, verify
+except Exception as exc:
+    reply({{"status": "missing", "detail": f"{{type(exc).__name__}}: {{exc}}"}})
+    sys.exit(0)
+reply({{"status": "ready"}})
+def read(text):
+    found = parse(text, parsing_timeout={timeout})
+    if not found and "$" not in text:
+        found = parse("$" + text + "$", parsing_timeout={timeout})
+    return found
+for line in sys.stdin:
+    try:
+        request = json.loads(line)
+        gold = read(request["gold"])
+        pred = read("$" + request["pred"] + "$")
+        if not gold:
+            reply({{"status": "bad_reference"}})
+        elif not pred:
+            reply({{"status": "unparsed"}})
+        else:
+            same = verify(gold, pred, timeout_seconds={timeout})
+            reply({{"status": "equal" if same else "different"}})
+    except BaseException as exc:
+        reply({{"status": "error", "detail": f"{{type(exc).__name__}}: {{str(exc)[:200]}}"}})
+"""
+
+
+class _MathProcess:
+    """A long-lived ``python -I`` helper running math-verify, one JSON line per comparison.
+
+    math-verify's timeouts use ``signal.alarm`` (main thread only, and blind to long C calls);
+    in a helper process they always work, the event loop is never blocked, and a comparison
+    that still overruns :data:`MATH_HARD_TIMEOUT_S` is ended by killing the helper (a new one
+    starts on the next call). Thread-safe; one comparison at a time.
+    """
+
+    def __init__(self, *, hard_timeout_s: float = MATH_HARD_TIMEOUT_S, start_timeout_s: float = 60.0) -> None:
+        self.hard_timeout_s = hard_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._owner = 0
+        atexit.register(self.close)
+
+    def compare(self, reference: str, candidate: str) -> _MathOutcome:
+        """Whether ``candidate`` equals ``reference`` per math-verify (blocking)."""
+        request = (json.dumps({"gold": reference, "pred": candidate}) + "\n").encode()
+        with self._lock:
+            for _ in range(2):  # a helper that died since the last call is restarted once
+                proc = self._ready()
+                if isinstance(proc, _MathOutcome):
+                    return proc
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write(request)
+                    proc.stdin.flush()
+                except OSError:
+                    self._kill()
+                    continue
+                line = self._read_line(proc, time.monotonic() + self.hard_timeout_s)
+                if line is None:
+                    self._kill()
+                    return _MathOutcome("timeout")
+                if not line:
+                    self._kill()
+                    return _MathOutcome("error", "the math-verify helper exited (out of memory?)")
+                return _parse_outcome(line)
+            return _MathOutcome("error", "the math-verify helper process keeps dying")
+
+    def close(self) -> None:
+        """Stop the helper process, if any."""
+        self._kill()
+
+    def _ready(self) -> subprocess.Popen[bytes] | _MathOutcome:
+        """The running helper (started if needed), or why it cannot run."""
+        if self._proc is not None and self._owner == os.getpid() and self._proc.poll() is None:
+            return self._proc
+        self._proc = None
+        if importlib.util.find_spec("math_verify") is None:
+            return _MathOutcome("missing", "math_verify is not importable")
+        script = _MATH_CHILD.format(memory=2 << 30, timeout=MATH_TIMEOUT_S)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            start_new_session=True,
+        )
+        line = self._read_line(proc, time.monotonic() + self.start_timeout_s)
+        outcome = _parse_outcome(line) if line else _MathOutcome("error", "the math-verify helper did not start")
+        if outcome.status != "ready":
+            _stop(proc)
+            return outcome
+        self._proc, self._owner = proc, os.getpid()
+        return proc
+
+    @staticmethod
+    def _read_line(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+        """One line from the helper; None at the deadline, empty if it exited."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        data = bytearray()
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b""
+            data += chunk
+        return bytes(data)
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and self._owner == os.getpid():
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a helper process, reap it and close its pipes."""
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _parse_outcome(line: bytes) -> _MathOutcome:
+    try:
+        data = json.loads(line)
+        return _MathOutcome(str(data["status"]), str(data.get("detail", "")))
+    except (ValueError, KeyError, TypeError):
+        return _MathOutcome("error", f"unreadable helper reply {line[:100]!r}")
+
+
+_MATH = _MathProcess()
+
+
+# --- code -------------------------------------------------------------------------------------
+
+_FENCE_INFO = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)")
+_PY_LANGS = {"python", "python3", "py", "py3"}
+_FUTURE_IMPORT = re.compile(r"^[ \t]*(from[ \t]+__future__[ \t]+import[^\n]*)$", re.MULTILINE)
+
+
+def extract_code_answer(answer: str, entry_point: str | None = None) -> str | None:
+    """The code of a code answer (see the module docstring), or None."""
+    blocks = _fenced_blocks(answer)
+    python = [body for lang, body in blocks if lang in _PY_LANGS] or [body for lang, body in blocks if not lang]
+    python = [body.strip("\n") for body in python if body.strip()]
+    if python:
+        if entry_point:
+            defining = [body for body in python if _defines(body, entry_point)]
+            if defining:
+                return defining[-1]
+        return python[-1]
+    if "```" in answer:
+        return None
+    text = textwrap.dedent(answer).strip("\n")
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    trivial = all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Name | ast.Constant) for n in module.body)
+    return None if trivial else text
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of each fenced block, in order; an unclosed last fence runs to the
+    end. One pass over the text (a regex here backtracks quadratically on fence-heavy garbage)."""
+    blocks: list[tuple[str, str]] = []
+    pos = 0
+    while (start := text.find("```", pos)) != -1:
+        eol = text.find("\n", start + 3, start + 3 + 200)
+        info = text[start + 3 : eol] if eol != -1 else ""
+        if eol == -1 or "```" in info:  # not an opening fence (inline code, or no newline soon)
+            pos = start + 3
+            continue
+        end = text.find("```", eol + 1)
+        language = _FENCE_INFO.match(info)
+        blocks.append(((language.group(1) if language else "").lower(), text[eol + 1 : end if end != -1 else None]))
+        if end == -1:
+            break
+        pos = end + 3
+    return blocks
+
+
+def _defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` (a def, class or assignment; text search when it
+    does not parse)."""
+    try:
+        module = ast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.MULTILINE) is not None
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+    return False
+
+
+def build_program(task: Task, code: str) -> str:
+    """The program run for a code answer.
+
+    HumanEval style (the task has an ``entry_point``): ``setup`` (the prompt), the code (or,
+    when it does not define the entry point, the code as the prompt function's body), the
+    tests, ``check(entry_point)``. MBPP style (no entry point): the code, then ``setup``
+    (MBPP's ``test_setup_code`` builds test fixtures from the solution's own classes, e.g.
+    ``root = Node(1)`` in mbpp/367), then the tests.
+    """
+    setup = task.setup or ""
+    if not task.entry_point:
+        program = code + "\n" + setup + "\n"
+    elif setup.strip() and not _defines(code, task.entry_point):
+        last_line = next((line for line in reversed(setup.splitlines()) if line.strip()), "")
+        indent = last_line[: len(last_line) - len(last_line.lstrip())]
+        if last_line.rstrip().endswith(":"):  # a signature without docstring: one level deeper
+            indent += "    "
+        body = textwrap.indent(textwrap.dedent(code), indent or "    ", lambda line: True)
+        program = setup.rstrip("\n") + "\n" + body + "\n"
+    else:
+        program = setup + "\n" + code + "\n"
+    program += task.tests or ""
+    if task.entry_point:
+        program += f"\ncheck({task.entry_point})"
+    # `from __future__` imports must open the file; the answer's ones move to the top.
+    futures = _FUTURE_IMPORT.findall(program)
+    program = _FUTURE_IMPORT.sub("", program)
+    # As in the HumanEval harness, a model's `if __name__ == "__main__":` demo does not run.
+    return "".join(f"{line}\n" for line in futures) + '__name__ = "__podium_check__"\n' + program + "\n"
+
+
+async def _verify_code(task: Task, answer: str, timeout_s: float) -> Verdict:
+    if not (task.tests or "").strip():
+        raise ConfigError(f"task {task.id!r}: a code task needs tests (Python asserts)")
+    code = extract_code_answer(answer, task.entry_point)
+    if code is None:
+        return _wrong("no Python code block found in the answer", parsed=False)
+    result = await run_python(build_program(task, code), timeout_s=timeout_s, output_chars=2000)
+    if result.passed:
+        return Verdict(1.0, True, True, code, "all tests passed")
+    if result.timed_out:
+        return _wrong(f"timed out after {timeout_s:g} s (killed)", parsed=True, extracted=code)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    reason = lines[-1].strip() if lines else f"exit code {result.exit_code}"
+    return _wrong(f"tests failed: {_short(reason)}", parsed=True, extracted=code)
+
+
+# --- choice -----------------------------------------------------------------------------------
+
+
+def extract_choice(answer: str, n_choices: int = 0) -> str | None:
+    """The multiple-choice letter of ``answer`` (see the module docstring), or None.
+
+    Args:
+        answer: the answer text.
+        n_choices: how many options the task has (letters A… up to it); 0 means A–J.
+    """
+    last = chr(ord("A") + min(n_choices, 26) - 1) if n_choices > 0 else "J"
+    letter = f"[A-{last}]"  # uppercase only: a lowercase "a" is the article
+    end = r"(?![A-Za-z0-9])"
+    not_a_word = r"(?![AI]\s+[a-z])"  # "A robe takes…", "I think…": words, not letters
+    decoration = r"[\s*(\[]*"
+    subject = r"(?i:\b(?:(?:correct|final|right|best)\s+)?(?:answer|option|choice)\b)(?:\s*\*\*)?\s*"
+    after_is = re.compile(rf"{subject}(?i:is\b)\s*:?{decoration}(?i:(?:option|choice)\s+)?({letter}){end}")
+    after_colon = re.compile(rf"{subject}[:=]{decoration}(?i:(?:option|choice)\s+)?{not_a_word}({letter}){end}")
+    found = sorted([*after_is.finditer(answer), *after_colon.finditer(answer)], key=lambda m: m.start(1))
+    if found:
+        return found[-1].group(1)
+    lines = [line.strip() for line in answer.splitlines() if line.strip()]
+    if not lines:
+        return None
+    lone = re.fullmatch(rf"{decoration}({letter})[\s*)\].:]*", lines[-1])
+    if lone:
+        return lone.group(1)
+    option = re.compile(rf"{decoration}({letter})\s*[).:]\s+\S")
+    options = [m for m in (option.match(line) for line in lines) if m]
+    if len(options) == 1 and (option.match(lines[0]) or option.match(lines[-1])):
+        return options[0].group(1)
+    marked = list(re.finditer(rf"\(({letter})\)|\[({letter})\]|\*\*({letter})\*\*", answer))
+    if marked:
+        return next(x for x in marked[-1].groups() if x)
+    return None
+
+
+def _verify_choice(task: Task, reference: str, answer: str) -> Verdict:
+    expected = reference.strip().strip("()").upper()
+    letter = extract_choice(answer, len(task.choices))
+    if letter is None:
+        return _wrong("no answer letter found", parsed=False)
+    if letter == expected:
+        return Verdict(1.0, True, True, letter, f"chose {letter}, the reference")
+    return _wrong(f"chose {letter}, the reference is {expected}", parsed=True, extracted=letter)
+
+
+# --- exact ------------------------------------------------------------------------------------
+
+_QUOTES = "\"'`“”‘’«»„"
+_ANSWER_PREFIX = re.compile(r"^(?:\*\*)?(?:final\s+)?answer(?:\*\*)?\s*:\s*(?:\*\*)?\s*", re.IGNORECASE)
+
+
+def normalize_exact(text: str) -> str:
+    """``text`` as the exact verifier compares it: NFKC, casefolded, whitespace collapsed,
+    surrounding quotes and a trailing period removed."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = unicodedata.normalize("NFKC", text)
+    text = " ".join(text.split())
+    previous = None
+    while previous != text:
+        previous = text
+        text = text.strip()
+        if text.endswith("."):
+            text = text[:-1]
+        if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
+            text = text[1:-1]
+    return text
+
+
+def _verify_exact(reference: str, answer: str) -> Verdict:
+    expected = normalize_exact(reference)
+    whole = normalize_exact(answer)
+    if not whole:
+        return _wrong("empty answer", parsed=False)
+    if whole == expected:
+        return Verdict(1.0, True, True, whole, "the answer matches the reference")
+    last_line = next((line for line in reversed(answer.splitlines()) if line.strip()), "")
+    tail = normalize_exact(_ANSWER_PREFIX.sub("", last_line.strip()))
+    if tail == expected:
+        return Verdict(1.0, True, True, tail, "the answer's last line matches the reference")
+    return _wrong(f"{_short(tail, 80)!r} does not match the reference {reference!r}", parsed=True, extracted=tail)
+
+
+# --- open -------------------------------------------------------------------------------------
+
+JUDGE_SYSTEM = (
+    "You are a strict, fair grader. You judge whether an answer to a question is correct, "
+    "complete and well supported. You do not answer the question yourself."
+)
+
+_JUDGE_SCORE = re.compile(
+    r"\bscore\b(?:\s*\*\*)?\s*[:=]\s*(?:\*\*)?\s*(\d{1,3}(?:\.\d+)?)(?:\s*/\s*10)?", re.IGNORECASE
+)
+
+
+def judge_messages(task: Task, answer: str) -> list[Message]:
+    """The system and user messages sent to the judge of an ``open`` task."""
+    shown = answer
+    if len(shown) > _JUDGE_ANSWER_CHARS:
+        shown = shown[:_JUDGE_ANSWER_CHARS] + f"\n… [{len(answer) - _JUDGE_ANSWER_CHARS} more characters cut]"
+    parts = [f"<question>\n{task.question}\n</question>"]
+    if task.reference:
+        parts.append(f"<reference_answer>\n{task.reference}\n</reference_answer>")
+    parts.append(f"<answer>\n{shown}\n</answer>")
+    rubric = (
+        "Grade the answer to the question"
+        + (" against the reference answer" if task.reference else "")
+        + ". Scale: 10 = fully correct and complete; 7 = correct with minor omissions; "
+        "4 = partly correct or with a significant error; 1 = wrong, off-topic or empty. "
+        "Give one or two sentences of reasons, then end with a line of the form `Score: N` "
+        "with N an integer from 1 to 10."
+    )
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {"role": "user", "content": "\n\n".join([*parts, rubric])},
+    ]
+
+
+def parse_judge_score(text: str) -> float | None:
+    """The last ``Score: N`` of a judge's reply, clamped to 1–10, or None."""
+    matches = _JUDGE_SCORE.findall(text)
+    if not matches:
+        return None
+    return min(10.0, max(1.0, float(matches[-1])))
+
+
+async def _verify_open(task: Task, answer: str, judge: Worker) -> Verdict:
+    if not answer.strip():
+        return _wrong("empty answer (not sent to the judge)", parsed=False)
+    completion = await judge.complete(judge_messages(task, answer), JUDGE_SETTINGS)
+    score = parse_judge_score(completion.text)
+    if score is None:
+        return _wrong(
+            f"the judge's reply has no 'Score: N' line: {_short(completion.text.strip(), 80)!r}", parsed=False
+        )
+    return Verdict(
+        score=score / 10,
+        correct=score >= JUDGE_PASS_SCORE,
+        parsed=True,
+        extracted=f"{score:g}",
+        detail=f"judge {judge.name} scored {score:g}/10 (pass: {JUDGE_PASS_SCORE})",
+    )
