@@ -24,7 +24,8 @@ def test_hit_replays_the_stored_completion_without_calling(tmp_path: Path) -> No
     first = asyncio.run(worker.complete(ASK))
     second = asyncio.run(worker.complete(ASK))
     assert len(inner.calls) == 1  # the second call never reached the worker
-    assert second == first  # text, usage, cost and recorded latency all identical
+    assert second.cached and not first.cached
+    assert dataclasses.replace(second, cached=False) == first  # text, usage, cost and recorded latency
     # a new process (a new RequestCache on the same file) still hits
     again = CachedWorker(ScriptedWorker("w", reply="changed"), RequestCache(tmp_path / "c.sqlite3"))
     assert asyncio.run(again.complete(ASK)).text == "4"
@@ -61,3 +62,23 @@ def test_unopenable_cache_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="cannot open the request cache"):
         RequestCache(path)
+
+
+def test_cached_rerun_reports_the_original_latency(tmp_path: Path) -> None:
+    from podium.orchestrator import Fallback, Orchestrator
+    from podium.testing import ScriptedConductor
+
+    cache = RequestCache(tmp_path / "c.sqlite3")
+    slow = CachedWorker(ScriptedWorker("w", reply="4", delay_s=0.3), cache)
+    plan = 'model_id = [0]\nsubtasks = ["Add."]\naccess_list = [[]]'
+
+    def run() -> float:
+        orchestrator = Orchestrator([slow], ScriptedConductor([plan]), Fallback(0, "Answer."), recursion_rounds=0)
+        record = asyncio.run(orchestrator.run("What is 2 + 2?"))
+        return record.steps[0].latency_s
+
+    first = run()
+    second = run()
+    assert cache.hits == 1 and first >= 0.3
+    # the rerun took ~0 s, yet records the latency the live call had (within the executor's overhead)
+    assert first - 0.05 <= second <= first

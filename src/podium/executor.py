@@ -91,7 +91,7 @@ async def run_step(
             output=result.text.strip(),
             usage=result.usage,
             cost_usd=result.cost_usd,
-            latency_s=time.perf_counter() - t0,
+            latency_s=result.latency_s if result.cached else time.perf_counter() - t0,
             started_at=started_at,
             finished_at=utc_now(),
             finish_reason=result.finish_reason,

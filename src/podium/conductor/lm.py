@@ -103,7 +103,10 @@ class LMConductor:
             error=failure.detail if failure else None,
             usage=usage,
             cost_usd=cost,
-            latency_s=time.perf_counter() - started,
+            # a cached rerun reports the latency of the original calls (see Completion.cached)
+            latency_s=sum(c.latency_s for c in calls)
+            if all(c.cached for c in calls)
+            else time.perf_counter() - started,
             constrained=completer is not None,
         )
 

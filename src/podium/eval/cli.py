@@ -120,31 +120,34 @@ def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
 
 
 def _print_summary(report: dict[str, Any], out: Console) -> None:
-    table = Table(
-        title=f"podium eval · {report['config'].get('tasks', '')} · {'replay' if report['replay'] else 'live'}"
-    )
-    for col in ("method", "n", "quality (95 % CI)", "mean cost USD", "calls", "p50/p95 s", "parse fail", "fallback"):
-        table.add_column(col, justify="left" if col == "method" else "right")
+    mode = "replay" if report["replay"] else "live"
+    table = Table(title=f"podium eval · {report['config'].get('tasks', '')} · {mode}")
+    table.add_column("method", overflow="fold", min_width=16)
+    for col in ("n", "quality", "95 % CI", "$/request", "calls", "p50/p95 s", "parse ✗", "fallback"):
+        table.add_column(col, justify="right", no_wrap=True)
     for name, method in report["methods"].items():
+        if method["group"]:  # sweep points: summarised by their curve below (all rows in eval.md)
+            continue
         s = method["summary"]
         lat = s["latency_s"]
         table.add_row(
             name,
             str(s["n"]),
-            f"{s['quality']['mean']:.3f} ({s['quality']['ci95'][0]:.3f}–{s['quality']['ci95'][1]:.3f})",
+            f"{s['quality']['mean']:.3f}",
+            f"{s['quality']['ci95'][0]:.3f}–{s['quality']['ci95'][1]:.3f}",
             f"{s['cost_usd']['mean']:.6f}",
             f"{s['worker_calls']:.2f}",
             "–" if lat is None else f"{lat['p50']:.1f}/{lat['p95']:.1f}",
-            f"{s['parse_failure_rate']:.1%}",
-            f"{s['fallback_rate']:.1%}",
+            f"{s['parse_failure_rate']:.0%}",
+            f"{s['fallback_rate']:.0%}",
         )
+    if not out.is_terminal:  # piped: a readable 120-column table beats a squeezed 80-column one
+        out = Console(width=max(out.width, 120))
     out.print(table)
     for group, curve in report.get("curves", {}).items():
-        if group == "_single_points":
-            continue
         out.print(
-            f"{group}: AIQ {curve['aiq']:.4f} · APGR {curve['apgr']:.3f} · "
-            f"CPT(50 %) {_pct(curve['cpt50'])} · CPT(80 %) {_pct(curve['cpt80'])}"
+            f"{group}: AIQ {curve['aiq']:.4f} · APGR {curve['apgr']:.3f} · CPT(50 %) {_pct(curve['cpt50'])} · "
+            f"CPT(80 %) {_pct(curve['cpt80'])} ({len(curve['points'])} point(s) with weak and strong)"
         )
 
 

@@ -149,5 +149,9 @@ def _cost_scale(costs: Sequence[float], log_cost: bool) -> tuple[str, dict[str, 
 def _set_cost_scale(ax: Axes, costs: Sequence[float], log_cost: bool) -> None:
     scale, kwargs = _cost_scale(costs, log_cost)
     ax.set_xscale(scale, **kwargs)
+    if scale == "log":  # minor-tick labels (2×10⁻³, 3×10⁻³, …) collide within a decade
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())
     if scale == "symlog":  # keep the free method off the spine without showing negative costs' decades
         ax.set_xlim(left=-0.2 * kwargs["linthresh"])

@@ -119,23 +119,25 @@ def _curves(report: dict[str, Any]) -> None:
     for name, method in methods.items():
         if method["group"]:
             groups.setdefault(method["group"], []).append(_point(name, method["summary"]))
+        elif name not in singles:
+            groups[name] = [_point(name, method["summary"])]
     for group, points in groups.items():
         report["curves"][group] = _curve_metrics(points, weak, strong)
-    for name, method in methods.items():
-        if not method["group"]:
-            report["curves"].setdefault("_single_points", {})[name] = _curve_metrics(
-                [_point(name, method["summary"])], weak, strong
-            )
 
 
-def _curve_metrics(points: Sequence[Point], weak: Point, strong: Point) -> dict[str, Any]:
+def _curve_metrics(method_points: Sequence[Point], weak: Point, strong: Point) -> dict[str, Any]:
+    """AIQ, APGR and CPT of the hull of the method's points together with weak and strong: a
+    deployment can always mix in either single worker per request, so a method is credited
+    with what it adds to that mix (a random router then scores APGR ≈ 0.5, as in RouteLLM)."""
+    points = [*method_points, weak, strong]
+
     def usd(x: float | None) -> float | None:
         return None if x is None else weak.cost + x * (strong.cost - weak.cost)
 
     c50 = cpt(points, weak=weak, strong=strong, target=0.5)
     c80 = cpt(points, weak=weak, strong=strong, target=0.8)
     return {
-        "points": [[p.cost, p.quality, p.label] for p in sorted(points, key=lambda p: p.cost)],
+        "points": [[p.cost, p.quality, p.label] for p in sorted(method_points, key=lambda p: p.cost)],
         "aiq": aiq(points, weak.cost, strong.cost),
         "apgr": apgr(points, weak=weak, strong=strong),
         "cpt50": c50,
@@ -188,7 +190,7 @@ def _plot(report: Mapping[str, Any], path: Path) -> Path:
     curves = {
         group: [Point(c, q, label) for c, q, label in curve["points"]]
         for group, curve in report["curves"].items()
-        if group != "_single_points"
+        if len(curve["points"]) > 1
     }
     config = report.get("config", {})
     title = f"{config.get('tasks', '')} ({'replay' if report['replay'] else 'live'}, n={config.get('n', '?')})"
@@ -225,18 +227,17 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += [
             "",
             f"Curve metrics against weak = `{ref['weak']}` and strong = `{ref['strong']}` "
-            "(AIQ over the pool's cost range; APGR and CPT on normalised cost; see docs/eval.md).",
+            "(each curve is the hull of the method's points with weak and strong; AIQ over the pool's cost "
+            "range; APGR and CPT on normalised cost; see docs/eval.md).",
             "",
             "| curve | points | AIQ | APGR | CPT(50 %) | CPT(80 %) | CPT(50 %) USD | CPT(80 %) USD |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for group, c in report["curves"].items():
-            rows = c.items() if group == "_single_points" else [(group, c)]
-            for label, m in rows:
-                lines.append(
-                    f"| {label} | {len(m['points'])} | {_f(m['aiq'])} | {_f(m['apgr'])} | {_f(m['cpt50'], '.1%')} "
-                    f"| {_f(m['cpt80'], '.1%')} | {_f(m['cpt50_usd'], '.6f')} | {_f(m['cpt80_usd'], '.6f')} |"
-                )
+        for label, m in report["curves"].items():
+            lines.append(
+                f"| {label} | {len(m['points'])} | {_f(m['aiq'])} | {_f(m['apgr'])} | {_f(m['cpt50'], '.1%')} "
+                f"| {_f(m['cpt80'], '.1%')} | {_f(m['cpt50_usd'], '.6f')} | {_f(m['cpt80_usd'], '.6f')} |"
+            )
     names = [n for n, m in methods.items() if not m["group"]]
     if report["slices"] and names:
         lines += ["", "Quality per slice (tag):", "", "| tag | n | " + " | ".join(names) + " |"]

@@ -107,6 +107,9 @@ class Completion:
             equivalent worker, else None.
         usage_reported: False when the provider sent no usage (some servers omit it in
             streams); ``usage`` is then zeros and budgets keep the call's full reservation.
+        cached: True when a request cache answered (:mod:`podium.workers.cache`); ``latency_s``
+            is then the original call's, and traces record that latency, so a cached rerun
+            reports the latency the live request had.
     """
 
     text: str
@@ -116,6 +119,7 @@ class Completion:
     finish_reason: str = "stop"
     served_by: str | None = None
     usage_reported: bool = True
+    cached: bool = False
 
 
 @runtime_checkable

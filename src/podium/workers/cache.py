@@ -5,8 +5,8 @@ Evaluation and training re-run the same workflows many times; worker calls domin
 identity (name, backend class, model), the messages, the decoding settings (seed included) and,
 for grammar-constrained continuations, the prefix, grammar and stop strings — and stores the
 :class:`~podium.workers.base.Completion` in a SQLite file. A hit returns the stored completion
-unchanged (its recorded usage, cost and latency), so reports computed from recorded figures are
-identical on a re-run. Errors are never cached.
+(its recorded text, usage, cost and latency) marked ``cached``; the executor and the conductor
+then record the original call's latency, so a cached re-run reports the same figures. Errors are never cached.
 
 Only deterministic requests are worth caching: llama.cpp with a fixed seed is; remote providers
 at temperature > 0 are not, and a hit then replays one sample rather than drawing a new one —
@@ -75,6 +75,7 @@ class RequestCache:
         self.hits += 1
         data = json.loads(row[0])
         data["usage"] = Usage(**data["usage"])
+        data["cached"] = True
         return Completion(**data)
 
     def put(self, key: str, worker: str, completion: Completion) -> None:
