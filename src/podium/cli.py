@@ -120,7 +120,9 @@ def _eval_parser(sub: Any) -> None:
         help="comma-separated: conductor, single, single:NAME, cheapest, strongest, random, pipeline, moa, "
         "router, oracle (default live: conductor,single,pipeline,moa; replay: single,random,router,oracle)",
     )
-    how.add_argument("--lambdas", help="router λ sweep, comma-separated 1/USD (default: 0, 17 log-spaced 1…10⁴, 10⁶)")
+    how.add_argument(
+        "--lambdas", help="router λ sweep, comma-separated 1/USD (default: 23 values calibrated on the training split)"
+    )
     how.add_argument("--judge", help="pool worker that grades open-ended tasks")
     how.add_argument("--concurrency", type=int, help="requests in flight (default: 1 live, 32 replay)")
     how.add_argument("--cache", type=Path, help="request cache file (default: ~/.cache/podium/eval/requests.sqlite3)")
@@ -129,6 +131,7 @@ def _eval_parser(sub: Any) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--out", type=Path, default=Path("podium-eval"), help="report folder (default: ./podium-eval)")
     out.add_argument("--no-plot", action="store_true", help="skip pareto.png")
+    out.add_argument("--summary-only", action="store_true", help="leave per-request results out of eval.json")
     out.add_argument("--json", action="store_true", help="print the summaries (not per-task results) as JSON")
     g = p.add_argument_group("regression gate")
     g.add_argument(

@@ -19,16 +19,16 @@ from rich.text import Text
 from podium.errors import ConfigError
 from podium.eval.report import GateMargins, gate, load_report, write_report
 from podium.eval.runner import TaskResult
-from podium.eval.session import DEFAULT_LAMBDAS, EvalSpec, run_eval
+from podium.eval.session import EvalSpec, run_eval
 
 __all__ = ["EXIT_REGRESSION", "cmd_eval"]
 
 EXIT_REGRESSION = 3
 
 
-def _lambdas(text: str | None) -> tuple[float, ...]:
+def _lambdas(text: str | None) -> tuple[float, ...] | None:
     if text is None:
-        return DEFAULT_LAMBDAS
+        return None
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -78,7 +78,7 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
         spec = _spec(args)
         report = _run_with_progress(spec, err)
     if args.from_report is None or args.out != Path("podium-eval"):
-        paths = write_report(report, args.out, plot=not args.no_plot)
+        paths = write_report(report, args.out, plot=not args.no_plot, results=not args.summary_only)
         err.print(Text(f"wrote {', '.join(str(p) for p in paths)}", style="dim"))
     if args.json:
         print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1, ensure_ascii=False))

@@ -165,11 +165,14 @@ def _slices(methods: Sequence[Method], results: Mapping[str, Sequence[TaskResult
     return dict(sorted(slices.items()))
 
 
-def write_report(report: Mapping[str, Any], out: Path, *, plot: bool = True) -> list[Path]:
-    """Write ``eval.json``, ``eval.md`` and (``plot``) ``pareto.png`` into ``out``; the paths."""
+def write_report(report: Mapping[str, Any], out: Path, *, plot: bool = True, results: bool = True) -> list[Path]:
+    """Write ``eval.json``, ``eval.md`` and (``plot``) ``pareto.png`` into ``out``; the paths.
+    ``results=False`` leaves the per-request results out of ``eval.json`` (summaries, curves and
+    slices stay, which is all the gate reads)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "eval.json", out / "eval.md"]
-    paths[0].write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    kept = report if results else {k: v for k, v in report.items() if k != "results"}
+    paths[0].write_text(json.dumps(kept, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(report), encoding="utf-8")
     if plot:
         paths.append(_plot(report, out / "pareto.png"))
@@ -210,7 +213,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     methods = report["methods"]
-    points = [_point(n, m["summary"]) for n, m in methods.items()]
+    points = [_point(n, m["summary"]) for n, m in methods.items() if n != "oracle"]  # an upper bound, not a method
     front = {p.label for p in pareto_front(points)}
     for name, method in methods.items():
         s = method["summary"]

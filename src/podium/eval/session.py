@@ -46,10 +46,10 @@ from podium.pool import load_pool
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 
-__all__ = ["DEFAULT_LAMBDAS", "EvalSpec", "run_eval"]
+__all__ = ["EvalSpec", "calibrated_lambdas", "run_eval"]
 
-DEFAULT_LAMBDAS: tuple[float, ...] = (0.0, *(float(x) for x in np.logspace(0, 4, 17)), 1e6)
-"""λ values (1/USD) of the router sweep: 0 (quality only), 17 log-spaced from 1 to 10⁴, 10⁶."""
+SWEEP_POINTS = 21
+"""Router operating points of the default (calibrated) λ sweep, besides λ = 0 and λ = ∞."""
 
 LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
 REPLAY_METHODS = ("single", "random", "router", "oracle")
@@ -67,7 +67,7 @@ class EvalSpec:
         tags: keep tasks carrying any of these tags (empty: all).
         pool: pool file or preset (live).
         methods: method names (see the module docstring); empty: the mode's defaults.
-        lambdas: the router's λ sweep (1/USD).
+        lambdas: the router's λ sweep (1/USD); None: calibrated (:func:`calibrated_lambdas`).
         cache: the request cache file; None disables it (live).
         traces: store every request's trace here (None: results only).
         judge: pool worker that grades ``open`` tasks (live).
@@ -84,7 +84,7 @@ class EvalSpec:
     tags: Sequence[str] = ()
     pool: str | None = None
     methods: Sequence[str] = ()
-    lambdas: Sequence[float] = DEFAULT_LAMBDAS
+    lambdas: Sequence[float] | None = None
     cache: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "requests.sqlite3")
     traces: Path | None = None
     judge: str | None = None
@@ -93,8 +93,15 @@ class EvalSpec:
 
     def config(self) -> dict[str, Any]:
         """The spec as plain JSON for the report."""
-        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+        return {k: (_shown(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
                 for k, v in dataclasses.asdict(self).items()}  # fmt: skip
+
+
+def _shown(path: Path) -> str:
+    """A path as reports show it: under the home folder as ``~/…`` (reports get committed)."""
+    home = str(Path.home())
+    text = str(path)
+    return "~" + text[len(home) :] if text == home or text.startswith(home + "/") else text
 
 
 OnResult = Callable[[str, TaskResult], None]
@@ -228,7 +235,7 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     )
     config_json = {**spec.config(), "n": len(tasks), "pool": config.name, "mode": "live"}
     if cache is not None:
-        config_json["cache"] = {"path": str(cache.path), "hits": cache.hits, "misses": cache.misses}
+        config_json["cache"] = {"path": _shown(cache.path), "hits": cache.hits, "misses": cache.misses}
     config_json["tasks"] = str(spec.tasks)
     return build_report(methods, results, replay=False, config=config_json)
 
@@ -322,7 +329,30 @@ def _router_methods(
         matrix.models, vectors, [len(t.question) for t in calibration], scores, costs, embedder=embedder.name
     )
     embedder.embed([t.question for t in tasks])  # one batch now, cache hits per request later
+    lambdas = spec.lambdas
+    if lambdas is None:
+        quality, cost = model.predict(vectors, [len(t.question) for t in calibration])
+        lambdas = calibrated_lambdas(quality, cost)
     return [
         Method(f"router(λ={lam:g})", RouterConductor(model, embedder, lam), group="router", param=lam)
-        for lam in spec.lambdas
+        for lam in lambdas
     ]
+
+
+def calibrated_lambdas(quality: Any, cost: Any, points: int = SWEEP_POINTS) -> tuple[float, ...]:
+    """λ values (1/USD) spreading the router's operating points evenly over the calibration
+    questions, like RouteLLM's thresholds calibrated by quantile: for each question the λ at
+    which the router stops choosing its best-predicted worker for the cheapest one is
+    ``(q_best − q_cheap) / (c_best − c_cheap)``; the sweep is 0, the 0 %, 5 %, … 100 % quantiles
+    of those break-even values (``points`` = 21), and ten times the largest (always the cheapest).
+    ``quality`` and ``cost`` are the router's predictions, shape (n, m)."""
+    q, c = np.asarray(quality), np.asarray(cost)
+    rows = np.arange(len(q))
+    best, cheap = q.argmax(axis=1), c.argmin(axis=1)
+    dq, dc = q[rows, best] - q[rows, cheap], c[rows, best] - c[rows, cheap]
+    usable = (dq > 0) & (dc > 0)
+    if not usable.any():
+        return (0.0,)
+    breaks = dq[usable] / dc[usable]
+    inner = np.quantile(breaks, np.linspace(0.0, 1.0, points))
+    return (0.0, *sorted({float(x) for x in inner}), float(breaks.max() * 10))
