@@ -142,3 +142,30 @@ def test_the_deadline_holds_on_the_real_runtime_even_mid_prompt(tmp_path: Path) 
     assert record.status == "error" and record.fallback is not None and record.fallback.reason == "deadline"
     assert record.attempts and record.attempts[0].error_kind == "deadline"
     assert store.get(record.id) == record
+
+
+@pytest.mark.model
+def test_eval_live_router_trained_on_an_earlier_single_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The live learned router: fitted on a `--methods single` report over GSM8K train
+    questions, evaluated on test questions, over the real SmolLM2 pool; reruns come from the
+    request cache."""
+    from podium.cli import cli
+
+    gsm8k = SHARED_DATA / "benchmarks" / "gsm8k"
+    cache = tmp_path / "cache.sqlite3"
+    common = ["--pool", str(POOLS / "smollm2.toml"), "--cache", str(cache), "--no-plot"]
+    train = ["eval", "--tasks", str(gsm8k / "train.jsonl"), "--limit", "10", "--methods", "single", *common]
+    assert cli([*train, "--out", str(tmp_path / "train")]) == 0
+    capsys.readouterr()  # the training run's table
+    evaluate = ["eval", "--tasks", str(gsm8k / "test.jsonl"), "--limit", "2", "--methods", "router,single"]
+    args = [*evaluate, "--router-data", str(tmp_path / "train" / "eval.json"), "--lambdas", "0,1e9", *common]
+    assert cli([*args, "--out", str(tmp_path / "test"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    methods = report["methods"]
+    assert set(methods) == {"router(λ=0)", "router(λ=1e+09)", "single:smol-a", "single:smol-b"}
+    # at λ = 1e9 cost decides: every question goes to the cheaper worker, so its figures equal
+    # that single worker's exactly (same cached calls)
+    cheaper = min(("single:smol-a", "single:smol-b"), key=lambda n: methods[n]["summary"]["cost_usd"]["mean"])
+    assert methods["router(λ=1e+09)"]["summary"]["cost_usd"] == methods[cheaper]["summary"]["cost_usd"]
+    # a routed request is the same exact request as the single worker's: served from the cache
+    assert report["config"]["cache"]["hits"] >= 4

@@ -101,3 +101,30 @@ def test_sample_is_seeded_and_keeps_order() -> None:
     assert indices == sorted(indices) and len(set(indices)) == 50
     assert select(tasks, sample=50, seed=8) != a
     assert [t.id for t in select(tasks, limit=3)] == ["gsm8k/test/0", "gsm8k/test/1", "gsm8k/test/2"]
+
+
+def test_example_regression_set_is_consistent_with_its_verifiers() -> None:
+    """Each example task's reference, written as a model would answer, passes its own verifier
+    (so the example cannot silently ask for the impossible)."""
+    import asyncio
+
+    from podium.eval.verifiers import verify
+    from tests.conftest import ROOT
+
+    tasks = load_tasks(ROOT / "examples" / "regression-set.jsonl")
+    solutions = {
+        "code-reverse-words": "```python\ndef reverse_words(s):\n    return ' '.join(reversed(s.split()))\n```",
+        "code-is-leap": "```python\ndef is_leap(y):\n    return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)\n```",
+    }
+    tags = {tag for t in tasks for tag in t.tags}
+    assert {"danish", "tables", "domain-terms", "adversarial"} <= tags
+    for task in tasks:
+        if task.task_type == "open":
+            continue
+        answer = solutions.get(task.id) or f"Let me work it out. The answer is {task.reference}"
+        if task.task_type == "exact":
+            answer = f"Here you go:\n{task.reference}"
+        if task.task_type == "choice":
+            answer = f"The correct answer is ({task.reference})."
+        verdict = asyncio.run(verify(task, answer))
+        assert verdict.correct, (task.id, verdict)

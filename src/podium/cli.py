@@ -124,6 +124,12 @@ def _eval_parser(sub: Any) -> None:
         "--lambdas", help="router λ sweep, comma-separated 1/USD (default: 23 values calibrated on the training split)"
     )
     how.add_argument("--judge", help="pool worker that grades open-ended tasks")
+    how.add_argument(
+        "--router-data",
+        type=Path,
+        metavar="EVAL.json",
+        help="live router training data: a report of '--methods single' on other questions",
+    )
     how.add_argument("--concurrency", type=int, help="requests in flight (default: 1 live, 32 replay)")
     how.add_argument("--cache", type=Path, help="request cache file (default: ~/.cache/podium/eval/requests.sqlite3)")
     how.add_argument("--no-cache", action="store_true", help="call every worker afresh (nothing read or stored)")

@@ -60,6 +60,7 @@ def _spec(args: argparse.Namespace) -> EvalSpec:
         traces=args.traces,
         judge=args.judge,
         concurrency=args.concurrency,
+        router_data=args.router_data,
     )
     if args.no_cache:
         spec.cache = None

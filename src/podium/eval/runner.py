@@ -86,6 +86,7 @@ class TaskResult:
         latency_s: critical path of recorded call latencies, seconds; wall_s: measured.
         answer: the final answer (first 4,000 characters). detail: the verifier's reason.
         error: the record's error. trace_id: the request id.
+        question: the question asked (a later run's learned router trains on it).
     """
 
     task_id: str
@@ -109,6 +110,7 @@ class TaskResult:
     detail: str
     error: str | None
     trace_id: str
+    question: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -267,6 +269,7 @@ async def _run_one(orchestrator: Orchestrator, task: Task, scorer: Scorer, repla
         detail=scored.detail,
         error=record.error,
         trace_id=record.id,
+        question=task.question,
     )
 
 
@@ -293,4 +296,5 @@ def _failed(task: Task, error: str, wall_s: float) -> TaskResult:
         detail=error,
         error=error,
         trace_id="",
+        question=task.question,
     )

@@ -73,6 +73,9 @@ class EvalSpec:
         judge: pool worker that grades ``open`` tasks (live).
         concurrency: requests in flight (default 1 live, 32 replay).
         embeddings: the embedding cache (router).
+        router_data: live mode's router training data: an earlier report (``eval.json`` with
+            per-request results) holding ``single:NAME`` results for every pool worker, on
+            questions other than the ones evaluated.
     """
 
     tasks: Path | None = None
@@ -90,6 +93,7 @@ class EvalSpec:
     judge: str | None = None
     concurrency: int | None = None
     embeddings: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "embeddings.sqlite3")
+    router_data: Path | None = None
 
     def config(self) -> dict[str, Any]:
         """The spec as plain JSON for the report."""
@@ -139,7 +143,7 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
 
 
 def _modes(base: str) -> str:
-    live = base not in ("router", "oracle")
+    live = base != "oracle"
     replay = base not in ("conductor",)
     return " and ".join(m for m, ok in (("live", live), ("replay", replay)) if ok)
 
@@ -195,7 +199,7 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     assert spec.tasks is not None
     config = load_pool(spec.pool)
     tasks = _filter(load_tasks(spec.tasks, split=spec.split), spec)
-    names = _chosen(spec, LIVE_METHODS, [k for k in KNOWN if k not in ("router", "oracle")])
+    names = _chosen(spec, LIVE_METHODS, [k for k in KNOWN if k != "oracle"])
     raw = build_pool_workers(config)
     cache = RequestCache(spec.cache) if spec.cache is not None else None
     workers: list[Worker] = [CachedWorker(w, cache) for w in raw] if cache is not None else list(raw)
@@ -214,7 +218,9 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     for name in names:
         if name == "conductor":
             methods.append(Method("conductor", _LazyConductor(), rounds=config.conductor.recursion_rounds))
-    methods += _baselines([n for n in names if n != "conductor"], workers, None, None)
+    methods += _baselines([n for n in names if n not in ("conductor", "router")], workers, None, None)
+    if "router" in names:
+        methods += _live_router_methods(spec, [w.name for w in workers], tasks)
 
     def orchestrator_for(method: Method) -> Orchestrator:
         conductor = None if isinstance(method.conductor, _LazyConductor) else method.conductor
@@ -271,7 +277,7 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k != "conductor"])
     methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost)
     if "router" in names:
-        methods += _router_methods(spec, matrix, calibration, scores, costs, tasks)
+        methods += _fit_router(spec, matrix.models, [t.question for t in calibration], scores, costs, tasks)
     if "oracle" in names:
 
         def choose(_question: str) -> int:
@@ -312,26 +318,56 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
     return build_report(methods, results, replay=True, config=config_json)
 
 
-def _router_methods(
-    spec: EvalSpec,
-    matrix: OutcomeMatrix,
-    calibration: Sequence[Task],
-    scores: Any,
-    costs: Any,
-    tasks: Sequence[Task],
+def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence[Task]) -> list[Method]:
+    """Router methods for a live pool, fitted on ``spec.router_data`` (see :class:`EvalSpec`)."""
+    from podium.eval.report import load_report
+
+    if spec.router_data is None:
+        raise ConfigError(
+            "the live router needs training data: --router-data EVAL.json, a report of "
+            "'--methods single' on other questions (e.g. the train split)"
+        )
+    report = load_report(spec.router_data)
+    rows: dict[str, dict[str, Any]] = {}
+    for worker in workers:
+        results = report.get("results", {}).get(f"single:{worker}")
+        if not results:
+            raise ConfigError(
+                f"{spec.router_data} has no per-request results of single:{worker}; run "
+                "'podium eval --methods single' on training questions (without --summary-only)"
+            )
+        for r in results:
+            rows.setdefault(r["task_id"], {"question": r.get("question", "")})[worker] = (r["score"], r["cost_usd"])
+    evaluated = {t.id for t in tasks}
+    usable = [
+        (tid, row) for tid, row in rows.items() if tid not in evaluated and row["question"] and len(row) > len(workers)
+    ]
+    if len(usable) < 10:
+        raise ConfigError(
+            f"{spec.router_data}: {len(usable)} usable training questions (need ≥ 10 answered by every worker, "
+            "none of them among the evaluated tasks)"
+        )
+    scores = np.array([[row[w][0] for w in workers] for _, row in usable])
+    costs = np.array([[row[w][1] for w in workers] for _, row in usable])
+    questions = [row["question"] for _, row in usable]
+    return _fit_router(spec, workers, questions, scores, costs, tasks)
+
+
+def _fit_router(
+    spec: EvalSpec, workers: Sequence[str], questions: Sequence[str], scores: Any, costs: Any, tasks: Sequence[Task]
 ) -> list[Method]:
+    """Fit the learned router on (questions, scores, costs) and make one method per λ."""
     from podium.conductor.router import RouterConductor, RouterModel
     from podium.embed import Embedder
 
     embedder = Embedder(spec.embeddings)
-    vectors = embedder.embed([t.question for t in calibration])
-    model = RouterModel.fit(
-        matrix.models, vectors, [len(t.question) for t in calibration], scores, costs, embedder=embedder.name
-    )
+    vectors = embedder.embed(questions)
+    lengths = [len(q) for q in questions]
+    model = RouterModel.fit(workers, vectors, lengths, scores, costs, embedder=embedder.name)
     embedder.embed([t.question for t in tasks])  # one batch now, cache hits per request later
     lambdas = spec.lambdas
     if lambdas is None:
-        quality, cost = model.predict(vectors, [len(t.question) for t in calibration])
+        quality, cost = model.predict(vectors, lengths)
         lambdas = calibrated_lambdas(quality, cost)
     return [
         Method(f"router(λ={lam:g})", RouterConductor(model, embedder, lam), group="router", param=lam)
