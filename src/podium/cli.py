@@ -89,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("--pool", help="pool file (TOML) or preset name")
     p_check.add_argument("--json", action="store_true")
     _eval_parser(sub)
+    from podium.train.cli import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -118,7 +121,8 @@ def _eval_parser(sub: Any) -> None:
     how.add_argument(
         "--methods",
         help="comma-separated: conductor, single, single:NAME, cheapest, strongest, random, pipeline, moa, "
-        "router, oracle (default live: conductor,single,pipeline,moa; replay: single,random,router,oracle)",
+        "router, oracle, light:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
+        "single,random,router,oracle)",
     )
     how.add_argument(
         "--lambdas", help="router λ sweep, comma-separated 1/USD (default: 23 values calibrated on the training split)"
@@ -356,6 +360,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             return _cmd_trace(args, out)
         if args.command == "models":
             return _cmd_models(args, out)
+        if args.command in ("train", "conductor"):
+            from podium.train.cli import cmd_conductor, cmd_train
+
+            return (cmd_train if args.command == "train" else cmd_conductor)(args, out, err)
         if args.command == "eval":
             from podium.eval.cli import cmd_eval
 

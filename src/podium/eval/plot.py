@@ -19,7 +19,7 @@ from podium.eval.metrics import MetricInputError, Point, pareto_front
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["MethodPoint", "pareto_plot"]
+__all__ = ["MethodPoint", "learning_curve_plot", "pareto_plot"]
 
 _DPI = 150
 
@@ -86,7 +86,7 @@ def pareto_plot(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("pareto_plot needs matplotlib: pip install 'podium[plot]'") from exc
+        raise ImportError("pareto_plot needs matplotlib: pip install 'podium[eval]'") from exc
 
     fig = Figure(figsize=(7.0, 5.0), layout="constrained")
     FigureCanvasAgg(fig)
@@ -155,3 +155,31 @@ def _set_cost_scale(ax: Axes, costs: Sequence[float], log_cost: bool) -> None:
         ax.xaxis.set_minor_formatter(NullFormatter())
     if scale == "symlog":  # keep the free method off the spine without showing negative costs' decades
         ax.set_xlim(left=-0.2 * kwargs["linthresh"])
+
+
+def learning_curve_plot(
+    path: Path | str, x: Sequence[float], series: Mapping[str, Sequence[float]], *, xlabel: str, title: str = ""
+) -> Path:
+    """Training curves: each named series against ``x`` (e.g. reward per generation), as a PNG
+    (150 dpi) at ``path``. Raises MetricInputError when a series' length differs from ``x``."""
+    for name, ys in series.items():
+        if len(ys) != len(x):
+            raise MetricInputError(f"learning_curve_plot: series {name!r} has {len(ys)} values for {len(x)} x values")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for name, ys in series.items():
+        ax.plot(list(x), list(ys), linewidth=1.2, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("reward (mean over questions)")
+    if title:
+        ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=_DPI, format="png")
+    return out

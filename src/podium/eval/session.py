@@ -13,7 +13,8 @@ Method names (``--methods``, comma-separated): ``conductor`` (the pool's LM cond
 ``single`` (every worker alone) or ``single:NAME``, ``cheapest``, ``strongest``, ``random``,
 ``pipeline`` (plan → solve → verify on the strongest worker), ``moa`` (every model worker
 proposes, the strongest aggregates), ``router`` (the learned router, one method per λ; replay),
-``oracle`` (replay's cheapest correct worker; an upper bound).
+``oracle`` (replay's cheapest correct worker; an upper bound), ``light:REF`` (a trained light
+conductor: a registry ref ``NAME`` / ``NAME@vN`` or a ``policy.npz`` path).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from podium.conductor.base import Conductor
 from podium.conductor.baselines import (
     FixedPipeline,
     MixtureOfAgents,
@@ -53,7 +55,7 @@ SWEEP_POINTS = 21
 
 LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
 REPLAY_METHODS = ("single", "random", "router", "oracle")
-KNOWN = ("conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle")
+KNOWN = ("conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle", "light")
 
 
 @dataclass
@@ -158,7 +160,11 @@ def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
 
 
 def _baselines(
-    names: Sequence[str], pool: Sequence[Worker], quality: Sequence[float] | None, cost: Sequence[float] | None
+    names: Sequence[str],
+    pool: Sequence[Worker],
+    quality: Sequence[float] | None,
+    cost: Sequence[float] | None,
+    embeddings: Path | None = None,
 ) -> list[Method]:
     """Methods for the fixed baselines among ``names`` (conductor/router/oracle excluded)."""
     by_name = {w.name: i for i, w in enumerate(pool)}
@@ -166,7 +172,9 @@ def _baselines(
     models = [i for i, w in enumerate(pool) if not getattr(w, "is_tool", False)]
     methods: list[Method] = []
     for name in names:
-        if name == "single":
+        if name.startswith("light:"):
+            methods.append(Method(name, _light(name.split(":", 1)[1], embeddings)))
+        elif name == "single":
             methods += [Method(f"single:{w.name}", SingleWorker(i, f"single:{w.name}")) for i, w in enumerate(pool)]
         elif name.startswith("single:"):
             wanted = name.split(":", 1)[1]
@@ -218,7 +226,7 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     for name in names:
         if name == "conductor":
             methods.append(Method("conductor", _LazyConductor(), rounds=config.conductor.recursion_rounds))
-    methods += _baselines([n for n in names if n not in ("conductor", "router")], workers, None, None)
+    methods += _baselines([n for n in names if n not in ("conductor", "router")], workers, None, None, spec.embeddings)
     if "router" in names:
         methods += _live_router_methods(spec, [w.name for w in workers], tasks)
 
@@ -275,7 +283,7 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
     costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
     quality, mean_cost = list(scores.mean(axis=0)), list(costs.mean(axis=0))
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k != "conductor"])
-    methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost)
+    methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost, spec.embeddings)
     if "router" in names:
         methods += _fit_router(spec, matrix.models, [t.question for t in calibration], scores, costs, tasks)
     if "oracle" in names:
@@ -351,6 +359,16 @@ def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence
     costs = np.array([[row[w][1] for w in workers] for _, row in usable])
     questions = [row["question"] for _, row in usable]
     return _fit_router(spec, workers, questions, scores, costs, tasks)
+
+
+def _light(ref: str, embeddings: Path | None) -> Conductor:
+    """A trained light conductor from a registry ref or a ``policy.npz`` path."""
+    from podium.conductor.light import LightConductor, LightPolicy
+    from podium.embed import Embedder
+    from podium.registry import Registry
+
+    path = Path(ref) if ref.endswith(".npz") else Registry().get(ref).policy_path
+    return LightConductor(LightPolicy.load(path), Embedder(embeddings), name=f"light:{ref}")
 
 
 def _fit_router(

@@ -1,0 +1,309 @@
+"""``podium train`` and ``podium conductor list | show | eval | promote | rollback``.
+
+Exit codes: 0 done, 2 bad options or input, 3 promotion refused (the candidate did not beat the
+current conductor on the held-out split).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from podium.errors import ConfigError
+from podium.registry import Registry, Version
+
+__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train"]
+
+EXIT_REFUSED = 3
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``train`` and ``conductor`` subcommands."""
+    t = sub.add_parser(
+        "train",
+        help="train a conductor offline on recorded outcomes (light conductor: CMA-ES, minutes on CPU)",
+        description=(
+            "Train a conductor offline. --policy light: a frozen sentence embedding and a linear head "
+            "choosing worker and role per step, trained by CMA-ES on an outcome matrix's train split "
+            "(replay: no model is called). The result is stored in the conductor registry."
+        ),
+    )
+    t.add_argument("--replay", type=Path, required=True, metavar="MATRIX.csv", help="outcome matrix to train on")
+    t.add_argument("--policy", choices=["light", "lm"], default="light", help="light (default) or lm (GRPO)")
+    t.add_argument("--name", default="light", help="registry name (default: light); each run adds a version")
+    t.add_argument("--lam", type=float, default=0.0, help="cost penalty λ in the reward, 1/USD (default 0)")
+    t.add_argument("--generations", type=int, default=60, help="CMA-ES generations (default 60)")
+    t.add_argument("--popsize", type=int, help="candidates per generation (default: CMA-ES's)")
+    t.add_argument("--dims", type=int, default=16, help="PCA dimensions of the question embedding (default 16)")
+    t.add_argument("--max-steps", type=int, default=3, help="workflow length limit (default 3)")
+    t.add_argument("--split", default="train", help="matrix split to train on (default: train)")
+    t.add_argument("--tag", action="append", default=[], help="train on questions with this tag (repeatable)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--json", action="store_true", help="print the training record as JSON")
+
+    c = sub.add_parser("conductor", help="the registry of trained conductors").add_subparsers(
+        dest="conductor_command", required=True, metavar="SUBCOMMAND"
+    )
+    c.add_parser("list", help="trained conductors and their versions").add_argument("--json", action="store_true")
+    show = c.add_parser("show", help="one version: config, data, learning curve, evals")
+    show.add_argument("ref", help="NAME or NAME@vN")
+    show.add_argument("--json", action="store_true")
+    for name, text in (
+        ("eval", "evaluate a version on a held-out split against baselines"),
+        ("promote", "promote a version if it beats the current one on a held-out split"),
+    ):
+        p = c.add_parser(name, help=text, description=text)
+        p.add_argument("ref", help="NAME@vN (or NAME: its latest version)")
+        p.add_argument("--replay", type=Path, required=True, metavar="MATRIX.csv", help="outcome matrix")
+        p.add_argument("--split", default="test", help="held-out split (default: test)")
+        p.add_argument("--tag", action="append", default=[], help="evaluate on questions with this tag")
+        p.add_argument("--json", action="store_true")
+        if name == "promote":
+            p.add_argument("--lam", type=float, help="λ of the promotion reward (default: the candidate's training λ)")
+            p.add_argument("--max-quality-drop", type=float, default=0.0, help="guard, absolute (default 0)")
+    rb = c.add_parser("rollback", help="undo the latest promotion of NAME")
+    rb.add_argument("name")
+
+
+def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from podium.embed import Embedder
+    from podium.eval.replay import OutcomeMatrix
+    from podium.eval.session import EvalSpec
+    from podium.train.light import Generation, LightTrainConfig, train_light
+
+    if args.policy == "lm":
+        raise ConfigError(
+            "GRPO training of the LM conductor is not available yet; train the light conductor (--policy light)"
+        )
+    for flag, value, low in (("--generations", args.generations, 1), ("--dims", args.dims, 1),
+                             ("--max-steps", args.max_steps, 1)):  # fmt: skip
+        if value < low:
+            raise ConfigError(f"{flag} must be at least {low}, got {value}")
+    if args.lam < 0:
+        raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
+    registry = Registry()
+    config = LightTrainConfig(
+        dims=args.dims,
+        max_steps=args.max_steps,
+        lam=args.lam,
+        generations=args.generations,
+        popsize=args.popsize,
+        seed=args.seed,
+        split=args.split,
+    )
+    matrix = OutcomeMatrix.load(args.replay)
+    embedder = Embedder(EvalSpec().embeddings)
+    progress = Progress(
+        TextColumn("[bold]train[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), console=err,
+    )  # fmt: skip
+    with progress:
+        bar = progress.add_task("embedding questions", total=config.generations)
+
+        def on_generation(g: Generation) -> None:
+            progress.update(
+                bar, advance=1, description=f"reward {g.best_reward:.4f} · validation {g.validation_reward:.4f}"
+            )
+
+        result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
+    version = registry.create(args.name)
+    result.policy.save(version.policy_path)
+    record = result.to_json()
+    (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    _curve(version, record)
+    best = result.history[result.best_generation]
+    if args.json:
+        print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
+        return 0
+    out.print(
+        f"[green]trained {version.ref}[/] in {sum(g.seconds for g in result.history):.1f} s "
+        f"({len(result.history)} generations; kept {best.generation})"
+    )
+    out.print(
+        f"validation ({result.data['validation']} held-out training questions): reward {best.validation_reward:.4f}, "
+        f"quality {best.validation_quality:.3f}, cost ${best.validation_cost:.6f}/request, "
+        f"{best.validation_steps:.2f} steps"
+    )
+    out.print(f"stored in {version.path} (policy.npz, train.json, learning-curve.png)")
+    out.print(Text(f"next: podium conductor eval {version.ref} --replay {args.replay}", style="dim"))
+    return 0
+
+
+def _curve(version: Version, record: dict[str, Any]) -> None:
+    from podium.eval.plot import learning_curve_plot
+
+    history = record["history"]
+    learning_curve_plot(
+        version.path / "learning-curve.png",
+        [g["generation"] for g in history],
+        {
+            "best candidate (fit)": [g["best_reward"] for g in history],
+            "population mean (fit)": [g["mean_reward"] for g in history],
+            "distribution mean (validation)": [g["validation_reward"] for g in history],
+        },
+        xlabel="CMA-ES generation",
+        title=f"{version.ref}: λ = {record['config']['lam']:g}",
+    )
+
+
+def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
+    registry = Registry()
+    if args.conductor_command == "list":
+        return _list(registry, args.json, out)
+    if args.conductor_command == "show":
+        version = registry.get(args.ref)
+        info = {"ref": version.ref, "path": str(version.path), **version.train_info()}
+        info["evals"] = sorted(str(p.relative_to(version.path)) for p in version.path.glob("eval/*/eval.json"))
+        if args.json:
+            print(json.dumps(info, indent=1))
+        else:
+            cfg = info.get("config", {})
+            out.print(f"[bold]{version.ref}[/] · {version.path}")
+            out.print(f"  config: {json.dumps(cfg)}")
+            out.print(f"  data: {json.dumps(info.get('data', {}))}")
+            out.print(f"  kept generation {info.get('best_generation')}; evals: {', '.join(info['evals']) or 'none'}")
+        return 0
+    if args.conductor_command == "rollback":
+        target = registry.rollback(args.name)
+        out.print(f"[green]{args.name}: {target.ref} is current again[/]")
+        return 0
+    candidate = registry.get(args.ref) if "@" in args.ref else _latest(registry, args.ref)
+    current = registry.promoted(candidate.name)
+    methods = [f"light:{candidate.ref}", "single", "random"]
+    if current is not None and current.number != candidate.number:
+        methods.insert(1, f"light:{current.ref}")
+    report = _evaluate(args, methods, err)
+    folder = candidate.path / "eval" / f"{Path(args.replay).stem}-{args.split}"
+    from podium.eval.report import write_report
+
+    write_report(report, folder, results=False)
+    if args.conductor_command == "eval":
+        if args.json:
+            print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1))
+        else:
+            _summary(report, out)
+            out.print(Text(f"report: {folder}", style="dim"))
+        return 0
+    return _promote(registry, candidate, current, report, args, out)
+
+
+def _latest(registry: Registry, name: str) -> Version:
+    versions = registry.versions(name)
+    if not versions:
+        registry.get(name)  # raises the helpful error
+    return versions[-1]
+
+
+def _evaluate(args: argparse.Namespace, methods: list[str], err: Console) -> dict[str, Any]:
+    from podium.eval.session import EvalSpec, run_eval
+
+    spec = EvalSpec(replay=args.replay, split=args.split, tags=tuple(args.tag), methods=tuple(methods))
+    with err.status(f"evaluating on {Path(args.replay).name} ({args.split})"):
+        return run_eval(spec)
+
+
+def _summary(report: dict[str, Any], out: Console) -> None:
+    table = Table(title=f"held-out: {report['config'].get('tasks', '')}")
+    for col in ("method", "n", "quality", "95 % CI", "$/request", "steps/calls", "PGR"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for name, m in report["methods"].items():
+        s = m["summary"]
+        pgr = m.get("pgr")
+        table.add_row(
+            name, str(s["n"]), f"{s['quality']['mean']:.3f}",
+            f"{s['quality']['ci95'][0]:.3f}–{s['quality']['ci95'][1]:.3f}", f"{s['cost_usd']['mean']:.6f}",
+            f"{s['worker_calls']:.2f}", "–" if pgr is None else f"{pgr:.2f}",
+        )  # fmt: skip
+    out.print(table)
+
+
+def _promote(
+    registry: Registry,
+    candidate: Version,
+    current: Version | None,
+    report: dict[str, Any],
+    args: argparse.Namespace,
+    out: Console,
+) -> int:
+    """Promote iff the candidate's held-out reward — the training objective, 0.5 + 0.5 · quality
+    − λ · cost (USD), at the candidate's λ unless ``--lam`` — beats the current conductor's (for a
+    name never promoted: the best single worker's by the same reward), and its quality does not
+    drop more than ``--max-quality-drop``."""
+    methods = report["methods"]
+    lam = args.lam if args.lam is not None else float(candidate.train_info().get("config", {}).get("lam", 0.0))
+
+    def reward(summary: dict[str, Any]) -> float:
+        return 0.5 + 0.5 * float(summary["quality"]["mean"]) - lam * float(summary["cost_usd"]["mean"])
+
+    cand = methods[f"light:{candidate.ref}"]["summary"]
+    if current is not None and current.number != candidate.number:
+        against_name = f"light:{current.ref}"
+    else:
+        singles = {n: m["summary"] for n, m in methods.items() if n.startswith("single:")}
+        against_name = max(singles, key=lambda n: reward(singles[n]))
+    against = methods[against_name]["summary"]
+    q_new, q_old = cand["quality"]["mean"], against["quality"]["mean"]
+    c_new, c_old = cand["cost_usd"]["mean"], against["cost_usd"]["mean"]
+    r_new, r_old = reward(cand), reward(against)
+    _summary(report, out)
+    verdict = (
+        f"{candidate.ref}: reward {r_new:.4f} vs {r_old:.4f} (λ = {lam:g}; quality {q_new:.4f} vs {q_old:.4f}, "
+        f"cost ${c_new:.6f} vs ${c_old:.6f}) against {against_name} on {report['config'].get('tasks', '')}"
+    )
+    if current is not None and current.number == candidate.number:
+        out.print(f"{candidate.ref} is already the promoted version")
+        return 0
+    if not (r_new > r_old and q_new >= q_old - args.max_quality_drop):
+        out.print(Text(f"not promoted — {verdict}", style="bold red"))
+        return EXIT_REFUSED
+    evidence = {
+        "against": against_name,
+        "split": args.split,
+        "data": report["config"].get("tasks", ""),
+        "lam": lam,
+        "candidate": {"quality": q_new, "cost_usd": c_new, "reward": r_new},
+        "current": {"quality": q_old, "cost_usd": c_old, "reward": r_old},
+        "max_quality_drop": args.max_quality_drop,
+    }
+    registry.promote(candidate, evidence=evidence)
+    out.print(Text(f"promoted — {verdict}", style="bold green"))
+    return 0
+
+
+def _list(registry: Registry, as_json: bool, out: Console) -> int:
+    rows = []
+    for name in registry.names():
+        promoted = registry.promoted(name)
+        for v in registry.versions(name):
+            info = v.train_info()
+            cfg = info.get("config", {})
+            rows.append(
+                {
+                    "ref": v.ref,
+                    "promoted": promoted is not None and promoted.number == v.number,
+                    "lam": cfg.get("lam"),
+                    "data": info.get("data", {}).get("matrix"),
+                    "generations": len(info.get("history", [])),
+                    "path": str(v.path),
+                }
+            )
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        out.print(f"no trained conductors in {registry.root}; train one: podium train --replay MATRIX.csv")
+        return 0
+    table = Table(title=f"conductors in {registry.root}")
+    for col in ("ref", "promoted", "λ", "trained on", "generations"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["ref"], "★" if r["promoted"] else "", f"{r['lam']:g}", str(r["data"]), str(r["generations"]))
+    out.print(table)
+    return 0

@@ -1,0 +1,184 @@
+"""Training the light conductor (:mod:`podium.conductor.light`) with CMA-ES on a replay pool.
+
+Offline only: the training signal is an outcome matrix (recorded results of real models; a
+team's own matrix can come from ``podium eval --methods single`` on its task set). A rollout is
+the policy's greedy workflow for a question, scored as replay scores it (:mod:`podium.eval.
+replay`): the final step's worker's recorded score, every step's recorded cost. The reward is the
+paper's (Nielsen et al. 2026 §3.1) — 0.5 for a parsed workflow plus 0.5 × score (the light
+policy always writes a valid workflow) — minus λ × cost (USD):
+
+    reward = 0.5 + 0.5 · score − λ · cost
+
+CMA-ES (Hansen's ``cma`` package) maximises the mean reward over the training questions; a
+held-out part of the training split (``validation_fraction``) picks the generation kept, so the
+result is not fitted to the questions it is judged on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from podium.conductor.light import ROLES, LightPolicy, feature_count, rollout
+from podium.embed import Embedder
+from podium.errors import ConfigError
+from podium.eval.replay import OutcomeMatrix
+
+__all__ = ["Generation", "LightTrainConfig", "replay_reward", "train_light"]
+
+Array = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LightTrainConfig:
+    """Hyperparameters of a light-conductor run.
+
+    Attributes:
+        dims: PCA dimensions of the question embedding.
+        max_steps: workflow length limit.
+        lam: λ, the cost penalty (1/USD).
+        generations: CMA-ES generations.
+        popsize: candidates per generation (None: CMA-ES's default, 4 + 3 ln n).
+        sigma0: initial step size.
+        validation_fraction: share of the training split held out to pick the generation kept.
+        seed: shuffling and CMA-ES seed.
+        split: the matrix split trained on.
+    """
+
+    dims: int = 16
+    max_steps: int = 3
+    lam: float = 0.0
+    generations: int = 60
+    popsize: int | None = None
+    sigma0: float = 0.5
+    validation_fraction: float = 0.2
+    seed: int = 0
+    split: str = "train"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation's figures: rewards are means over questions; quality in [0, 1];
+    cost USD per request; steps per workflow."""
+
+    generation: int
+    best_reward: float
+    mean_reward: float
+    validation_reward: float
+    validation_quality: float
+    validation_cost: float
+    validation_steps: float
+    seconds: float
+
+
+@dataclass
+class TrainResult:
+    """The trained policy, its history, and what it was trained on."""
+
+    policy: LightPolicy
+    history: list[Generation]
+    best_generation: int
+    config: LightTrainConfig
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": asdict(self.config),
+            "best_generation": self.best_generation,
+            "history": [asdict(g) for g in self.history],
+            "data": self.data,
+        }
+
+
+def replay_reward(
+    workers: npt.NDArray[np.intp], scores: Array, costs: Array, lam: float
+) -> tuple[float, float, float, float]:
+    """Mean (reward, quality, cost USD, steps) of decoded workflows (``workers`` (n, T), −1 after
+    STOP) on recorded ``scores`` and ``costs`` (n, m); see the module docstring."""
+    rows = np.arange(len(workers))
+    taken = workers >= 0
+    steps = taken.sum(axis=1)
+    final = workers[rows, steps - 1]
+    quality = scores[rows, final]
+    cost = np.where(taken, costs[rows[:, None], workers.clip(0)], 0.0).sum(axis=1)
+    reward = 0.5 + 0.5 * quality - lam * cost
+    return float(reward.mean()), float(quality.mean()), float(cost.mean()), float(steps.mean())
+
+
+OnGeneration = Callable[[Generation], None]
+
+
+def train_light(
+    matrix: OutcomeMatrix,
+    embedder: Embedder,
+    config: LightTrainConfig,
+    *,
+    tags: Sequence[str] = (),
+    on_generation: OnGeneration | None = None,
+) -> TrainResult:
+    """Train a light conductor on ``matrix``'s ``config.split`` (see the module docstring).
+
+    Raises ConfigError for too few questions (< 20) or a bad configuration."""
+    import cma
+
+    if not 0.0 < config.validation_fraction < 1.0:
+        raise ConfigError("validation_fraction must be between 0 and 1")
+    tasks = [t for t in matrix.tasks(config.split) if not tags or set(t.tags) & set(tags)]
+    if len(tasks) < 20:
+        raise ConfigError(f"{len(tasks)} training questions; the light conductor needs at least 20")
+    order = np.random.default_rng(config.seed).permutation(len(tasks))
+    n_val = max(1, int(len(tasks) * config.validation_fraction))
+    val_idx, fit_idx = order[:n_val], order[n_val:]
+    vectors = np.asarray(embedder.embed([t.question for t in tasks]), dtype=np.float64)
+    scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in tasks])
+    costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in tasks])
+    mean = vectors[fit_idx].mean(axis=0)
+    dims = min(config.dims, len(fit_idx) - 1, vectors.shape[1])
+    components = np.linalg.svd(vectors[fit_idx] - mean, full_matrices=False)[2][:dims]
+    projected = (vectors - mean) @ components.T
+    projected /= projected[fit_idx].std(axis=0) + 1e-12  # unit scale: one σ0 suits every feature
+    components = components / (((vectors[fit_idx] - mean) @ components.T).std(axis=0)[:, None] + 1e-12)
+    m = len(matrix.models)
+    shape = (m * len(ROLES) + 1, feature_count(dims, m, config.max_steps))
+
+    def evaluate(flat: Array, idx: npt.NDArray[np.intp]) -> tuple[float, float, float, float]:
+        workers, _ = rollout(flat.reshape(shape), projected[idx], m, config.max_steps)
+        return replay_reward(workers, scores[idx], costs[idx], config.lam)
+
+    options: dict[str, Any] = {"seed": config.seed + 1, "verbose": -9, "maxiter": config.generations}
+    if config.popsize:
+        options["popsize"] = config.popsize
+    es = cma.CMAEvolutionStrategy(np.zeros(shape[0] * shape[1]), config.sigma0, options)
+    history: list[Generation] = []
+    best = (-np.inf, np.zeros(shape[0] * shape[1]), 0)
+    for generation in range(config.generations):
+        started = time.perf_counter()
+        candidates = es.ask()
+        rewards = [evaluate(np.asarray(c), fit_idx)[0] for c in candidates]
+        es.tell(candidates, [-r for r in rewards])
+        centre = np.asarray(es.mean)
+        v_reward, v_quality, v_cost, v_steps = evaluate(centre, val_idx)
+        if v_reward > best[0]:
+            best = (v_reward, centre.copy(), generation)
+        record = Generation(
+            generation, max(rewards), float(np.mean(rewards)), v_reward, v_quality, v_cost, v_steps,
+            time.perf_counter() - started,
+        )  # fmt: skip
+        history.append(record)
+        if on_generation is not None:
+            on_generation(record)
+    policy = LightPolicy(matrix.models, mean, components, best[1].reshape(shape), config.max_steps, embedder.name)
+    data = {
+        "matrix": matrix.path.name,
+        "split": config.split,
+        "tags": list(tags),
+        "questions": len(tasks),
+        "fit": len(fit_idx),
+        "validation": len(val_idx),
+    }
+    return TrainResult(policy, history, best[2], config, data)

@@ -1,0 +1,149 @@
+"""The light conductor (TRINITY-style: frozen MiniLM embedding + linear head, CMA-ES) trained on
+a small replay matrix where one worker answers arithmetic and the other history; the registry's
+promotion and rollback; the `podium train` / `podium conductor` commands."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from podium.cli import cli
+from podium.conductor.light import ROLES, LightConductor, LightPolicy, plan_steps, rollout
+from podium.embed import Embedder
+from podium.errors import ConfigError
+from podium.eval.replay import OutcomeMatrix
+from podium.registry import Registry
+from podium.testing import ScriptedWorker
+from podium.train.light import LightTrainConfig, replay_reward, train_light
+
+PAIRS = [(3, 4), (12, 9), (7, 30), (45, 12), (8, 8), (19, 23), (6, 7), (11, 12), (3, 15), (9, 9), (14, 2), (25, 4)]
+MATH = [f"What is {a} plus {b}?" for a, b in PAIRS] + [f"Compute {a} times {b}." for a, b in PAIRS]
+FIGURES = ["Julius Caesar", "Charlemagne", "Queen Victoria", "Napoleon", "Cleopatra", "Genghis Khan",
+           "Joan of Arc", "Peter the Great", "Otto von Bismarck", "Elizabeth I", "Saladin", "Hannibal"]  # fmt: skip
+HISTORY = [f"Who was {f} and why is this ruler remembered?" for f in FIGURES]
+HISTORY += [f"Which wars did {f} fight in history?" for f in FIGURES]
+COST = {"calc": 0.001, "historian": 0.004}
+
+
+def write_matrix(path: Path) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["sample_id", "eval_name", "split", "prompt", "calc", "historian", "calc|total_cost",
+                      "historian|total_cost"])  # fmt: skip
+        for i, q in enumerate(MATH + HISTORY):
+            math = i < len(MATH)
+            split = "test" if i % 3 == 0 else "train"  # 16 + 16 train, 8 + 8 test
+            out.writerow([f"q{i}", "math" if math else "history", split, q, int(math), int(not math),
+                          COST["calc"], COST["historian"]])  # fmt: skip
+    return path
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(tmp_path_factory.mktemp("emb") / "vectors.sqlite3")
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> OutcomeMatrix:
+    return OutcomeMatrix.load(write_matrix(tmp_path_factory.mktemp("m") / "m.csv"))
+
+
+def test_rollout_masks_and_reward_by_hand() -> None:
+    # zero weights: every action ties; argmax takes the first allowed one: step 0 (calc, solve),
+    # then (calc, solve) again until max_steps — STOP is the last action and never wins a tie
+    n_workers, dims, steps = 2, 3, 3
+    weights = np.zeros((n_workers * len(ROLES) + 1, dims + 1 + n_workers + len(ROLES) + steps))
+    workers, roles = rollout(weights, np.zeros((2, dims)), n_workers, steps)
+    assert workers.tolist() == [[0, 0, 0], [0, 0, 0]] and roles.tolist() == [[0, 0, 0], [0, 0, 0]]
+    # only worker 1 in the pool: it is chosen
+    workers, _ = rollout(weights, np.zeros((1, dims)), n_workers, steps, allowed=[1])
+    assert workers.tolist() == [[1, 1, 1]]
+    # reward = 0.5 + 0.5·score(final worker) − λ·(sum of step costs): by hand for two plans
+    plans = np.array([[0, -1, -1], [0, 1, -1]])
+    scores = np.array([[1.0, 0.0], [0.0, 1.0]])
+    costs = np.array([[0.01, 0.04], [0.01, 0.04]])
+    reward, quality, cost, steps_mean = replay_reward(plans, scores, costs, lam=10.0)
+    assert quality == pytest.approx(1.0) and cost == pytest.approx((0.01 + 0.05) / 2)
+    assert reward == pytest.approx(((1.0 - 0.1) + (1.0 - 0.5)) / 2) and steps_mean == 1.5
+    # roles map to access lists: solve sees nothing, verify the previous step, aggregate all
+    steps_ = plan_steps([(0, 0), (1, 1), (0, 2)], pool_index=[2, 0])
+    assert [(s.worker, s.access) for s in steps_] == [(2, ()), (0, (0,)), (2, "all")]
+
+
+def test_training_learns_who_answers_what(matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path) -> None:
+    config = LightTrainConfig(dims=8, lam=10.0, generations=40, seed=0)
+    result = train_light(matrix, embedder, config)
+    assert len(result.history) == 40 and result.data["questions"] == 32
+    # held out (the test split, never seen): route each question to the worker that answers it,
+    # in one step (λ makes extra steps cost reward)
+    tests = matrix.tasks("test")
+    policy = result.policy
+    workers, _ = rollout(
+        policy.weights, policy.project(embedder.embed([t.question for t in tests])), 2, policy.max_steps
+    )
+    scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in tests])
+    costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in tests])
+    _, quality, cost, steps = replay_reward(workers, scores, costs, lam=10.0)
+    untrained = np.zeros_like(policy.weights)
+    base, _ = rollout(untrained, policy.project(embedder.embed([t.question for t in tests])), 2, policy.max_steps)
+    _, base_quality, base_cost, _ = replay_reward(base, scores, costs, lam=10.0)
+    assert base_quality == 0.5  # untrained: always calc, right on arithmetic only
+    assert quality >= 0.9 and cost < base_cost and steps < 1.5
+    # the policy file round-trips and runs as a conductor over a pool in another order
+    policy.save(tmp_path / "policy.npz")
+    conductor = LightConductor(LightPolicy.load(tmp_path / "policy.npz"), embedder)
+    pool = [ScriptedWorker("historian"), ScriptedWorker("calc")]
+    attempt = asyncio.run(conductor.plan("Who was Alexander the Great?", pool, max_steps=5))
+    assert attempt.workflow is not None and attempt.workflow.model_id[-1] == 0
+
+
+def test_registry_promotion_is_a_stack(tmp_path: Path) -> None:
+    registry = Registry(tmp_path / "conductors")
+    v1, v2, v3 = (registry.create("light") for _ in range(3))
+    assert [v.ref for v in registry.versions("light")] == ["light@v1", "light@v2", "light@v3"]
+    assert registry.promoted("light") is None and registry.get("light").ref == "light@v3"  # latest
+    for v in (v1, v2, v3):
+        registry.promote(v, evidence={})
+    assert registry.get("light").ref == "light@v3"
+    assert registry.rollback("light").ref == "light@v2"
+    assert registry.rollback("light").ref == "light@v1"
+    with pytest.raises(ConfigError, match="only promoted version"):
+        registry.rollback("light")
+    with pytest.raises(ConfigError, match="has no v9"):
+        registry.get("light@v9")
+    with pytest.raises(ConfigError, match="conductor name"):
+        registry.get("../etc")
+
+
+def test_train_eval_promote_commands(
+    matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    path = str(matrix.path)
+    assert cli(["train", "--replay", path, "--generations", "30", "--lam", "10", "--dims", "8", "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert trained["version"] == "light@v1"
+    assert (Path(trained["path"]) / "learning-curve.png").read_bytes()[:4] == b"\x89PNG"
+    # the strongest single worker is right on half the test questions; the light conductor on
+    # (nearly) all, for less than the expensive worker: promoted
+    assert cli(["conductor", "promote", "light@v1", "--replay", path]) == 0
+    assert "promoted" in capsys.readouterr().out
+    # a second version trained without the cost penalty (λ = 0: more steps, more cost) does not
+    # beat v1 on cost, and v1 is right on (nearly) everything: refused, exit 3
+    assert cli(["train", "--replay", path, "--generations", "5", "--lam", "0", "--dims", "8"]) == 0
+    code = cli(["conductor", "promote", "light@v2", "--replay", path])
+    assert code == 3 and "not promoted" in capsys.readouterr().out
+    assert cli(["conductor", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["ref"], r["promoted"]) for r in rows] == [("light@v1", True), ("light@v2", False)]
+    # podium eval takes trained conductors as methods
+    out = tmp_path / "ev"
+    assert cli(["eval", "--replay", path, "--methods", "light:light,single", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["methods"]["light:light"]["summary"]["quality"]["mean"] >= 0.9
+    assert cli(["train", "--replay", path, "--policy", "lm"]) == 2
