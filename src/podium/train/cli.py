@@ -39,7 +39,9 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--policy", choices=["light", "lm"], default="light", help="light (default) or lm (GRPO)")
     t.add_argument("--name", default="light", help="registry name (default: light); each run adds a version")
     t.add_argument("--lam", type=float, default=0.0, help="cost penalty λ in the reward, 1/USD (default 0)")
-    t.add_argument("--generations", type=int, default=60, help="CMA-ES generations (default 60)")
+    t.add_argument(
+        "--generations", type=int, default=60, help="CMA-ES generations (default 60; 0 stores the untrained policy)"
+    )
     t.add_argument("--popsize", type=int, help="candidates per generation (default: CMA-ES's)")
     t.add_argument("--dims", type=int, default=16, help="PCA dimensions of the question embedding (default 16)")
     t.add_argument("--max-steps", type=int, default=3, help="workflow length limit (default 3)")
@@ -82,7 +84,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(
             "GRPO training of the LM conductor is not available yet; train the light conductor (--policy light)"
         )
-    for flag, value, low in (("--generations", args.generations, 1), ("--dims", args.dims, 1),
+    for flag, value, low in (("--generations", args.generations, 0), ("--dims", args.dims, 1),
                              ("--max-steps", args.max_steps, 1)):  # fmt: skip
         if value < low:
             raise ConfigError(f"{flag} must be at least {low}, got {value}")
@@ -117,15 +119,19 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     result.policy.save(version.policy_path)
     record = result.to_json()
     (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    _curve(version, record)
-    best = result.history[result.best_generation]
+    if result.history:
+        _curve(version, record)
     if args.json:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0
     out.print(
         f"[green]trained {version.ref}[/] in {sum(g.seconds for g in result.history):.1f} s "
-        f"({len(result.history)} generations; kept {best.generation})"
+        f"({len(result.history)} generations; kept {result.best_generation})"
     )
+    if not result.history:
+        out.print(f"stored the untrained policy (zero weights) as {version.ref} in {version.path}")
+        return 0
+    best = result.history[result.best_generation]
     out.print(
         f"validation ({result.data['validation']} held-out training questions): reward {best.validation_reward:.4f}, "
         f"quality {best.validation_quality:.3f}, cost ${best.validation_cost:.6f}/request, "
