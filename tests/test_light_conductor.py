@@ -147,3 +147,29 @@ def test_train_eval_promote_commands(
     report = json.loads(capsys.readouterr().out)
     assert report["methods"]["light:light"]["summary"]["quality"]["mean"] >= 0.9
     assert cli(["train", "--replay", path, "--policy", "lm"]) == 2
+
+
+@pytest.mark.model
+def test_grpo_smoke_writes_a_loadable_adapter(
+    matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI smoke run of GRPO (TRL + LoRA) on SmolLM2-135M over the replay pool: one step, two
+    rollouts of a few tokens. It checks the loop runs and leaves a loadable checkpoint — not
+    that anything was learned (far too few tokens to even write a workflow)."""
+    from peft import PeftConfig
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    args = ["train", "--policy", "lm", "--replay", str(matrix.path), "--steps", "1", "--questions-per-step", "1"]
+    args += ["--num-generations", "2", "--max-completion-tokens", "8", "--json"]
+    assert cli(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["version"] == "lm@v1" and len(record["history"]) == 1
+    step = record["history"][0]
+    assert 0.0 <= step["parse_rate"] <= 1.0 and step["reward_mean"] >= 0.0
+    adapter = Path(record["path"]) / "adapter"
+    config = PeftConfig.from_pretrained(str(adapter))
+    assert config.r == 16 and config.peft_type == "LORA"
+    tensors = load_file(str(adapter / "adapter_model.safetensors"))
+    assert tensors and any("lora_A" in name for name in tensors)
+    assert (Path(record["path"]) / "metrics.jsonl").read_text().count("\n") == 1

@@ -49,6 +49,16 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--tag", action="append", default=[], help="train on questions with this tag (repeatable)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--json", action="store_true", help="print the training record as JSON")
+    lm = t.add_argument_group("--policy lm (GRPO with TRL, LoRA)")
+    lm.add_argument("--model", default="smollm2-135m-instruct", help="embedded base model (podium models list)")
+    lm.add_argument("--preset", choices=["cpu", "paper"], default="cpu", help="cpu (default) or the paper's recipe")
+    lm.add_argument("--steps", type=int, help="optimiser steps (cpu default 20)")
+    lm.add_argument("--questions-per-step", type=int, help="questions per step (cpu default 2)")
+    lm.add_argument("--num-generations", type=int, help="G, workflows sampled per question (cpu default 4)")
+    lm.add_argument("--max-completion-tokens", type=int, help="conductor output limit (cpu default 160)")
+    lm.add_argument("--learning-rate", type=float, help="cpu default 2e-5")
+    lm.add_argument("--no-adaptive-pool", action="store_true", help="always show the whole pool")
+    lm.add_argument("--resume", metavar="NAME@vN", help="continue that version from its last checkpoint")
 
     c = sub.add_parser("conductor", help="the registry of trained conductors").add_subparsers(
         dest="conductor_command", required=True, metavar="SUBCOMMAND"
@@ -81,9 +91,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.train.light import Generation, LightTrainConfig, train_light
 
     if args.policy == "lm":
-        raise ConfigError(
-            "GRPO training of the LM conductor is not available yet; train the light conductor (--policy light)"
-        )
+        return _train_lm(args, out, err)
     for flag, value, low in (("--generations", args.generations, 0), ("--dims", args.dims, 1),
                              ("--max-steps", args.max_steps, 1)):  # fmt: skip
         if value < low:
@@ -139,6 +147,82 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     )
     out.print(f"stored in {version.path} (policy.npz, train.json, learning-curve.png)")
     out.print(Text(f"next: podium conductor eval {version.ref} --replay {args.replay}", style="dim"))
+    return 0
+
+
+def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``podium train --policy lm``: GRPO on a replay pool (:mod:`podium.train.grpo`)."""
+    from dataclasses import asdict, replace
+
+    from podium.eval.plot import learning_curve_plot
+    from podium.eval.replay import OutcomeMatrix
+    from podium.train.grpo import GRPOTrainConfig, StepMetrics, train_grpo
+
+    base = GRPOTrainConfig.paper(args.model) if args.preset == "paper" else GRPOTrainConfig(model=args.model)
+    overrides = {
+        "steps": args.steps,
+        "questions_per_step": args.questions_per_step,
+        "generations": args.num_generations,
+        "max_completion_tokens": args.max_completion_tokens,
+        "learning_rate": args.learning_rate,
+    }
+    for key, value in overrides.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"--{key.replace('_', '-')} must be positive, got {value}")
+    config = replace(
+        base,
+        **{k: v for k, v in overrides.items() if v is not None},
+        lam=args.lam,
+        adaptive_pool=not args.no_adaptive_pool,
+        split=args.split,
+        tags=tuple(args.tag),
+        seed=args.seed,
+        max_steps_per_workflow=args.max_steps,
+    )
+    matrix = OutcomeMatrix.load(args.replay)
+    registry = Registry()
+    version = registry.get(args.resume) if args.resume else registry.create(args.name if args.name != "light" else "lm")
+    progress = Progress(
+        TextColumn("[bold]GRPO[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), console=err,
+    )  # fmt: skip
+    with progress:
+        bar = progress.add_task("loading the base conductor", total=config.steps)
+
+        def on_step(m: StepMetrics) -> None:
+            progress.update(
+                bar,
+                completed=m.step,
+                description=f"reward {m.reward_mean:.3f} ± {m.reward_std:.3f} · parsed {m.parse_rate:.0%}",
+            )
+
+        metrics = train_grpo(matrix, config, version.path, resume=bool(args.resume), on_step=on_step)
+    record = {
+        "policy": "lm",
+        "config": asdict(config),
+        "data": {"matrix": matrix.path.name, "split": config.split, "tags": list(config.tags)},
+        "history": [asdict(m) for m in metrics],
+    }
+    (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    if metrics:
+        learning_curve_plot(
+            version.path / "learning-curve.png",
+            [m.step for m in metrics],
+            {
+                "reward (mean of rollouts)": [m.reward_mean for m in metrics],
+                "parse rate": [m.parse_rate for m in metrics],
+            },
+            xlabel="GRPO step",
+            title=f"{version.ref}: {config.model}, G = {config.generations}, λ = {config.lam:g}",
+        )
+    if args.json:
+        print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
+        return 0
+    last = metrics[-1] if metrics else None
+    out.print(f"[green]trained {version.ref}[/]: {len(metrics)} GRPO steps of {config.model} with LoRA")
+    if last is not None:
+        out.print(f"last step: reward {last.reward_mean:.3f} ± {last.reward_std:.3f}, parsed {last.parse_rate:.0%}")
+    out.print(f"stored in {version.path} (adapter/, checkpoint-*/, metrics.jsonl, learning-curve.png)")
     return 0
 
 

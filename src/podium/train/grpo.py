@@ -1,0 +1,270 @@
+"""GRPO training of the LM conductor on a replay pool (Nielsen et al. 2026 §3.1, DESIGN.md §5).
+
+Per training question, TRL's ``GRPOTrainer`` samples G workflows from the conductor (the same
+prompt :func:`podium.conductor.prompt.conductor_messages` builds at run time), each is parsed by
+the tolerant parser and scored on the replay pool, and the group-normalised advantage updates a
+LoRA adapter (peft). Reward, as in the paper plus optional cost:
+
+    0                                   the output does not parse into a valid workflow
+    0.5 + 0.5 · score − λ · cost (USD)  otherwise; score = the final worker's recorded score
+
+(replay scoring as in :mod:`podium.eval.replay`: every step pays its worker's recorded cost).
+**Adaptive pools** (paper §4.4): each question shows a random non-empty subset of the workers,
+in random order, so the conductor learns to read the pool rather than memorise positions.
+
+The base conductor is one of the embedded local models, loaded by transformers from its GGUF
+file (dequantised to float32). Runs on CPU at small scale (DESIGN.md §7: ≈ 10–30 s per step);
+the same code runs the paper's recipe on a GPU. Offline only: the matrix is recorded data.
+Needs the ``train`` extra (torch, transformers, trl, peft).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from podium.conductor.prompt import conductor_messages
+from podium.errors import ConfigError
+from podium.eval.replay import OutcomeMatrix
+from podium.local_models import resolve_model
+from podium.parse import try_parse_workflow
+
+__all__ = ["GRPOTrainConfig", "StepMetrics", "conductor_reward", "train_grpo"]
+
+
+@dataclass(frozen=True)
+class GRPOTrainConfig:
+    """Hyperparameters. Defaults are the CPU preset; :meth:`paper` gives the paper's recipe.
+
+    Attributes:
+        model: embedded model id of the base conductor (``podium models list``).
+        steps: optimiser steps.
+        questions_per_step: distinct questions per step (each sampled ``generations`` times).
+        generations: G, workflows sampled per question.
+        max_completion_tokens: conductor output limit, tokens.
+        temperature: conductor sampling temperature.
+        learning_rate: AdamW learning rate (cosine schedule).
+        beta: KL coefficient (the paper uses 0).
+        lora_r, lora_alpha: LoRA rank and scale.
+        max_steps_per_workflow: the workflow step limit shown in the prompt.
+        lam: λ, the cost penalty (1/USD).
+        adaptive_pool: show a random subset of the workers per question.
+        split: matrix split trained on; tags: keep questions with any of these tags.
+        seed: data order, pools and sampling.
+        save_steps: checkpoint every this many steps.
+    """
+
+    model: str = "smollm2-135m-instruct"
+    steps: int = 20
+    questions_per_step: int = 2
+    generations: int = 4
+    max_completion_tokens: int = 160
+    temperature: float = 1.0
+    learning_rate: float = 2e-5
+    beta: float = 0.0
+    lora_r: int = 16
+    lora_alpha: int = 32
+    max_steps_per_workflow: int = 3
+    lam: float = 0.0
+    adaptive_pool: bool = True
+    split: str = "train"
+    tags: tuple[str, ...] = ()
+    seed: int = 0
+    save_steps: int = 10
+
+    @classmethod
+    def paper(cls, model: str) -> GRPOTrainConfig:
+        """The paper's recipe (Qwen2.5-7B there): 200 steps × 4 questions × 64 rollouts, lr 1e-6,
+        KL 0, temperature 1.0, ≤ 1024 new tokens. For a GPU; far too slow on a CPU."""
+        return cls(model=model, steps=200, questions_per_step=4, generations=64, max_completion_tokens=1024,
+                   learning_rate=1e-6, max_steps_per_workflow=5)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """Per optimiser step (from the rollouts scored during it).
+
+    Attributes:
+        step: 1-based. reward_mean, reward_std: over the step's rollouts. parse_rate: share of
+        rollouts that parsed. quality: mean recorded score of parsed rollouts. cost_usd: mean cost
+        of parsed rollouts. workflow_steps: mean length of parsed workflows. workers: how often
+        each worker answered last. seconds: wall time of the step.
+    """
+
+    step: int
+    reward_mean: float
+    reward_std: float
+    parse_rate: float
+    quality: float
+    cost_usd: float
+    workflow_steps: float
+    workers: dict[str, int]
+    seconds: float
+
+
+def conductor_reward(
+    output: str, pool: Sequence[str], matrix: OutcomeMatrix, task_id: str, *, lam: float, max_steps: int
+) -> tuple[float, dict[str, Any]]:
+    """The reward of one conductor output (see the module docstring) and what it was made of.
+
+    ``pool`` is the worker (matrix model) names in the order the prompt showed them."""
+    workflow, failure = try_parse_workflow(output, pool_size=len(pool), max_steps=max_steps)
+    if workflow is None:
+        return 0.0, {"parsed": False, "error": failure.kind if failure else "unparseable"}
+    final = pool[workflow.steps[-1].worker]
+    score = matrix.outcome(task_id, final).score
+    cost = sum(matrix.outcome(task_id, pool[s.worker]).cost_usd for s in workflow.steps)
+    reward = 0.5 + 0.5 * score - lam * cost
+    return reward, {"parsed": True, "final": final, "score": score, "cost": cost, "steps": len(workflow)}
+
+
+OnStep = Callable[[StepMetrics], None]
+
+
+def train_grpo(
+    matrix: OutcomeMatrix,
+    config: GRPOTrainConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_step: OnStep | None = None,
+) -> list[StepMetrics]:
+    """Train a LoRA adapter on the conductor; writes ``out/checkpoint-*`` (TRL checkpoints, for
+    ``resume``), ``out/adapter`` (the final LoRA adapter and tokenizer) and
+    ``out/metrics.jsonl`` (one :class:`StepMetrics` per step). Returns the metrics.
+
+    Raises ConfigError for a bad configuration, ModelNotInstalled for a missing base model."""
+    if config.generations < 2:
+        raise ConfigError("GRPO needs at least 2 generations per question (the advantage is relative)")
+    if config.steps < 1 or config.questions_per_step < 1:
+        raise ConfigError("steps and questions_per_step must be at least 1")
+    try:
+        import torch
+        from datasets import Dataset
+        from peft import LoraConfig
+        from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise ConfigError(f"GRPO training needs the train extra: pip install -e '.[train]' ({exc})") from exc
+
+    tasks = [t for t in matrix.tasks(config.split) if not config.tags or set(t.tags) & set(config.tags)]
+    needed = config.steps * config.questions_per_step
+    if len(tasks) < config.questions_per_step:
+        raise ConfigError(f"{len(tasks)} training questions; need at least {config.questions_per_step}")
+    rng = random.Random(config.seed)
+    rows = []
+    for i in range(needed):
+        task = tasks[rng.randrange(len(tasks))] if i >= len(tasks) else tasks[i % len(tasks)]
+        models = list(matrix.models)
+        if config.adaptive_pool and len(models) > 1:
+            models = rng.sample(models, rng.randint(1, len(models)))
+        prompt = conductor_messages(task.question, models, max_steps=config.max_steps_per_workflow)
+        rows.append({"prompt": prompt, "task_id": task.id, "pool": json.dumps(models)})
+    rng.shuffle(rows)
+    dataset = Dataset.from_list(rows)
+
+    path = resolve_model(config.model)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    _drop_gguf_marker(model)
+
+    pending: list[dict[str, Any]] = []
+
+    def reward_fn(completions: list[Any], task_id: list[str], pool: list[str], **_: Any) -> list[float]:
+        rewards = []
+        for completion, tid, shown in zip(completions, task_id, pool, strict=True):
+            text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
+            reward, parts = conductor_reward(
+                text, json.loads(shown), matrix, tid, lam=config.lam, max_steps=config.max_steps_per_workflow
+            )
+            rewards.append(reward)
+            pending.append({"reward": reward, **parts})
+        return rewards
+
+    out.mkdir(parents=True, exist_ok=True)
+    metrics: list[StepMetrics] = []
+    log = out / "metrics.jsonl"
+    clock = [time.perf_counter()]
+
+    class _Metrics(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            done = list(pending)
+            pending.clear()
+            if not done:
+                return
+            rewards = [d["reward"] for d in done]
+            parsed = [d for d in done if d["parsed"]]
+            mean = sum(rewards) / len(rewards)
+            std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
+            now = time.perf_counter()
+            record = StepMetrics(
+                step=int(state.global_step),
+                reward_mean=mean,
+                reward_std=std,
+                parse_rate=len(parsed) / len(done),
+                quality=sum(d["score"] for d in parsed) / len(parsed) if parsed else 0.0,
+                cost_usd=sum(d["cost"] for d in parsed) / len(parsed) if parsed else 0.0,
+                workflow_steps=sum(d["steps"] for d in parsed) / len(parsed) if parsed else 0.0,
+                workers=dict(Counter(d["final"] for d in parsed)),
+                seconds=now - clock[0],
+            )
+            clock[0] = now
+            metrics.append(record)
+            with log.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(asdict(record)) + "\n")
+            if on_step is not None:
+                on_step(record)
+
+    args = GRPOConfig(
+        output_dir=str(out),
+        max_steps=config.steps,
+        per_device_train_batch_size=config.questions_per_step * config.generations,
+        num_generations=config.generations,
+        max_completion_length=config.max_completion_tokens,
+        temperature=config.temperature,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="cosine",
+        beta=config.beta,
+        logging_steps=1,
+        save_steps=config.save_steps,
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        seed=config.seed,
+        disable_tqdm=True,
+        shuffle_dataset=False,
+    )
+    peft = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_fn],  # type: ignore[list-item]
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft,
+        callbacks=[_Metrics()],
+    )
+    trainer.remove_callback(PrinterCallback)  # it prints raw log dicts to stdout; metrics go to metrics.jsonl
+    trainer.train(resume_from_checkpoint=resume or None)
+    trainer.save_model(str(out / "adapter"))
+    (out / "train-config.json").write_text(json.dumps(asdict(config), indent=1) + "\n", encoding="utf-8")
+    return metrics
+
+
+def _drop_gguf_marker(model: Any) -> None:
+    """transformers loads a GGUF file dequantised to float32 but still marks the model as
+    GGUF-quantised, and then refuses to train or save it (DESIGN.md §7). The weights are plain
+    float32, so the marker is dropped."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.quantization_method = None
