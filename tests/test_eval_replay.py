@@ -140,7 +140,8 @@ def test_cli_replay_report_files_and_regression_gate(
     better["methods"]["single:big"]["summary"]["quality"]["mean"] = 1.0
     (tmp_path / "better.json").write_text(json.dumps(better))
     assert cli(["eval", "--from", str(out / "eval.json"), "--baseline", str(tmp_path / "better.json")]) == 3
-    assert "REGRESSION" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "REGRESSION" in printed and "gate: 1 regression(s) over 4 method(s)" in printed
     # and a looser margin lets it through
     args = ["eval", "--from", str(out / "eval.json"), "--baseline", str(tmp_path / "better.json")]
     assert cli([*args, "--max-quality-drop", "0.3"]) == 0
@@ -151,6 +152,8 @@ def test_cli_replay_report_files_and_regression_gate(
     [
         ([], "exactly one of --tasks"),
         (["--methods", "bogus"], "unknown method 'bogus'"),
+        (["--methods", "light"], "needs a trained conductor: light:NAME"),
+        (["--baseline", "/nonexistent/eval.json"], "cannot read eval report"),
         (["--methods", "conductor"], "does not run in replay mode"),
         (["--methods", "single:nobody"], "no worker 'nobody'"),
         (["--lambdas", "1,x", "--methods", "router"], "--lambdas must be"),

@@ -146,7 +146,10 @@ def test_train_eval_promote_commands(
     assert cli(["eval", "--replay", path, "--methods", "light:light,single", "--out", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["methods"]["light:light"]["summary"]["quality"]["mean"] >= 0.9
-    assert cli(["train", "--replay", path, "--policy", "lm"]) == 2
+    # GRPO options are checked before any model loads or version is created
+    assert cli(["train", "--replay", path, "--policy", "lm", "--num-generations", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    assert [v.ref for v in Registry().versions("lm")] == []
 
 
 @pytest.mark.model

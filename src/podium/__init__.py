@@ -5,6 +5,14 @@ earlier steps it may see — and podium executes it over a worker pool (Nielsen 
 to Orchestrate Agents in Natural Language with the Conductor", ICLR 2026).
 """
 
+import os as _os
+
+# llama.cpp's OpenMP threads busy-wait between kernels by default; on a shared or loaded CPU that
+# stalls a 64-token prefill chunk for seconds (measured: 5–8 s instead of 0.5 s for SmolLM2-135M
+# with other jobs running), so deadlines cannot hold. Passive waiting must be chosen before the
+# OpenMP runtime loads, hence here; an explicit OMP_WAIT_POLICY in the environment wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.conductor import Conductor, LMConductor, LMConductorSettings
 from podium.conductor.base import PreviousRound

@@ -71,6 +71,7 @@ def _spec(args: argparse.Namespace) -> EvalSpec:
 
 def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run (or load) a report, write it, print the summary, apply the gate."""
+    baseline = load_report(args.baseline) if args.baseline is not None else None  # fail before hours of work
     if args.from_report is not None:
         if args.tasks or args.replay:
             raise ConfigError("--from re-renders a stored report; drop --tasks/--replay")
@@ -85,13 +86,18 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1, ensure_ascii=False))
     else:
         _print_summary(report, out)
-    if args.baseline is None:
+    if baseline is None:
         return 0
-    rows = gate(
-        report, load_report(args.baseline), GateMargins(args.max_quality_drop, args.max_cost_rise, args.max_p95_rise)
-    )
+    rows = gate(report, baseline, GateMargins(args.max_quality_drop, args.max_cost_rise, args.max_p95_rise))
     _print_gate(rows, args.baseline, out)
-    return EXIT_REGRESSION if any(not r["ok"] for r in rows) else 0
+    unmatched = sorted(set(report["methods"]) ^ set(baseline["methods"]))
+    if unmatched:
+        out.print(Text(f"not gated (in only one of the two reports): {', '.join(unmatched)}", style="yellow"))
+    regressions = sum(not r["ok"] for r in rows)
+    checked = len({r["method"] for r in rows})
+    style = "bold red" if regressions else "green"
+    out.print(Text(f"gate: {regressions} regression(s) over {checked} method(s)", style=style))
+    return EXIT_REGRESSION if regressions else 0
 
 
 def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:

@@ -63,13 +63,14 @@ def pareto_plot(
     curves: Mapping[str, Sequence[Point]] | None = None,
     title: str = "",
     log_cost: bool = True,
+    front: Sequence[Point] | None = None,
 ) -> Path:
     """Draw methods and curves on the cost–quality plane and save a PNG (150 dpi) at ``path``.
 
     * each method: a marker with its confidence interval as a vertical error bar, and its label;
     * each curve (e.g. a router's λ sweep, name → points): a line with markers, in cost order;
-    * the Pareto front of the methods (:func:`~podium.eval.metrics.pareto_front`): a dashed step
-      line — the best quality any single method gives for at most that cost.
+    * the Pareto front (:func:`~podium.eval.metrics.pareto_front`) of ``front`` (default: the
+      methods): a dashed step line — the best quality any of them gives for at most that cost.
 
     x: "mean cost per request (USD)"; y: "quality (mean score)". With ``log_cost`` the x axis is
     logarithmic when every cost is > 0; when some cost is 0 (a free local model) it is *symlog*:
@@ -88,7 +89,7 @@ def pareto_plot(
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("pareto_plot needs matplotlib: pip install 'podium[eval]'") from exc
 
-    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    fig = Figure(figsize=(9.5, 5.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
 
@@ -109,11 +110,11 @@ def pareto_plot(
         if m.label:
             ax.annotate(m.label, (m.cost, m.quality), xytext=(4, 4), textcoords="offset points", fontsize=8)
 
-    front = pareto_front([Point(m.cost, m.quality, m.label) for m in methods])
-    if len(front) >= 2:
+    best = pareto_front(list(front) if front is not None else [Point(m.cost, m.quality, m.label) for m in methods])
+    if len(best) >= 2:
         ax.step(
-            [p.cost for p in front],
-            [p.quality for p in front],
+            [p.cost for p in best],
+            [p.quality for p in best],
             where="post",
             linestyle="--",
             color="grey",
@@ -128,7 +129,7 @@ def pareto_plot(
     if title:
         ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never over a point
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -149,9 +150,11 @@ def _cost_scale(costs: Sequence[float], log_cost: bool) -> tuple[str, dict[str, 
 def _set_cost_scale(ax: Axes, costs: Sequence[float], log_cost: bool) -> None:
     scale, kwargs = _cost_scale(costs, log_cost)
     ax.set_xscale(scale, **kwargs)
-    if scale == "log":  # minor-tick labels (2×10⁻³, 3×10⁻³, …) collide within a decade
-        from matplotlib.ticker import NullFormatter
+    if scale == "log":  # labels at 1, 2, 5 × 10ⁿ as plain numbers; unlabelled minor ticks
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     if scale == "symlog":  # keep the free method off the spine without showing negative costs' decades
         ax.set_xlim(left=-0.2 * kwargs["linthresh"])

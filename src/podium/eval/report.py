@@ -195,9 +195,10 @@ def _plot(report: Mapping[str, Any], path: Path) -> Path:
         for group, curve in report["curves"].items()
         if len(curve["points"]) > 1
     }
+    front = [_point(n, m["summary"]) for n, m in methods.items() if n != "oracle"]  # the oracle is an upper bound
     config = report.get("config", {})
     title = f"{config.get('tasks', '')} ({'replay' if report['replay'] else 'live'}, n={config.get('n', '?')})"
-    return pareto_plot(path, standalone, curves=curves, title=title)
+    return pareto_plot(path, standalone, curves=curves, title=title, front=front)
 
 
 def _f(x: float | None, spec: str = ".3f") -> str:

@@ -136,8 +136,13 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
     names = list(spec.methods) or list(default)
     for name in names:
         base = name.split(":", 1)[0]
+        if base == "light" and not name.startswith("light:"):
+            raise ConfigError("method 'light' needs a trained conductor: light:NAME, light:NAME@vN or light:PATH.npz")
         if base not in KNOWN:
-            raise ConfigError(f"unknown method {name!r}; known: {', '.join(KNOWN)} (single:NAME for one worker)")
+            raise ConfigError(
+                f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k != 'light')}, single:NAME, "
+                "light:NAME[@vN]"
+            )
         if base not in allowed:
             mode = "replay" if spec.replay else "live"
             raise ConfigError(f"method {base!r} does not run in {mode} mode (it runs in: {_modes(base)})")

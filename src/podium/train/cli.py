@@ -79,7 +79,9 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--json", action="store_true")
         if name == "promote":
             p.add_argument("--lam", type=float, help="λ of the promotion reward (default: the candidate's training λ)")
-            p.add_argument("--max-quality-drop", type=float, default=0.0, help="guard, absolute (default 0)")
+            p.add_argument(
+                "--max-quality-drop", type=float, help="optional guard: refuse if quality drops more (absolute)"
+            )
     rb = c.add_parser("rollback", help="undo the latest promotion of NAME")
     rb.add_argument("name")
 
@@ -179,6 +181,8 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         seed=args.seed,
         max_steps_per_workflow=args.max_steps,
     )
+    if config.generations < 2:
+        raise ConfigError("--num-generations must be at least 2 (GRPO's advantage is relative to the group)")
     matrix = OutcomeMatrix.load(args.replay)
     registry = Registry()
     version = registry.get(args.resume) if args.resume else registry.create(args.name if args.name != "light" else "lm")
@@ -325,7 +329,7 @@ def _promote(
     """Promote iff the candidate's held-out reward — the training objective, 0.5 + 0.5 · quality
     − λ · cost (USD), at the candidate's λ unless ``--lam`` — beats the current conductor's (for a
     name never promoted: the best single worker's by the same reward), and its quality does not
-    drop more than ``--max-quality-drop``."""
+    drop more than ``--max-quality-drop`` when that guard is given."""
     methods = report["methods"]
     lam = args.lam if args.lam is not None else float(candidate.train_info().get("config", {}).get("lam", 0.0))
 
@@ -350,8 +354,13 @@ def _promote(
     if current is not None and current.number == candidate.number:
         out.print(f"{candidate.ref} is already the promoted version")
         return 0
-    if not (r_new > r_old and q_new >= q_old - args.max_quality_drop):
-        out.print(Text(f"not promoted — {verdict}", style="bold red"))
+    failed = []
+    if r_new <= r_old:
+        failed.append(f"its reward {r_new:.4f} does not beat {r_old:.4f}")
+    if args.max_quality_drop is not None and q_new < q_old - args.max_quality_drop:
+        failed.append(f"its quality drops by {q_old - q_new:.4f} > --max-quality-drop {args.max_quality_drop:g}")
+    if failed:
+        out.print(Text(f"not promoted ({'; '.join(failed)}) — {verdict}", style="bold red"))
         return EXIT_REFUSED
     evidence = {
         "against": against_name,
