@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -14,7 +15,15 @@ from podium.records import PlanAttempt, RunRecord, StepRecord
 from podium.trace.store import TraceSummary
 from podium.workflow import ALL, Workflow
 
-__all__ = ["render_plan", "render_run", "render_trace_list", "shorten"]
+__all__ = ["progress_bar", "render_plan", "render_run", "render_trace_list", "shorten"]
+
+
+def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress:
+    """The progress bar of long commands (eval, train): ``label``, bar, done/total, the task's
+    description, elapsed time and, with ``remaining``, the estimate of time left."""
+    columns = [TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}")]
+    columns += [TimeElapsedColumn(), *([TimeRemainingColumn()] if remaining else [])]
+    return Progress(*columns, console=console)
 
 
 def shorten(text: str, limit: int = 400) -> str:

@@ -94,8 +94,9 @@ class Registry:
         found = [Version(name, int(p.name[1:]), p) for p in folder.iterdir() if re.fullmatch(r"v\d+", p.name)]
         return sorted(found, key=lambda v: v.number)
 
-    def get(self, ref: str) -> Version:
-        """``NAME@vN``, or for a bare ``NAME`` its promoted version (else its latest).
+    def get(self, ref: str, *, bare: str = "promoted") -> Version:
+        """``NAME@vN``, or for a bare ``NAME`` its promoted version (else its latest) — or, with
+        ``bare="latest"``, its latest version.
 
         Raises ConfigError naming the known versions when there is no such version."""
         name, number = parse_ref(ref)
@@ -104,7 +105,7 @@ class Registry:
             known = ", ".join(self.names()) or "none yet (train one: podium train)"
             raise ConfigError(f"no conductor named {name!r} in {self.root}; known: {known}")
         if number is None:
-            promoted = self.promoted(name)
+            promoted = self.promoted(name) if bare == "promoted" else None
             return promoted if promoted is not None else versions[-1]
         for version in versions:
             if version.number == number:

@@ -49,6 +49,9 @@ PIPELINE_SUBTASKS = (
 )
 """plan → solve → verify: step 1 sees the plan, step 2 sees the solution."""
 
+StepsFn = Callable[[str, Sequence[Worker], int], Sequence[Step]]
+"""(question, pool, max_steps) → the workflow's steps."""
+
 MOA_PROPOSE = "Answer the question. Show your reasoning briefly and end with the final answer."
 MOA_AGGREGATE = (
     "Several independent answers to the question are shown above. Some may be wrong. "
@@ -57,16 +60,25 @@ MOA_AGGREGATE = (
 
 
 class FixedConductor:
-    """A conductor whose workflow is a function of the question (no model call, no cost).
+    """A conductor whose workflow is a function of the question and pool, with no language-model
+    call (the baselines, the learned router, the light conductor). It checks the steps against
+    the pool and step limit, keeps the answer in recursion rounds, and records the attempt.
 
     Args:
         name: shown in traces and reports (e.g. ``"single:qwen-1.5b"``).
-        steps: builds the steps from (question, pool size).
+        steps: builds the steps from (question, pool, max_steps); subclasses may instead
+            override :meth:`steps`.
     """
 
-    def __init__(self, name: str, steps: Callable[[str, int], Sequence[Step]]) -> None:
+    def __init__(self, name: str, steps: StepsFn | None = None) -> None:
         self.name = name
         self._steps = steps
+
+    def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
+        """The workflow's steps for ``question`` over ``pool``."""
+        if self._steps is None:
+            raise NotImplementedError(f"{type(self).__name__} must pass steps= or override steps()")
+        return self._steps(question, pool, max_steps)
 
     async def plan(
         self,
@@ -80,7 +92,7 @@ class FixedConductor:
         if previous is not None:  # keep the answer
             workflow = Workflow(())
         else:
-            steps = tuple(self._steps(question, len(pool)))
+            steps = tuple(self.steps(question, pool, max_steps))
             if len(steps) > max_steps:
                 raise ValueError(f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}")
             if any(not 0 <= s.worker < len(pool) for s in steps):
@@ -99,7 +111,7 @@ class SingleWorker(FixedConductor):
     """One step: pool worker ``worker`` answers the question."""
 
     def __init__(self, worker: int, name: str | None = None) -> None:
-        super().__init__(name or f"single:{worker}", lambda _q, _n: (Step(worker, ANSWER, ()),))
+        super().__init__(name or f"single:{worker}", lambda _q, _p, _m: (Step(worker, ANSWER, ()),))
         self.worker = worker
 
 
@@ -108,9 +120,9 @@ class RandomWorker(FixedConductor):
     so the same question always goes to the same worker)."""
 
     def __init__(self, seed: int = 0, name: str = "random") -> None:
-        def steps(question: str, n: int) -> tuple[Step, ...]:
+        def steps(question: str, pool: Sequence[Worker], _max_steps: int) -> tuple[Step, ...]:
             digest = hashlib.sha256(f"{seed}\0{question}".encode()).digest()
-            return (Step(random.Random(digest).randrange(n), ANSWER, ()),)
+            return (Step(random.Random(digest).randrange(len(pool)), ANSWER, ()),)
 
         super().__init__(name, steps)
 
@@ -123,7 +135,9 @@ class FixedPipeline(FixedConductor):
         workers = (planner, solver, verifier)
         super().__init__(
             name,
-            lambda _q, _n: tuple(Step(w, s, a) for w, s, a in zip(workers, PIPELINE_SUBTASKS, accesses, strict=True)),
+            lambda _q, _p, _m: tuple(
+                Step(w, s, a) for w, s, a in zip(workers, PIPELINE_SUBTASKS, accesses, strict=True)
+            ),
         )
 
 
@@ -136,7 +150,7 @@ class MixtureOfAgents(FixedConductor):
             raise ValueError("Mixture-of-Agents needs at least one proposer")
         super().__init__(
             name,
-            lambda _q, _n: (*(Step(w, MOA_PROPOSE, ()) for w in chosen), Step(aggregator, MOA_AGGREGATE, ALL)),
+            lambda _q, _p, _m: (*(Step(w, MOA_PROPOSE, ()) for w in chosen), Step(aggregator, MOA_AGGREGATE, ALL)),
         )
 
 
@@ -144,7 +158,7 @@ class OracleRouter(FixedConductor):
     """One step on ``choose(question)``'s worker; for replay's oracle (see module docstring)."""
 
     def __init__(self, choose: Callable[[str], int], name: str = "oracle") -> None:
-        super().__init__(name, lambda q, _n: (Step(choose(q), ANSWER, ()),))
+        super().__init__(name, lambda q, _p, _m: (Step(choose(q), ANSWER, ()),))
 
 
 def cheapest(pool: Sequence[Worker], mean_cost: Sequence[float] | None = None) -> int:

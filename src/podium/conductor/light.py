@@ -29,12 +29,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.conductor.base import PreviousRound
+from podium.conductor.baselines import FixedConductor
 from podium.embed import Embedder
 from podium.errors import ConfigError
-from podium.records import PlanAttempt
 from podium.workers.base import Worker
-from podium.workflow import ALL, Access, Step, Workflow
+from podium.workflow import ALL, Access, Step
 
 __all__ = ["ROLES", "LightConductor", "LightPolicy"]
 
@@ -178,45 +177,27 @@ def plan_steps(plan: Sequence[tuple[int, int]], pool_index: Sequence[int]) -> tu
     return tuple(steps)
 
 
-class LightConductor:
+class LightConductor(FixedConductor):
     """A :class:`LightPolicy` as a conductor (one embedding + a few small matrix products).
 
     Args:
         policy: the trained parameters.
         embedder: the embedding model (its id must match ``policy.embedder``).
-        name: shown in traces (default ``light:<workers…>``).
+        name: shown in traces (default ``light``).
     """
 
     def __init__(self, policy: LightPolicy, embedder: Embedder, name: str | None = None) -> None:
         if embedder.name != policy.embedder:
             raise ConfigError(f"light conductor was trained on {policy.embedder} vectors, not {embedder.name}")
+        super().__init__(name or "light")
         self.policy = policy
         self.embedder = embedder
-        self.name = name or "light"
 
-    async def plan(
-        self,
-        question: str,
-        pool: Sequence[Worker],
-        *,
-        max_steps: int,
-        attempt: int = 0,
-        previous: PreviousRound | None = None,
-    ) -> PlanAttempt:
-        if previous is not None:  # keep the answer
-            workflow = Workflow(())
-        else:
-            names = [w.name for w in pool]
-            allowed = [i for i, w in enumerate(self.policy.workers) if w in names]
-            if not allowed:
-                raise ConfigError(f"light conductor knows none of the pool's workers {names}")
-            plan = self.policy.decode(self.policy.project(self.embedder.embed([question])), allowed)[0]
-            index = [names.index(w) if w in names else -1 for w in self.policy.workers]
-            workflow = Workflow(plan_steps(plan[:max_steps], index))
-        return PlanAttempt(
-            attempt=attempt,
-            messages=(),
-            raw_output=workflow.lists_text(),
-            workflow=workflow,
-            round=0 if previous is None else previous.round + 1,
-        )
+    def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
+        names = [w.name for w in pool]
+        allowed = [i for i, w in enumerate(self.policy.workers) if w in names]
+        if not allowed:
+            raise ConfigError(f"light conductor knows none of the pool's workers {names}")
+        plan = self.policy.decode(self.policy.project(self.embedder.embed([question])), allowed)[0]
+        index = [names.index(w) if w in names else -1 for w in self.policy.workers]
+        return plan_steps(plan[:max_steps], index)

@@ -22,13 +22,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.conductor.base import PreviousRound
-from podium.conductor.baselines import ANSWER
+from podium.conductor.baselines import ANSWER, FixedConductor
 from podium.embed import Embedder
 from podium.errors import ConfigError
-from podium.records import PlanAttempt
 from podium.workers.base import Worker
-from podium.workflow import Step, Workflow
+from podium.workflow import Step
 
 __all__ = ["RouterConductor", "RouterModel"]
 
@@ -126,7 +124,7 @@ class RouterModel:
             raise ConfigError(f"cannot load router {path}: {exc}") from exc
 
 
-class RouterConductor:
+class RouterConductor(FixedConductor):
     """A :class:`RouterModel` as a conductor: a one-step workflow on the chosen worker.
 
     Workers are matched by name, so the pool may differ from the one it was fitted on (workers
@@ -141,34 +139,16 @@ class RouterConductor:
     def __init__(self, model: RouterModel, embedder: Embedder, lam: float, name: str | None = None) -> None:
         if embedder.name != model.embedder:
             raise ConfigError(f"router was fitted on {model.embedder} vectors, not {embedder.name}")
+        super().__init__(name or f"router(λ={lam:g})")
         self.model = model
         self.embedder = embedder
         self.lam = lam
-        self.name = name or f"router(λ={lam:g})"
 
-    async def plan(
-        self,
-        question: str,
-        pool: Sequence[Worker],
-        *,
-        max_steps: int,
-        attempt: int = 0,
-        previous: PreviousRound | None = None,
-    ) -> PlanAttempt:
-        if previous is not None:
-            workflow = Workflow(())
-        else:
-            names = [w.name for w in pool]
-            known = [i for i, w in enumerate(self.model.workers) if w in names]
-            if not known:
-                raise ConfigError(f"router knows none of the pool's workers {names}")
-            quality, cost = self.model.predict(self.embedder.embed([question]), [len(question)])
-            column = known[int(self.model.choose(quality[:, known], cost[:, known], self.lam)[0])]
-            workflow = Workflow((Step(names.index(self.model.workers[column]), ANSWER, ()),))
-        return PlanAttempt(
-            attempt=attempt,
-            messages=(),
-            raw_output=workflow.lists_text(),
-            workflow=workflow,
-            round=0 if previous is None else previous.round + 1,
-        )
+    def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
+        names = [w.name for w in pool]
+        known = [i for i, w in enumerate(self.model.workers) if w in names]
+        if not known:
+            raise ConfigError(f"router knows none of the pool's workers {names}")
+        quality, cost = self.model.predict(self.embedder.embed([question]), [len(question)])
+        column = known[int(self.model.choose(quality[:, known], cost[:, known], self.lam)[0])]
+        return (Step(names.index(self.model.workers[column]), ANSWER, ()),)

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
+from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.eval.report import GateMargins, gate, load_report, write_report
 from podium.eval.runner import TaskResult
@@ -101,16 +101,7 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
-    progress = Progress(
-        TextColumn("[bold]eval[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=False,
-    )
+    progress = progress_bar("eval", err, remaining=True)
     bar: list[Any] = []
     done: dict[str, list[float]] = {}
 

@@ -20,10 +20,11 @@ conductor: a registry ref ``NAME`` / ``NAME@vN`` or a ``policy.npz`` path).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +48,9 @@ from podium.orchestrator import Fallback, Orchestrator
 from podium.pool import load_pool
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
+
+if TYPE_CHECKING:
+    from podium.embed import Embedder
 
 __all__ = ["EvalSpec", "calibrated_lambdas", "run_eval"]
 
@@ -228,21 +232,18 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     if any(t.task_type == "open" for t in tasks) and judge is None:
         raise ConfigError("the task set has open-ended tasks: name a judge worker with --judge NAME")
     methods: list[Method] = []
-    for name in names:
-        if name == "conductor":
-            methods.append(Method("conductor", _LazyConductor(), rounds=config.conductor.recursion_rounds))
+    if "conductor" in names:  # the pool file's own LM conductor, over the cached workers
+        rounds = config.conductor.recursion_rounds
+        own = build_orchestrator(config, workers=workers, recursion_rounds=rounds).conductor
+        methods.append(Method("conductor", own, rounds=rounds))
     methods += _baselines([n for n in names if n not in ("conductor", "router")], workers, None, None, spec.embeddings)
     if "router" in names:
         methods += _live_router_methods(spec, [w.name for w in workers], tasks)
 
     def orchestrator_for(method: Method) -> Orchestrator:
-        conductor = None if isinstance(method.conductor, _LazyConductor) else method.conductor
-        orchestrator = build_orchestrator(
-            config, traces=traces, conductor=conductor, workers=workers, recursion_rounds=method.rounds
+        return build_orchestrator(
+            config, traces=traces, conductor=method.conductor, workers=workers, recursion_rounds=method.rounds
         )
-        if conductor is None:
-            method.conductor.name = orchestrator.conductor.name
-        return orchestrator
 
     scorer: Scorer = VerifierScorer(judge)
     if on_start:
@@ -257,15 +258,6 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
         config_json["cache"] = {"path": _shown(cache.path), "hits": cache.hits, "misses": cache.misses}
     config_json["tasks"] = str(spec.tasks)
     return build_report(methods, results, replay=False, config=config_json)
-
-
-class _LazyConductor:
-    """Placeholder for the pool's own LM conductor, built with its orchestrator."""
-
-    name = "conductor"
-
-    async def plan(self, *args: Any, **kwargs: Any) -> Any:  # never called: replaced at build
-        raise AssertionError("placeholder conductor called")
 
 
 # -------------------------------------------------------------------------------------- replay
@@ -369,11 +361,19 @@ def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence
 def _light(ref: str, embeddings: Path | None) -> Conductor:
     """A trained light conductor from a registry ref or a ``policy.npz`` path."""
     from podium.conductor.light import LightConductor, LightPolicy
-    from podium.embed import Embedder
     from podium.registry import Registry
 
     path = Path(ref) if ref.endswith(".npz") else Registry().get(ref).policy_path
-    return LightConductor(LightPolicy.load(path), Embedder(embeddings), name=f"light:{ref}")
+    return LightConductor(LightPolicy.load(path), _embedder(embeddings), name=f"light:{ref}")
+
+
+@functools.cache
+def _embedder(cache: Path | None) -> Embedder:
+    """One embedder per cache file for the whole process: the model loads once (≈ 6 s), however
+    many light conductors and router points a run evaluates."""
+    from podium.embed import Embedder
+
+    return Embedder(cache)
 
 
 def _fit_router(
@@ -381,9 +381,8 @@ def _fit_router(
 ) -> list[Method]:
     """Fit the learned router on (questions, scores, costs) and make one method per λ."""
     from podium.conductor.router import RouterConductor, RouterModel
-    from podium.embed import Embedder
 
-    embedder = Embedder(spec.embeddings)
+    embedder = _embedder(spec.embeddings)
     vectors = embedder.embed(questions)
     lengths = [len(q) for q in questions]
     model = RouterModel.fit(workers, vectors, lengths, scores, costs, embedder=embedder.name)

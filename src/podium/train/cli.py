@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.registry import Registry, Version
 
@@ -112,10 +112,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     )
     matrix = OutcomeMatrix.load(args.replay)
     embedder = Embedder(EvalSpec().embeddings)
-    progress = Progress(
-        TextColumn("[bold]train[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-        TimeElapsedColumn(), console=err,
-    )  # fmt: skip
+    progress = progress_bar("train", err)
     with progress:
         bar = progress.add_task("embedding questions", total=config.generations)
 
@@ -186,10 +183,7 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
     matrix = OutcomeMatrix.load(args.replay)
     registry = Registry()
     version = registry.get(args.resume) if args.resume else registry.create(args.name if args.name != "light" else "lm")
-    progress = Progress(
-        TextColumn("[bold]GRPO[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-        TimeElapsedColumn(), console=err,
-    )  # fmt: skip
+    progress = progress_bar("GRPO", err)
     with progress:
         bar = progress.add_task("loading the base conductor", total=config.steps)
 
@@ -268,7 +262,7 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
         target = registry.rollback(args.name)
         out.print(f"[green]{args.name}: {target.ref} is current again[/]")
         return 0
-    candidate = registry.get(args.ref) if "@" in args.ref else _latest(registry, args.ref)
+    candidate = registry.get(args.ref, bare="latest")
     current = registry.promoted(candidate.name)
     methods = [f"light:{candidate.ref}", "single", "random"]
     if current is not None and current.number != candidate.number:
@@ -286,13 +280,6 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(Text(f"report: {folder}", style="dim"))
         return 0
     return _promote(registry, candidate, current, report, args, out)
-
-
-def _latest(registry: Registry, name: str) -> Version:
-    versions = registry.versions(name)
-    if not versions:
-        registry.get(name)  # raises the helpful error
-    return versions[-1]
 
 
 def _evaluate(args: argparse.Namespace, methods: list[str], err: Console) -> dict[str, Any]:
