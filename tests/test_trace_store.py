@@ -87,3 +87,39 @@ def test_a_database_of_another_schema_is_refused_untouched(tmp_path: Path) -> No
     with pytest.raises(TraceStoreError, match=r"schema version 1.*mv "):
         TraceStore(path)
     assert path.read_bytes() == before
+
+
+def test_a_version_2_database_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript((Path(__file__).parent / "data" / "trace-schema-v2.sql").read_text())
+    db.execute(
+        "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question) "
+        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question')"
+    )
+    db.commit()
+    db.close()
+    store = TraceStore(path)
+    old = store.get("ab12")
+    assert old is not None and old.question == "old question" and old.tags == () and old.subject is None
+    new = run_one(store, "new question")  # the new columns are written too
+    assert store.get(new) is not None
+    version = sqlite3.connect(path).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == ("3",)
+
+
+def test_tags_subject_and_a_given_request_id_round_trip(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "t.sqlite3")
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="draft"), ScriptedWorker("w1", reply="final")],
+        ScriptedConductor([PLAN]),
+        Fallback(0, "Answer."),
+        traces=store,
+    )
+    given = "0123456789abcdef0123456789abcdef"
+    record = asyncio.run(orch.run("Q?", request_id=given, tags=("support", "da"), subject="customer-42"))
+    stored = store.get(given)
+    assert record.id == given and stored is not None
+    assert stored.tags == ("support", "da") and stored.subject == "customer-42"
+    with pytest.raises(ConfigError, match="32 lowercase hex"):
+        asyncio.run(orch.run("Q?", request_id="not-an-id"))

@@ -119,6 +119,9 @@ class Orchestrator:
         on_event: EventHook | None = None,
         limits: Limits | None = None,
         budget: RequestBudget | None = None,
+        request_id: str | None = None,
+        tags: Sequence[str] = (),
+        subject: str | None = None,
     ) -> RunRecord:
         """Answer ``question`` (or, with ``mode="plan"``, only write its workflow).
 
@@ -126,6 +129,9 @@ class Orchestrator:
             limits: this request's limits (default: the orchestrator's).
             budget: run inside an existing request's budget (nested requests of a conductor
                 worker share their parent's deadline and cost cap); overrides ``limits``.
+            request_id: the trace id to use (32 lowercase hex; default: a new uuid4), so a
+                server can hand the id out before the request ends.
+            tags, subject: stored with the trace (see :class:`~podium.records.RunRecord`).
 
         Returns the request's RunRecord, also written to the trace store. Every request ends
         with an answer (status ``ok`` / ``fallback``) or status ``error`` and a typed error
@@ -135,13 +141,16 @@ class Orchestrator:
         """
         question = validate_question(question, max_chars=self.max_question_chars)
         budget = budget or RequestBudget(limits or self.limits, self.periods)
+        if request_id is not None and not _is_request_id(request_id):
+            raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
+        meta = _Meta(request_id or uuid.uuid4().hex, tuple(tags), subject)
         with budget_scope(budget):
-            return await self._run(question, mode, on_event or (lambda _e, _d: None), budget)
+            return await self._run(question, mode, on_event or (lambda _e, _d: None), budget, meta)
 
     async def _run(
-        self, question: str, mode: Literal["run", "plan"], emit: EventHook, budget: RequestBudget
+        self, question: str, mode: Literal["run", "plan"], emit: EventHook, budget: RequestBudget, meta: _Meta
     ) -> RunRecord:
-        request_id = uuid.uuid4().hex
+        request_id = meta.request_id
         started_at, t0 = utc_now(), time.perf_counter()
         if self.traces:
             self.traces.begin(
@@ -151,6 +160,8 @@ class Orchestrator:
                 pool=self.pool_name,
                 conductor=self.conductor.name,
                 mode=mode,
+                tags=meta.tags,
+                subject=meta.subject,
             )
         attempts: list[PlanAttempt] = []
         steps: list[StepRecord] = []
@@ -177,6 +188,8 @@ class Orchestrator:
                 totals=Totals.of(tuple(attempts), tuple(steps), time.perf_counter() - t0),
                 fallback=fallback,
                 error=error,
+                tags=meta.tags,
+                subject=meta.subject,
             )
             if self.traces:
                 self.traces.write(record)
@@ -332,6 +345,19 @@ class Orchestrator:
                 return attempt.workflow, None
         last = attempts[-1]
         return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """What the caller says about a request: its id, tags and data subject."""
+
+    request_id: str
+    tags: tuple[str, ...]
+    subject: str | None
+
+
+def _is_request_id(value: str) -> bool:
+    return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
 
 
 _REASONS = {"CostCapExceeded": "cost_cap", "DeadlineExceeded": "deadline", "WorkerTimeout": "worker_error"}

@@ -165,6 +165,9 @@ class RunRecord:
             was found; a later round's empty workflow means "keep the answer").
         mode: ``"run"`` (plan and execute) or ``"plan"`` (plan only).
         workers: the pool's worker names in pool order (``Model i`` = ``workers[i]``).
+        tags: caller-given labels (use case, ``shadow``, ...) for search, slices and reports.
+        subject: the data subject's key (e.g. a customer id) when the caller gives one, so
+            ``podium trace purge --subject`` can erase that person's requests.
     """
 
     id: str
@@ -183,6 +186,8 @@ class RunRecord:
     totals: Totals
     fallback: FallbackInfo | None = None
     error: str | None = None
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
 
     @property
     def workflow(self) -> Workflow | None:

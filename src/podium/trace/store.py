@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,9 +33,19 @@ class TraceStoreError(ConfigError):
     """The trace database cannot be opened, read or written (names the file and the fix)."""
 
 
-SCHEMA_VERSION = 2
-"""Version of the tables below; a database of another version is refused with the fix, never
-altered silently. (Version 1 was a development schema of 2026-11-30 that never shipped.)"""
+SCHEMA_VERSION = 3
+"""Version of the tables below. An older database is upgraded in place by additive migrations
+(new columns and indexes only, in one transaction, announced on stderr); a newer one is refused
+with the fix, never altered. (Version 1 was a development schema that never shipped.)"""
+
+_MIGRATIONS: dict[int, str] = {
+    # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge.
+    2: """
+    ALTER TABLE requests ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE requests ADD COLUMN subject TEXT;
+    """,
+}
+"""SQL that upgrades version ``k`` to ``k + 1``."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,9 +66,12 @@ CREATE TABLE IF NOT EXISTS requests (
     fallback_detail TEXT,
     totals TEXT,
     total_cost_usd REAL,
-    wall_time_s REAL
+    wall_time_s REAL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    subject TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_started ON requests (started_at);
+CREATE INDEX IF NOT EXISTS requests_subject ON requests (subject) WHERE subject IS NOT NULL;
 CREATE TABLE IF NOT EXISTS plan_attempts (
     request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
     round INTEGER NOT NULL,
@@ -138,8 +152,10 @@ class TraceStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._check_version()  # before anything that writes, WAL mode included
+            found = self._check_version()  # before anything that writes, WAL mode included
             self._db.execute("PRAGMA journal_mode=WAL")
+            if found is not None and found < SCHEMA_VERSION:
+                self._migrate(found)
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
@@ -149,23 +165,40 @@ class TraceStore:
         except (sqlite3.Error, OSError) as exc:
             raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
 
-    def _check_version(self) -> None:
+    def _check_version(self) -> int | None:
+        """The file's schema version (None for a new file); raises TraceStoreError for a version
+        this podium cannot use (newer, or older than any migration)."""
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
-            return  # a new file
+            return None  # a new file
         row = (
             self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if "meta" in tables
             else None
         )
         found = int(row[0]) if row else 0
-        if found != SCHEMA_VERSION:
-            self._db.close()
-            raise TraceStoreError(
-                f"trace database {str(self.path)!r} has schema version {found}, this podium uses {SCHEMA_VERSION}; "
-                f"nothing was changed. Move it aside to start a new one (mv {self.path} {self.path}.v{found}) "
-                "or pass --traces with another file"
-            )
+        if found == SCHEMA_VERSION or found in _MIGRATIONS:
+            return found
+        self._db.close()
+        raise TraceStoreError(
+            f"trace database {str(self.path)!r} has schema version {found}, this podium uses {SCHEMA_VERSION}; "
+            f"nothing was changed. Move it aside to start a new one (mv {self.path} {self.path}.v{found}) "
+            "or pass --traces with another file"
+        )
+
+    def _migrate(self, found: int) -> None:
+        """Upgrade from version ``found`` to SCHEMA_VERSION in one transaction."""
+        sys.stderr.write(f"podium: upgrading trace database {self.path} from schema {found} to {SCHEMA_VERSION}\n")
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for version in range(found, SCHEMA_VERSION):
+                for statement in filter(str.strip, _MIGRATIONS[version].split(";")):
+                    self._db.execute(statement)
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()
@@ -185,13 +218,24 @@ class TraceStore:
             except sqlite3.Error as exc:
                 raise TraceStoreError(f"cannot write to trace database {str(self.path)!r}: {exc}") from None
 
-    def begin(self, request_id: str, question: str, *, started_at: str, pool: str, conductor: str, mode: str) -> None:
+    def begin(
+        self,
+        request_id: str,
+        question: str,
+        *,
+        started_at: str,
+        pool: str,
+        conductor: str,
+        mode: str,
+        tags: tuple[str, ...] = (),
+        subject: str | None = None,
+    ) -> None:
         """Insert the request row with status ``running``."""
         with self._tx() as db:
             db.execute(
-                "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question) "
-                "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                (request_id, started_at, mode, pool, conductor, question),
+                "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question, tags, subject) "
+                "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                (request_id, started_at, mode, pool, conductor, question, _dumps(list(tags)), subject),
             )
 
     def write(self, record: RunRecord) -> None:
@@ -215,6 +259,8 @@ class TraceStore:
             "totals": _dumps(data["totals"]),
             "total_cost_usd": record.totals.total_cost_usd,
             "wall_time_s": record.totals.wall_time_s,
+            "tags": _dumps(list(record.tags)),
+            "subject": record.subject,
         }
         attempts = [
             {
@@ -386,6 +432,8 @@ class TraceStore:
             totals=Totals(**json.loads(r["totals"])) if r["totals"] else Totals(),
             fallback=FallbackInfo(r["fallback_reason"], r["fallback_detail"] or "") if r["fallback_reason"] else None,
             error=error,
+            tags=tuple(json.loads(r["tags"])),
+            subject=r["subject"],
         )
 
 
