@@ -22,6 +22,7 @@ from typing import Literal
 from podium.errors import ConfigError, ContextOverflow, PodiumError
 from podium.messages import GrantedStep, worker_messages
 from podium.records import StepRecord, utc_now
+from podium.streaming import AnswerStream, streaming_to
 from podium.workers.base import Completion, Worker
 from podium.workflow import ALL, Step, Workflow
 
@@ -131,12 +132,15 @@ async def execute(
     timeout_s: float | None = None,
     round: int = 0,
     previous: Sequence[StepRecord] = (),
+    stream: AnswerStream | None = None,
 ) -> tuple[StepRecord, ...]:
     """Run every step of ``workflow`` over ``pool``; returns records in step order.
 
     Args:
         timeout_s: the workflow's time limit, seconds (None = none).
         round, previous: the recursion round and the previous round's step records.
+        stream: where the last step's text goes while it is generated (see
+            :mod:`podium.streaming`); no other step's text ever reaches it.
 
     Raises WorkflowFailed (with every record made) when a step's worker fails or the time
     limit passes.
@@ -149,7 +153,8 @@ async def execute(
             await finished[dep].wait()
         if on_step:
             on_step("start", index, step)
-        record = await run_step(index, step, question, pool, done, sink=done, round=round, previous=previous)
+        with streaming_to(stream if index == len(workflow) - 1 else None):
+            record = await run_step(index, step, question, pool, done, sink=done, round=round, previous=previous)
         done[index] = record
         if on_step:
             on_step("end", index, step)

@@ -25,6 +25,7 @@ from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, DeadlineExceeded, InvalidQuestion, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
+from podium.streaming import AnswerStream, streaming_to
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 from podium.workflow import Step, Workflow
@@ -122,6 +123,7 @@ class Orchestrator:
         request_id: str | None = None,
         tags: Sequence[str] = (),
         subject: str | None = None,
+        stream: AnswerStream | None = None,
     ) -> RunRecord:
         """Answer ``question`` (or, with ``mode="plan"``, only write its workflow).
 
@@ -132,6 +134,11 @@ class Orchestrator:
             request_id: the trace id to use (32 lowercase hex; default: a new uuid4), so a
                 server can hand the id out before the request ends.
             tags, subject: stored with the trace (see :class:`~podium.records.RunRecord`).
+            stream: receives the answer's text while it is generated: the last step of the
+                first round when no review rounds follow (a review round may replace the
+                answer, so with rounds > 0 nothing streams live), or the fallback pipeline
+                when nothing was streamed before it. The caller completes it from the record's
+                answer with :meth:`~podium.streaming.AnswerStream.close`.
 
         Returns the request's RunRecord, also written to the trace store. Every request ends
         with an answer (status ``ok`` / ``fallback``) or status ``error`` and a typed error
@@ -143,8 +150,9 @@ class Orchestrator:
         budget = budget or RequestBudget(limits or self.limits, self.periods)
         if request_id is not None and not _is_request_id(request_id):
             raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
-        meta = _Meta(request_id or uuid.uuid4().hex, tuple(tags), subject)
-        with budget_scope(budget):
+        live = stream if self.recursion_rounds == 0 else None  # a review round may replace the answer
+        meta = _Meta(request_id or uuid.uuid4().hex, tuple(tags), subject, live)
+        with budget_scope(budget), streaming_to(None):  # only the answering step streams
             return await self._run(question, mode, on_event or (lambda _e, _d: None), budget, meta)
 
     async def _run(
@@ -205,7 +213,7 @@ class Orchestrator:
                 return finish()
             if workflow is not None:
                 try:
-                    done = await self._execute_round(workflow, question, 0, (), emit, budget)
+                    done = await self._execute_round(workflow, question, 0, (), emit, budget, meta.stream)
                     steps.extend(done)
                     answer = done[-1].output
                     if not answer:
@@ -219,7 +227,7 @@ class Orchestrator:
                     fallback = FallbackInfo(_REASONS.get(exc.error_type, "worker_error"), str(exc))
             if fallback is not None:
                 emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
-                answer, status, error = await self._fallback(question, steps, budget)
+                answer, status, error = await self._fallback(question, steps, budget, meta.stream)
             return finish()
         except BaseException as exc:  # record the request (one trace, always), then let it surface
             status, error = "error", f"{type(exc).__name__}: {exc}"
@@ -234,6 +242,7 @@ class Orchestrator:
         previous_steps: Sequence[StepRecord],
         emit: EventHook,
         budget: RequestBudget,
+        stream: AnswerStream | None = None,
     ) -> tuple[StepRecord, ...]:
         """One round's workflow within the workflow's time. Raises WorkflowFailed."""
         hook: StepCallback = lambda event, index, step: emit(  # noqa: E731 - a one-line adapter
@@ -247,6 +256,7 @@ class Orchestrator:
             timeout_s=_until(budget.workflow_deadline()),
             round=round_,
             previous=previous_steps,
+            stream=stream,
         )
 
     async def _recurse(
@@ -283,16 +293,18 @@ class Orchestrator:
         return previous.answer
 
     async def _fallback(
-        self, question: str, steps: list[StepRecord], budget: RequestBudget
+        self, question: str, steps: list[StepRecord], budget: RequestBudget, stream: AnswerStream | None
     ) -> tuple[str, Literal["fallback", "error"], str | None]:
         """Run the fallback pipeline if time is left; returns (answer, status, error)."""
         try:
             budget.check_deadline()
         except DeadlineExceeded as exc:
             return "", "error", f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)"
-        record = await run_step(
-            0, Step(self.fallback.worker, self.fallback.subtask, ()), question, self.pool, {}, phase="fallback"
-        )
+        fresh = stream if stream is not None and not stream.sent else None  # never mix two texts
+        with streaming_to(fresh):
+            record = await run_step(
+                0, Step(self.fallback.worker, self.fallback.subtask, ()), question, self.pool, {}, phase="fallback"
+            )
         steps.append(record)
         if record.error or not record.output:
             return "", "error", record.error or "EmptyOutput: the fallback pipeline returned no text"
@@ -354,6 +366,7 @@ class _Meta:
     request_id: str
     tags: tuple[str, ...]
     subject: str | None
+    stream: AnswerStream | None
 
 
 def _is_request_id(value: str) -> bool:

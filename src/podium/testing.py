@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from podium.conductor.base import PreviousRound
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
+from podium.streaming import current_stream, report_text
 from podium.workers.base import Completion, Message, Price, Usage, Worker, WorkerSettings
 
 __all__ = ["KEEP_ANSWER", "ScriptedConductor", "ScriptedWorker", "fake_tokens"]
@@ -31,7 +32,10 @@ class ScriptedWorker:
 
     Every call's messages are appended to ``calls``, so tests can assert on exactly what the
     worker saw. ``error`` makes every call raise it; ``delay_s`` sleeps before replying.
-    Usage is :func:`fake_tokens` of the messages and reply; cost follows ``price``.
+    Usage is :func:`fake_tokens` of the messages and reply; cost follows ``price``. When the
+    call is the answering step of a streamed request, the reply is reported word by word
+    (:func:`podium.streaming.report_text`) with ``word_delay_s`` between words, as a streaming
+    backend would.
     """
 
     def __init__(
@@ -44,6 +48,7 @@ class ScriptedWorker:
         error: Exception | None = None,
         delay_s: float = 0.0,
         system_prompt: str | None = None,
+        word_delay_s: float = 0.0,
     ) -> None:
         self.name = name
         self.reply = reply
@@ -52,6 +57,7 @@ class ScriptedWorker:
         self.settings = WorkerSettings()
         self.error = error
         self.delay_s = delay_s
+        self.word_delay_s = word_delay_s
         self.system_prompt = system_prompt
         self.calls: list[list[Message]] = []
 
@@ -63,6 +69,11 @@ class ScriptedWorker:
         if self.error is not None:
             raise self.error
         text = self.reply(messages) if callable(self.reply) else self.reply
+        if current_stream() is not None:
+            words = text.split(" ")
+            for k in range(1, len(words) + 1):
+                report_text(" ".join(words[:k]))
+                await asyncio.sleep(self.word_delay_s)
         usage = Usage(sum(fake_tokens(m["content"]) for m in messages), fake_tokens(text) if text else 0)
         return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started)
 

@@ -24,6 +24,7 @@ from typing import Any, cast
 from podium.budget import current_budget
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
 from podium.local_models import EMBEDDED_MODELS, resolve_model
+from podium.streaming import current_stream
 from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
 
 try:
@@ -194,6 +195,15 @@ class LlamaCppWorker:
                     n_ctx=model.n_ctx,
                 )
             cached = _common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens)
+            stream = current_stream()
+
+            def progress(ids: Any) -> bool:
+                """Report the text so far to the answer stream, if this call is the answer."""
+                if stream is not None:
+                    generated = llama.detokenize(list(ids[len(tokens) :]))
+                    stream.update(generated.decode("utf-8", errors="ignore"))
+                return False
+
             try:
                 _prefill(llama, tokens, cached, should_stop)
             except _Stopped:
@@ -207,7 +217,7 @@ class LlamaCppWorker:
                     seed=settings.seed,
                     stop=[*stop, *_as_list(formatted.stop)],
                     grammar=_grammar(grammar) if grammar else None,
-                    stopping_criteria=StoppingCriteriaList([lambda _ids, _logits: should_stop()]),
+                    stopping_criteria=StoppingCriteriaList([lambda ids, _logits: progress(ids) or should_stop()]),
                 )
             except (ValueError, RuntimeError) as exc:
                 raise ProviderError(f"llama.cpp failed in worker {self.name!r}: {exc}", worker=self.name) from None

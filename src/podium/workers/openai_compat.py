@@ -27,6 +27,7 @@ from podium.errors import (
     TransportError,
     WorkerTimeout,
 )
+from podium.streaming import current_stream
 from podium.workers._remote import RemoteWorker
 from podium.workers.base import Completion, Message, Usage, WorkerSettings
 
@@ -83,7 +84,7 @@ class OpenAICompatWorker(RemoteWorker):
             request["extra_body"] = self.extra_body
         try:
             reported = True
-            if self.stream:
+            if self.stream or current_stream() is not None:  # stream the answer step to the caller
                 text, maybe_usage, finish = await self._streamed(request)
                 usage, reported = maybe_usage or Usage(), maybe_usage is not None
             else:
@@ -100,15 +101,18 @@ class OpenAICompatWorker(RemoteWorker):
         parts: list[str] = []
         usage: Usage | None = None
         finish = "stop"
-        stream = await self._api().chat.completions.create(
+        response = await self._api().chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )
-        async for chunk in stream:
+        stream = current_stream()  # the answer step of a streamed request: pass the text on
+        async for chunk in response:
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
             for choice in chunk.choices:
                 if choice.delta and choice.delta.content:
                     parts.append(choice.delta.content)
+                    if stream is not None:
+                        stream.update("".join(parts))
                 if choice.finish_reason:
                     finish = choice.finish_reason
         return "".join(parts), usage, finish

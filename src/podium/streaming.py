@@ -1,0 +1,104 @@
+"""Streaming the answer: the final step's text reaches the caller while it is generated.
+
+Only the step whose output becomes the answer streams; earlier steps never reach the caller.
+The orchestrator hands an :class:`AnswerStream` to the executor, which makes it the *current*
+stream (a context variable) for that one step only; backends that generate token by token
+(in-process llama.cpp, streamed OpenAI-compatible calls) report the text generated so far with
+:func:`report_text`. Everything else — cached calls, non-streaming backends, tools — simply
+reports nothing, and the caller gets the answer when the request ends.
+
+The stream only ever *extends* what it sent. Backends report cumulative text, so a retried
+call that regenerates the same text sends nothing twice; if a retry (or the fallback pipeline)
+writes a different text, the stream stops sending and :meth:`AnswerStream.close` tells the
+caller whether the final answer still extends what was sent (then only the rest follows) or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+__all__ = ["AnswerStream", "current_stream", "report_text", "streaming_to"]
+
+
+class AnswerStream:
+    """The answer's text as it is generated, for one request.
+
+    Args:
+        on_delta: called with each new piece of text (never empty) on the event loop thread
+            of whoever created the stream, whichever thread the backend generates in.
+
+    Thread-safe: :meth:`update` may be called from worker threads (llama.cpp runs in one).
+    """
+
+    def __init__(self, on_delta: Callable[[str], None]) -> None:
+        self._on_delta = on_delta
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        self.sent = ""
+        """All text passed to ``on_delta`` so far."""
+        self.diverged = False
+        """True once a report did not extend what was sent (nothing more is sent live)."""
+
+    def update(self, text: str) -> None:
+        """Report the text generated so far by the answering call (cumulative, not a delta)."""
+        with self._lock:
+            if self.diverged or len(text) <= len(self.sent):
+                if not text.startswith(self.sent[: len(text)]):
+                    self.diverged = True
+                return
+            if not text.startswith(self.sent):
+                self.diverged = True
+                return
+            delta, self.sent = text[len(self.sent) :], text
+        if _on_loop(self._loop):
+            self._on_delta(delta)
+        else:
+            self._loop.call_soon_threadsafe(self._on_delta, delta)
+
+    def close(self, answer: str) -> str | None:
+        """The text still to send so the caller holds exactly ``answer`` (possibly ""), or
+        None when ``answer`` does not extend what was already sent (a retry or the fallback
+        pipeline wrote something else after streaming began)."""
+        with self._lock:
+            if not answer.startswith(self.sent):
+                return None
+            rest, self.sent = answer[len(self.sent) :], answer
+            return rest
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+_current: ContextVar[AnswerStream | None] = ContextVar("podium_answer_stream", default=None)
+
+
+def current_stream() -> AnswerStream | None:
+    """The stream the running call's text should go to, or None (the usual case)."""
+    return _current.get()
+
+
+def report_text(text: str) -> None:
+    """Backends call this with their cumulative generated text; a no-op unless the call is the
+    answering step of a streamed request."""
+    stream = _current.get()
+    if stream is not None:
+        stream.update(text)
+
+
+@contextlib.contextmanager
+def streaming_to(stream: AnswerStream | None) -> Iterator[None]:
+    """Make ``stream`` current for the calls made inside (None: no streaming inside — nested
+    requests and non-answering steps use this so their text never reaches the caller)."""
+    token = _current.set(stream)
+    try:
+        yield
+    finally:
+        _current.reset(token)

@@ -1,0 +1,102 @@
+"""Answer streaming: only the answering step's text reaches the caller, and never twice.
+
+The workers here are fakes (podium.testing.ScriptedWorker reports its reply word by word, as a
+streaming backend would); the real backends are covered in the server tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from podium.errors import ServerError
+from podium.orchestrator import Fallback, Orchestrator
+from podium.streaming import AnswerStream
+from podium.testing import ScriptedConductor, ScriptedWorker
+
+PLAN = 'model_id = [0, 1]\nsubtasks = ["Draft.", "Finish."]\naccess_list = [[], "all"]'
+REVIEW = 'model_id = [1]\nsubtasks = ["Improve."]\naccess_list = ["all"]'
+
+
+def run_streamed(orch: Orchestrator) -> tuple[list[str], str, str | None]:
+    async def go() -> tuple[list[str], str, str | None]:
+        deltas: list[str] = []
+        stream = AnswerStream(deltas.append)
+        record = await orch.run("Q?", stream=stream)
+        await asyncio.sleep(0)  # deliver anything a worker thread scheduled
+        return deltas, record.answer, stream.close(record.answer)
+
+    return asyncio.run(go())
+
+
+def test_only_the_last_step_streams_word_by_word() -> None:
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="secret draft text"), ScriptedWorker("w1", reply="the final answer is 42")],
+        ScriptedConductor([PLAN]),
+        Fallback(0, "Answer."),
+        recursion_rounds=0,
+    )
+    deltas, answer, rest = run_streamed(orch)
+    assert "".join(deltas) == answer == "the final answer is 42"
+    assert len(deltas) == 5  # one per word: it streamed, not one block at the end
+    assert not any("secret" in d for d in deltas)
+    assert rest == ""  # nothing left to send
+
+
+def test_with_review_rounds_nothing_streams_live_and_close_sends_the_answer() -> None:
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="draft"), ScriptedWorker("w1", reply="better answer")],
+        ScriptedConductor([PLAN], reviews=[REVIEW]),
+        Fallback(0, "Answer."),
+        recursion_rounds=1,
+    )
+    deltas, answer, rest = run_streamed(orch)
+    assert deltas == [] and rest == answer == "better answer"
+
+
+def test_the_fallback_streams_when_the_workflow_failed_before_streaming() -> None:
+    orch = Orchestrator(
+        [
+            ScriptedWorker("w0", reply="fallback answer here"),
+            ScriptedWorker("w1", error=ServerError("down", worker="w1")),
+        ],
+        ScriptedConductor(['model_id = [1]\nsubtasks = ["Solve."]\naccess_list = [[]]']),
+        Fallback(0, "Answer."),
+        recursion_rounds=0,
+    )
+    deltas, answer, rest = run_streamed(orch)
+    assert answer == "fallback answer here" and "".join(deltas) == answer and rest == ""
+
+
+def test_a_stream_never_sends_a_text_that_does_not_extend_what_it_sent() -> None:
+    async def go() -> None:
+        deltas: list[str] = []
+        stream = AnswerStream(deltas.append)
+        stream.update("The answer")
+        stream.update("The answer")  # a retry regenerating the same text sends nothing twice
+        stream.update("The answer is")
+        stream.update("A different")  # a retry that wrote something else: stop sending
+        stream.update("A different text")
+        assert deltas == ["The answer", " is"] and stream.diverged
+        assert stream.close("A different text") is None  # the caller must be told
+        assert stream.close("The answer is 7") == " 7"
+
+    asyncio.run(go())
+
+
+def test_updates_from_a_worker_thread_arrive_on_the_loop_in_order() -> None:
+    async def go() -> list[tuple[str, bool]]:
+        got: list[tuple[str, bool]] = []
+        loop_thread = threading.current_thread()
+        stream = AnswerStream(lambda d: got.append((d, threading.current_thread() is loop_thread)))
+
+        def generate() -> None:
+            for k in range(1, 6):
+                stream.update("x" * k)
+
+        await asyncio.to_thread(generate)
+        await asyncio.sleep(0.01)
+        return got
+
+    got = asyncio.run(go())
+    assert [d for d, _ in got] == ["x"] * 5 and all(on_loop for _, on_loop in got)
