@@ -112,6 +112,50 @@ class Orchestrator:
             raise ConfigError(f"recursion_rounds must be 0 or more, got {recursion_rounds}")
         self.recursion_rounds = recursion_rounds
 
+    def derive(
+        self,
+        *,
+        workers: Sequence[int] | None = None,
+        conductor: Conductor | None = None,
+        recursion_rounds: int | None = None,
+        max_steps: int | None = None,
+        limits: Limits | None = None,
+    ) -> Orchestrator:
+        """A copy for one kind of request, sharing workers, traces and period budgets.
+
+        Args:
+            workers: pool indices the conductor may use, in this order (``Model i`` of the
+                copy is ``pool[workers[i]]``); the fallback worker must be among them.
+            conductor, recursion_rounds, max_steps, limits: replace this orchestrator's.
+
+        Raises ConfigError for an index outside the pool, a repeated index, or a subset
+        without the fallback worker.
+        """
+        fallback = self.fallback
+        pool = self.pool
+        if workers is not None:
+            chosen = list(workers)
+            if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < len(pool) for i in chosen):
+                raise ConfigError(f"workers must be distinct pool indices 0..{len(pool) - 1}, got {chosen}")
+            if fallback.worker not in chosen:
+                name = pool[fallback.worker].name
+                raise ConfigError(f"the allowed workers must include the fallback worker {name!r}")
+            fallback = Fallback(chosen.index(fallback.worker), fallback.subtask)
+            pool = [pool[i] for i in chosen]
+        return Orchestrator(
+            pool,
+            conductor or self.conductor,
+            fallback,
+            pool_name=self.pool_name,
+            max_steps=self.max_steps if max_steps is None else max_steps,
+            resamples=self.resamples,
+            max_question_chars=self.max_question_chars,
+            traces=self.traces,
+            limits=limits or self.limits,
+            periods=self.periods,
+            recursion_rounds=self.recursion_rounds if recursion_rounds is None else recursion_rounds,
+        )
+
     async def run(
         self,
         question: str,

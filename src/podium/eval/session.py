@@ -20,7 +20,6 @@ conductor: a registry ref ``NAME`` / ``NAME@vN`` or a ``policy.npz`` path).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from podium.conductor.base import Conductor
-from podium.conductor.baselines import (
-    FixedPipeline,
-    MixtureOfAgents,
-    OracleRouter,
-    RandomWorker,
-    SingleWorker,
-    cheapest,
-    strongest,
-)
+from podium.conductor.baselines import OracleRouter, SingleWorker, strongest
+from podium.conductor.named import named_conductor, shared_embedder
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix, current_task_id, oracle_choice
 from podium.eval.report import build_report
@@ -50,7 +41,7 @@ from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 
 if TYPE_CHECKING:
-    from podium.embed import Embedder
+    pass
 
 __all__ = ["EvalSpec", "calibrated_lambdas", "run_eval"]
 
@@ -175,33 +166,15 @@ def _baselines(
     cost: Sequence[float] | None,
     embeddings: Path | None = None,
 ) -> list[Method]:
-    """Methods for the fixed baselines among ``names`` (conductor/router/oracle excluded)."""
-    by_name = {w.name: i for i, w in enumerate(pool)}
-    best = strongest(pool, quality)
-    models = [i for i, w in enumerate(pool) if not getattr(w, "is_tool", False)]
+    """Methods for the fixed baselines among ``names`` (conductor/router/oracle excluded);
+    ``single`` stands for every worker alone."""
     methods: list[Method] = []
     for name in names:
-        if name.startswith("light:"):
-            methods.append(Method(name, _light(name.split(":", 1)[1], embeddings)))
-        elif name == "single":
+        if name == "single":
             methods += [Method(f"single:{w.name}", SingleWorker(i, f"single:{w.name}")) for i, w in enumerate(pool)]
-        elif name.startswith("single:"):
-            wanted = name.split(":", 1)[1]
-            if wanted not in by_name:
-                raise ConfigError(f"{name}: no worker {wanted!r} in the pool ({', '.join(by_name)})")
-            methods.append(Method(name, SingleWorker(by_name[wanted], name)))
-        elif name == "cheapest":
-            methods.append(
-                Method(name, SingleWorker(cheapest(pool, cost), f"cheapest:{pool[cheapest(pool, cost)].name}"))
-            )
-        elif name == "strongest":
-            methods.append(Method(name, SingleWorker(best, f"strongest:{pool[best].name}")))
-        elif name == "random":
-            methods.append(Method(name, RandomWorker(seed=0)))
-        elif name == "pipeline":
-            methods.append(Method(name, FixedPipeline(best, best, best)))
-        elif name == "moa":
-            methods.append(Method(name, MixtureOfAgents(models, best)))
+        else:
+            conductor = named_conductor(name, pool, quality=quality, cost=cost, embeddings=embeddings)
+            methods.append(Method(name, conductor))
     return methods
 
 
@@ -358,31 +331,13 @@ def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence
     return _fit_router(spec, workers, questions, scores, costs, tasks)
 
 
-def _light(ref: str, embeddings: Path | None) -> Conductor:
-    """A trained light conductor from a registry ref or a ``policy.npz`` path."""
-    from podium.conductor.light import LightConductor, LightPolicy
-    from podium.registry import Registry
-
-    path = Path(ref) if ref.endswith(".npz") else Registry().get(ref).policy_path
-    return LightConductor(LightPolicy.load(path), _embedder(embeddings), name=f"light:{ref}")
-
-
-@functools.cache
-def _embedder(cache: Path | None) -> Embedder:
-    """One embedder per cache file for the whole process: the model loads once (≈ 6 s), however
-    many light conductors and router points a run evaluates."""
-    from podium.embed import Embedder
-
-    return Embedder(cache)
-
-
 def _fit_router(
     spec: EvalSpec, workers: Sequence[str], questions: Sequence[str], scores: Any, costs: Any, tasks: Sequence[Task]
 ) -> list[Method]:
     """Fit the learned router on (questions, scores, costs) and make one method per λ."""
     from podium.conductor.router import RouterConductor, RouterModel
 
-    embedder = _embedder(spec.embeddings)
+    embedder = shared_embedder(spec.embeddings)
     vectors = embedder.embed(questions)
     lengths = [len(q) for q in questions]
     model = RouterModel.fit(workers, vectors, lengths, scores, costs, embedder=embedder.name)
