@@ -89,9 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("--pool", help="pool file (TOML) or preset name")
     p_check.add_argument("--json", action="store_true")
     _eval_parser(sub)
+    from podium.serve.cli import add_parsers as add_serve_parsers
     from podium.train.cli import add_parsers
 
     add_parsers(sub)
+    add_serve_parsers(sub)
     return parser
 
 
@@ -368,6 +370,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             from podium.eval.cli import cmd_eval
 
             return cmd_eval(args, out, err)
+        if args.command in ("serve", "keys"):
+            from podium.serve.cli import cmd_keys, cmd_serve
+
+            return (cmd_serve if args.command == "serve" else cmd_keys)(args, out)
         return _cmd_pool(args, out)
     except ConfigError as exc:
         err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)

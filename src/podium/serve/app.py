@@ -1,0 +1,665 @@
+"""``podium serve``: an OpenAI-compatible chat-completions API in front of the orchestrator.
+
+Endpoints:
+
+* ``POST /v1/chat/completions`` — the conversation becomes the question; the model name picks a
+  conductor preset (:mod:`podium.serve.config`). Non-streaming and streaming (server-sent
+  events; only the answering step streams, see :mod:`podium.streaming`). ``usage`` carries
+  ``cost_usd`` (USD, workers and conductor); the response ``id`` is the trace id, also sent as
+  the ``X-Request-Id`` header, so ``podium trace show ID`` finds the request.
+* ``GET /v1/models`` — the presets; ``GET /healthz`` — serving mode, in-flight requests, the
+  configuration's load time and any reload error.
+
+Per-request options, as headers or in the body's ``podium`` object (``extra_body`` in the
+OpenAI SDK): ``deadline_s`` / ``X-Podium-Deadline`` (seconds), ``cost_cap_usd`` /
+``X-Podium-Cost-Cap`` (USD) — both can only lower the preset's limits — ``workers`` /
+``X-Podium-Workers`` (allowed worker names, comma-separated), ``rounds`` / ``X-Podium-Rounds``,
+``tags`` / ``X-Podium-Tags``; the data subject is ``subject`` / ``X-Podium-Subject`` or the
+OpenAI ``user`` field.
+
+Errors use the OpenAI shape ``{"error": {"message", "type", "param", "code"}}``: 400 bad input,
+401 missing or unknown key, 404 unknown model, 429 key over budget, 503 busy, 502/504 when no
+answer could be produced (the trace id is in the message and header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from podium import __version__
+from podium.budget import Limits, RequestBudget
+from podium.conductor.base import Conductor
+from podium.conductor.baselines import FixedConductor
+from podium.conductor.lm import LMConductor
+from podium.conductor.named import named_conductor
+from podium.errors import ConfigError, InvalidQuestion
+from podium.orchestrator import Orchestrator
+from podium.pool import PoolConfig, load_pool
+from podium.records import RunRecord
+from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
+from podium.serve.keys import ApiKey, KeyStore
+from podium.streaming import AnswerStream
+from podium.trace.store import TraceStore
+from podium.workers.base import Worker
+from podium.workflow import Step
+
+__all__ = ["ApiError", "Server", "create_app", "question_from_messages"]
+
+log = logging.getLogger("podium.serve")
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI error shape with HTTP ``status``."""
+
+    def __init__(
+        self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+        param: str | None = None, headers: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
+        self.headers = dict(headers or {})
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+# ------------------------------------------------------------------------------------ requests
+
+
+class _ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    deadline_s: float | None = Field(default=None, gt=0)
+    cost_cap_usd: float | None = Field(default=None, gt=0)
+    workers: list[str] | None = None
+    rounds: int | None = Field(default=None, ge=0, le=5)
+    tags: list[str] = Field(default_factory=list)
+    subject: str | None = None
+
+
+class _ChatRequest(BaseModel):
+    """The fields podium reads; the other OpenAI fields are accepted and ignored (decoding is
+    the pool's and the conductor's business)."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = ""
+    messages: list[_ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    user: str | None = None
+    podium: _Options | None = None
+
+
+def question_from_messages(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The question for the conductor from an OpenAI conversation.
+
+    One user message (after optional system messages) is the question itself, with the system
+    text first as instructions; a longer conversation is written out as a transcript followed
+    by the last user message. Raises InvalidQuestion for non-text content or no user message.
+    """
+    texts: list[tuple[str, str]] = []
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                    raise InvalidQuestion(f"messages[{i}]: podium serves text only (got a {part.get('type')!r} part)")
+                parts.append(part["text"])
+            content = "\n".join(parts)
+        texts.append((str(m.get("role")), content or ""))
+    if not texts or texts[-1][0] != "user":
+        raise InvalidQuestion("the last message must be the user's question (role 'user')")
+    system = "\n".join(t for r, t in texts if r in ("system", "developer") and t.strip())
+    turns = [(r, t) for r, t in texts if r not in ("system", "developer")]
+    last = turns[-1][1]
+    parts = [f"Instructions: {system}"] if system else []
+    if len(turns) > 1:
+        names = {"user": "User", "assistant": "Assistant", "tool": "Tool"}
+        transcript = "\n".join(f"{names[r]}: {t}" for r, t in turns[:-1])
+        parts.append(f"Conversation so far:\n{transcript}\n\nThe user now asks:")
+    parts.append(last)
+    return "\n\n".join(parts)
+
+
+# ------------------------------------------------------------------------------------- server
+
+
+@dataclass
+class _Loaded:
+    """One loaded configuration: the presets' orchestrators, built together."""
+
+    config: ServeConfig
+    pool: PoolConfig
+    models: dict[str, Orchestrator]
+    presets: dict[str, ModelPreset]
+    loaded_at: float = field(default_factory=time.time)
+
+
+class FallbackOnly(FixedConductor):
+    """The kill switch's conductor: the fallback pipeline's one step, no conductor call."""
+
+    def __init__(self, worker: int, subtask: str) -> None:
+        super().__init__("fallback", lambda _q, _p, _m: (Step(worker, subtask, ()),))
+
+
+class Server:
+    """What a running server holds: its configuration (reloadable), traces and keys.
+
+    Args:
+        config_path: the server configuration file (None: the defaults, no reload).
+        pool: pool file or preset overriding the configuration's ``pool``.
+        traces: the trace store every request is written to.
+        keys: the key file; when it holds an active key, every request needs one.
+        workers: the pool's workers (tests pass fakes; default: built from the pool file).
+
+    Raises ConfigError when the first load fails.
+    """
+
+    def __init__(
+        self,
+        *,
+        config_path: Path | None = None,
+        pool: str | None = None,
+        traces: TraceStore | None = None,
+        keys: KeyStore | None = None,
+        workers: list[Worker] | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.pool_override = pool
+        self.traces = traces
+        self.keys = keys
+        self.workers = workers
+        self.in_flight = 0
+        self.served = 0
+        self.reload_error: str | None = None
+        self._stamp = self._watched()
+        self.current = self._load()
+
+    def _load(self) -> _Loaded:
+        from podium.runtime import build_orchestrator
+
+        config = load_serve_config(self.config_path)
+        pool_config = load_pool(self.pool_override or config.pool)
+        base = build_orchestrator(pool_config, traces=self.traces, workers=self.workers)
+        models = {}
+        for name, preset in config.models.items():
+            try:
+                models[name] = self._preset(base, preset, config)
+            except ConfigError as exc:
+                raise ConfigError(f"model {name!r}: {exc}") from None
+        return _Loaded(config, pool_config, models, dict(config.models))
+
+    def _preset(self, base: Orchestrator, preset: ModelPreset, config: ServeConfig) -> Orchestrator:
+        names = [w.name for w in base.pool]
+        subset = None
+        if preset.workers is not None:
+            unknown = [w for w in preset.workers if w not in names]
+            if unknown:
+                raise ConfigError(f"workers {unknown} are not in the pool ({', '.join(names)})")
+            subset = [names.index(w) for w in preset.workers]
+        limits = Limits(
+            preset.deadline_s or base.limits.deadline_s,
+            base.limits.step_timeout_s,
+            preset.cost_cap_usd or base.limits.cost_cap_usd,
+            base.limits.fallback_reserve,
+        )
+        shaped = base.derive(workers=subset, max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
+        conductor: Conductor
+        if config.serving == "fallback" or preset.conductor == "fallback":
+            conductor = FallbackOnly(shaped.fallback.worker, shaped.fallback.subtask)
+        elif preset.conductor == "pool":
+            conductor = base.conductor
+        else:
+            conductor = named_conductor(preset.conductor, shaped.pool)
+        return shaped.derive(conductor=conductor)
+
+    # ---------------------------------------------------------------------------- reloading
+
+    def _watched(self) -> tuple[float, ...]:
+        """Modification times of what a reload reads: the configuration and the registry's
+        promotion logs (a ``podium conductor rollback`` changes which version is served)."""
+        from podium.registry import Registry
+
+        paths = [self.config_path] if self.config_path else []
+        root = Registry().root
+        paths += sorted(root.glob("*/promotions.jsonl")) if root.is_dir() else []
+        return tuple(p.stat().st_mtime if p.exists() else 0.0 for p in paths)
+
+    def reload(self) -> bool:
+        """Load the configuration again; on failure keep serving the previous one and keep
+        the error for ``/healthz``. Returns whether the new configuration is in force."""
+        self._stamp = self._watched()
+        try:
+            self.current = self._load()
+        except ConfigError as exc:
+            self.reload_error = str(exc)
+            log.error("podium: configuration not reloaded, still serving the previous one: %s", exc)
+            return False
+        self.reload_error = None
+        log.warning("podium: configuration reloaded (serving: %s)", self.current.config.serving)
+        return True
+
+    def reload_if_changed(self) -> None:
+        if self._watched() != self._stamp:
+            self.reload()
+
+    # ----------------------------------------------------------------------------- requests
+
+    def authenticate(self, request: Request) -> ApiKey | None:
+        """The request's key, or None when the server has no active keys. Raises ApiError 401."""
+        if self.keys is None or not self.keys.active():
+            return None
+        header = request.headers.get("authorization", "")
+        secret = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not secret:
+            raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+        key = self.keys.verify(secret)
+        if key is None:
+            raise ApiError(401, "unknown or revoked API key", code="invalid_api_key")
+        return key
+
+    def prepare(self, body: _ChatRequest, headers: Mapping[str, str], key: ApiKey | None) -> _Prepared:
+        """Everything a request needs before it runs. Raises ApiError for bad input."""
+        loaded = self.current
+        model = body.model or loaded.config.default_model
+        orchestrator = loaded.models.get(model)
+        if orchestrator is None:
+            raise ApiError(
+                404,
+                f"model {model!r} does not exist; this server offers {', '.join(loaded.models)}",
+                code="model_not_found",
+                param="model",
+            )
+        options = _options(body, headers)
+        if options.workers is not None or options.rounds is not None:
+            subset = None
+            if options.workers is not None:
+                if not isinstance(orchestrator.conductor, LMConductor):
+                    raise ApiError(
+                        400,
+                        f"model {model!r} has a fixed conductor; 'workers' applies to LM-conductor models",
+                        param="workers",
+                    )
+                names = [w.name for w in orchestrator.pool]
+                unknown = [w for w in options.workers if w not in names]
+                if unknown:
+                    raise ApiError(400, f"workers {unknown} are not offered ({', '.join(names)})", param="workers")
+                subset = [names.index(w) for w in options.workers]
+            try:
+                orchestrator = orchestrator.derive(workers=subset, recursion_rounds=options.rounds)
+            except ConfigError as exc:
+                raise ApiError(400, str(exc), param="workers") from None
+        base = orchestrator.limits
+        limits = Limits(
+            _lower(base.deadline_s, options.deadline_s),
+            base.step_timeout_s,
+            _lower(base.cost_cap_usd, options.cost_cap_usd),
+            base.fallback_reserve,
+        )
+        periods = list(orchestrator.periods)
+        if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
+            if ledger.cap_usd is not None and ledger.spent_usd >= ledger.cap_usd:
+                raise ApiError(
+                    429,
+                    f"key {key.name!r} has used its budget of ${ledger.cap_usd:g} per {key.period}",
+                    type="insufficient_quota",
+                    code="insufficient_quota",
+                )
+            periods.append(ledger)
+        try:
+            question = question_from_messages([m.model_dump() for m in body.messages])
+        except InvalidQuestion as exc:
+            raise ApiError(400, str(exc), param="messages") from None
+        tags = [f"model:{model}", *options.tags] + ([f"key:{key.name}"] if key else [])
+        return _Prepared(
+            model=model,
+            orchestrator=orchestrator,
+            budget=RequestBudget(limits, periods),
+            question=question,
+            request_id=uuid.uuid4().hex,
+            tags=tuple(tags),
+            subject=options.subject or body.user,
+            key=key,
+            include_usage=bool((body.stream_options or {}).get("include_usage")),
+        )
+
+    def finished(self, prepared: _Prepared, record: RunRecord | None) -> None:
+        """Book a finished request against its key."""
+        self.served += 1
+        if prepared.key is not None and self.keys is not None and record is not None:
+            self.keys.record(prepared.key.name, record.id, record.totals.total_cost_usd)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    model: str
+    orchestrator: Orchestrator
+    budget: RequestBudget
+    question: str
+    request_id: str
+    tags: tuple[str, ...]
+    subject: str | None
+    key: ApiKey | None
+    include_usage: bool
+
+    async def run(self, stream: AnswerStream | None = None) -> RunRecord:
+        return await self.orchestrator.run(
+            self.question,
+            budget=self.budget,
+            request_id=self.request_id,
+            tags=self.tags,
+            subject=self.subject,
+            stream=stream,
+        )
+
+
+def _lower(limit: float | None, asked: float | None) -> float | None:
+    """The request's own limit when it is lower than the preset's (None = unlimited)."""
+    if asked is None:
+        return limit
+    return asked if limit is None else min(limit, asked)
+
+
+def _options(body: _ChatRequest, headers: Mapping[str, str]) -> _Options:
+    """Options from the body's ``podium`` object, then ``X-Podium-*`` headers. Raises ApiError."""
+    raw: dict[str, Any] = body.podium.model_dump(exclude_unset=True) if body.podium else {}
+    names = {
+        "x-podium-deadline": "deadline_s",
+        "x-podium-cost-cap": "cost_cap_usd",
+        "x-podium-workers": "workers",
+        "x-podium-rounds": "rounds",
+        "x-podium-tags": "tags",
+        "x-podium-subject": "subject",
+    }
+    for header, name in names.items():
+        value = headers.get(header)
+        if value is None:
+            continue
+        if name in ("workers", "tags"):
+            raw[name] = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            raw[name] = value
+    try:
+        options = _Options.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ApiError(400, f"podium option {where}: {first['msg']}", param=where) from None
+    for name in ("deadline_s", "cost_cap_usd"):
+        value = getattr(options, name)
+        if value is not None and not math.isfinite(value):
+            raise ApiError(400, f"podium option {name}: must be a finite number", param=name)
+    return options
+
+
+# ---------------------------------------------------------------------------------- responses
+
+
+def _usage(record: RunRecord) -> dict[str, Any]:
+    t = record.totals
+    prompt = t.input_tokens + t.conductor_input_tokens
+    completion = t.output_tokens + t.conductor_output_tokens
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cost_usd": round(t.total_cost_usd, 10),
+    }
+
+
+def _podium_info(record: RunRecord) -> dict[str, Any]:
+    return {
+        "request_id": record.id,
+        "status": record.status,
+        "fallback_reason": record.fallback.reason if record.fallback else None,
+        "conductor": record.conductor,
+        "steps": len(record.steps),
+        "workers": sorted({s.worker for s in record.steps}),
+        "wall_time_s": round(record.totals.wall_time_s, 3),
+    }
+
+
+def _finish_reason(record: RunRecord) -> str:
+    answering = [s for s in record.steps if s.output and s.output == record.answer]
+    return "length" if answering and answering[-1].finish_reason == "length" else "stop"
+
+
+def _failure(record: RunRecord) -> ApiError:
+    error = record.error or ""
+    headers = {"X-Request-Id": record.id}
+    if "CostCapExceeded" in error:
+        over_key = " key:" in error  # the key's period budget, else the request's own cap
+        return ApiError(
+            429 if over_key else 400,
+            f"no answer within the budget (trace {record.id}): {error}",
+            type="insufficient_quota" if over_key else "invalid_request_error",
+            code="insufficient_quota" if over_key else "cost_cap_exceeded",
+            headers=headers,
+        )
+    timeout = "Deadline" in error
+    return ApiError(
+        504 if timeout else 502,
+        f"no answer (trace {record.id}): {record.error}",
+        type="server_error",
+        code="deadline_exceeded" if timeout else "no_answer",
+        headers={"X-Request-Id": record.id},
+    )
+
+
+def _chunk(prepared: _Prepared, created: int, delta: dict[str, Any], finish: str | None = None) -> str:
+    body = {
+        "id": prepared.request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": prepared.model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+def _sse_error(error: ApiError) -> str:
+    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
+    """The SSE stream of one request: role, the answer's text as it is generated, the finish
+    chunk, usage if asked, ``[DONE]``. A client that goes away cancels the request (its trace
+    is still written, with status error)."""
+    created = int(time.time())
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    stream = AnswerStream(queue.put_nowait)
+    task = asyncio.create_task(prepared.run(stream))
+    server.in_flight += 1
+    task.add_done_callback(lambda t: _done(server, prepared, t))
+    try:
+        yield _chunk(prepared, created, {"role": "assistant", "content": ""})
+        while not task.done():
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield _chunk(prepared, created, {"content": getter.result()})
+            else:
+                getter.cancel()
+        await asyncio.sleep(0)  # deltas a worker thread scheduled just before the end
+        while not queue.empty():
+            yield _chunk(prepared, created, {"content": queue.get_nowait()})
+        try:
+            record = task.result()
+        except ConfigError as exc:
+            yield _sse_error(ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error"))
+            return
+        if record.status == "error":
+            yield _sse_error(_failure(record))
+            return
+        rest = stream.close(record.answer)
+        if rest is None:
+            message = f"trace {record.id}: the answer changed after streaming began (a retry or the fallback)"
+            yield _sse_error(ApiError(502, message, type="server_error", code="stream_diverged"))
+            return
+        if rest:
+            yield _chunk(prepared, created, {"content": rest})
+        yield _chunk(prepared, created, {}, _finish_reason(record))
+        if prepared.include_usage:
+            usage = {
+                "id": record.id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": prepared.model,
+                "choices": [],
+                "usage": _usage(record),
+                "podium": _podium_info(record),
+            }
+            yield f"data: {json.dumps(usage)}\n\n"
+        yield "data: [DONE]\n\n"
+    finally:
+        if not task.done():
+            task.cancel()  # the client went away: stop the work; the trace records it
+
+
+def _done(server: Server, prepared: _Prepared, task: asyncio.Task[RunRecord]) -> None:
+    server.in_flight -= 1
+    record = None if task.cancelled() or task.exception() is not None else task.result()
+    server.finished(prepared, record)
+
+
+# ---------------------------------------------------------------------------------------- app
+
+
+def create_app(server: Server) -> FastAPI:
+    """The FastAPI application serving ``server``."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGHUP, server.reload)
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                server.reload_if_changed()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            yield
+        finally:
+            watcher.cancel()
+
+    app = FastAPI(title="podium", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> Response:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_body(_request: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"] if p != "body")
+        return ApiError(400, f"{where or 'body'}: {first['msg']}", param=where or None).response()
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        loaded = server.current
+        return {
+            "status": "ok",
+            "version": __version__,
+            "serving": loaded.config.serving,
+            "pool": loaded.pool.name,
+            "models": list(loaded.models),
+            "in_flight": server.in_flight,
+            "served": server.served,
+            "config_loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(loaded.loaded_at)),
+            "reload_error": server.reload_error,
+        }
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        loaded = server.current
+        created = int(loaded.loaded_at)
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "podium",
+                "description": loaded.presets[name].description,
+                "conductor": orchestrator.conductor.name,
+            }
+            for name, orchestrator in loaded.models.items()
+        ]
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        key = server.authenticate(request)
+        try:
+            payload = await request.json()
+        except ValueError:
+            raise ApiError(400, "the body is not JSON") from None
+        try:
+            body = _ChatRequest.model_validate(payload)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ApiError(400, f"{where or 'body'}: {first['msg']}", param=where or None) from None
+        if server.in_flight >= server.current.config.max_in_flight:
+            raise ApiError(503, "the server is busy; retry shortly", type="server_error", headers={"Retry-After": "1"})
+        prepared = server.prepare(body, request.headers, key)
+        headers = {"X-Request-Id": prepared.request_id}
+        if body.stream:
+            return StreamingResponse(_events(server, prepared), media_type="text/event-stream", headers=headers)
+        server.in_flight += 1
+        record: RunRecord | None = None
+        try:
+            record = await prepared.run()
+        except ConfigError as exc:
+            raise ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error", headers=headers) from None
+        finally:
+            server.in_flight -= 1
+            server.finished(prepared, record)
+        if record.status == "error":
+            raise _failure(record)
+        return JSONResponse(
+            {
+                "id": record.id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": prepared.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": record.answer},
+                        "finish_reason": _finish_reason(record),
+                    }
+                ],
+                "usage": _usage(record),
+                "podium": _podium_info(record),
+            },
+            headers=headers,
+        )
+
+    return app

@@ -1,0 +1,287 @@
+"""``podium serve`` over real HTTP on 127.0.0.1, driven by the official ``openai`` client.
+
+The server (FastAPI under a real uvicorn) runs in a thread of the test process; its workers are
+fakes (podium.testing.ScriptedWorker, which also plays the LM conductor by answering the
+conductor's prompt with a plan), so these tests check the API, not model quality. The
+end-to-end test with the real llama.cpp runtime is in test_serve_e2e.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+from podium.serve.app import Server, create_app, question_from_messages
+from podium.serve.keys import KeyStore
+from podium.testing import ScriptedWorker
+from podium.trace.store import TraceStore
+from podium.workers.base import Message, Price
+
+POOL = str(Path(__file__).parent / "pools" / "three-fakes.toml")  # smol-a, smol-b, smol-c
+PLAN = 'model_id = [1, 2]\nsubtasks = ["Draft it.", "Write the final answer."]\naccess_list = [[], "all"]'
+ANSWER = "The answer is 42 and that is final"
+
+
+def reply(messages: Sequence[Message]) -> str:
+    """The conductor's prompt gets a plan; a worker's subtask gets its scripted text."""
+    if any("model_id" in m["content"] for m in messages):
+        return PLAN
+    text = messages[-1]["content"]
+    return ANSWER if "final answer" in text else "a draft"
+
+
+def fake_pool(price: float = 1.0, delay_s: float = 0.0) -> list[ScriptedWorker]:
+    return [
+        ScriptedWorker(n, reply, price=Price(price, price), word_delay_s=0.01, delay_s=delay_s)
+        for n in ("smol-a", "smol-b", "smol-c")
+    ]
+
+
+class Running:
+    """A uvicorn server in a thread on a free loopback port."""
+
+    def __init__(self, server: Server) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = server
+        config = uvicorn.Config(create_app(server), host="127.0.0.1", port=self.port, log_level="warning")
+        self.uvicorn = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.uvicorn.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def client(self, key: str = "none") -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0)
+
+    def stop(self) -> None:
+        self.uvicorn.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> TraceStore:
+    return TraceStore(tmp_path / "traces.sqlite3")
+
+
+@pytest.fixture
+def running(traces: TraceStore) -> Iterator[Running]:
+    r = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool())))
+    yield r
+    r.stop()
+
+
+def test_a_completion_answers_with_the_last_step_and_its_trace_id(running: Running, traces: TraceStore) -> None:
+    raw = running.client().chat.completions.with_raw_response.create(
+        model="podium", messages=[{"role": "user", "content": "What is 6 * 7?"}]
+    )
+    response = raw.parse()
+    assert response.choices[0].message.content == ANSWER
+    assert raw.headers["x-request-id"] == response.id and len(response.id) == 32
+    record = traces.get(response.id)
+    assert record is not None and record.status == "ok" and record.question == "What is 6 * 7?"
+    assert "model:podium" in record.tags
+    assert [s.worker for s in record.steps] == ["smol-b", "smol-c"]
+    usage = response.usage
+    assert usage is not None and usage.model_extra is not None
+    assert usage.model_extra["cost_usd"] == pytest.approx(record.totals.total_cost_usd)
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens > 0
+
+
+def test_streaming_sends_only_the_answer_in_pieces_with_usage(running: Running, traces: TraceStore) -> None:
+    stream = running.client().chat.completions.create(
+        model="podium",
+        messages=[{"role": "user", "content": "What is 6 * 7?"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces, usage, ids = [], None, set()
+    for chunk in stream:
+        ids.add(chunk.id)
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+        if chunk.usage is not None:
+            usage = chunk.usage
+    assert "".join(pieces) == ANSWER and len(pieces) == len(ANSWER.split(" "))  # word by word
+    assert "a draft" not in "".join(pieces)  # the earlier step never reaches the client
+    (request_id,) = ids
+    record = traces.get(request_id)
+    assert record is not None and record.answer == ANSWER
+    assert usage is not None and usage.model_extra is not None and usage.model_extra["cost_usd"] > 0
+
+
+def test_models_lists_the_presets_and_health_reports_the_mode(running: Running) -> None:
+    models = running.client().models.list()
+    assert [m.id for m in models.data] == ["podium", "podium-fast"]
+    health = httpx.get(running.url + "/healthz").json()
+    assert health["status"] == "ok" and health["serving"] == "conductor" and health["reload_error"] is None
+
+
+def test_bad_input_gets_the_openai_error_shape(running: Running) -> None:
+    client = running.client()
+    with pytest.raises(openai.NotFoundError) as not_found:
+        client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
+    assert not_found.value.code == "model_not_found" and "podium, podium-fast" in not_found.value.message
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="podium", messages=[])
+    with pytest.raises(openai.BadRequestError, match="text only"):
+        client.chat.completions.create(
+            model="podium",
+            messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}],
+        )
+    with pytest.raises(openai.BadRequestError, match="deadline_s"):
+        client.chat.completions.create(
+            model="podium", messages=[{"role": "user", "content": "hi"}], extra_body={"podium": {"deadline_s": -1}}
+        )
+    response = httpx.post(running.url + "/v1/chat/completions", content=b"{not json")
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_request_options_restrict_workers_and_are_traced(running: Running, traces: TraceStore) -> None:
+    client = running.client()
+    with pytest.raises(openai.BadRequestError, match="fallback worker 'smol-a'"):
+        client.chat.completions.create(
+            model="podium", messages=[{"role": "user", "content": "hi"}], extra_body={"podium": {"workers": ["smol-b"]}}
+        )
+    response = client.chat.completions.create(
+        model="podium",
+        messages=[{"role": "user", "content": "What is 6 * 7?"}],
+        extra_body={"podium": {"workers": ["smol-a", "smol-c", "smol-b"], "tags": ["support"]}},
+        extra_headers={"X-Podium-Subject": "customer-7"},
+    )
+    record = traces.get(response.id)
+    assert record is not None
+    assert record.workers == ("smol-a", "smol-c", "smol-b")  # Model i follows the allowed order
+    assert [s.worker for s in record.steps] == ["smol-c", "smol-b"]  # plan [1, 2] over that order
+    assert "support" in record.tags and record.subject == "customer-7"
+
+
+def test_keys_are_required_once_one_exists_and_budgets_hold(tmp_path: Path, traces: TraceStore) -> None:
+    keys = KeyStore(tmp_path / "keys.sqlite3")
+    budget = 0.01
+    secret = keys.create("team-a", budget_usd=budget, period="day")
+    assert secret.startswith("pk-podium-")
+    assert secret.encode() not in (tmp_path / "keys.sqlite3").read_bytes()  # only its digest is stored
+    running = Running(Server(pool=POOL, traces=traces, keys=keys, workers=list(fake_pool(price=5.0))))
+    messages: list[Message] = [{"role": "user", "content": "What is 6 * 7?"}]
+    try:
+        missing = httpx.post(running.url + "/v1/chat/completions", json={"model": "podium", "messages": messages})
+        assert missing.status_code == 401 and "missing API key" in missing.json()["error"]["message"]
+        with pytest.raises(openai.AuthenticationError, match="unknown or revoked"):
+            running.client("pk-podium-wrong").chat.completions.create(model="podium", messages=messages)
+        answered, refused = [], None
+        for _ in range(30):  # each request costs ~$0.0015 (fake tokens × $5/M): the budget runs out
+            try:
+                answered.append(running.client(secret).chat.completions.create(model="podium", messages=messages))
+            except openai.RateLimitError as exc:
+                refused = exc
+                break
+        assert answered and refused is not None and refused.code == "insufficient_quota"
+        record = traces.get(answered[0].id)
+        assert record is not None and "key:team-a" in record.tags
+        spent = keys.spent_since("team-a", 0)
+        assert spent == pytest.approx(
+            sum(r.usage.model_extra["cost_usd"] for r in answered if r.usage and r.usage.model_extra)
+        )
+        assert spent <= budget  # reserved before each call, so the cap is never overshot
+    finally:
+        running.stop()
+    # a restarted server starts from the recorded spending, not from zero
+    again = Running(Server(pool=POOL, traces=traces, keys=KeyStore(tmp_path / "keys.sqlite3"), workers=fake_pool(5.0)))
+    try:
+        with pytest.raises(openai.RateLimitError):
+            again.client(secret).chat.completions.create(model="podium", messages=messages)
+    finally:
+        again.stop()
+    keys.revoke("team-a")
+    assert not keys.active()
+
+
+def test_the_kill_switch_reloads_without_a_restart(tmp_path: Path, traces: TraceStore) -> None:
+    config = tmp_path / "serve.toml"
+    config.write_text('serving = "conductor"\n')
+    running = Running(Server(config_path=config, pool=POOL, traces=traces, workers=list(fake_pool())))
+    messages: list[Message] = [{"role": "user", "content": "What is 6 * 7?"}]
+    try:
+        before = traces.get(running.client().chat.completions.create(model="podium", messages=messages).id)
+        assert before is not None and before.conductor.startswith("lm:") and before.attempts
+        config.write_text('serving = "fallback"\n')
+        deadline = time.monotonic() + 10  # the server polls the file's modification time every second
+        while httpx.get(running.url + "/healthz").json()["serving"] != "fallback":
+            assert time.monotonic() < deadline, "the kill switch was not picked up"
+            time.sleep(0.2)
+        after = traces.get(running.client().chat.completions.create(model="podium", messages=messages).id)
+        assert after is not None and after.conductor == "fallback"
+        assert [s.worker for s in after.steps] == ["smol-a"]  # the pool's fallback worker, one step
+        config.write_text('serving = "sideways"\n')  # a broken edit keeps the last good configuration
+        assert not running.server.reload()
+        health = httpx.get(running.url + "/healthz").json()
+        assert health["serving"] == "fallback" and "serving" in health["reload_error"]
+    finally:
+        running.stop()
+
+
+def test_shutdown_lets_an_in_flight_request_finish_with_its_trace(traces: TraceStore) -> None:
+    running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool(delay_s=0.5))))
+    result: dict[str, str] = {}
+
+    def call() -> None:
+        response = running.client().chat.completions.create(
+            model="podium", messages=[{"role": "user", "content": "What is 6 * 7?"}]
+        )
+        result["id"], result["answer"] = response.id, response.choices[0].message.content or ""
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    while running.server.in_flight == 0:
+        time.sleep(0.01)
+    running.stop()  # what SIGTERM does: stop accepting, let in-flight requests finish
+    caller.join(timeout=30)
+    assert result["answer"] == ANSWER
+    record = traces.get(result["id"])
+    assert record is not None and record.status == "ok"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(running.url + "/healthz")
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_a_trace(traces: TraceStore) -> None:
+    running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool(delay_s=0.3))))
+    try:
+        body = {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}], "stream": True}
+        with httpx.stream("POST", running.url + "/v1/chat/completions", json=body) as response:
+            request_id = response.headers["x-request-id"]
+            next(response.iter_lines())  # the role chunk, then hang up
+        deadline = time.monotonic() + 10
+        while (record := traces.get(request_id)) is None or record.error == "unfinished":
+            assert time.monotonic() < deadline, "no finished trace for the abandoned request"
+            time.sleep(0.1)
+        assert record.status == "error" and "Cancelled" in (record.error or "")
+    finally:
+        running.stop()
+
+
+def test_a_conversation_becomes_one_question_with_its_context() -> None:
+    question = question_from_messages(
+        [
+            {"role": "system", "content": "Answer in Danish."},
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": [{"type": "text", "text": "And times 3?"}]},
+        ]
+    )
+    assert question.startswith("Instructions: Answer in Danish.")
+    assert "User: What is 2+2?\nAssistant: 4" in question and question.endswith("And times 3?")
+    assert question_from_messages([{"role": "user", "content": "Just this"}]) == "Just this"
