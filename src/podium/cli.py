@@ -370,10 +370,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             from podium.eval.cli import cmd_eval
 
             return cmd_eval(args, out, err)
-        if args.command in ("serve", "keys"):
-            from podium.serve.cli import cmd_keys, cmd_serve
+        if args.command in ("serve", "keys", "shadow"):
+            from podium.serve.cli import cmd_keys, cmd_serve, cmd_shadow
 
-            return (cmd_serve if args.command == "serve" else cmd_keys)(args, out)
+            return {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow}[args.command](args, out)
         return _cmd_pool(args, out)
     except ConfigError as exc:
         err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)

@@ -17,12 +17,17 @@ from rich.table import Table
 from podium.errors import ConfigError
 from podium.trace import data_dir, default_trace_path
 
-__all__ = ["add_parsers", "cmd_keys", "cmd_serve", "default_key_path"]
+__all__ = ["add_parsers", "cmd_keys", "cmd_serve", "cmd_shadow", "default_key_path", "default_shadow_path"]
 
 
 def default_key_path() -> Path:
     """The API key file in podium's data folder: ``keys.sqlite3``."""
     return data_dir() / "keys.sqlite3"
+
+
+def default_shadow_path() -> Path:
+    """The shadow store in podium's data folder: ``shadow.sqlite3``."""
+    return data_dir() / "shadow.sqlite3"
 
 
 def add_parsers(sub: Any) -> None:
@@ -56,6 +61,45 @@ def add_parsers(sub: Any) -> None:
     revoke.add_argument("name")
     for p in (create, k_list, revoke):
         p.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
+
+    sh = sub.add_parser(
+        "shadow",
+        help="run podium in shadow beside an existing OpenAI-compatible pipeline; 'shadow report' compares",
+        description=(
+            "An OpenAI-compatible proxy in front of --upstream: clients get the upstream's reply unchanged; in the "
+            "background podium plans (--mode plan) or also executes (--mode execute, under a shadow budget) each "
+            "chat completion and records it beside the upstream's answer. 'podium shadow report' compares them."
+        ),
+    )
+    sh.add_argument("--upstream", metavar="URL", help="the existing pipeline's base URL (e.g. http://127.0.0.1:8000)")
+    sh.add_argument("--mode", choices=["plan", "execute"], default="plan", help="plan only (default) or execute")
+    sh.add_argument("--request-cap", type=float, metavar="USD", help="shadow cost cap per request (execute)")
+    sh.add_argument("--daily-budget", type=float, metavar="USD", help="shadow cost cap per UTC day")
+    sh.add_argument("--upstream-price", metavar="IN,OUT", help="upstream USD per 1M input,output tokens (report)")
+    sh.add_argument("--pool", help="pool file or preset podium runs in the shadow (default: the local pool)")
+    sh.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    sh.add_argument("--port", type=int, default=8001, help="port (default: 8001)")
+    sh.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    sh.add_argument("--store", type=Path, help=f"shadow store (default: {default_shadow_path()})")
+    reports = sh.add_subparsers(dest="shadow_command", metavar="report")
+    rep = reports.add_parser("report", help="compare shadow runs with the upstream per use case")
+    rep.add_argument("--since", help="from this UTC date/time (ISO 8601, e.g. 2026-11-01)")
+    rep.add_argument("--until", help="before this UTC date/time")
+    rep.add_argument("--top", type=int, default=5, help="largest disagreements listed per use case (default 5)")
+    rep.add_argument("--out", type=Path, metavar="FILE.md", help="also write the Markdown report here")
+    rep.add_argument("--json", action="store_true", help="print the report as JSON")
+    rep.add_argument("--store", dest="report_store", type=Path, help="shadow store (default: as above)")
+
+
+def _require_serve_extra(command: str) -> None:
+    """Raises ConfigError naming the extra when FastAPI, uvicorn or httpx is missing."""
+    import importlib.util
+
+    for module in ("fastapi", "uvicorn", "httpx"):
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(
+                f"podium {command} needs the serve extra ({module} is missing): pip install 'podium[serve]'"
+            )
 
 
 def cmd_keys(args: argparse.Namespace, out: Console) -> int:
@@ -98,15 +142,69 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace, out: Console) -> int:
-    try:
-        import uvicorn
+def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
+    _require_serve_extra("shadow")
+    import uvicorn
 
-        from podium.serve.app import Server, create_app
-    except ImportError as exc:
-        raise ConfigError(
-            f"podium serve needs the serve extra ({exc.name} is missing): pip install 'podium[serve]'"
-        ) from None
+    from podium.serve.shadow import ShadowProxy, ShadowStore, create_shadow_app, report_markdown, shadow_report
+
+    if args.shadow_command == "report":
+        store = ShadowStore(args.report_store or args.store or default_shadow_path())
+        report = shadow_report(store.rows(since=args.since, until=args.until), top=args.top)
+        markdown = report_markdown(report)
+        if args.out:
+            args.out.write_text(markdown, encoding="utf-8")
+        if args.json:
+            print(json.dumps(report, indent=2, ensure_ascii=False))
+        elif not report["rows"]:
+            out.print("no shadow records yet: run 'podium shadow --upstream URL' and send it traffic")
+        else:
+            print(markdown, end="")
+        return 0
+    if not args.upstream:
+        raise ConfigError("podium shadow needs --upstream URL (the existing pipeline), or 'podium shadow report'")
+    from podium.pool import load_pool
+    from podium.runtime import build_orchestrator
+    from podium.trace.store import TraceStore
+
+    price = None
+    if args.upstream_price:
+        try:
+            price_in, price_out = (float(x) for x in args.upstream_price.split(","))
+        except ValueError:
+            raise ConfigError(f"--upstream-price {args.upstream_price!r}: write IN,OUT in USD per 1M tokens") from None
+        price = (price_in, price_out)
+    config = load_pool(args.pool)
+    orchestrator = build_orchestrator(config, traces=TraceStore(args.traces or default_trace_path()))
+    proxy = ShadowProxy(
+        args.upstream,
+        orchestrator,
+        ShadowStore(args.store or default_shadow_path()),
+        mode=args.mode,
+        request_cap_usd=args.request_cap,
+        daily_budget_usd=args.daily_budget,
+        upstream_price=price,
+    )
+    budget = (
+        f"; shadow budget: ${args.request_cap or 0:g}/request, ${args.daily_budget or 0:g}/day"
+        if args.mode == "execute"
+        else ""
+    )
+    out.print(
+        f"podium shadow on http://{args.host}:{args.port}/v1 → {proxy.upstream} (mode: {args.mode}, pool "
+        f"{config.name!r}{budget})",
+        highlight=False,
+    )
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, out: Console) -> int:
+    _require_serve_extra("serve")
+    import uvicorn
+
+    from podium.serve.app import Server, create_app
     from podium.serve.keys import KeyStore
     from podium.trace.store import TraceStore
 

@@ -1,0 +1,582 @@
+"""Shadow mode: podium beside an existing pipeline, never answering for it.
+
+``podium shadow --upstream URL`` is an OpenAI-compatible proxy. Every request is forwarded to
+the upstream unchanged and the upstream's response goes back to the client byte for byte, as it
+arrives (streams included) — podium adds only the forwarding. After the upstream has answered,
+chat completions are queued for the **shadow run**, in the background:
+
+* ``--mode plan``: the conductor writes its workflow only (what podium *would* have done);
+* ``--mode execute``: the workflow runs too, under a shadow budget: a cost cap per request and
+  one per UTC day (USD). A request the day's budget cannot pay for is recorded as skipped.
+
+The queue is bounded; a request that finds it full is recorded as dropped — never silently.
+Each shadow run is a normal trace (tags ``shadow``, ``use-case:…``) plus a row in the shadow
+store (SQLite) beside the upstream's answer, latency and usage. ``podium shadow report``
+compares them per use case (:func:`shadow_report`).
+
+Request headers read by the proxy (and removed before forwarding): ``X-Podium-Use-Case`` (a
+label for the report), ``X-Podium-Task`` (``math`` / ``choice`` / ``exact`` / ``code`` /
+``open``: how answers are compared), ``X-Podium-Reference`` (the expected answer, when the
+client knows it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import json
+import logging
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from podium.budget import Limits, PeriodBudget, RequestBudget
+from podium.errors import ConfigError, InvalidQuestion
+from podium.eval.metrics import percentile
+from podium.orchestrator import Orchestrator
+from podium.records import RunRecord, utc_now
+from podium.serve.app import question_from_messages
+
+__all__ = ["ShadowJob", "ShadowProxy", "ShadowStore", "create_shadow_app", "shadow_report"]
+
+log = logging.getLogger("podium.shadow")
+
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+}
+_OWN_HEADERS = ("x-podium-use-case", "x-podium-task", "x-podium-reference")
+
+Status = Literal["done", "skipped_budget", "dropped", "error", "unreadable"]
+
+
+@dataclass(frozen=True)
+class ShadowJob:
+    """One forwarded chat completion, waiting for its shadow run.
+
+    Attributes:
+        body: the client's request body (JSON).
+        upstream_status: HTTP status of the upstream's reply.
+        upstream_body: the reply's bytes as received (decoded from gzip/deflate if needed).
+        upstream_latency_s: seconds from forwarding to the reply's last byte.
+        use_case, task_type, reference: from the ``X-Podium-*`` headers (may be None).
+        at: when the client's request arrived, UTC ISO 8601.
+    """
+
+    body: dict[str, Any]
+    upstream_status: int
+    upstream_body: bytes
+    upstream_latency_s: float
+    use_case: str
+    task_type: str | None
+    reference: str | None
+    at: str = field(default_factory=utc_now)
+
+
+def upstream_answer(body: bytes) -> tuple[str, int, int]:
+    """(answer text, prompt tokens, completion tokens) from an upstream reply: a chat completion
+    JSON or a server-sent-event stream of chunks. Raises ValueError when it is neither."""
+    text = body.decode("utf-8")
+    if text.lstrip().startswith("{"):
+        data = json.loads(text)
+        usage = data.get("usage") or {}
+        content = data["choices"][0]["message"].get("content") or ""
+        return content, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    parts: list[str] = []
+    prompt = completion = 0
+    for line in text.splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        chunk = json.loads(line[5:])
+        for choice in chunk.get("choices") or []:
+            parts.append((choice.get("delta") or {}).get("content") or "")
+        if chunk.get("usage"):
+            prompt, completion = (
+                int(chunk["usage"].get("prompt_tokens") or 0),
+                int(chunk["usage"].get("completion_tokens") or 0),
+            )
+    if not parts and not prompt:
+        raise ValueError("neither a chat completion nor a stream of chunks")
+    return "".join(parts), prompt, completion
+
+
+class ShadowStore:
+    """The shadow records (SQLite, WAL): one row per forwarded chat completion.
+
+    Raises ConfigError when the file cannot be opened.
+    """
+
+    _SCHEMA = """
+    CREATE TABLE IF NOT EXISTS shadow (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        use_case TEXT NOT NULL,
+        task_type TEXT,
+        reference TEXT,
+        question TEXT,
+        upstream_model TEXT,
+        upstream_status INTEGER,
+        upstream_answer TEXT,
+        upstream_latency_s REAL,
+        upstream_input_tokens INTEGER,
+        upstream_output_tokens INTEGER,
+        upstream_cost_usd REAL,
+        request_id TEXT,
+        podium_status TEXT,
+        podium_answer TEXT,
+        podium_cost_usd REAL,
+        podium_latency_s REAL,
+        podium_workers TEXT,
+        podium_steps INTEGER,
+        error TEXT
+    );
+    CREATE INDEX IF NOT EXISTS shadow_at ON shadow (at);
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(self._SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise ConfigError(f"cannot open shadow store {path}: {exc}") from None
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        columns = list(row)
+        with self._lock:
+            self._db.execute(
+                f"INSERT INTO shadow ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+                [row[c] for c in columns],
+            )
+
+    def rows(self, *, since: str | None = None, until: str | None = None) -> list[dict[str, Any]]:
+        """Rows with ``since <= at < until`` (UTC ISO 8601 prefixes), oldest first."""
+        query, args = "SELECT * FROM shadow WHERE 1 = 1", list[str]()
+        if since:
+            query, args = query + " AND at >= ?", [*args, since]
+        if until:
+            query, args = query + " AND at < ?", [*args, until]
+        cursor = self._db.execute(query + " ORDER BY id", args)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+
+    def spent_since(self, since: str) -> float:
+        """Shadow USD spent since ``since`` (UTC ISO 8601)."""
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(podium_cost_usd), 0) FROM shadow WHERE at >= ?", (since,)
+        ).fetchone()
+        return float(row[0])
+
+
+class ShadowProxy:
+    """The proxy's state: upstream client, shadow queue and worker, budgets and counters.
+
+    Args:
+        upstream: the existing pipeline's base URL (e.g. ``http://10.0.0.5:8000``; requests to
+            ``/v1/...`` go to ``upstream + "/v1/..."``).
+        orchestrator: what runs in the shadow (built from the pool).
+        store: where shadow rows go.
+        mode: ``plan`` or ``execute``.
+        request_cap_usd, daily_budget_usd: the shadow budget, USD (None = no cap).
+        upstream_price: USD per 1M (input, output) tokens to price the upstream's calls, if known.
+        queue_size: shadow runs waiting at most; more are recorded as dropped.
+        timeout_s: the upstream call's time limit, seconds.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        orchestrator: Orchestrator,
+        store: ShadowStore,
+        *,
+        mode: Literal["plan", "execute"] = "plan",
+        request_cap_usd: float | None = None,
+        daily_budget_usd: float | None = None,
+        upstream_price: tuple[float, float] | None = None,
+        queue_size: int = 1000,
+        timeout_s: float = 600.0,
+    ) -> None:
+        if not upstream.startswith(("http://", "https://")):
+            raise ConfigError(f"--upstream {upstream!r}: give the pipeline's base URL, e.g. http://127.0.0.1:8000")
+        for name, value in (("request cap", request_cap_usd), ("daily budget", daily_budget_usd)):
+            if value is not None and not value > 0:
+                raise ConfigError(f"shadow {name} {value!r}: give a positive USD amount")
+        self.upstream = upstream.rstrip("/")
+        self.orchestrator = orchestrator
+        self.store = store
+        self.mode = mode
+        self.limits = Limits(cost_cap_usd=request_cap_usd, deadline_s=orchestrator.limits.deadline_s)
+        self.day = PeriodBudget(daily_budget_usd, scope="shadow/day") if daily_budget_usd else None
+        if self.day is not None:
+            start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.day.period_start))
+            self.day.spent_usd = store.spent_since(start)
+        self.upstream_price = upstream_price
+        self.queue: asyncio.Queue[ShadowJob] | None = None
+        self.queue_size = queue_size
+        self.timeout_s = timeout_s
+        self.counts = {"forwarded": 0, "queued": 0, "done": 0, "dropped": 0, "skipped_budget": 0, "errors": 0}
+        self._client: httpx.AsyncClient | None = None
+
+    # ------------------------------------------------------------------------- forwarding
+
+    async def start(self) -> None:
+        self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        self.queue = asyncio.Queue(self.queue_size)
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def forward(self, request: Request, path: str) -> Response:
+        """Send ``request`` to the upstream; relay its reply as it arrives."""
+        assert self._client is not None, "start() first"
+        headers = [(k, v) for k, v in request.headers.items() if k not in _HOP_BY_HOP and k not in _OWN_HEADERS]
+        body = await request.body()
+        url = f"{self.upstream}/{path}" + (f"?{request.url.query}" if request.url.query else "")
+        started = time.perf_counter()
+        arrived = utc_now()
+        upstream_request = self._client.build_request(request.method, url, headers=headers, content=body)
+        try:
+            reply = await self._client.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            log.error("podium shadow: upstream %s failed: %s", self.upstream, exc)
+            error = {"message": f"upstream unreachable: {exc}", "type": "server_error", "param": None, "code": None}
+            return JSONResponse({"error": error}, status_code=502)
+        self.counts["forwarded"] += 1
+        chat = request.method == "POST" and path.rstrip("/").endswith("chat/completions")
+        out_headers = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_BY_HOP}
+
+        async def relay() -> AsyncIterator[bytes]:
+            received: list[bytes] = []
+            complete = False
+            try:
+                async for piece in reply.aiter_raw():
+                    received.append(piece)
+                    yield piece
+                complete = True
+            finally:
+                await reply.aclose()
+                if chat and complete:
+                    self._enqueue(request, body, reply, b"".join(received), time.perf_counter() - started, arrived)
+
+        return StreamingResponse(relay(), status_code=reply.status_code, headers=out_headers)
+
+    def _enqueue(
+        self, request: Request, body: bytes, reply: httpx.Response, raw: bytes, latency_s: float, arrived: str
+    ) -> None:
+        headers = request.headers
+        use_case = headers.get("x-podium-use-case") or "default"
+        try:
+            payload = json.loads(body)
+            job = ShadowJob(
+                body=payload,
+                upstream_status=reply.status_code,
+                upstream_body=_decoded(raw, reply.headers.get("content-encoding")),
+                upstream_latency_s=latency_s,
+                use_case=use_case,
+                task_type=headers.get("x-podium-task"),
+                reference=headers.get("x-podium-reference"),
+                at=arrived,
+            )
+        except (ValueError, zlib.error) as exc:
+            self._record_unrun("unreadable", use_case, arrived, f"{type(exc).__name__}: {exc}")
+            return
+        assert self.queue is not None
+        try:
+            self.queue.put_nowait(job)
+            self.counts["queued"] += 1
+        except asyncio.QueueFull:
+            self.counts["dropped"] += 1
+            self._record_unrun("dropped", use_case, arrived, f"shadow queue full ({self.queue_size} waiting)")
+
+    def _record_unrun(self, status: Status, use_case: str, at: str, error: str) -> None:
+        self.store.add({"at": at, "status": status, "mode": self.mode, "use_case": use_case, "error": error})
+
+    # ---------------------------------------------------------------------------- shadow runs
+
+    async def work(self) -> None:
+        """Run queued shadow jobs one at a time, forever (a background task)."""
+        assert self.queue is not None
+        while True:
+            job = await self.queue.get()
+            try:
+                await self.run_job(job)
+            except Exception as exc:  # a shadow failure must never reach the proxy path
+                self.counts["errors"] += 1
+                log.exception("podium shadow: a shadow run failed")
+                self._record_unrun("error", job.use_case, job.at, f"{type(exc).__name__}: {exc}")
+            finally:
+                self.queue.task_done()
+
+    async def run_job(self, job: ShadowJob) -> None:
+        """One shadow run and its row."""
+        row: dict[str, Any] = {
+            "at": job.at,
+            "mode": self.mode,
+            "use_case": job.use_case,
+            "task_type": job.task_type,
+            "reference": job.reference,
+            "upstream_model": str(job.body.get("model") or ""),
+            "upstream_status": job.upstream_status,
+            "upstream_latency_s": job.upstream_latency_s,
+        }
+        try:
+            answer, prompt_tokens, completion_tokens = upstream_answer(job.upstream_body)
+            row.update(upstream_answer=answer, upstream_input_tokens=prompt_tokens)
+            row["upstream_output_tokens"] = completion_tokens
+            if self.upstream_price is not None:
+                price_in, price_out = self.upstream_price
+                row["upstream_cost_usd"] = (prompt_tokens * price_in + completion_tokens * price_out) / 1e6
+            question = question_from_messages(job.body.get("messages") or [])
+        except (ValueError, KeyError, TypeError, IndexError, InvalidQuestion) as exc:
+            self.store.add({**row, "status": "unreadable", "error": f"{type(exc).__name__}: {exc}"})
+            return
+        row["question"] = question
+        if self.day is not None and self.day.cap_usd is not None and self.day.spent_usd >= self.day.cap_usd:
+            self.counts["skipped_budget"] += 1
+            self.store.add({**row, "status": "skipped_budget", "error": "the shadow budget for today is used up"})
+            return
+        budget = RequestBudget(self.limits, [self.day] if self.day else [])
+        tags = ("shadow", f"use-case:{job.use_case}")
+        record = await self.orchestrator.run(
+            question, mode="plan" if self.mode == "plan" else "run", budget=budget, tags=tags
+        )
+        self.counts["done"] += 1
+        self.store.add({**row, **_podium_columns(record), "status": "done"})
+
+
+def _podium_columns(record: RunRecord) -> dict[str, Any]:
+    workflow = record.workflow
+    return {
+        "request_id": record.id,
+        "podium_status": record.status,
+        "podium_answer": record.answer or None,
+        "podium_cost_usd": record.totals.total_cost_usd,
+        "podium_latency_s": record.totals.wall_time_s,
+        "podium_workers": json.dumps([record.workers[s.worker] for s in workflow.steps] if workflow else []),
+        "podium_steps": len(workflow) if workflow else 0,
+        "error": record.error,
+    }
+
+
+def _decoded(raw: bytes, encoding: str | None) -> bytes:
+    if not encoding or encoding == "identity":
+        return raw
+    if encoding == "gzip":
+        return zlib.decompress(raw, 16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompress(raw)
+    raise ValueError(f"cannot read a {encoding!r}-encoded upstream reply")
+
+
+def create_shadow_app(proxy: ShadowProxy) -> FastAPI:
+    """The proxy application: ``/v1/*`` forwarded, ``/healthz`` podium's own."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await proxy.start()
+        worker = asyncio.create_task(proxy.work())
+        try:
+            yield
+        finally:
+            worker.cancel()
+            await proxy.stop()
+
+    app = FastAPI(title="podium shadow", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        waiting = proxy.queue.qsize() if proxy.queue else 0
+        spent = proxy.day.spent_usd if proxy.day else None
+        return {"status": "ok", "upstream": proxy.upstream, "mode": proxy.mode, "waiting": waiting, **proxy.counts,
+                "shadow_spent_today_usd": spent}  # fmt: skip
+
+    @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
+    async def forward(request: Request, path: str) -> Response:
+        return await proxy.forward(request, f"v1/{path}")
+
+    return app
+
+
+# ------------------------------------------------------------------------------------- report
+
+
+def agreement(row: Mapping[str, Any]) -> float | None:
+    """How far podium's answer agrees with the upstream's, in [0, 1], or None (plan mode, or
+    no answer on either side).
+
+    By ``task_type``: ``math`` — 1 when the final numbers are equal (math-verify, as in the
+    eval loop), ``choice`` — the same letter, ``exact`` — equal after normalisation; anything
+    else — difflib's similarity ratio of the two texts (1 = identical).
+    """
+    ours, theirs = row.get("podium_answer"), row.get("upstream_answer")
+    if not ours or not theirs:
+        return None
+    from podium.eval import verifiers
+
+    task_type = row.get("task_type")
+    if task_type == "math":
+        a, b = verifiers.extract_math_answer(ours), verifiers.extract_math_answer(theirs)
+        return float(a is not None and b is not None and _same_number(a, b))
+    if task_type == "choice":
+        a, b = verifiers.extract_choice(ours), verifiers.extract_choice(theirs)
+        return float(a is not None and a == b)
+    if task_type == "exact":
+        return float(verifiers.normalize_exact(ours) == verifiers.normalize_exact(theirs))
+    return difflib.SequenceMatcher(None, ours, theirs).ratio()
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return abs(float(a.replace(",", "")) - float(b.replace(",", ""))) < 1e-9
+    except ValueError:
+        return a.strip() == b.strip()
+
+
+def correct(answer: str | None, row: Mapping[str, Any]) -> float | None:
+    """1/0 when the row has a reference and a task type a rule can check, else None."""
+    reference, task_type = row.get("reference"), row.get("task_type")
+    if not answer or not reference:
+        return None
+    from podium.eval import verifiers
+
+    if task_type == "math":
+        got = verifiers.extract_math_answer(answer)
+        return float(got is not None and _same_number(got, reference))
+    if task_type == "choice":
+        return float(verifiers.extract_choice(answer) == reference.strip().upper())
+    if task_type in ("exact", None):
+        return float(verifiers.normalize_exact(answer) == verifiers.normalize_exact(reference))
+    return None
+
+
+def shadow_report(rows: Sequence[Mapping[str, Any]], *, top: int = 5) -> dict[str, Any]:
+    """Per use case: counts by status, agreement, quality (where references exist), cost (USD)
+    and latency (p50/p95 seconds) of upstream and podium, and the ``top`` largest disagreements."""
+    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_case.setdefault(str(row["use_case"]), []).append(row)
+    cases = {}
+    for case, group in sorted(by_case.items()):
+        done = [r for r in group if r["status"] == "done"]
+        scored = [(agreement(r), r) for r in done]
+        agree = [a for a, _ in scored if a is not None]
+        worst = sorted(((a, r) for a, r in scored if a is not None), key=lambda x: x[0])[:top]
+        cases[case] = {
+            "requests": len(group),
+            "statuses": {s: sum(1 for r in group if r["status"] == s) for s in sorted({r["status"] for r in group})},
+            "agreement": _mean(agree),
+            "compared": len(agree),
+            "quality": {
+                "upstream": _mean([q for r in done if (q := correct(r.get("upstream_answer"), r)) is not None]),
+                "podium": _mean([q for r in done if (q := correct(r.get("podium_answer"), r)) is not None]),
+                "with_reference": sum(1 for r in done if r.get("reference")),
+            },
+            "cost_usd": {
+                "upstream_mean": _mean(
+                    [r["upstream_cost_usd"] for r in done if r.get("upstream_cost_usd") is not None]
+                ),
+                "podium_mean": _mean([r["podium_cost_usd"] for r in done if r.get("podium_cost_usd") is not None]),
+            },
+            "latency_s": {
+                side: _percentiles([r[f"{side}_latency_s"] for r in done if r.get(f"{side}_latency_s") is not None])
+                for side in ("upstream", "podium")
+            },
+            "podium_workers": _worker_counts(done),
+            "largest_disagreements": [
+                {
+                    "at": r["at"],
+                    "request_id": r["request_id"],
+                    "agreement": round(a, 3),
+                    "question": _clip(r.get("question")),
+                    "upstream_answer": _clip(r.get("upstream_answer")),
+                    "podium_answer": _clip(r.get("podium_answer")),
+                }
+                for a, r in worst
+            ],
+        }
+    return {"use_cases": cases, "rows": len(rows)}
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    return {"p50": percentile(values, 50) if values else None, "p95": percentile(values, 95) if values else None}
+
+
+def _worker_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        for w in json.loads(r.get("podium_workers") or "[]"):
+            counts[w] = counts.get(w, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _clip(text: str | None, limit: int = 160) -> str | None:
+    if text is None:
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def report_markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown: one table of all use cases, then the disagreements per case."""
+
+    def f(value: Any, spec: str = ".3f") -> str:
+        return "–" if value is None else format(value, spec)
+
+    lines = [
+        "| use case | requests | done | agreement | quality upstream | quality podium | cost upstream | "
+        "cost podium | p50 / p95 upstream (s) | p50 / p95 podium (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for case, c in report["use_cases"].items():
+        lat_u, lat_p = c["latency_s"]["upstream"], c["latency_s"]["podium"]
+        cells = [
+            case,
+            str(c["requests"]),
+            str(c["statuses"].get("done", 0)),
+            f(c["agreement"]),
+            f(c["quality"]["upstream"]),
+            f(c["quality"]["podium"]),
+            f(c["cost_usd"]["upstream_mean"], ".6f"),
+            f(c["cost_usd"]["podium_mean"], ".6f"),
+            f"{f(lat_u['p50'], '.2f')} / {f(lat_u['p95'], '.2f')}",
+            f"{f(lat_p['p50'], '.2f')} / {f(lat_p['p95'], '.2f')}",
+        ]
+        lines.append(f"| {' | '.join(cells)} |")
+    for case, c in report["use_cases"].items():
+        if not c["largest_disagreements"]:
+            continue
+        lines += ["", f"### Largest disagreements: {case}", "", "| agreement | question | upstream | podium | trace |"]
+        lines.append("|---|---|---|---|---|")
+        for d in c["largest_disagreements"]:
+            cells = [str(d["agreement"]), d["question"] or "", d["upstream_answer"] or "", d["podium_answer"] or ""]
+            cells = [x.replace("|", "\\|") for x in cells]
+            lines.append(f"| {' | '.join(cells)} | {d['request_id']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,177 @@
+"""Shadow mode over real HTTP on 127.0.0.1: a fixed-reply upstream (a fake, podium.serve.
+fake_upstream), the shadow proxy under uvicorn, and podium's shadow runs on fake workers
+(podium.testing.ScriptedWorker). The real-upstream test (llama_cpp.server) is in
+test_serve_e2e.py."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from podium.pool import load_pool
+from podium.runtime import build_orchestrator
+from podium.serve.fake_upstream import REPLY, create_upstream
+from podium.serve.shadow import ShadowProxy, ShadowStore, create_shadow_app, report_markdown, shadow_report
+from podium.testing import ScriptedWorker
+from podium.trace.store import TraceStore
+from podium.workers.base import Message, Price
+
+POOL = str(Path(__file__).parent / "pools" / "three-fakes.toml")
+PLAN = 'model_id = [1]\nsubtasks = ["Solve it and end with the number."]\naccess_list = [[]]'
+BODY = {"model": "fixed", "messages": [{"role": "user", "content": "What is 6 * 7?"}], "temperature": 0}
+
+
+def reply(messages: Sequence[Message]) -> str:
+    return PLAN if any("model_id" in m["content"] for m in messages) else "So the answer is 41"
+
+
+class Uvicorn:
+    def __init__(self, app: FastAPI) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "server did not start"
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture
+def upstream() -> Iterator[Uvicorn]:
+    server = Uvicorn(create_upstream(latency_s=0.01))
+    yield server
+    server.stop()
+
+
+def make_proxy(
+    upstream: Uvicorn, tmp_path: Path, *, price: float = 1.0, delay_s: float = 0.0, **kw: Any
+) -> ShadowProxy:
+    workers = [
+        ScriptedWorker(n, reply, price=Price(price, price), delay_s=delay_s) for n in ("smol-a", "smol-b", "smol-c")
+    ]
+    orchestrator = build_orchestrator(
+        load_pool(POOL), traces=TraceStore(tmp_path / "traces.sqlite3"), workers=list(workers)
+    )
+    return ShadowProxy(upstream.url, orchestrator, ShadowStore(tmp_path / "shadow.sqlite3"), **kw)
+
+
+def drain(proxy: ShadowProxy, expected: int, timeout_s: float = 20) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while len(rows := proxy.store.rows()) < expected:
+        assert time.monotonic() < deadline, f"only {len(rows)} of {expected} shadow rows"
+        time.sleep(0.05)
+    return rows
+
+
+def test_the_client_gets_the_upstreams_bytes_and_the_shadow_run_is_recorded(upstream: Uvicorn, tmp_path: Path) -> None:
+    proxy = make_proxy(upstream, tmp_path, mode="execute", upstream_price=(2.0, 4.0))
+    shadow = Uvicorn(create_shadow_app(proxy))
+    try:
+        for stream in (False, True):
+            body = {**BODY, "stream": stream}
+            direct = httpx.post(upstream.url + "/v1/chat/completions", json=body)
+            proxied = httpx.post(
+                shadow.url + "/v1/chat/completions", json=body, headers={"X-Podium-Use-Case": "support"}
+            )
+            assert proxied.status_code == direct.status_code == 200
+            assert proxied.content == direct.content  # byte for byte
+            assert proxied.headers["content-type"] == direct.headers["content-type"]
+        models = httpx.get(shadow.url + "/v1/models")  # anything under /v1 is forwarded
+        assert models.json()["data"][0]["id"] == "fixed"
+        rows = drain(proxy, 2)
+    finally:
+        shadow.stop()
+    assert [r["status"] for r in rows] == ["done", "done"] and {r["use_case"] for r in rows} == {"support"}
+    for row in rows:
+        assert row["upstream_answer"].strip() == REPLY and row["podium_answer"] == "So the answer is 41"
+        assert row["upstream_cost_usd"] == pytest.approx((5 * 2.0 + 5 * 4.0) / 1e6)  # 5 + 5 words × USD per 1M
+        assert row["question"] == "What is 6 * 7?" and row["podium_workers"] == '["smol-b"]'
+        record = proxy.orchestrator.traces.get(row["request_id"]) if proxy.orchestrator.traces else None
+        assert record is not None and "shadow" in record.tags and "use-case:support" in record.tags
+    assert upstream.server.config.app.state.requests == 4  # the shadow never calls the upstream itself
+
+
+def test_plan_mode_records_the_workflow_without_executing_it(upstream: Uvicorn, tmp_path: Path) -> None:
+    proxy = make_proxy(upstream, tmp_path, mode="plan")
+    shadow = Uvicorn(create_shadow_app(proxy))
+    try:
+        httpx.post(shadow.url + "/v1/chat/completions", json=BODY)
+        (row,) = drain(proxy, 1)
+    finally:
+        shadow.stop()
+    assert row["status"] == "done" and row["podium_steps"] == 1 and row["podium_workers"] == '["smol-b"]'
+    assert row["podium_answer"] is None  # planned, not executed
+
+
+def test_the_shadow_budget_holds_per_request_and_per_day(upstream: Uvicorn, tmp_path: Path) -> None:
+    daily = 0.02
+    proxy = make_proxy(upstream, tmp_path, price=5.0, mode="execute", request_cap_usd=0.01, daily_budget_usd=daily)
+    shadow = Uvicorn(create_shadow_app(proxy))
+    try:
+        for _ in range(12):
+            assert httpx.post(shadow.url + "/v1/chat/completions", json=BODY).status_code == 200
+        rows = drain(proxy, 12)
+    finally:
+        shadow.stop()
+    spent = [r["podium_cost_usd"] for r in rows if r["podium_cost_usd"] is not None]
+    assert all(cost <= 0.01 for cost in spent)  # the per-request cap
+    assert sum(spent) <= daily  # the day's cap: reserved before each call, never overshot
+    assert any(r["status"] == "skipped_budget" for r in rows) or any(r["podium_status"] != "ok" for r in rows)
+    assert ShadowStore(tmp_path / "shadow.sqlite3").spent_since("2000-01-01") == pytest.approx(sum(spent))
+
+
+def test_a_full_queue_drops_visibly(upstream: Uvicorn, tmp_path: Path) -> None:
+    proxy = make_proxy(upstream, tmp_path, mode="execute", delay_s=0.5, queue_size=1)
+    shadow = Uvicorn(create_shadow_app(proxy))
+    try:
+        for _ in range(5):  # the shadow takes 1 s a request; the upstream answers in 10 ms
+            httpx.post(shadow.url + "/v1/chat/completions", json=BODY)
+        health = httpx.get(shadow.url + "/healthz").json()
+        rows = drain(proxy, 5)
+    finally:
+        shadow.stop()
+    dropped = [r for r in rows if r["status"] == "dropped"]
+    assert dropped and health["dropped"] == len(dropped) and "queue full" in dropped[0]["error"]
+
+
+def test_the_report_compares_per_use_case_against_hand_counted_values() -> None:
+    def row(case: str, ours: str, theirs: str, ref: str | None, task: str | None, cost: float) -> dict[str, Any]:
+        return {
+            "at": "2026-11-30T00:00:00Z", "status": "done", "use_case": case, "task_type": task, "reference": ref,
+            "question": "q", "request_id": "ab", "podium_answer": ours, "upstream_answer": theirs,
+            "podium_cost_usd": cost, "upstream_cost_usd": 0.01, "podium_latency_s": 2.0, "upstream_latency_s": 1.0,
+            "podium_workers": '["w"]',
+        }  # fmt: skip
+
+    rows = [
+        row("math", "so it is 42", "The answer is 42.", "42", "math", 0.001),
+        row("math", "it is 41", "The answer is 42.", "42", "math", 0.003),
+        row("support", "Reset it in settings", "Reset it in settings", None, None, 0.002),
+        {"at": "2026-11-30T00:00:01Z", "status": "skipped_budget", "use_case": "math"},
+    ]
+    report = shadow_report(rows)
+    math_case = report["use_cases"]["math"]
+    assert math_case["requests"] == 3 and math_case["statuses"] == {"done": 2, "skipped_budget": 1}
+    assert math_case["agreement"] == 0.5  # one of two final numbers equal
+    assert math_case["quality"] == {"upstream": 1.0, "podium": 0.5, "with_reference": 2}
+    assert math_case["cost_usd"]["podium_mean"] == pytest.approx(0.002)
+    assert math_case["largest_disagreements"][0]["podium_answer"] == "it is 41"
+    assert report["use_cases"]["support"]["agreement"] == 1.0  # identical texts
+    assert "| math | 3 | 2 | 0.500 |" in report_markdown(report)
