@@ -378,7 +378,7 @@ def _podium_columns(record: RunRecord) -> dict[str, Any]:
         "podium_latency_s": record.totals.wall_time_s,
         "podium_workers": json.dumps([record.workers[s.worker] for s in workflow.steps] if workflow else []),
         "podium_steps": len(workflow) if workflow else 0,
-        "error": record.error,
+        "error": record.error or (f"{record.fallback.reason}: {record.fallback.detail}" if record.fallback else None),
     }
 
 

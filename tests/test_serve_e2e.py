@@ -1,0 +1,152 @@
+"""``podium serve`` and ``podium shadow`` as real processes with real models: the CLI started as a
+user starts it, SmolLM2-135M through llama.cpp as every worker, the official ``openai`` client,
+and for shadow mode a real ``llama_cpp.server`` upstream on 127.0.0.1. No fakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import POOLS
+from tests.test_backend_openai import ALIAS, _free_port, start_server
+
+openai = pytest.importorskip("openai", reason="needs podium[openai]")
+pytestmark = pytest.mark.model
+
+QUESTION = "What is 2 + 3? Answer with the number."
+
+
+def start_podium(args: list[str], port: int, home: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PODIUM_HOME": str(home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "podium", *args, "--port", str(port), "--pool", str(POOLS / "smollm2.toml")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            output = proc.stdout.read().decode() if proc.stdout else ""
+            raise RuntimeError(f"podium {args[0]} exited with {proc.returncode}: {output}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"podium {args[0]} did not come up within 60 s")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    traces = tmp_path / "traces.sqlite3"
+    proc = start_podium(["serve", "--traces", str(traces)], port, tmp_path)
+    yield f"http://127.0.0.1:{port}", traces, proc
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def stored(traces: Path, request_id: str) -> tuple[str, str]:
+    row = sqlite3.connect(traces).execute("SELECT status, answer FROM requests WHERE id = ?", (request_id,)).fetchone()
+    assert row is not None, f"no trace {request_id}"
+    return row[0], row[1]
+
+
+def test_serve_answers_and_streams_with_the_real_runtime(served: tuple[str, Path, subprocess.Popen[bytes]]) -> None:
+    url, traces, _ = served
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+    response = client.chat.completions.create(model="podium", messages=[{"role": "user", "content": QUESTION}])
+    status, answer = stored(traces, response.id)
+    assert status in ("ok", "fallback") and answer == response.choices[0].message.content and answer
+    pieces, ids = [], set()
+    for chunk in client.chat.completions.create(
+        model="podium-fast", messages=[{"role": "user", "content": QUESTION}], stream=True
+    ):
+        ids.add(chunk.id)
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+    (request_id,) = ids
+    status, answer = stored(traces, request_id)
+    assert "".join(pieces) == answer and len(pieces) > 1  # llama.cpp's tokens arrive as they are made
+
+
+def test_sigterm_lets_the_in_flight_stream_finish(served: tuple[str, Path, subprocess.Popen[bytes]]) -> None:
+    url, traces, proc = served
+    got: dict[str, object] = {}
+
+    def call() -> None:
+        body = {"model": "podium-fast", "messages": [{"role": "user", "content": QUESTION}], "stream": True}
+        with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=120) as response:
+            got["id"] = response.headers["x-request-id"]
+            got["lines"] = [line for line in response.iter_lines() if line]
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    while "id" not in got:  # the request is in flight
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    caller.join(timeout=120)
+    # uvicorn re-raises the signal after its graceful shutdown, so the exit is "terminated by SIGTERM"
+    assert proc.wait(timeout=120) in (0, -signal.SIGTERM)
+    lines = got["lines"]
+    assert isinstance(lines, list) and lines[-1] == "data: [DONE]"
+    status, _ = stored(traces, str(got["id"]))
+    assert status in ("ok", "fallback")
+
+
+def test_shadow_relays_a_real_upstream_and_keeps_its_budget(tmp_path: Path) -> None:
+    upstream_port, shadow_port = _free_port(), _free_port()
+    upstream = start_server(upstream_port)
+    store = tmp_path / "shadow.sqlite3"
+    traces = str(tmp_path / "traces.sqlite3")
+    args = ["shadow", "--upstream", f"http://127.0.0.1:{upstream_port}", "--mode", "execute",
+            "--daily-budget", "0.0003", "--store", str(store), "--traces", traces]  # fmt: skip
+    shadow = start_podium(args, shadow_port, tmp_path)
+    try:
+        body = {"model": ALIAS, "messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "seed": 1,
+                "max_tokens": 16}  # fmt: skip
+        direct = httpx.post(f"http://127.0.0.1:{upstream_port}/v1/chat/completions", json=body, timeout=60).json()
+        for _ in range(4):
+            proxied = httpx.post(f"http://127.0.0.1:{shadow_port}/v1/chat/completions", json=body, timeout=60)
+            assert proxied.status_code == 200
+            reply = proxied.json()
+            for varying in ("id", "created"):  # the only fields llama_cpp.server changes per call
+                reply.pop(varying), direct.pop(varying, None)
+            assert reply == direct
+        deadline = time.monotonic() + 300
+        while True:
+            rows = (
+                sqlite3.connect(store)
+                .execute("SELECT status, podium_cost_usd, upstream_answer, error FROM shadow")
+                .fetchall()
+            )
+            if len(rows) == 4:
+                break
+            assert time.monotonic() < deadline, f"{len(rows)} of 4 shadow rows after 300 s"
+            time.sleep(1)
+        health = httpx.get(f"http://127.0.0.1:{shadow_port}/healthz").json()
+    finally:
+        shadow.terminate()
+        shadow.wait(timeout=60)
+        upstream.terminate()
+        upstream.wait(timeout=30)
+    assert all(r[2] == direct["choices"][0]["message"]["content"] for r in rows)  # the upstream's own answer
+    assert sum(r[1] or 0 for r in rows) <= 0.0003  # the day's shadow budget
+    statuses = [r[0] for r in rows]
+    assert statuses[0] == "done" and rows[0][1] > 0, rows  # the first run fits the budget
+    # later ones found it used up: skipped, or stopped by a refused reservation on the day's budget
+    assert any(s == "skipped_budget" or "shadow/day" in (e or "") for s, _, _, e in rows[1:]), rows
+    assert health["skipped_budget"] == statuses.count("skipped_budget")
+    assert json.loads(json.dumps(health))["forwarded"] >= 4
