@@ -117,6 +117,7 @@ def test_span_tree_links_and_times_follow_the_record(tmp_path: Path) -> None:
     # the invalid attempt is an error span named by its parse error kind; the valid one is not
     assert record.attempts[0].error_kind == "missing_field"
     assert plans[0].status.status_code is StatusCode.ERROR and plans[0].attributes["error.type"] == "missing_field"
+    assert plans[0].status.description == "missing_field"  # the detail may quote the conductor: opt-in
     assert plans[1].status.status_code is StatusCode.UNSET and plans[1].attributes["podium.plan.steps"] == 2
     assert root.status.status_code is StatusCode.UNSET and root.kind is SpanKind.INTERNAL
 

@@ -265,7 +265,7 @@ def span_specs(
                 a_start,
                 a_end,
                 _plan_attributes(record, attempt),
-                error=f"{attempt.error_kind}: {attempt.error}" if attempt.error_kind else None,
+                error=_plan_error(attempt, capture_content),
             )
         )
         if attempt.messages:  # the conductor called a model (fixed baselines call none)
@@ -299,6 +299,14 @@ def span_specs(
             )
         )
     return specs
+
+
+def _plan_error(attempt: PlanAttempt, capture_content: bool) -> str | None:
+    """The plan span's error description: the parse error kind, plus its detail only with
+    content capture (a detail may quote the conductor's text)."""
+    if not attempt.error_kind:
+        return None
+    return f"{attempt.error_kind}: {attempt.error}" if capture_content else attempt.error_kind
 
 
 def _call_name(info: WorkerInfo, worker: str) -> str:
