@@ -192,6 +192,26 @@ def test_an_errored_step_and_the_fallback_are_recorded_as_such() -> None:
     assert root.status.status_code is StatusCode.UNSET  # answered by the fallback: not an error
 
 
+def test_an_exporter_that_raises_never_fails_the_request(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        def export(self, record: RunRecord) -> None:
+            raise RuntimeError("collector client bug")
+
+    store = TraceStore(tmp_path / "t.sqlite3")
+    orchestrator = Orchestrator(
+        [ScriptedWorker("w0", reply="fine")],
+        ScriptedConductor(['model_id = [0]\nsubtasks = ["Do it."]\naccess_list = [[]]']),
+        Fallback(0, "Answer."),
+        traces=store,
+        exporter=Broken(),
+    )
+    with caplog.at_level(logging.ERROR, logger="podium"):
+        record = run(orchestrator)
+    assert record.status == "ok" and record.answer == "fine"
+    assert store.get(record.id) is not None  # stored before the exporter ran
+    assert any(f"exporting request {record.id} failed" in r.getMessage() for r in caplog.records)
+
+
 POOL_TOML = """
 name = "mixed"
 [conductor]
@@ -452,6 +472,18 @@ def test_bad_telemetry_settings_are_config_errors(
 ) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build_telemetry(_config(tmp_path, telemetry), environ=environ)
+
+
+def test_without_the_otel_extra_a_configured_exporter_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "podium.telemetry")
+    assert build_telemetry(_config(tmp_path), environ={}) is None  # off: nothing is imported
+    with pytest.raises(ConfigError, match=r"pip install 'podium\[otel\]'"):
+        build_telemetry(_config(tmp_path, 'exporter = "console"\n'), environ={})
 
 
 def test_pool_file_rejects_a_batch_larger_than_the_queue(tmp_path: Path) -> None:

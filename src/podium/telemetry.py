@@ -54,7 +54,7 @@ try:
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
     from opentelemetry.trace import SpanKind, Status, StatusCode
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
+except ImportError as exc:
     raise ConfigError(
         f"OpenTelemetry export needs the otel extra: pip install 'podium[otel]' ({exc.name} is missing)"
     ) from None
@@ -637,18 +637,6 @@ class Telemetry:
                 spans_unsent=self._unsent,
                 queue_capacity=self.max_queue_size,
             )
-
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Export everything queued now; False when it did not finish within ``timeout_s``
-        (default: ``export_timeout_s``)."""
-        done = threading.Event()
-
-        def run() -> None:
-            self._provider.force_flush()
-            done.set()
-
-        threading.Thread(target=run, name="podium-telemetry-flush", daemon=True).start()
-        return done.wait(self.export_timeout_s if timeout_s is None else timeout_s)
 
     def shutdown(self, timeout_s: float | None = None, *, report: bool = True) -> TelemetryStats:
         """Export what is queued (waiting at most ``timeout_s``, default ``export_timeout_s``),
