@@ -46,6 +46,9 @@ def test_record_round_trip_has_every_field(tmp_path: Path) -> None:
     assert step.visible == (0,) and step.access == "all"
     assert "draft" in step.messages[-1]["content"]  # the exact message sent is stored
     assert step.started_at.endswith("Z") and "T" in step.started_at
+    # the conductor call is timed too, and it ends before the first step starts (same clock, UTC)
+    plan = record.attempts[0]
+    assert plan.started_at.endswith("Z") and plan.started_at <= plan.finished_at <= record.steps[0].started_at
     assert record.totals.worker_calls == 2
 
 

@@ -182,7 +182,7 @@ def _progress(console: Console) -> Any:
 
 
 def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from podium.runtime import build_orchestrator
+    from podium.runtime import build_orchestrator, build_telemetry
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
@@ -211,6 +211,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             fallback_reserve=c.fallback_reserve,
         )
     traces = None if args.no_trace else TraceStore(args.traces or default_trace_path())
+    telemetry = build_telemetry(config)
     orchestrator = build_orchestrator(
         config,
         traces=traces,
@@ -218,10 +219,17 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
         max_steps=args.max_steps,
         limits=limits,
         recursion_rounds=args.rounds,
+        exporter=telemetry,
     )
     status, on_event = _progress(err)
-    with status:
-        record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
+    try:
+        with status:
+            record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
+    finally:
+        if telemetry is not None:  # flush the spans; losses are reported, never silent
+            sent = telemetry.shutdown(report=False)
+            if sent.spans_lost:
+                err.print(Text(sent.summary(), style="yellow"), highlight=False)
     _print_record(record, args.json, out)
     return 1 if record.status == "error" else 0
 

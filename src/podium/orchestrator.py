@@ -14,11 +14,13 @@ time kept back by ``Limits.fallback_reserve``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
 from podium.conductor.base import Conductor, PreviousRound
@@ -30,11 +32,21 @@ from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 from podium.workflow import Step, Workflow
 
-__all__ = ["EventHook", "Fallback", "Orchestrator", "validate_question"]
+__all__ = ["EventHook", "Fallback", "Orchestrator", "RecordExporter", "validate_question"]
+
+_log = logging.getLogger("podium")
 
 EventHook = Callable[[str, dict[str, Any]], None]
 """Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
 ``step_end``, ``keep_answer``, ``fallback``; ``data`` carries ``round`` where it applies."""
+
+
+class RecordExporter(Protocol):
+    """Something that ships each finished :class:`~podium.records.RunRecord` elsewhere (e.g.
+    :class:`podium.telemetry.Telemetry`, OpenTelemetry spans). ``export`` is called once per
+    request, after the record is stored, and must not block on the network."""
+
+    def export(self, record: RunRecord) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,8 @@ class Orchestrator:
         recursion_rounds: extra rounds after the first (Nielsen et al. 2026 §3.2): the
             conductor reviews its workflow and answer and either keeps the answer (three empty
             lists) or writes a new workflow whose ``"all"`` steps also see the previous round.
+        exporter: also hands every finished record to this (after the trace store); its
+            failures are logged, never raised into the request.
     """
 
     def __init__(
@@ -95,6 +109,7 @@ class Orchestrator:
         limits: Limits | None = None,
         periods: Sequence[PeriodBudget] = (),
         recursion_rounds: int = 1,
+        exporter: RecordExporter | None = None,
     ) -> None:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
@@ -111,6 +126,7 @@ class Orchestrator:
         if recursion_rounds < 0:
             raise ConfigError(f"recursion_rounds must be 0 or more, got {recursion_rounds}")
         self.recursion_rounds = recursion_rounds
+        self.exporter = exporter
 
     def derive(
         self,
@@ -245,6 +261,11 @@ class Orchestrator:
             )
             if self.traces:
                 self.traces.write(record)
+            if self.exporter is not None:
+                try:
+                    self.exporter.export(record)
+                except Exception:  # telemetry never fails a request; the record is stored already
+                    _log.exception("exporting request %s failed", request_id)
             return record
 
         try:
@@ -367,12 +388,13 @@ class Orchestrator:
         round_ = 0 if previous is None else previous.round + 1
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
-            started = time.perf_counter()
+            started, started_at = time.perf_counter(), utc_now()
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
                     attempt = await self.conductor.plan(
                         question, self.pool, max_steps=self.max_steps, attempt=k, previous=previous
                     )
+                attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
                 attempts.append(  # the cut-off call is part of the trace too (its tokens are unknown)
@@ -385,6 +407,8 @@ class Orchestrator:
                         error_kind="deadline",
                         error=detail,
                         latency_s=time.perf_counter() - started,
+                        started_at=started_at,
+                        finished_at=utc_now(),
                     )
                 )
                 return None, FallbackInfo("deadline", detail)

@@ -44,6 +44,7 @@ __all__ = [
     "PoolConfig",
     "PriceConfig",
     "ResilienceConfig",
+    "TelemetryConfig",
     "WorkerConfig",
     "load_pool",
     "packaged_pools",
@@ -154,6 +155,43 @@ class ResilienceConfig(_Strict):
     breaker_cooldown_s: float = Field(30.0, ge=0, description="how long it stays out, seconds")
 
 
+class TelemetryConfig(_Strict):
+    """OpenTelemetry span export (needs the ``otel`` extra; see ``docs/telemetry.md``).
+
+    Unset fields fall back to the standard ``OTEL_*`` environment variables, then to the
+    defaults named here."""
+
+    exporter: Literal["none", "otlp", "console"] | None = Field(
+        None, description="where spans go (default: OTEL_TRACES_EXPORTER, else none)"
+    )
+    endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces "
+        "(default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318)",
+    )
+    service_name: str | None = Field(
+        None, min_length=1, description="service.name (default: OTEL_SERVICE_NAME, else podium)"
+    )
+    max_queue_size: int = Field(
+        2048, ge=1, le=1_000_000, description="spans held for export; more are dropped, counted"
+    )
+    max_export_batch_size: int = Field(512, ge=1, description="spans per export request")
+    schedule_delay_s: float = Field(5.0, gt=0, description="longest wait before a batch is sent, seconds")
+    export_timeout_s: float = Field(10.0, gt=0, description="one export request, and the wait at shutdown, seconds")
+    capture_content: bool = Field(
+        False, description="also put questions, messages, outputs and the subject key on spans (off: never)"
+    )
+
+    @model_validator(mode="after")
+    def _check_batch(self) -> TelemetryConfig:
+        if self.max_export_batch_size > self.max_queue_size:
+            raise ValueError(
+                f"max_export_batch_size ({self.max_export_batch_size}) must not exceed max_queue_size "
+                f"({self.max_queue_size})"
+            )
+        return self
+
+
 class PoolConfig(_Strict):
     """A whole pool file."""
 
@@ -163,6 +201,7 @@ class PoolConfig(_Strict):
     defaults: DecodingConfig = Field(default_factory=DecodingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)

@@ -38,6 +38,8 @@ class PlanAttempt:
         cost_usd: USD, from the conductor worker's price table.
         latency_s: seconds.
         constrained: whether grammar-constrained decoding was used.
+        started_at, finished_at: UTC ISO 8601, stamped by the orchestrator around the conductor
+            call ("" when unknown, e.g. traces stored before these were recorded).
     """
 
     attempt: int
@@ -51,6 +53,8 @@ class PlanAttempt:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     constrained: bool = False
+    started_at: str = ""
+    finished_at: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,18 @@ conductor on its configured worker's model, the fallback pipeline, limits and pe
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from podium.budget import Limits, PeriodBudget
 from podium.conductor.base import Conductor
 from podium.conductor.lm import LMConductor, LMConductorSettings
-from podium.orchestrator import Fallback, Orchestrator
+from podium.errors import ConfigError
+from podium.orchestrator import Fallback, Orchestrator, RecordExporter
 from podium.pool import LimitsConfig, PoolConfig
 from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
@@ -20,7 +26,10 @@ from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
-__all__ = ["build_orchestrator"]
+if TYPE_CHECKING:
+    from podium.telemetry import Telemetry
+
+__all__ = ["build_orchestrator", "build_telemetry"]
 
 
 def build_orchestrator(
@@ -33,6 +42,7 @@ def build_orchestrator(
     max_steps: int | None = None,
     limits: Limits | None = None,
     recursion_rounds: int | None = None,
+    exporter: RecordExporter | None = None,
 ) -> Orchestrator:
     """An orchestrator for ``config``.
 
@@ -42,6 +52,7 @@ def build_orchestrator(
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
         workers: override the pool's workers (tests), in pool order.
         resamples, max_steps, limits, recursion_rounds: override the pool file's values.
+        exporter: where finished records also go (e.g. :func:`build_telemetry`'s result).
     """
     raw = workers if workers is not None else build_pool_workers(config)
     r = config.resilience
@@ -89,6 +100,7 @@ def build_orchestrator(
         limits=limits or _limits(config.limits),
         periods=_periods(config, traces),
         recursion_rounds=config.conductor.recursion_rounds if recursion_rounds is None else recursion_rounds,
+        exporter=exporter,
     )
     for worker in raw:
         if isinstance(worker, ConductorWorker):
@@ -111,3 +123,69 @@ def _periods(config: PoolConfig, traces: TraceStore | None) -> list[PeriodBudget
         since = datetime.fromtimestamp(day.period_start, UTC).isoformat(timespec="milliseconds")
         day.spent_usd = traces.spent_since(config.name, since.replace("+00:00", "Z"))
     return [day]
+
+
+def build_telemetry(config: PoolConfig, environ: Mapping[str, str] | None = None) -> Telemetry | None:
+    """The OpenTelemetry span exporter ``config``'s ``[telemetry]`` section and the standard
+    ``OTEL_*`` variables ask for, or None when export is off (the default).
+
+    The pool file wins over the environment: ``exporter`` else ``OTEL_TRACES_EXPORTER``
+    (``otlp``, ``console`` or ``none``); ``OTEL_SDK_DISABLED=true`` turns export off. The OTLP
+    exporter speaks HTTP/protobuf; its endpoint is ``endpoint`` (a bare ``http://host:4318``
+    gets ``/v1/traces``) else ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` else ``http://localhost:4318/v1/traces``; headers and TLS
+    come from the ``OTEL_EXPORTER_OTLP_*`` variables. Console spans go to stderr.
+
+    Raises ConfigError for an unknown exporter, a gRPC protocol, a bad endpoint, or when the
+    ``otel`` extra is not installed.
+    """
+    env = os.environ if environ is None else environ
+    t = config.telemetry
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    kind = t.exporter or env.get("OTEL_TRACES_EXPORTER", "").strip().lower() or "none"
+    if kind not in ("otlp", "console", "none"):
+        raise ConfigError(f"OTEL_TRACES_EXPORTER={kind!r} is not supported; use otlp (HTTP/protobuf), console or none")
+    if kind == "none":
+        return None
+    from podium.telemetry import Telemetry, pool_models  # raises ConfigError naming the extra
+
+    exporter: object
+    if kind == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        exporter = ConsoleSpanExporter(out=sys.stderr)  # stdout stays the answer / --json
+    else:
+        protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+        if protocol and protocol.strip() != "http/protobuf":
+            raise ConfigError(
+                f"OTLP protocol {protocol!r} is not supported: podium exports OTLP over HTTP/protobuf "
+                "(set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf and use the collector's HTTP port, usually 4318)"
+            )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=_traces_url(t.endpoint), timeout=t.export_timeout_s)
+    workers, conductors = pool_models(config)
+    return Telemetry(
+        exporter,
+        workers=workers,
+        conductors=conductors,
+        max_queue_size=t.max_queue_size,
+        max_export_batch_size=t.max_export_batch_size,
+        schedule_delay_s=t.schedule_delay_s,
+        export_timeout_s=t.export_timeout_s,
+        capture_content=t.capture_content,
+        service_name=t.service_name,
+    )
+
+
+def _traces_url(endpoint: str | None) -> str | None:
+    """The OTLP/HTTP traces URL for a configured endpoint (None: the exporter reads the env)."""
+    if endpoint is None:
+        return None
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"[telemetry] endpoint {endpoint!r} is not an http(s) URL; e.g. http://127.0.0.1:4318/v1/traces"
+        )
+    return endpoint.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else endpoint

@@ -39,10 +39,13 @@ SCHEMA_VERSION = 3
 with the fix, never altered. (Version 1 was a development schema that never shipped.)"""
 
 _MIGRATIONS: dict[int, str] = {
-    # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge.
+    # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge; when
+    # each conductor call started and ended (for span export).
     2: """
     ALTER TABLE requests ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE requests ADD COLUMN subject TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN started_at TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN finished_at TEXT;
     """,
 }
 """SQL that upgrades version ``k`` to ``k + 1``."""
@@ -88,6 +91,8 @@ CREATE TABLE IF NOT EXISTS plan_attempts (
     cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL,
     constrained INTEGER NOT NULL,
+    started_at TEXT,
+    finished_at TEXT,
     PRIMARY KEY (request_id, round, attempt)
 );
 CREATE TABLE IF NOT EXISTS steps (
@@ -283,6 +288,8 @@ class TraceStore:
                 "cost_usd": a.cost_usd,
                 "latency_s": a.latency_s,
                 "constrained": int(a.constrained),
+                "started_at": a.started_at or None,
+                "finished_at": a.finished_at or None,
             }
             for a in record.attempts
         ]
@@ -384,6 +391,8 @@ class TraceStore:
                 cost_usd=a["cost_usd"],
                 latency_s=a["latency_s"],
                 constrained=bool(a["constrained"]),
+                started_at=a["started_at"] or "",
+                finished_at=a["finished_at"] or "",
             )
             for a in db.execute(
                 "SELECT * FROM plan_attempts WHERE request_id = ? ORDER BY round, attempt", (request_id,)

@@ -18,18 +18,24 @@ __all__ = [
     "WorkerSettings",
     "build_pool_workers",
     "build_worker",
+    "worker_settings",
 ]
 
 
-def build_worker(config: WorkerConfig) -> Worker:
-    """Construct the worker a (merged) pool-file entry describes. Loads no model yet."""
-    settings = WorkerSettings(
+def worker_settings(config: WorkerConfig) -> WorkerSettings:
+    """The decoding settings a (merged) pool-file entry gives its worker."""
+    return WorkerSettings(
         max_tokens=config.max_tokens or WorkerSettings.max_tokens,
         temperature=WorkerSettings.temperature if config.temperature is None else config.temperature,
         top_p=config.top_p or WorkerSettings.top_p,
         seed=config.seed or 0,
         reasoning_effort=config.reasoning_effort,
     )
+
+
+def build_worker(config: WorkerConfig) -> Worker:
+    """Construct the worker a (merged) pool-file entry describes. Loads no model yet."""
+    settings = worker_settings(config)
     p = config.price or PriceConfig()
     price = Price(p.input, p.output, p.cached_input)
     if config.backend == "llama_cpp":
