@@ -128,6 +128,7 @@ def test_models_lists_the_presets_and_health_reports_the_mode(running: Running) 
     assert [m.id for m in models.data] == ["podium", "podium-fast"]
     health = httpx.get(running.url + "/healthz").json()
     assert health["status"] == "ok" and health["serving"] == "conductor" and health["reload_error"] is None
+    assert health["telemetry"] is None  # off unless configured
 
 
 def test_bad_input_gets_the_openai_error_shape(running: Running) -> None:
@@ -285,3 +286,18 @@ def test_a_conversation_becomes_one_question_with_its_context() -> None:
     assert question.startswith("Instructions: Answer in Danish.")
     assert "User: What is 2+2?\nAssistant: 4" in question and question.endswith("And times 3?")
     assert question_from_messages([{"role": "user", "content": "Just this"}]) == "Just this"
+
+
+def test_served_requests_are_exported_as_spans_when_telemetry_is_on(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="needs podium[otel]")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")  # spans to stderr; the counters are what we check
+    running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool())))
+    try:
+        running.client().chat.completions.create(model="podium-fast", messages=[{"role": "user", "content": "6*7?"}])
+        telemetry = httpx.get(running.url + "/healthz").json()["telemetry"]
+    finally:
+        running.stop()
+    assert telemetry["requests"] == 1 and telemetry["spans_queued"] >= 3  # request, plan, a worker call
+    assert telemetry["spans_dropped"] == 0

@@ -170,6 +170,7 @@ class Orchestrator:
             limits=limits or self.limits,
             periods=self.periods,
             recursion_rounds=self.recursion_rounds if recursion_rounds is None else recursion_rounds,
+            exporter=self.exporter,
         )
 
     async def run(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -35,7 +36,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -58,6 +59,9 @@ from podium.streaming import AnswerStream
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 from podium.workflow import Step
+
+if TYPE_CHECKING:
+    from podium.telemetry import Telemetry
 
 __all__ = ["ApiError", "Server", "create_app", "question_from_messages"]
 
@@ -195,15 +199,18 @@ class Server:
         self.in_flight = 0
         self.served = 0
         self.reload_error: str | None = None
+        self.telemetry: Telemetry | None = None
         self._stamp = self._watched()
         self.current = self._load()
 
     def _load(self) -> _Loaded:
-        from podium.runtime import build_orchestrator
+        from podium.runtime import build_orchestrator, build_telemetry
 
         config = load_serve_config(self.config_path)
         pool_config = load_pool(self.pool_override or config.pool)
-        base = build_orchestrator(pool_config, traces=self.traces, workers=self.workers)
+        if self.telemetry is None:  # one span exporter for the server's life (the first pool's settings)
+            self.telemetry = build_telemetry(pool_config)
+        base = build_orchestrator(pool_config, traces=self.traces, workers=self.workers, exporter=self.telemetry)
         models = {}
         for name, preset in config.models.items():
             try:
@@ -568,6 +575,8 @@ def create_app(server: Server) -> FastAPI:
             yield
         finally:
             watcher.cancel()
+            if server.telemetry is not None:  # flush the spans; losses are logged, never silent
+                server.telemetry.shutdown()
 
     app = FastAPI(title="podium", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
 
@@ -594,6 +603,7 @@ def create_app(server: Server) -> FastAPI:
             "served": server.served,
             "config_loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(loaded.loaded_at)),
             "reload_error": server.reload_error,
+            "telemetry": dataclasses.asdict(server.telemetry.stats()) if server.telemetry else None,
         }
 
     @app.get("/v1/models")

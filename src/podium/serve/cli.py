@@ -164,7 +164,7 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
     if not args.upstream:
         raise ConfigError("podium shadow needs --upstream URL (the existing pipeline), or 'podium shadow report'")
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator
+    from podium.runtime import build_orchestrator, build_telemetry
     from podium.trace.store import TraceStore
 
     price = None
@@ -175,7 +175,9 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
             raise ConfigError(f"--upstream-price {args.upstream_price!r}: write IN,OUT in USD per 1M tokens") from None
         price = (price_in, price_out)
     config = load_pool(args.pool)
-    orchestrator = build_orchestrator(config, traces=TraceStore(args.traces or default_trace_path()))
+    telemetry = build_telemetry(config)
+    traces = TraceStore(args.traces or default_trace_path())
+    orchestrator = build_orchestrator(config, traces=traces, exporter=telemetry)
     proxy = ShadowProxy(
         args.upstream,
         orchestrator,
@@ -196,7 +198,11 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         highlight=False,
     )
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning")
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
     return 0
 
 
