@@ -301,3 +301,37 @@ def test_served_requests_are_exported_as_spans_when_telemetry_is_on(
         running.stop()
     assert telemetry["requests"] == 1 and telemetry["spans_queued"] >= 3  # request, plan, a worker call
     assert telemetry["spans_dropped"] == 0
+
+
+def test_a_registry_rollback_changes_the_served_conductor_without_a_restart(
+    tmp_path: Path, traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from podium.conductor.light import LightPolicy
+    from podium.embed import Embedder
+    from podium.registry import Registry
+
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    registry = Registry()
+    for _ in range(2):  # two versions of a light conductor (parameters arbitrary: only the name is served here)
+        version = registry.create("light")
+        shape = LightPolicy(("smol-a",), np.zeros(384), np.zeros((2, 384)), np.zeros(0), 3, Embedder.name)
+        weights = np.zeros((shape.n_actions, shape.n_features))
+        LightPolicy(("smol-a",), np.zeros(384), np.zeros((2, 384)), weights, 3, Embedder.name).save(version.policy_path)
+        registry.promote(version, evidence={})
+    config = tmp_path / "serve.toml"
+    config.write_text('[models.podium]\nconductor = "light:light"\n')
+    running = Running(Server(config_path=config, pool=POOL, traces=traces, workers=list(fake_pool())))
+    try:
+        served = {m.id: (m.model_extra or {})["conductor"] for m in running.client().models.list().data}
+        assert served == {"podium": "light:light@v2"}
+        registry.rollback("light")  # what `podium conductor rollback light` does
+        deadline = time.monotonic() + 10
+        while {m.id: (m.model_extra or {})["conductor"] for m in running.client().models.list().data} != {
+            "podium": "light:light@v1"
+        }:
+            assert time.monotonic() < deadline, "the rollback was not picked up"
+            time.sleep(0.2)
+    finally:
+        running.stop()

@@ -86,8 +86,12 @@ def _light(ref: str, embeddings: Path | None) -> Conductor:
     from podium.conductor.light import LightConductor, LightPolicy
     from podium.registry import Registry
 
-    path = Path(ref) if ref.endswith(".npz") else Registry().get(ref).policy_path
-    return LightConductor(LightPolicy.load(path), shared_embedder(embeddings), name=f"light:{ref}")
+    if ref.endswith(".npz"):
+        path, shown = Path(ref), ref
+    else:  # a bare name is its promoted version: the name says which, so traces show rollbacks
+        version = Registry().get(ref)
+        path, shown = version.policy_path, version.ref
+    return LightConductor(LightPolicy.load(path), shared_embedder(embeddings), name=f"light:{shown}")
 
 
 @functools.cache
