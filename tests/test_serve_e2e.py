@@ -4,9 +4,11 @@ and for shadow mode a real ``llama_cpp.server`` upstream on 127.0.0.1. No fakes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -106,21 +108,92 @@ def test_sigterm_lets_the_in_flight_stream_finish(served: tuple[str, Path, subpr
     assert status in ("ok", "fallback")
 
 
+class WireTap:
+    """A TCP relay on 127.0.0.1 that records every byte the upstream sends back, so the test can
+    compare what the client got with what the upstream really put on the wire."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.replies: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            reply = bytearray()
+            self.replies.append(reply)  # filled as it arrives
+            threading.Thread(target=self._pipe, args=(client, upstream, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, reply), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket, record: bytearray | None) -> None:
+        try:
+            while data := src.recv(65536):
+                if record is not None:
+                    record += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+    def bodies(self) -> list[bytes]:
+        """The HTTP bodies of the recorded replies, in order (keep-alive connections carry
+        several: each is framed by content-length or chunked encoding)."""
+        out = []
+        for raw in self.replies:
+            rest = bytes(raw)
+            while rest:
+                head, _, rest = rest.partition(b"\r\n\r\n")
+                fields = dict(line.split(b":", 1) for line in head.lower().split(b"\r\n")[1:] if b":" in line)
+                if fields.get(b"transfer-encoding", b"").strip() == b"chunked":
+                    body = b""
+                    while True:
+                        size_line, _, rest = rest.partition(b"\r\n")
+                        size = int(size_line.split(b";")[0], 16)
+                        if size == 0:
+                            rest = rest[2:]  # the empty trailer line
+                            break
+                        body, rest = body + rest[:size], rest[size + 2 :]
+                else:
+                    length = int(fields.get(b"content-length", b"0"))
+                    body, rest = rest[:length], rest[length:]
+                out.append(body)
+        return out
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 def test_shadow_relays_a_real_upstream_and_keeps_its_budget(tmp_path: Path) -> None:
     upstream_port, shadow_port = _free_port(), _free_port()
     upstream = start_server(upstream_port)
+    tap = WireTap(upstream_port)
     store = tmp_path / "shadow.sqlite3"
     traces = str(tmp_path / "traces.sqlite3")
-    args = ["shadow", "--upstream", f"http://127.0.0.1:{upstream_port}", "--mode", "execute",
+    args = ["shadow", "--upstream", f"http://127.0.0.1:{tap.port}", "--mode", "execute",
             "--daily-budget", "0.0003", "--store", str(store), "--traces", traces]  # fmt: skip
     shadow = start_podium(args, shadow_port, tmp_path)
     try:
         body = {"model": ALIAS, "messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "seed": 1,
                 "max_tokens": 16}  # fmt: skip
         direct = httpx.post(f"http://127.0.0.1:{upstream_port}/v1/chat/completions", json=body, timeout=60).json()
-        for _ in range(4):
-            proxied = httpx.post(f"http://127.0.0.1:{shadow_port}/v1/chat/completions", json=body, timeout=60)
+        got = []
+        for stream in (False, False, True, True):
+            proxied = httpx.post(
+                f"http://127.0.0.1:{shadow_port}/v1/chat/completions", json={**body, "stream": stream}, timeout=60
+            )
             assert proxied.status_code == 200
+            got.append(proxied.content)
+            if stream:
+                continue
             reply = proxied.json()
             for varying in ("id", "created"):  # the only fields llama_cpp.server changes per call
                 reply.pop(varying), direct.pop(varying, None)
@@ -137,12 +210,14 @@ def test_shadow_relays_a_real_upstream_and_keeps_its_budget(tmp_path: Path) -> N
             assert time.monotonic() < deadline, f"{len(rows)} of 4 shadow rows after 300 s"
             time.sleep(1)
         health = httpx.get(f"http://127.0.0.1:{shadow_port}/healthz").json()
+        assert tap.bodies() == got  # the client's bytes are exactly what the upstream sent, streams included
     finally:
+        tap.close()
         shadow.terminate()
         shadow.wait(timeout=60)
         upstream.terminate()
         upstream.wait(timeout=30)
-    assert all(r[2] == direct["choices"][0]["message"]["content"] for r in rows)  # the upstream's own answer
+    assert all(r[2] == direct["choices"][0]["message"]["content"] for r in rows[:2])  # the upstream's own answer
     assert sum(r[1] or 0 for r in rows) <= 0.0003  # the day's shadow budget
     statuses = [r[0] for r in rows]
     assert statuses[0] == "done" and rows[0][1] > 0, rows  # the first run fits the budget
