@@ -36,7 +36,7 @@ def make_record(topic: str, *, conductor: str = "scripted") -> RunRecord:
         [
             ScriptedWorker("drafter", reply=f"outline of {topic} ideas"),
             ScriptedWorker("checker", reply=f"{topic} done"),
-        ],  # noqa: E501
+        ],
         ScriptedConductor([PLAN.format(topic=topic)], name=conductor),
         Fallback(0, "Answer."),
     )

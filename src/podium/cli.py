@@ -252,7 +252,11 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             cost_cap_usd=c.cost_cap_usd if args.cost_cap is None else args.cost_cap,
             fallback_reserve=c.fallback_reserve,
         )
-    traces = None if args.no_trace else TraceStore(args.traces or default_trace_path())
+    traces = (
+        None
+        if args.no_trace
+        else TraceStore(args.traces or default_trace_path(), retention_days=config.traces.retention_days)
+    )
     orchestrator = build_orchestrator(
         config,
         traces=traces,
@@ -361,7 +365,7 @@ def _cmd_purge(store: TraceStore, args: argparse.Namespace, out: Console, err: C
         if answer.strip() != str(count):
             err.print("nothing purged")
             return 1
-    result = preview if args.dry_run or not count else store.purge(**selection)
+    result = preview if args.dry_run else store.purge(**selection)  # selects again: the count may have changed
     if args.json:
         print(json.dumps(dataclasses.asdict(result), indent=2))
         return 0
@@ -373,7 +377,7 @@ def _cmd_purge(store: TraceStore, args: argparse.Namespace, out: Console, err: C
     out.print(
         f"purged {len(result.request_ids)} request(s); database {result.bytes_before:,} → {result.bytes_after:,} bytes"
     )
-    if count and not result.log_truncated:
+    if result.request_ids and not result.log_truncated:
         err.print("[yellow]another process reads the file: its write-ahead log is emptied at its next checkpoint[/]")
     return 0
 

@@ -44,6 +44,7 @@ __all__ = [
     "PoolConfig",
     "PriceConfig",
     "ResilienceConfig",
+    "TracesConfig",
     "WorkerConfig",
     "load_pool",
     "packaged_pools",
@@ -154,6 +155,17 @@ class ResilienceConfig(_Strict):
     breaker_cooldown_s: float = Field(30.0, ge=0, description="how long it stays out, seconds")
 
 
+class TracesConfig(_Strict):
+    """How long the traces of ``podium run`` stay in the trace database (``[traces]``)."""
+
+    retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="purge requests started more than this many days ago, from the whole trace file, when it "
+        "opens and hourly after writes (see docs/traces.md); default: keep everything",
+    )
+
+
 class PoolConfig(_Strict):
     """A whole pool file."""
 
@@ -163,6 +175,7 @@ class PoolConfig(_Strict):
     defaults: DecodingConfig = Field(default_factory=DecodingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)

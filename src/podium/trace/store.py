@@ -302,6 +302,7 @@ class TraceStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute("PRAGMA secure_delete=ON")  # deleted content is zeroed (some builds default to off)
             self._setup(found, tables)
         except (sqlite3.Error, OSError) as exc:
             raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
