@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from podium.records import PlanAttempt, RunRecord, StepRecord
-from podium.trace.store import SearchHit, TraceSummary
+from podium.trace.query import SearchHit, TraceSummary
 from podium.workflow import ALL, Workflow
 
 __all__ = ["progress_bar", "render_plan", "render_run", "render_search", "render_trace_list", "shorten"]

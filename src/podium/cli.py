@@ -30,8 +30,7 @@ from podium.orchestrator import validate_question
 from podium.pool import PoolConfig, PriceConfig, load_pool, packaged_pools
 from podium.records import RunRecord
 from podium.trace import TraceStore, default_trace_path
-from podium.trace.query import FIELDS, STATUSES, TraceFilter, parse_utc
-from podium.trace.store import SearchHit
+from podium.trace.query import FIELDS, STATUSES, SearchHit, TraceFilter, parse_utc
 
 __all__ = ["cli", "main"]
 
@@ -134,7 +133,13 @@ def _trace_parser(sub: Any) -> None:
     t_purge.add_argument("--subject", metavar="KEY", help="every request of this data subject")
     t_purge.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete nothing")
     t_purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    for p in (t_list, t_search, t_show, t_purge):
+    t_export = trace.add_parser(
+        "export",
+        help="one request as a static HTML page: workflow graph, messages, outputs, tokens, cost, latency",
+    )
+    t_export.add_argument("id", help="request id or a unique prefix of it")
+    t_export.add_argument("--html", type=Path, required=True, metavar="FILE", help="write the page here")
+    for p in (t_list, t_search, t_show, t_purge, t_export):
         p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -328,6 +333,18 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
     record = store.get(store.resolve_id(args.id))
     if record is None:  # deleted between the lookup and the read
         raise ConfigError(f"request {args.id!r} is gone")
+    if args.trace_command == "export":
+        from podium.trace.html import render_html
+
+        try:
+            args.html.write_text(render_html(record), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+        if args.json:
+            print(json.dumps({"id": record.id, "html": str(args.html)}))
+        else:
+            out.print(f"wrote {args.html} (trace {record.id})")
+        return 0
     if args.json:
         _print_record(record, True, out)
     else:

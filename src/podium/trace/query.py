@@ -1,4 +1,5 @@
-"""What ``podium trace search|list|purge`` select: request filters, times and FTS5 queries.
+"""What ``podium trace search|list|purge`` select and return: request filters, times, FTS5
+queries, and the summaries, search hits and purge results the store hands back.
 
 A :class:`TraceFilter` narrows requests by their row (time, status, cost, latency, conductor,
 tags, subject) and by the workers their steps ran on; :func:`fts_query` turns plain words into
@@ -9,13 +10,25 @@ form (``2026-11-30T14:00:00.000Z``), so comparing strings compares instants.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from podium.errors import ConfigError
 
-__all__ = ["FIELDS", "STATUSES", "TraceFilter", "fts_query", "parse_utc"]
+__all__ = [
+    "FIELDS",
+    "STATUSES",
+    "PurgeListener",
+    "PurgeResult",
+    "SearchHit",
+    "TraceFilter",
+    "TraceSummary",
+    "fts_query",
+    "parse_utc",
+    "unmark",
+]
 
 STATUSES = ("ok", "fallback", "error", "running")
 """Request statuses in the store; ``running`` is a request in flight or one cut off (a killed
@@ -154,3 +167,92 @@ def fts_query(text: str) -> str:
     if not parts:
         raise ConfigError("the search query is empty; give some words (or only filters, without a query)")
     return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """One line of ``podium trace list``: times UTC ISO 8601, cost USD, wall time seconds
+    (None while the request runs)."""
+
+    id: str
+    started_at: str
+    status: str
+    mode: str
+    question: str
+    steps: int
+    total_cost_usd: float | None
+    wall_time_s: float | None
+    conductor: str = ""
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One request that matches a search, with its best-ranked matching text.
+
+    Attributes:
+        trace: the request.
+        field: which text matched best (one of :data:`~podium.trace.query.FIELDS`).
+        location: where in the request: ``""`` (question, answer), ``"attempt 0"``,
+            ``"step 2"``, ``"round 1 step 0"``, ``"fallback"``.
+        snippet: an excerpt of that text around the matched words (FTS5 ``snippet()``).
+        highlights: (start, end) character offsets of the matched words in ``snippet``.
+        matches: how many of the request's texts match.
+        score: FTS5 bm25 rank of the best text (lower is better).
+    """
+
+    trace: TraceSummary
+    field: str
+    location: str
+    snippet: str
+    highlights: tuple[tuple[int, int], ...]
+    matches: int
+    score: float
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What :meth:`TraceStore.purge` removed (or, with ``dry_run``, would remove).
+
+    Attributes:
+        request_ids: the purged requests' ids, oldest first — the selection other stores
+            keyed by request id (a PII vault, caches) apply to purge theirs.
+        subjects: the distinct data-subject keys among them.
+        dry_run: nothing was deleted.
+        bytes_before, bytes_after: the database file plus its write-ahead log, bytes.
+        log_truncated: the write-ahead log was checkpointed and emptied; False when another
+            connection still reads old pages (they leave the log at its next checkpoint).
+    """
+
+    request_ids: tuple[str, ...]
+    subjects: tuple[str, ...]
+    dry_run: bool
+    bytes_before: int
+    bytes_after: int
+    log_truncated: bool
+
+
+PurgeListener = Callable[[tuple[str, ...]], None]
+"""Called by :meth:`TraceStore.purge` with the ids about to be deleted, inside the deleting
+transaction: raising aborts the purge (nothing is deleted)."""
+
+
+MARK_ON, MARK_OFF = "\ue000", "\ue001"
+"""Private-use characters snippet() puts around matched words (never in real text)."""
+
+
+def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A snippet without its markers, and the (start, end) offsets they enclosed."""
+    plain: list[str] = []
+    spans: list[tuple[int, int]] = []
+    length, start = 0, 0
+    for char in marked:
+        if char == MARK_ON:
+            start = length
+        elif char == MARK_OFF:
+            spans.append((start, length))
+        else:
+            plain.append(char)
+            length += 1
+    return "".join(plain), tuple(spans)

@@ -27,16 +27,26 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
-from podium.trace.query import FIELDS, TraceFilter, fts_query
+from podium.trace.query import (
+    FIELDS,
+    MARK_OFF,
+    MARK_ON,
+    PurgeListener,
+    PurgeResult,
+    SearchHit,
+    TraceFilter,
+    TraceSummary,
+    fts_query,
+    unmark,
+)
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
@@ -186,24 +196,6 @@ def _statements(script: str) -> Iterator[str]:
             pending = ""
 
 
-@dataclass(frozen=True)
-class TraceSummary:
-    """One line of ``podium trace list``: times UTC ISO 8601, cost USD, wall time seconds
-    (None while the request runs)."""
-
-    id: str
-    started_at: str
-    status: str
-    mode: str
-    question: str
-    steps: int
-    total_cost_usd: float | None
-    wall_time_s: float | None
-    conductor: str = ""
-    tags: tuple[str, ...] = ()
-    subject: str | None = None
-
-
 _SUMMARY = (
     "r.id, r.started_at, r.status, r.mode, r.question, "
     "(SELECT COUNT(*) FROM steps s WHERE s.request_id = r.id), r.total_cost_usd, r.wall_time_s, "
@@ -215,57 +207,6 @@ def _summary(row: Sequence[Any]) -> TraceSummary:
     return TraceSummary(
         row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], tuple(json.loads(row[9])), row[10]
     )
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One request that matches a search, with its best-ranked matching text.
-
-    Attributes:
-        trace: the request.
-        field: which text matched best (one of :data:`~podium.trace.query.FIELDS`).
-        location: where in the request: ``""`` (question, answer), ``"attempt 0"``,
-            ``"step 2"``, ``"round 1 step 0"``, ``"fallback"``.
-        snippet: an excerpt of that text around the matched words (FTS5 ``snippet()``).
-        highlights: (start, end) character offsets of the matched words in ``snippet``.
-        matches: how many of the request's texts match.
-        score: FTS5 bm25 rank of the best text (lower is better).
-    """
-
-    trace: TraceSummary
-    field: str
-    location: str
-    snippet: str
-    highlights: tuple[tuple[int, int], ...]
-    matches: int
-    score: float
-
-
-@dataclass(frozen=True)
-class PurgeResult:
-    """What :meth:`TraceStore.purge` removed (or, with ``dry_run``, would remove).
-
-    Attributes:
-        request_ids: the purged requests' ids, oldest first — the selection other stores
-            keyed by request id (a PII vault, caches) apply to purge theirs.
-        subjects: the distinct data-subject keys among them.
-        dry_run: nothing was deleted.
-        bytes_before, bytes_after: the database file plus its write-ahead log, bytes.
-        log_truncated: the write-ahead log was checkpointed and emptied; False when another
-            connection still reads old pages (they leave the log at its next checkpoint).
-    """
-
-    request_ids: tuple[str, ...]
-    subjects: tuple[str, ...]
-    dry_run: bool
-    bytes_before: int
-    bytes_after: int
-    log_truncated: bool
-
-
-PurgeListener = Callable[[tuple[str, ...]], None]
-"""Called by :meth:`TraceStore.purge` with the ids about to be deleted, inside the deleting
-transaction: raising aborts the purge (nothing is deleted)."""
 
 
 def _dumps(value: Any) -> str:
@@ -525,7 +466,7 @@ class TraceStore:
         sql = f"""
             WITH hits AS (
                 SELECT t.request_id, t.field, t.location, bm25(search_index) AS score,
-                       snippet(search_index, 0, '{_MARK_ON}', '{_MARK_OFF}', '…', 12) AS snip
+                       snippet(search_index, 0, '{MARK_ON}', '{MARK_OFF}', '…', 12) AS snip
                 FROM search_index JOIN search_text t ON t.id = search_index.rowid
                 JOIN requests r ON r.id = t.request_id
                 WHERE search_index MATCH ?{in_fields} AND {condition}
@@ -547,7 +488,7 @@ class TraceStore:
             ) from None
         hits: builtins.list[SearchHit] = []
         for row in rows:
-            snippet, highlights = _unmark(row[13])
+            snippet, highlights = unmark(row[13])
             hits.append(SearchHit(_summary(row[:11]), row[11], row[12], snippet, highlights, row[14], row[15]))
         return hits
 
@@ -787,26 +728,6 @@ def _selection(before: str | None, request_ids: Sequence[str], subject: str | No
     if not parts:
         raise ConfigError("a purge needs a selection: before, request_ids or subject")
     return " AND ".join(parts), params
-
-
-_MARK_ON, _MARK_OFF = "\ue000", "\ue001"
-"""Private-use characters snippet() puts around matched words (never in real text)."""
-
-
-def _unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """A snippet without its markers, and the (start, end) offsets they enclosed."""
-    plain: list[str] = []
-    spans: list[tuple[int, int]] = []
-    length, start = 0, 0
-    for char in marked:
-        if char == _MARK_ON:
-            start = length
-        elif char == _MARK_OFF:
-            spans.append((start, length))
-        else:
-            plain.append(char)
-            length += 1
-    return "".join(plain), tuple(spans)
 
 
 def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
