@@ -598,8 +598,12 @@ class TraceStore:
         self._retention_checked = time.monotonic()
         if self.retention_days is None:
             return None
-        cutoff = datetime.now(UTC) - timedelta(days=self.retention_days)
-        return self.purge(before=cutoff.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+        cutoff = (datetime.now(UTC) - timedelta(days=self.retention_days)).isoformat(timespec="milliseconds")
+        before = cutoff.replace("+00:00", "Z")
+        if not self._read("SELECT 1 FROM requests WHERE started_at < ? LIMIT 1", (before,)):
+            size = self._bytes()  # nothing expired: no write lock taken
+            return PurgeResult((), (), False, size, size, False)
+        return self.purge(before=before)
 
     def spent_since(self, pool: str, since: str) -> float:
         """USD spent by requests of ``pool`` started at or after ``since`` (UTC ISO 8601),
