@@ -249,7 +249,15 @@ class TraceStore:
             raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
         self._retention_checked = time.monotonic()
         if retention_days is not None:
+            self._retain()
+
+    def _retain(self) -> None:
+        """Apply retention; a failure (e.g. another process holds the file) is reported on
+        stderr and retried at the next check, never passed on to the request being served."""
+        try:
             self.apply_retention()
+        except TraceStoreError as exc:
+            sys.stderr.write(f"podium: retention purge failed (retried at the next check): {exc}\n")
 
     def _setup(self, found: int | None, tables: set[str]) -> None:
         """Create or upgrade the tables in one transaction; index the rows of a file that had
@@ -419,10 +427,7 @@ class TraceStore:
             _insert(db, "steps", steps)
             _index(db, record.id)
         if self.retention_days is not None and time.monotonic() - self._retention_checked >= self.RETENTION_CHECK_S:
-            try:
-                self.apply_retention()
-            except TraceStoreError as exc:  # the record is stored; the next check retries
-                sys.stderr.write(f"podium: retention purge failed: {exc}\n")
+            self._retain()  # the record is already stored
 
     def list(self, *, limit: int = 20, where: TraceFilter | None = None) -> list[TraceSummary]:
         """The most recent requests first, narrowed by ``where``."""
