@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from podium.records import PlanAttempt, RunRecord, StepRecord
-from podium.trace.store import TraceSummary
+from podium.trace.query import SearchHit, TraceSummary
 from podium.workflow import ALL, Workflow
 
-__all__ = ["progress_bar", "render_plan", "render_run", "render_trace_list", "shorten"]
+__all__ = ["progress_bar", "render_plan", "render_run", "render_search", "render_trace_list", "shorten"]
 
 
 def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress:
@@ -79,6 +79,15 @@ def _reasoning(attempt: PlanAttempt) -> str:
     return first if first.lower().startswith("reasoning") else ""
 
 
+def _messages(step: StepRecord) -> Panel:
+    body = Text()
+    for message in step.messages:
+        body.append(f"{message['role']}:\n", "bold")
+        body.append(message["content"].rstrip() + "\n")
+    label = "fallback" if step.phase == "fallback" else f"step {step.index}"
+    return Panel(body, title=f"{label} · messages sent to {step.worker}", title_align="left", border_style="dim")
+
+
 def _step_panel(step: StepRecord) -> Panel:
     label = "fallback" if step.phase == "fallback" else f"step {step.index}"
     if step.round:
@@ -129,10 +138,13 @@ def render_plan(console: Console, record: RunRecord) -> None:
             console.print(_plan_table(accepted.workflow, record.workers, round_))
 
 
-def render_run(console: Console, record: RunRecord) -> None:
-    """A whole record: plan, each step's output (shortened), fallback, answer, totals."""
+def render_run(console: Console, record: RunRecord, *, messages: bool = False) -> None:
+    """A whole record: plan, each step's output (shortened; with ``messages`` also the exact
+    messages the step's worker received), fallback, answer, totals."""
     render_plan(console, record)
     for step in record.steps:
+        if messages:
+            console.print(_messages(step))
         console.print(_step_panel(step))
     if record.fallback is not None:
         console.print(
@@ -147,6 +159,11 @@ def render_run(console: Console, record: RunRecord) -> None:
         console.print(Text(record.error or "no valid workflow", style="red"))
     console.print(_totals(record))
     console.print(Text(f"trace {record.id} · {record.started_at} · status {record.status}", style="dim"))
+    console.print(Text(f"pool {record.pool} · conductor {record.conductor}", style="dim"))
+    if record.tags or record.subject:
+        tags = f"tags {', '.join(record.tags)}" if record.tags else "no tags"
+        subject = f" · subject {record.subject}" if record.subject else ""
+        console.print(Text(tags + subject, style="dim"))
 
 
 def render_trace_list(console: Console, rows: Sequence[TraceSummary]) -> None:
@@ -170,3 +187,25 @@ def render_trace_list(console: Console, rows: Sequence[TraceSummary]) -> None:
             escape(_clip(" ".join(r.question.split()), room)),
         )
     console.print(table)
+
+
+_ONE_LINE = {ord(c): " " for c in "\n\r\t\v\f"}
+
+
+def render_search(console: Console, hits: Sequence[SearchHit]) -> None:
+    """One block per matching request, best first: id, start (UTC), status, cost, where the best
+    text matched and its snippet with the matched words highlighted."""
+    if not hits:
+        console.print("no matching requests")
+        return
+    for hit in hits:
+        r = hit.trace
+        where = f"{hit.field} ({hit.location})" if hit.location else hit.field
+        more = f" · {hit.matches} matching texts" if hit.matches > 1 else ""
+        cost = "" if r.total_cost_usd is None else f" · ${r.total_cost_usd:.5f}"
+        head = Text.assemble((r.id[:8], "bold cyan"), f"  {r.started_at}  {r.status}{cost}  ", (where, "bold"), more)
+        snippet = Text(hit.snippet.translate(_ONE_LINE))  # same length: the offsets still hold
+        for start, end in hit.highlights:
+            snippet.stylize("bold reverse", start, end)
+        console.print(head)
+        console.print(Text("  ").append(snippet))

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from podium import __version__
-from podium._render import render_plan, render_run, render_trace_list
+from podium._render import render_plan, render_run, render_search, render_trace_list
 from podium.budget import Limits
 from podium.errors import ConfigError, PodiumError
 from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
@@ -30,6 +30,7 @@ from podium.orchestrator import validate_question
 from podium.pool import PoolConfig, PriceConfig, load_pool, packaged_pools
 from podium.records import RunRecord
 from podium.trace import TraceStore, default_trace_path
+from podium.trace.query import FIELDS, STATUSES, SearchHit, TraceFilter, parse_utc
 
 __all__ = ["cli", "main"]
 
@@ -58,16 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
     request_cmd("plan", "Write the workflow for a question without executing it.")
 
-    trace = sub.add_parser("trace", help="list and show stored traces").add_subparsers(
-        dest="trace_command", required=True, metavar="SUBCOMMAND"
-    )
-    t_list = trace.add_parser("list", help="most recent requests first")
-    t_list.add_argument("--limit", type=int, default=20)
-    t_show = trace.add_parser("show", help="one request in full")
-    t_show.add_argument("id", help="request id or a unique prefix of it")
-    for p in (t_list, t_show):
-        p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+    _trace_parser(sub)
 
     models = sub.add_parser("models", help="the embedded local models").add_subparsers(
         dest="models_command", required=True, metavar="SUBCOMMAND"
@@ -95,6 +87,63 @@ def _parser() -> argparse.ArgumentParser:
     add_parsers(sub)
     add_serve_parsers(sub)
     return parser
+
+
+def _trace_parser(sub: Any) -> None:
+    trace = sub.add_parser("trace", help="search, show, export and purge stored traces").add_subparsers(
+        dest="trace_command", required=True, metavar="SUBCOMMAND"
+    )
+    t_list = trace.add_parser("list", help="most recent requests first (with filters)")
+    t_search = trace.add_parser(
+        "search",
+        help="full-text search of questions, answers, conductor output, subtasks, outputs and errors",
+        description="Full-text search (SQLite FTS5) over stored traces, best match first. Plain words must all "
+        'occur (any case); "quoted phrases" as written; word* is a prefix. Without a query: the newest requests '
+        "that pass the filters.",
+    )
+    t_search.add_argument("query", nargs="?", default="", help="search words (optional with filters)")
+    t_search.add_argument("--fts", action="store_true", help="the query is raw FTS5 syntax (AND, OR, NOT, NEAR)")
+    t_search.add_argument("--field", action="append", default=[], choices=FIELDS,
+                          help="search only this text (repeatable)")  # fmt: skip
+    for p in (t_list, t_search):
+        p.add_argument("--limit", type=int, default=20, help="most requests shown (default 20)")
+        f = p.add_argument_group("filters (all given must hold)")
+        f.add_argument("--since", metavar="WHEN", help="started at or after (ISO 8601 date or datetime, UTC)")
+        f.add_argument("--until", metavar="WHEN", help="started before (a date alone includes that day)")
+        f.add_argument("--worker", metavar="NAME", help="a step ran on this worker")
+        f.add_argument("--status", choices=STATUSES, help="request status (running: in flight or cut off)")
+        f.add_argument("--min-cost", type=float, metavar="USD", help="total cost at least")
+        f.add_argument("--max-cost", type=float, metavar="USD", help="total cost at most")
+        f.add_argument("--min-latency", type=float, metavar="SECONDS", help="wall time at least")
+        f.add_argument("--max-latency", type=float, metavar="SECONDS", help="wall time at most")
+        f.add_argument("--conductor", metavar="NAME", help="conductor name as stored; * and ? are wildcards")
+        f.add_argument("--tag", action="append", default=[], help="carries this tag (repeatable: all of them)")
+        f.add_argument("--subject", metavar="KEY", help="the data subject's key")
+    t_show = trace.add_parser("show", help="one request in full")
+    t_show.add_argument("id", help="request id or a unique prefix of it")
+    t_show.add_argument("--messages", action="store_true", help="also print each step's input messages")
+    t_purge = trace.add_parser(
+        "purge",
+        help="delete requests and scrub their text from the database files",
+        description="Delete the selected requests (rows, conductor attempts, steps, search index), then merge the "
+        "index, VACUUM the file and truncate its write-ahead log so none of their text remains. Several selectors "
+        "narrow the selection (all must hold).",
+    )
+    t_purge.add_argument("--before", metavar="WHEN", help="requests started before (ISO 8601 date or datetime, UTC)")
+    t_purge.add_argument("--request", action="append", default=[], metavar="ID",
+                         help="this request (id or unique prefix; repeatable)")  # fmt: skip
+    t_purge.add_argument("--subject", metavar="KEY", help="every request of this data subject")
+    t_purge.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete nothing")
+    t_purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    t_export = trace.add_parser(
+        "export",
+        help="one request as a static HTML page: workflow graph, messages, outputs, tokens, cost, latency",
+    )
+    t_export.add_argument("id", help="request id or a unique prefix of it")
+    t_export.add_argument("--html", type=Path, required=True, metavar="FILE", help="write the page here")
+    for p in (t_list, t_search, t_show, t_purge, t_export):
+        p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _eval_parser(sub: Any) -> None:
@@ -210,7 +259,11 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             cost_cap_usd=c.cost_cap_usd if args.cost_cap is None else args.cost_cap,
             fallback_reserve=c.fallback_reserve,
         )
-    traces = None if args.no_trace else TraceStore(args.traces or default_trace_path())
+    traces = (
+        None
+        if args.no_trace
+        else TraceStore(args.traces or default_trace_path(), retention_days=config.traces.retention_days)
+    )
     telemetry = build_telemetry(config)
     orchestrator = build_orchestrator(
         config,
@@ -246,22 +299,113 @@ def _print_record(record: RunRecord, as_json: bool, out: Console) -> None:
         render_run(out, record)
 
 
-def _cmd_trace(args: argparse.Namespace, out: Console) -> int:
+def _trace_filter(args: argparse.Namespace) -> TraceFilter:
+    return TraceFilter(
+        since=parse_utc(args.since, flag="--since") if args.since else None,
+        until=parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None,
+        worker=args.worker,
+        status=args.status,
+        min_cost_usd=args.min_cost,
+        max_cost_usd=args.max_cost,
+        min_wall_s=args.min_latency,
+        max_wall_s=args.max_latency,
+        conductor=args.conductor,
+        tags=tuple(args.tag),
+        subject=args.subject,
+    )
+
+
+def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
     path = args.traces or default_trace_path()
     if not Path(path).exists():
         raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
+    if getattr(args, "limit", 1) < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
     store = TraceStore(path)
-    if args.trace_command == "list":
-        rows = store.list(limit=args.limit)
+    if args.trace_command == "purge":
+        return _cmd_purge(store, args, out, err)
+    if args.trace_command == "search" and args.query.strip():
+        hits = store.search(args.query, where=_trace_filter(args), fields=args.field, limit=args.limit, raw=args.fts)
         if args.json:
-            print(json.dumps([r.__dict__ for r in rows], indent=2, ensure_ascii=False))
+            print(json.dumps([_hit_json(h) for h in hits], indent=2, ensure_ascii=False))
+        else:
+            render_search(out, hits)
+        return 0
+    if args.trace_command in ("list", "search"):
+        if args.trace_command == "search" and (args.fts or args.field):
+            raise ConfigError("--fts and --field need a search query")
+        rows = store.list(limit=args.limit, where=_trace_filter(args))
+        if args.json:
+            print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, ensure_ascii=False))
         else:
             render_trace_list(out, rows)
         return 0
     record = store.get(store.resolve_id(args.id))
     if record is None:  # deleted between the lookup and the read
         raise ConfigError(f"request {args.id!r} is gone")
-    _print_record(record, args.json, out)
+    if args.trace_command == "export":
+        from podium.trace.html import render_html
+
+        try:
+            args.html.write_text(render_html(record), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+        if args.json:
+            print(json.dumps({"id": record.id, "html": str(args.html)}))
+        else:
+            out.print(f"wrote {args.html} (trace {record.id})")
+        return 0
+    if args.json:
+        _print_record(record, True, out)
+    else:
+        render_run(out, record, messages=args.messages)
+    return 0
+
+
+def _hit_json(hit: SearchHit) -> dict[str, Any]:
+    data = dataclasses.asdict(hit.trace)
+    data.update(
+        field=hit.field,
+        location=hit.location,
+        snippet=hit.snippet,
+        highlights=[list(span) for span in hit.highlights],
+        matches=hit.matches,
+        score=hit.score,
+    )
+    return data
+
+
+def _cmd_purge(store: TraceStore, args: argparse.Namespace, out: Console, err: Console) -> int:
+    if not (args.before or args.request or args.subject):
+        raise ConfigError("say what to purge: --before DATE, --request ID or --subject KEY")
+    selection: dict[str, Any] = {
+        "before": parse_utc(args.before, flag="--before") if args.before else None,
+        "request_ids": tuple(store.resolve_id(r) for r in args.request),
+        "subject": args.subject,
+    }
+    preview = store.purge(**selection, dry_run=True)
+    count = len(preview.request_ids)
+    if count and not args.dry_run and not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"{count} request(s) would be purged; pass --yes to confirm (or --dry-run to list them)")
+        answer = err.input(f"Purge {count} request(s) and their text for good? Type {count} to confirm: ")
+        if answer.strip() != str(count):
+            err.print("nothing purged")
+            return 1
+    result = preview if args.dry_run else store.purge(**selection)  # selects again: the count may have changed
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=2))
+        return 0
+    if result.dry_run:
+        out.print(f"would purge {count} request(s) (dry run, nothing deleted)")
+        for request_id in result.request_ids:
+            out.print(f"  {request_id}")
+        return 0
+    out.print(
+        f"purged {len(result.request_ids)} request(s); database {result.bytes_before:,} → {result.bytes_after:,} bytes"
+    )
+    if result.request_ids and not result.log_truncated:
+        err.print("[yellow]another process reads the file: its write-ahead log is emptied at its next checkpoint[/]")
     return 0
 
 
@@ -367,7 +511,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
         if args.command in ("run", "plan"):
             return _cmd_request(args, out, err)
         if args.command == "trace":
-            return _cmd_trace(args, out)
+            return _cmd_trace(args, out, err)
         if args.command == "models":
             return _cmd_models(args, out)
         if args.command in ("train", "conductor"):

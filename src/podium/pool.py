@@ -45,6 +45,7 @@ __all__ = [
     "PriceConfig",
     "ResilienceConfig",
     "TelemetryConfig",
+    "TracesConfig",
     "WorkerConfig",
     "load_pool",
     "packaged_pools",
@@ -192,6 +193,17 @@ class TelemetryConfig(_Strict):
         return self
 
 
+class TracesConfig(_Strict):
+    """How long the traces of ``podium run`` stay in the trace database (``[traces]``)."""
+
+    retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="purge requests started more than this many days ago, from the whole trace file, when it "
+        "opens and hourly after writes (see docs/traces.md); default: keep everything",
+    )
+
+
 class PoolConfig(_Strict):
     """A whole pool file."""
 
@@ -202,6 +214,7 @@ class PoolConfig(_Strict):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)

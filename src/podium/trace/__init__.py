@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from podium.trace.store import TraceStore, TraceSummary
+from podium.trace.query import PurgeResult, SearchHit, TraceFilter, TraceSummary
+from podium.trace.store import TraceStore
 
-__all__ = ["TraceStore", "TraceSummary", "data_dir", "default_trace_path"]
+__all__ = ["PurgeResult", "SearchHit", "TraceFilter", "TraceStore", "TraceSummary", "data_dir", "default_trace_path"]
 
 
 def data_dir() -> Path:

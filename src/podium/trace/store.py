@@ -7,26 +7,50 @@ request row, conductor attempts and steps — in one transaction.
 Tables: ``requests`` (one row per request), ``plan_attempts`` (one row per conductor call),
 ``steps`` (one row per executed step, workflow and fallback). JSON columns hold messages,
 workflows and access lists. Times are UTC ISO 8601.
+
+Full-text search: ``search_text`` holds the searchable texts of each request (question, answer,
+conductor output, subtasks, outputs, errors; see :data:`~podium.trace.query.FIELDS`) and
+``search_index`` is its SQLite FTS5 index (external content, kept in step by triggers). Both are
+written in the same transaction as the rows they index, and the foreign key's ``ON DELETE
+CASCADE`` takes a request's texts and index entries with it, so the index cannot drift.
+
+Deletion: :meth:`TraceStore.purge` deletes requests with everything above, then merges the FTS5
+index, ``VACUUM`` s the file and truncates the write-ahead log, so no purged text stays in the
+database files. ``retention_days`` purges old requests automatically.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
+from podium.trace.query import (
+    FIELDS,
+    MARK_OFF,
+    MARK_ON,
+    PurgeListener,
+    PurgeResult,
+    SearchHit,
+    TraceFilter,
+    TraceSummary,
+    fts_query,
+    unmark,
+)
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
-__all__ = ["SCHEMA_VERSION", "TraceStore", "TraceStoreError", "TraceSummary"]
+__all__ = ["SCHEMA_VERSION", "PurgeResult", "SearchHit", "TraceStore", "TraceStoreError", "TraceSummary"]
 
 
 class TraceStoreError(ConfigError):
@@ -40,7 +64,8 @@ with the fix, never altered. (Version 1 was a development schema that never ship
 
 _MIGRATIONS: dict[int, str] = {
     # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge; when
-    # each conductor call started and ended (for span export).
+    # each conductor call started and ended (for span export); the full-text tables (created by
+    # _SCHEMA and filled from the old rows in the same transaction).
     2: """
     ALTER TABLE requests ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE requests ADD COLUMN subject TEXT;
@@ -121,21 +146,72 @@ CREATE TABLE IF NOT EXISTS steps (
     finished_at TEXT NOT NULL,
     PRIMARY KEY (request_id, phase, round, step_index)
 );
+CREATE TABLE IF NOT EXISTS search_text (
+    id INTEGER PRIMARY KEY,
+    request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    field TEXT NOT NULL,
+    location TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS search_text_request ON search_text (request_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5 (text, content='search_text', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS search_text_insert AFTER INSERT ON search_text BEGIN
+    INSERT INTO search_index (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS search_text_delete AFTER DELETE ON search_text BEGIN
+    INSERT INTO search_index (search_index, rowid, text) VALUES ('delete', old.id, old.text);
+END;
 """
 
+_STEP_LOCATION = (
+    "CASE WHEN phase = 'fallback' THEN 'fallback' WHEN round > 0 THEN printf('round %d step %d', round, step_index) "
+    "ELSE printf('step %d', step_index) END"
+)
+_INDEX = (
+    "SELECT id, 'question', '', question FROM requests WHERE {requests}",
+    "SELECT id, 'answer', '', answer FROM requests WHERE answer <> '' AND {requests}",
+    "SELECT id, 'error', '', error FROM requests WHERE error <> '' AND {requests}",
+    "SELECT request_id, 'reasoning', CASE WHEN round > 0 THEN printf('round %d attempt %d', round, attempt) "
+    "ELSE printf('attempt %d', attempt) END, raw_output FROM plan_attempts WHERE raw_output <> '' AND {steps}",
+    f"SELECT request_id, 'subtask', {_STEP_LOCATION}, subtask FROM steps WHERE subtask <> '' AND {{steps}}",
+    f"SELECT request_id, 'output', {_STEP_LOCATION}, output FROM steps WHERE output <> '' AND {{steps}}",
+    f"SELECT request_id, 'error', {_STEP_LOCATION}, error FROM steps WHERE error <> '' AND {{steps}}",
+)
+"""What goes into ``search_text`` (one row per text; ``field`` is one of query.FIELDS)."""
 
-@dataclass(frozen=True)
-class TraceSummary:
-    """One line of ``podium trace list``."""
 
-    id: str
-    started_at: str
-    status: str
-    mode: str
-    question: str
-    steps: int
-    total_cost_usd: float | None
-    wall_time_s: float | None
+def _index(db: sqlite3.Connection, request_id: str | None) -> None:
+    """Fill ``search_text`` (and so ``search_index``) from the stored rows of one request, or
+    of every request when ``request_id`` is None (an upgrade)."""
+    requests, steps = ("id = ?", "request_id = ?") if request_id else ("1", "1")
+    params = (request_id,) if request_id else ()
+    for select in _INDEX:
+        sql = "INSERT INTO search_text (request_id, field, location, text) " + select
+        db.execute(sql.format(requests=requests, steps=steps), params)
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, trigger bodies kept whole."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending
+            pending = ""
+
+
+_SUMMARY = (
+    "r.id, r.started_at, r.status, r.mode, r.question, "
+    "(SELECT COUNT(*) FROM steps s WHERE s.request_id = r.id), r.total_cost_usd, r.wall_time_s, "
+    "r.conductor, r.tags, r.subject"
+)
+
+
+def _summary(row: Sequence[Any]) -> TraceSummary:
+    return TraceSummary(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], tuple(json.loads(row[9])), row[10]
+    )
 
 
 def _dumps(value: Any) -> str:
@@ -147,39 +223,77 @@ class TraceStore:
 
     Args:
         path: the database file (created with its folder if missing).
+        retention_days: purge requests that started more than this many days ago (see
+            :meth:`purge`): when the store opens, then at most once an hour after a write.
+            None (default) keeps everything.
 
-    Raises ConfigError when the file cannot be opened or is not a podium trace database.
+    Raises ConfigError when the file cannot be opened or is not a podium trace database, or
+    ``retention_days`` is not positive.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    RETENTION_CHECK_S = 3600.0
+    """Seconds between automatic retention purges of a long-lived store."""
+
+    def __init__(self, path: str | Path, *, retention_days: float | None = None) -> None:
         self.path = Path(path).expanduser()
+        if retention_days is not None and not retention_days > 0:
+            raise ConfigError(f"retention_days must be positive, got {retention_days}")
+        self.retention_days = retention_days
         self._lock = threading.Lock()
+        self._listeners: list[PurgeListener] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            found = self._check_version()  # before anything that writes, WAL mode included
+            found, tables = self._check_version()  # before anything that writes, WAL mode included
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL's recommended durability: a commit survives a crash of podium, and the file
             # is never corrupted; only a power loss may lose the last commits. FULL would fsync
             # on every commit (≈ 4 ms each here), on the event loop of a busy server.
             self._db.execute("PRAGMA synchronous=NORMAL")
-            if found is not None and found < SCHEMA_VERSION:
-                self._migrate(found)
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(_SCHEMA)
+            self._db.execute("PRAGMA secure_delete=ON")  # deleted content is zeroed (some builds default to off)
+            self._setup(found, tables)
+        except (sqlite3.Error, OSError) as exc:
+            raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
+        self._retention_checked = time.monotonic()
+        if retention_days is not None:
+            self._retain()
+
+    def _retain(self) -> None:
+        """Apply retention; a failure (e.g. another process holds the file) is reported on
+        stderr and retried at the next check, never passed on to the request being served."""
+        try:
+            self.apply_retention()
+        except TraceStoreError as exc:
+            sys.stderr.write(f"podium: retention purge failed (retried at the next check): {exc}\n")
+
+    def _setup(self, found: int | None, tables: set[str]) -> None:
+        """Create or upgrade the tables in one transaction; index the rows of a file that had
+        no search tables yet."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if found is not None and found < SCHEMA_VERSION:
+                self._migrate(found)
+            for statement in _statements(_SCHEMA):
+                self._db.execute(statement)
+            if found is not None and "search_text" not in tables:
+                _index(self._db, None)
             self._db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
-        except (sqlite3.Error, OSError) as exc:
-            raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
-    def _check_version(self) -> int | None:
-        """The file's schema version (None for a new file); raises TraceStoreError for a version
-        this podium cannot use (newer, or older than any migration)."""
+    def _check_version(self) -> tuple[int | None, set[str]]:
+        """The file's schema version (None for a new file) and its tables; raises
+        TraceStoreError for a version this podium cannot use (newer, or older than any
+        migration)."""
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
-            return None  # a new file
+            return None, tables  # a new file
         row = (
             self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if "meta" in tables
@@ -187,7 +301,7 @@ class TraceStore:
         )
         found = int(row[0]) if row else 0
         if found == SCHEMA_VERSION or found in _MIGRATIONS:
-            return found
+            return found, tables
         self._db.close()
         raise TraceStoreError(
             f"trace database {str(self.path)!r} has schema version {found}, this podium uses {SCHEMA_VERSION}; "
@@ -196,18 +310,12 @@ class TraceStore:
         )
 
     def _migrate(self, found: int) -> None:
-        """Upgrade from version ``found`` to SCHEMA_VERSION in one transaction."""
+        """Upgrade from version ``found`` to SCHEMA_VERSION (inside :meth:`_setup`'s transaction)."""
         sys.stderr.write(f"podium: upgrading trace database {self.path} from schema {found} to {SCHEMA_VERSION}\n")
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            for version in range(found, SCHEMA_VERSION):
-                for statement in filter(str.strip, _MIGRATIONS[version].split(";")):
-                    self._db.execute(statement)
-            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        for version in range(found, SCHEMA_VERSION):
+            for statement in _statements(_MIGRATIONS[version]):
+                self._db.execute(statement)
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._db.close()
@@ -239,16 +347,18 @@ class TraceStore:
         tags: tuple[str, ...] = (),
         subject: str | None = None,
     ) -> None:
-        """Insert the request row with status ``running``."""
+        """Insert the request row with status ``running`` (its question searchable at once)."""
         with self._tx() as db:
             db.execute(
                 "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question, tags, subject) "
                 "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                 (request_id, started_at, mode, pool, conductor, question, _dumps(list(tags)), subject),
             )
+            _index(db, request_id)
 
     def write(self, record: RunRecord) -> None:
-        """Store a finished record (replacing its ``running`` row) in one transaction."""
+        """Store a finished record (replacing its ``running`` row) and its search index
+        entries in one transaction; then, at most once an hour, apply ``retention_days``."""
         data = record.to_json()
         request = {
             "id": record.id,
@@ -326,16 +436,190 @@ class TraceStore:
             _insert(db, "requests", [request])
             _insert(db, "plan_attempts", attempts)
             _insert(db, "steps", steps)
+            _index(db, record.id)
+        if self.retention_days is not None and time.monotonic() - self._retention_checked >= self.RETENTION_CHECK_S:
+            self._retain()  # the record is already stored
 
-    def list(self, *, limit: int = 20) -> list[TraceSummary]:
-        """The most recent requests first."""
-        rows = self._db.execute(
-            "SELECT r.id, r.started_at, r.status, r.mode, r.question, "
-            "(SELECT COUNT(*) FROM steps s WHERE s.request_id = r.id), r.total_cost_usd, r.wall_time_s "
-            "FROM requests r ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
-        return [TraceSummary(*row) for row in rows]
+    def list(self, *, limit: int = 20, where: TraceFilter | None = None) -> list[TraceSummary]:
+        """The most recent requests first, narrowed by ``where``."""
+        condition, params = (where or TraceFilter()).sql()
+        rows = self._read(
+            f"SELECT {_SUMMARY} FROM requests r WHERE {condition} ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [_summary(row) for row in rows]
+
+    def search(
+        self,
+        query: str,
+        *,
+        where: TraceFilter | None = None,
+        fields: Sequence[str] = (),
+        limit: int = 20,
+        raw: bool = False,
+    ) -> builtins.list[SearchHit]:
+        """Requests whose texts match ``query``, best match first (FTS5 bm25), one hit per
+        request with its best-ranked text.
+
+        Args:
+            query: plain words (see :func:`~podium.trace.query.fts_query`), or with ``raw``
+                FTS5 query syntax (``AND``/``OR``/``NOT``, ``NEAR(...)``, ``"phrases"``, ``pre*``).
+            where: request filters.
+            fields: search only these texts (:data:`~podium.trace.query.FIELDS`); default all.
+            limit: most requests returned.
+
+        Raises ConfigError for an empty query, an unknown field, or (``raw``) FTS5 syntax
+        SQLite rejects.
+        """
+        unknown = [f for f in fields if f not in FIELDS]
+        if unknown:
+            raise ConfigError(f"unknown search field(s) {', '.join(unknown)}; use {', '.join(FIELDS)}")
+        match = query.strip() if raw else fts_query(query)
+        if not match:
+            raise ConfigError("the search query is empty")
+        condition, params = (where or TraceFilter()).sql()
+        in_fields = f" AND t.field IN ({', '.join('?' for _ in fields)})" if fields else ""
+        sql = f"""
+            WITH hits AS (
+                SELECT t.request_id, t.field, t.location, bm25(search_index) AS score,
+                       snippet(search_index, 0, '{MARK_ON}', '{MARK_OFF}', '…', 12) AS snip
+                FROM search_index JOIN search_text t ON t.id = search_index.rowid
+                JOIN requests r ON r.id = t.request_id
+                WHERE search_index MATCH ?{in_fields} AND {condition}
+            ), ranked AS (
+                SELECT *, ROW_NUMBER() OVER (PARTITION BY request_id ORDER BY score, field, location) AS n,
+                       COUNT(*) OVER (PARTITION BY request_id) AS matches
+                FROM hits
+            )
+            SELECT {_SUMMARY}, h.field, h.location, h.snip, h.matches, h.score
+            FROM ranked h JOIN requests r ON r.id = h.request_id
+            WHERE h.n = 1 ORDER BY h.score, r.started_at DESC LIMIT ?"""
+        try:
+            rows = self._read(sql, (match, *fields, *params, limit))
+        except sqlite3.OperationalError as exc:
+            if not raw:
+                raise TraceStoreError(f"cannot search trace database {str(self.path)!r}: {exc}") from None
+            raise ConfigError(
+                f"invalid FTS5 query {query!r}: {exc}; fix the syntax or drop --fts to search plain words"
+            ) from None
+        hits: builtins.list[SearchHit] = []
+        for row in rows:
+            snippet, highlights = unmark(row[13])
+            hits.append(SearchHit(_summary(row[:11]), row[11], row[12], snippet, highlights, row[14], row[15]))
+        return hits
+
+    def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
+        """Rows of a read query; SQLite failures other than a bad query become TraceStoreError."""
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "fts5" in str(exc) or "no such column" in str(exc) or "unterminated" in str(exc):
+                    raise  # a bad FTS5 query: the caller words the error
+                raise TraceStoreError(f"cannot read trace database {str(self.path)!r}: {exc}") from None
+            except sqlite3.Error as exc:
+                raise TraceStoreError(f"cannot read trace database {str(self.path)!r}: {exc}") from None
+
+    def add_purge_listener(self, listener: PurgeListener) -> None:
+        """Have ``listener`` purge another store (a PII vault, a cache) keyed by request id
+        whenever this store purges, retention included (see :data:`PurgeListener`)."""
+        self._listeners.append(listener)
+
+    def select(
+        self, *, before: str | None = None, request_ids: Sequence[str] = (), subject: str | None = None
+    ) -> tuple[str, ...]:
+        """Ids of the requests a purge with these arguments deletes, oldest first (see
+        :meth:`purge`)."""
+        condition, params = _selection(before, request_ids, subject)
+        rows = self._read(f"SELECT id FROM requests WHERE {condition} ORDER BY started_at, rowid", params)
+        return tuple(row[0] for row in rows)
+
+    def purge(
+        self,
+        *,
+        before: str | None = None,
+        request_ids: Sequence[str] = (),
+        subject: str | None = None,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        """Delete requests — their rows, conductor attempts, steps, searchable texts and index
+        entries — and scrub the file so none of their text remains in it.
+
+        Args:
+            before: requests that started before this instant (UTC, the store's form; see
+                :func:`~podium.trace.query.parse_utc`).
+            request_ids: these requests (full ids; see :meth:`resolve_id`).
+            subject: the requests of this data subject.
+            dry_run: only report what would be deleted.
+
+        Several arguments narrow the selection (all must hold). After deleting, the FTS5 index
+        is merged (deleted entries dropped), the file is rebuilt by ``VACUUM`` and the
+        write-ahead log is checkpointed and truncated, all before returning. Purge listeners run
+        inside the deleting transaction; one that raises aborts the purge. A request still
+        running when it is purged comes back when its process writes the finished record.
+
+        Returns what was (or would be) purged. Raises ConfigError without a selection, and
+        TraceStoreError when SQLite fails (nothing is deleted then).
+        """
+        condition, params = _selection(before, request_ids, subject)
+        bytes_before = self._bytes()
+        if dry_run:
+            ids = self.select(before=before, request_ids=request_ids, subject=subject)
+            subjects = self._subjects(ids)
+            return PurgeResult(ids, subjects, True, bytes_before, bytes_before, False)
+        with self._tx() as db:
+            rows = db.execute(
+                f"SELECT id, subject FROM requests WHERE {condition} ORDER BY started_at, rowid", params
+            ).fetchall()
+            ids = tuple(row[0] for row in rows)
+            subjects = tuple(sorted({row[1] for row in rows if row[1] is not None}))
+            if ids:
+                for listener in self._listeners:
+                    listener(ids)
+                db.execute(f"DELETE FROM requests WHERE {condition}", params)
+                db.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
+        truncated = self._scrub() if ids else False
+        return PurgeResult(ids, subjects, False, bytes_before, self._bytes(), truncated)
+
+    def _subjects(self, ids: Sequence[str]) -> tuple[str, ...]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._read(
+                f"SELECT DISTINCT subject FROM requests WHERE subject IS NOT NULL AND id IN "
+                f"({', '.join('?' for _ in chunk)})",
+                chunk,
+            )
+            found.update(row[0] for row in rows)
+        return tuple(sorted(found))
+
+    def _scrub(self) -> bool:
+        """VACUUM, then checkpoint and truncate the write-ahead log; True when it was emptied."""
+        with self._lock:
+            try:
+                self._db.execute("VACUUM")
+                busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as exc:
+                raise TraceStoreError(
+                    f"purged rows are deleted but the file {str(self.path)!r} was not rebuilt: {exc}; "
+                    "run 'podium trace purge' again when no other process uses it"
+                ) from None
+        return bool(busy == 0)
+
+    def _bytes(self) -> int:
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+    def apply_retention(self) -> PurgeResult | None:
+        """Purge requests older than ``retention_days`` (None when no retention is set)."""
+        self._retention_checked = time.monotonic()
+        if self.retention_days is None:
+            return None
+        cutoff = (datetime.now(UTC) - timedelta(days=self.retention_days)).isoformat(timespec="milliseconds")
+        before = cutoff.replace("+00:00", "Z")
+        if not self._read("SELECT 1 FROM requests WHERE started_at < ? LIMIT 1", (before,)):
+            size = self._bytes()  # nothing expired: no write lock taken
+            return PurgeResult((), (), False, size, size, False)
+        return self.purge(before=before)
 
     def spent_since(self, pool: str, since: str) -> float:
         """USD spent by requests of ``pool`` started at or after ``since`` (UTC ISO 8601),
@@ -448,6 +732,24 @@ class TraceStore:
             tags=tuple(json.loads(r["tags"])),
             subject=r["subject"],
         )
+
+
+def _selection(before: str | None, request_ids: Sequence[str], subject: str | None) -> tuple[str, list[Any]]:
+    """The WHERE condition over ``requests`` (no alias) of a purge, and its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if before is not None:
+        parts.append("started_at < ?")
+        params.append(before)
+    if request_ids:
+        parts.append(f"id IN ({', '.join('?' for _ in request_ids)})")
+        params.extend(request_ids)
+    if subject is not None:
+        parts.append("subject = ?")
+        params.append(subject)
+    if not parts:
+        raise ConfigError("a purge needs a selection: before, request_ids or subject")
+    return " AND ".join(parts), params
 
 
 def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:

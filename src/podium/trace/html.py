@@ -1,0 +1,341 @@
+"""A request's trace as one static, self-contained HTML page (``podium trace export --html``).
+
+The workflow is drawn as an inline SVG graph computed here (no JavaScript, nothing fetched):
+one node per step labelled with its worker, an edge from every step whose output a step was
+shown (its *visible* steps, and in later rounds the previous round's), steps of equal
+dependency depth in one column (they could run in parallel), one band per round and one for
+the fallback pipeline, and the answer. Below it: the conductor's attempts and, per step, the
+exact input messages, the output, tokens, cost and latency.
+
+Questions and outputs are untrusted text: everything is HTML-escaped, and the page carries a
+Content-Security-Policy that allows no script and no network at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from podium.records import RunRecord, StepRecord
+from podium.workflow import ALL, Workflow
+
+__all__ = ["render_html"]
+
+NODE_W, NODE_H = 210, 66
+COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 46
+TOP, LEFT = 48, 16
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+@dataclass
+class _Node:
+    key: str  # "r0-s1", "fb-s0", "answer"
+    title: str  # first line
+    worker: str
+    meta: str
+    kind: str  # ok, error, cancelled, planned, fallback, answer, note
+    tooltip: str
+    x: float = 0.0
+    y: float = 0.0
+    link: str | None = None
+
+
+@dataclass
+class _Band:
+    label: str
+    columns: list[list[_Node]] = field(default_factory=list)
+    x: float = 0.0
+    width: float = 0.0
+
+
+def _meta(step: StepRecord) -> str:
+    tokens = f"{step.usage.input_tokens}→{step.usage.output_tokens} tok"
+    return f"${step.cost_usd:.6f} · {step.latency_s:.2f} s · {tokens}"
+
+
+def _kind(step: StepRecord) -> str:
+    if step.error_type == "Cancelled":
+        return "cancelled"
+    if step.error:
+        return "error"
+    return "fallback" if step.phase == "fallback" else "ok"
+
+
+def _visible(workflow: Workflow, index: int, done: StepRecord | None) -> tuple[int, ...]:
+    """The this-round steps whose output step ``index`` saw (or, not run, would have seen)."""
+    if done is not None:
+        return tuple(done.visible)
+    access = workflow.steps[index].access
+    return tuple(range(index)) if access == ALL else tuple(access)
+
+
+def _layout(record: RunRecord) -> tuple[list[_Band], list[tuple[str, str, str]], float, float]:
+    """Bands of positioned nodes, edges (from key, to key, css class), width and height."""
+    names = record.workers
+    bands: list[_Band] = []
+    edges: list[tuple[str, str, str]] = []
+    last_key: str | None = None
+    for round_, workflow in enumerate(record.workflows):
+        done = {s.index: s for s in record.steps if s.phase == "workflow" and s.round == round_}
+        if not workflow.steps:
+            note = _Node(f"r{round_}-keep", "conductor kept the answer", "", "", "note", "empty workflow")
+            bands.append(_Band(f"round {round_}", [[note]]))
+            continue
+        depth: dict[int, int] = {}
+        nodes: dict[int, _Node] = {}
+        for i, step in enumerate(workflow.steps):
+            seen = _visible(workflow, i, done.get(i))
+            depth[i] = 1 + max((depth[j] for j in seen if j in depth), default=-1)
+            ran = done.get(i)
+            worker = names[step.worker] if step.worker < len(names) else "?"
+            key = f"r{round_}-s{i}"
+            nodes[i] = _Node(
+                key,
+                f"step {i} · Model {step.worker}",
+                worker,
+                _meta(ran) if ran else "not run",
+                _kind(ran) if ran else "planned",
+                f"{worker}: {step.subtask}",
+                link=f"#step-{key}" if ran else None,
+            )
+            edges += [(f"r{round_}-s{j}", key, "edge") for j in seen]
+            if ran:
+                edges += [(f"r{r}-s{j}", key, "edge previous") for r, j in ran.visible_previous]
+        columns: list[list[_Node]] = [[] for _ in range(max(depth.values()) + 1)]
+        for i, node in nodes.items():
+            columns[depth[i]].append(node)
+        bands.append(_Band(f"round {round_}" if len(record.workflows) > 1 else "workflow", columns))
+        if done:
+            last_key = nodes[max(done)].key
+    fallback = [s for s in record.steps if s.phase == "fallback"]
+    if fallback:
+        reason = record.fallback.reason if record.fallback else "fallback"
+        nodes_fb = [
+            _Node(
+                f"fb-s{s.index}",
+                "fallback",
+                s.worker,
+                _meta(s),
+                _kind(s),
+                f"{s.worker}: {s.subtask}",
+                link=f"#step-fb-s{s.index}",
+            )
+            for s in fallback
+        ]
+        bands.append(_Band(f"fallback pipeline ({reason})", [nodes_fb]))
+        last_key = nodes_fb[-1].key
+    if record.status != "error" and record.mode == "run" and last_key is not None:
+        answer = _Node("answer", "answer", "", f"status {record.status}", "answer", record.answer[:300], link="#answer")
+        bands.append(_Band("", [[answer]]))
+        edges.append((last_key, "answer", "edge answer"))
+    x = LEFT
+    height = 0.0
+    for band in bands:
+        band.x = x
+        for c, column in enumerate(band.columns):
+            for r, node in enumerate(column):
+                node.x = x + c * (NODE_W + COL_GAP)
+                node.y = TOP + r * (NODE_H + ROW_GAP)
+            height = max(height, TOP + len(column) * (NODE_H + ROW_GAP))
+        band.width = len(band.columns) * (NODE_W + COL_GAP) - COL_GAP
+        x += band.width + BAND_GAP
+    return bands, edges, max(x - BAND_GAP + LEFT, 320), height + 8 + _below_room(edges)
+
+
+def _below_room(edges: Sequence[tuple[str, str, str]]) -> float:
+    """Height kept under the nodes for the curves of previous-round edges."""
+    return 48.0 if any("previous" in css for _, _, css in edges) else 0.0
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _svg(record: RunRecord) -> str:
+    bands, edges, width, height = _layout(record)
+    at = {n.key: n for b in bands for col in b.columns for n in col}
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="workflow graph">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
+    ]
+    for band in bands:
+        if band.label:
+            out.append(f'<text class="band" x="{band.x:.0f}" y="20">{_e(band.label)}</text>')
+        for c, column in enumerate(band.columns):
+            if len(column) > 1 and band.label.startswith(("round", "workflow")):
+                x = band.x + c * (NODE_W + COL_GAP)
+                out.append(f'<text class="group" x="{x:.0f}" y="38">parallel: {len(column)} steps</text>')
+    below = height - _below_room(edges)  # previous-round edges run under the nodes, not through them
+    for k, (source, target, css) in enumerate(e for e in edges if e[0] in at and e[1] in at):
+        a, b = at[source], at[target]
+        if "previous" in css:  # out to the right, down the gap, along the bottom, up the target's left gap
+            x1, y1, x2, y2 = a.x + NODE_W, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2
+            lane = 5 * (k % 5)
+            out_x, in_x, dip = x1 + 10 + lane, x2 - 12 - lane, below + 10 + lane
+            path = f"M{x1:.0f},{y1:.0f} H{out_x:.0f} V{dip:.0f} H{in_x:.0f} V{y2:.0f} H{x2:.0f}"
+        else:
+            x1, y1, x2, y2 = a.x + NODE_W, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2
+            bend = max(30.0, (x2 - x1) / 2)
+            path = f"M{x1:.0f},{y1:.0f} C{x1 + bend:.0f},{y1:.0f} {x2 - bend:.0f},{y2:.0f} {x2:.0f},{y2:.0f}"
+        out.append(
+            f'<path class="{css}" data-from="{_e(source)}" data-to="{_e(target)}" d="{path}" marker-end="url(#arrow)"/>'
+        )
+    for node in at.values():
+        body = [
+            f'<rect x="{node.x:.0f}" y="{node.y:.0f}" width="{NODE_W}" height="{NODE_H}" rx="8"/>',
+            f'<text x="{node.x + 10:.0f}" y="{node.y + 20:.0f}" class="title">{_e(_clip(node.title, 30))}</text>',
+            f'<text x="{node.x + 10:.0f}" y="{node.y + 38:.0f}" class="worker">{_e(_clip(node.worker, 30))}</text>',
+            f'<text x="{node.x + 10:.0f}" y="{node.y + 55:.0f}" class="meta">{_e(_clip(node.meta, 36))}</text>',
+            f"<title>{_e(node.tooltip)}</title>",
+        ]
+        group = f'<g class="node {node.kind}" id="node-{_e(node.key)}" data-key="{_e(node.key)}">{"".join(body)}</g>'
+        out.append(f'<a href="{_e(node.link)}">{group}</a>' if node.link else group)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _table(rows: Iterable[tuple[str, object]]) -> str:
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f'<table class="facts">{cells}</table>'
+
+
+def _pre(text: str, css: str = "") -> str:
+    return f'<pre class="{css}">{_e(text)}</pre>'
+
+
+def _access(access: Any, visible: Sequence[int], previous: Sequence[tuple[int, int]]) -> str:
+    written = '"all"' if access == ALL else "[" + ", ".join(str(i) for i in access) + "]"
+    seen = ", ".join(f"step {i}" for i in visible) or "none"
+    if previous:
+        seen += "; previous round: " + ", ".join(f"round {r} step {i}" for r, i in previous)
+    return f"{written} — saw {seen}"
+
+
+def _step_section(step: StepRecord) -> str:
+    key = f"fb-s{step.index}" if step.phase == "fallback" else f"r{step.round}-s{step.index}"
+    label = "fallback pipeline" if step.phase == "fallback" else f"round {step.round} · step {step.index}"
+    facts = _table(
+        [
+            ("worker", f"Model {step.worker_index} · {step.worker}"),
+            ("subtask", step.subtask),
+            ("access list", _access(step.access, step.visible, step.visible_previous)),
+            (
+                "tokens in (cached) / out",
+                f"{step.usage.input_tokens} ({step.usage.cached_input_tokens}) / {step.usage.output_tokens}",
+            ),
+            ("cost (USD)", f"{step.cost_usd:.6f}"),
+            ("latency (s)", f"{step.latency_s:.3f}"),
+            ("finish reason", step.finish_reason),
+            ("started / finished (UTC)", f"{step.started_at} / {step.finished_at}"),
+            *([("error", step.error)] if step.error else []),
+        ]
+    )
+    messages = "".join(
+        f'<div class="message"><div class="role">{_e(m["role"])}</div>{_pre(m["content"])}</div>' for m in step.messages
+    )
+    return (
+        f'<section class="step" id="step-{key}"><h3>{_e(label)}</h3>{facts}'
+        f"<details><summary>input messages ({len(step.messages)})</summary>{messages}</details>"
+        f"<h4>output</h4>{_pre(step.output or '(no output)', 'output')}</section>"
+    )
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d1f23;max-width:1280px}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+h3{font-size:15px;margin:18px 0 6px} h4{font-size:13px;margin:10px 0 4px;color:#555}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f7f9;border:1px solid #e3e5e8;border-radius:6px;
+padding:8px 10px;margin:4px 0;font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+table.facts{border-collapse:collapse;margin:4px 0} table.facts th{text-align:left;color:#555;font-weight:500;
+padding:2px 14px 2px 0;vertical-align:top;white-space:nowrap} table.facts td{padding:2px 0}
+.dim{color:#666} .graph{overflow-x:auto;border:1px solid #e3e5e8;border-radius:8px;padding:6px;background:#fcfcfd}
+.message .role{font-size:12px;color:#555;margin-top:6px} section.step{border-top:1px dashed #ddd;padding-top:4px}
+svg text{font:12px system-ui,sans-serif;fill:#1d1f23} svg text.title{font-weight:600}
+svg text.meta,svg text.group{fill:#555;font-size:11px} svg text.band{font-weight:600;fill:#333;font-size:13px}
+.node rect{fill:#e8f1fb;stroke:#3b78c2;stroke-width:1.5} .node.error rect{fill:#fde8e8;stroke:#c23b3b}
+.node.cancelled rect{fill:#f0f0f0;stroke:#999;stroke-dasharray:5 3} .node.planned rect{fill:#fff;stroke:#999;
+stroke-dasharray:5 3} .node.fallback rect{fill:#fff4e0;stroke:#c28a1e} .node.answer rect{fill:#e7f6ea;stroke:#2e8b47}
+.node.note rect{fill:#fff;stroke:#bbb} path.edge{fill:none;stroke:#555;stroke-width:1.4}
+path.edge.previous{stroke-dasharray:6 4;stroke:#7a5bb5;stroke-linejoin:round}
+path.edge.answer{stroke:#2e8b47;stroke-dasharray:3 3}
+"""
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
+def render_html(record: RunRecord) -> str:
+    """The whole page for ``record``: a complete HTML document (UTF-8), with no script and no
+    external resource, safe to open whatever the question and outputs contain."""
+    t = record.totals
+    summary = _table(
+        [
+            ("status", record.status + (f" — {record.error}" if record.error else "")),
+            ("started / finished (UTC)", f"{record.started_at} / {record.finished_at}"),
+            ("pool · conductor", f"{record.pool} · {record.conductor}"),
+            ("workers", ", ".join(f"Model {i}: {w}" for i, w in enumerate(record.workers))),
+            ("tags", ", ".join(record.tags) or "—"),
+            ("subject", record.subject or "—"),
+            ("worker calls · tokens in/out", f"{t.worker_calls} · {t.input_tokens:,} / {t.output_tokens:,}"),
+            (
+                "conductor calls · tokens in/out",
+                f"{t.conductor_calls} · {t.conductor_input_tokens:,} / {t.conductor_output_tokens:,}",
+            ),
+            ("cost (USD)", f"{t.total_cost_usd:.6f} (workers {t.cost_usd:.6f}, conductor {t.conductor_cost_usd:.6f})"),
+            ("wall time (s)", f"{t.wall_time_s:.3f}"),
+        ]
+    )
+    attempts = []
+    for a in record.attempts:
+        if a.workflow is None:
+            verdict = f"invalid plan — {a.error_kind}: {a.error}"
+        elif not len(a.workflow):
+            verdict = "kept the answer"
+        else:
+            verdict = f"valid workflow, {len(a.workflow)} step(s)"
+        attempts.append(
+            f"<h3>round {a.round} · attempt {a.attempt}</h3>"
+            + _table(
+                [
+                    ("result", verdict),
+                    ("tokens in / out", f"{a.usage.input_tokens} / {a.usage.output_tokens}"),
+                    ("cost (USD) · latency (s)", f"{a.cost_usd:.6f} · {a.latency_s:.3f}"),
+                    ("constrained decoding", "yes" if a.constrained else "no"),
+                ]
+            )
+            + f"<details><summary>conductor output</summary>{_pre(a.raw_output)}</details>"
+        )
+    fallback = (
+        f'<p class="dim">Fallback pipeline ran: {_e(record.fallback.reason)} — {_e(record.fallback.detail)}</p>'
+        if record.fallback
+        else ""
+    )
+    answer = _pre(record.answer) if record.status != "error" else _pre(record.error or "no answer", "error")
+    steps = "".join(_step_section(s) for s in record.steps) or '<p class="dim">No step ran.</p>'
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>podium trace {_e(record.id[:12])}</title>
+<style>{_CSS}</style></head>
+<body>
+<h1>podium trace <code>{_e(record.id)}</code></h1>
+<h2>Question</h2>{_pre(record.question, "question")}
+{summary}
+<h2>Workflow</h2>
+<p class="dim">Steps in one column have the same dependency depth and could run in parallel; an arrow means the
+target step was shown the source step's output (dashed violet: from the previous round). Click a step for its
+messages and output.</p>
+<div class="graph">{_svg(record)}</div>
+{fallback}
+<h2 id="answer">Answer</h2>{answer}
+<h2>Conductor</h2>{"".join(attempts) or '<p class="dim">No conductor call.</p>'}
+<h2>Steps</h2>{steps}
+</body></html>
+"""

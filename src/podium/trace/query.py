@@ -1,0 +1,258 @@
+"""What ``podium trace search|list|purge`` select and return: request filters, times, FTS5
+queries, and the summaries, search hits and purge results the store hands back.
+
+A :class:`TraceFilter` narrows requests by their row (time, status, cost, latency, conductor,
+tags, subject) and by the workers their steps ran on; :func:`fts_query` turns plain words into
+an FTS5 query that cannot be a syntax error. Times are UTC ISO 8601 strings in the store's own
+form (``2026-11-30T14:00:00.000Z``), so comparing strings compares instants.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from podium.errors import ConfigError
+
+__all__ = [
+    "FIELDS",
+    "STATUSES",
+    "PurgeListener",
+    "PurgeResult",
+    "SearchHit",
+    "TraceFilter",
+    "TraceSummary",
+    "fts_query",
+    "parse_utc",
+    "unmark",
+]
+
+STATUSES = ("ok", "fallback", "error", "running")
+"""Request statuses in the store; ``running`` is a request in flight or one cut off (a killed
+process), which ``podium trace show`` reports as error ``unfinished``."""
+
+FIELDS = ("question", "answer", "reasoning", "subtask", "output", "error")
+"""Indexed texts: the question, the answer, each conductor attempt's raw output (its reasoning
+and lists), each step's subtask and output, and the request's and steps' error messages."""
+
+
+def _format(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_utc(text: str, *, flag: str = "time", end_of_day: bool = False) -> str:
+    """An ISO 8601 date or datetime as the store's UTC form (``YYYY-MM-DDTHH:MM:SS.mmmZ``).
+
+    A datetime without an offset is taken as UTC; one with an offset is converted. A date alone
+    means its midnight (UTC), or with ``end_of_day`` the next midnight, so ``--until
+    2026-11-30`` includes that whole day.
+
+    Raises ConfigError naming ``flag`` when ``text`` is neither.
+    """
+    cleaned = text.strip()
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", cleaned):
+            day = date.fromisoformat(cleaned)
+            moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            return _format(moment + timedelta(days=1) if end_of_day else moment)
+        moment = datetime.fromisoformat(cleaned)
+    except ValueError:
+        raise ConfigError(
+            f"{flag} {text!r} is not an ISO 8601 date or datetime; use e.g. 2026-11-30 or 2026-11-30T14:00:00Z (UTC)"
+        ) from None
+    return _format(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """Which requests to keep; every field optional, all given ones must hold.
+
+    Attributes:
+        since, until: ``since <= started_at < until``, UTC in the store's form (see
+            :func:`parse_utc`).
+        worker: a worker name that ran at least one step of the request (fallback included).
+        status: ``ok``, ``fallback``, ``error`` or ``running`` (see :data:`STATUSES`).
+        min_cost_usd, max_cost_usd: total cost (conductor and workers), USD, inclusive.
+        min_wall_s, max_wall_s: the request's wall time, seconds, inclusive.
+        conductor: the conductor's name as stored (e.g. ``lm:qwen-1.5b``); ``*`` and ``?`` are
+            wildcards (``lm:*``), case-sensitive.
+        tags: tags the request must all carry.
+        subject: the data subject's key, exactly.
+
+    Raises ConfigError (from ``__post_init__``) for an unknown status, a negative or inverted
+    range.
+    """
+
+    since: str | None = None
+    until: str | None = None
+    worker: str | None = None
+    status: str | None = None
+    min_cost_usd: float | None = None
+    max_cost_usd: float | None = None
+    min_wall_s: float | None = None
+    max_wall_s: float | None = None
+    conductor: str | None = None
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in STATUSES:
+            raise ConfigError(f"status {self.status!r} is unknown; use one of {', '.join(STATUSES)}")
+        for what, low, high in (
+            ("cost", self.min_cost_usd, self.max_cost_usd),
+            ("latency", self.min_wall_s, self.max_wall_s),
+        ):
+            if any(v is not None and v < 0 for v in (low, high)):
+                raise ConfigError(f"the {what} range must not be negative (got {low} .. {high})")
+            if low is not None and high is not None and low > high:
+                raise ConfigError(f"--min-{what} {low} is above --max-{what} {high}")
+        if self.since and self.until and self.since >= self.until:
+            raise ConfigError(f"--since {self.since} is not before --until {self.until}; nothing could match")
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """A WHERE condition over the ``requests`` table aliased ``r``, and its parameters
+        (never interpolated: every value is a parameter)."""
+        parts: list[str] = []
+        params: list[Any] = []
+
+        def add(condition: str, *values: Any) -> None:
+            parts.append(condition)
+            params.extend(values)
+
+        if self.since is not None:
+            add("r.started_at >= ?", self.since)
+        if self.until is not None:
+            add("r.started_at < ?", self.until)
+        if self.status is not None:
+            add("r.status = ?", self.status)
+        if self.min_cost_usd is not None:
+            add("r.total_cost_usd >= ?", self.min_cost_usd)
+        if self.max_cost_usd is not None:
+            add("r.total_cost_usd <= ?", self.max_cost_usd)
+        if self.min_wall_s is not None:
+            add("r.wall_time_s >= ?", self.min_wall_s)
+        if self.max_wall_s is not None:
+            add("r.wall_time_s <= ?", self.max_wall_s)
+        if self.conductor is not None:
+            add("r.conductor GLOB ?", self.conductor.replace("[", "[[]"))
+        if self.subject is not None:
+            add("r.subject = ?", self.subject)
+        if self.worker is not None:
+            add("EXISTS (SELECT 1 FROM steps s WHERE s.request_id = r.id AND s.worker = ?)", self.worker)
+        for tag in self.tags:
+            add("EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?)", tag)
+        return (" AND ".join(parts) or "1"), params
+
+
+_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
+
+
+def fts_query(text: str) -> str:
+    """Plain search words as an FTS5 query that always parses: every word must occur (any
+    order, any case); a ``"quoted phrase"`` must occur as written; a word ending in ``*``
+    matches as a prefix (``retr*``). Operators, column filters and punctuation are just text.
+
+    Raises ConfigError when ``text`` holds no word.
+    """
+    parts: list[str] = []
+    for phrase, word in _TOKEN.findall(text):
+        term = phrase if phrase else word
+        prefix = not phrase and len(word) > 1 and word.endswith("*")
+        term = term[:-1] if prefix else term
+        if term.strip():
+            parts.append('"' + term.replace('"', '""') + '"' + ("*" if prefix else ""))
+    if not parts:
+        raise ConfigError("the search query is empty; give some words (or only filters, without a query)")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """One line of ``podium trace list``: times UTC ISO 8601, cost USD, wall time seconds
+    (None while the request runs)."""
+
+    id: str
+    started_at: str
+    status: str
+    mode: str
+    question: str
+    steps: int
+    total_cost_usd: float | None
+    wall_time_s: float | None
+    conductor: str = ""
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One request that matches a search, with its best-ranked matching text.
+
+    Attributes:
+        trace: the request.
+        field: which text matched best (one of :data:`~podium.trace.query.FIELDS`).
+        location: where in the request: ``""`` (question, answer), ``"attempt 0"``,
+            ``"step 2"``, ``"round 1 step 0"``, ``"fallback"``.
+        snippet: an excerpt of that text around the matched words (FTS5 ``snippet()``).
+        highlights: (start, end) character offsets of the matched words in ``snippet``.
+        matches: how many of the request's texts match.
+        score: FTS5 bm25 rank of the best text (lower is better).
+    """
+
+    trace: TraceSummary
+    field: str
+    location: str
+    snippet: str
+    highlights: tuple[tuple[int, int], ...]
+    matches: int
+    score: float
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What :meth:`TraceStore.purge` removed (or, with ``dry_run``, would remove).
+
+    Attributes:
+        request_ids: the purged requests' ids, oldest first — the selection other stores
+            keyed by request id (a PII vault, caches) apply to purge theirs.
+        subjects: the distinct data-subject keys among them.
+        dry_run: nothing was deleted.
+        bytes_before, bytes_after: the database file plus its write-ahead log, bytes.
+        log_truncated: the write-ahead log was checkpointed and emptied; False when another
+            connection still reads old pages (they leave the log at its next checkpoint).
+    """
+
+    request_ids: tuple[str, ...]
+    subjects: tuple[str, ...]
+    dry_run: bool
+    bytes_before: int
+    bytes_after: int
+    log_truncated: bool
+
+
+PurgeListener = Callable[[tuple[str, ...]], None]
+"""Called by :meth:`TraceStore.purge` with the ids about to be deleted, inside the deleting
+transaction: raising aborts the purge (nothing is deleted)."""
+
+
+MARK_ON, MARK_OFF = "\ue000", "\ue001"
+"""Private-use characters snippet() puts around matched words (never in real text)."""
+
+
+def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A snippet without its markers, and the (start, end) offsets they enclosed."""
+    plain: list[str] = []
+    spans: list[tuple[int, int]] = []
+    length, start = 0, 0
+    for char in marked:
+        if char == MARK_ON:
+            start = length
+        elif char == MARK_OFF:
+            spans.append((start, length))
+        else:
+            plain.append(char)
+            length += 1
+    return "".join(plain), tuple(spans)
