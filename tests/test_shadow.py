@@ -175,3 +175,36 @@ def test_the_report_compares_per_use_case_against_hand_counted_values() -> None:
     assert math_case["largest_disagreements"][0]["podium_answer"] == "it is 41"
     assert report["use_cases"]["support"]["agreement"] == 1.0  # identical texts
     assert "| math | 3 | 2 | 0.500 |" in report_markdown(report)
+
+
+def test_purging_shadow_rows_leaves_none_of_their_text_in_the_files(tmp_path: Path) -> None:
+    store = ShadowStore(tmp_path / "shadow.sqlite3")
+    rows = [
+        ("2026-11-01T00:00:00Z", "aa" * 16, "MARKER-PURGED-BY-ID"),
+        ("2026-11-02T00:00:00Z", None, "MARKER-PURGED-BY-DATE"),  # skipped: no trace, only a date
+        ("2026-11-29T00:00:00Z", "bb" * 16, "MARKER-KEPT"),
+    ]
+    for at, request_id, question in rows:
+        store.add({"at": at, "status": "done", "mode": "plan", "use_case": "x", "request_id": request_id,
+                   "question": question})  # fmt: skip
+    assert store.purge(request_ids=["aa" * 16], before="2026-11-15T00:00:00Z") == 2
+    files = b"".join(p.read_bytes() for p in tmp_path.glob("shadow.sqlite3*"))
+    assert b"MARKER-PURGED-BY-ID" not in files and b"MARKER-PURGED-BY-DATE" not in files
+    assert b"MARKER-KEPT" in files  # the check can fail: kept text is found
+    assert [r["question"] for r in store.rows()] == ["MARKER-KEPT"]
+
+
+def test_trace_purge_also_purges_the_shadow_copies(upstream: Uvicorn, tmp_path: Path) -> None:
+    from podium.cli import cli
+
+    proxy = make_proxy(upstream, tmp_path, mode="execute")
+    shadow = Uvicorn(create_shadow_app(proxy))
+    try:
+        httpx.post(shadow.url + "/v1/chat/completions", json=BODY)
+        (row,) = drain(proxy, 1)
+    finally:
+        shadow.stop()
+    code = cli(["trace", "purge", "--request", row["request_id"], "--yes", "--traces", str(tmp_path / "traces.sqlite3"),
+                "--shadow-store", str(tmp_path / "shadow.sqlite3")])  # fmt: skip
+    assert code == 0 and ShadowStore(tmp_path / "shadow.sqlite3").rows() == []
+    assert b"What is 6 * 7?" not in b"".join(p.read_bytes() for p in tmp_path.glob("*.sqlite3*"))

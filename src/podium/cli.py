@@ -135,6 +135,9 @@ def _trace_parser(sub: Any) -> None:
     t_purge.add_argument("--subject", metavar="KEY", help="every request of this data subject")
     t_purge.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete nothing")
     t_purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    t_purge.add_argument(
+        "--shadow-store", type=Path, metavar="PATH", help="shadow store purged alike (default: podium's, if it exists)"
+    )
     t_export = trace.add_parser(
         "export",
         help="one request as a static HTML page: workflow graph, messages, outputs, tokens, cost, latency",
@@ -404,9 +407,28 @@ def _cmd_purge(store: TraceStore, args: argparse.Namespace, out: Console, err: C
     out.print(
         f"purged {len(result.request_ids)} request(s); database {result.bytes_before:,} → {result.bytes_after:,} bytes"
     )
+    shadow_rows = _purge_shadow(args.shadow_store, result.request_ids, selection["before"])
+    if shadow_rows:
+        out.print(f"also removed {shadow_rows} shadow record(s) from the shadow store")
     if result.request_ids and not result.log_truncated:
         err.print("[yellow]another process reads the file: its write-ahead log is emptied at its next checkpoint[/]")
     return 0
+
+
+def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | None) -> int:
+    """Purge the shadow store's copies of what a trace purge removed (the shadow store keeps
+    the question and both answers of each shadow run): rows of those requests, and with
+    ``--before`` every older row. The default store is touched only if it exists."""
+    from podium.serve.cli import default_shadow_path
+
+    shadow = path or default_shadow_path()
+    if not shadow.is_file():
+        if path is not None:
+            raise ConfigError(f"no shadow store at {path}")
+        return 0
+    from podium.serve.shadow import ShadowStore
+
+    return ShadowStore(shadow).purge(request_ids=request_ids, before=before)
 
 
 def _cmd_models(args: argparse.Namespace, out: Console) -> int:

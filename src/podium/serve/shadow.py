@@ -160,6 +160,7 @@ class ShadowStore:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute("PRAGMA secure_delete=ON")
             self._db.executescript(self._SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(f"cannot open shadow store {path}: {exc}") from None
@@ -182,6 +183,24 @@ class ShadowStore:
         cursor = self._db.execute(query + " ORDER BY id", args)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+
+    def purge(self, *, request_ids: Sequence[str] = (), before: str | None = None) -> int:
+        """Delete the rows of these requests (trace ids) and, with ``before`` (UTC ISO 8601),
+        every row that arrived before it — also the skipped, dropped and unreadable ones, which
+        have no trace; then VACUUM and truncate the write-ahead log, so no deleted text stays in
+        the files. Returns the number of rows deleted."""
+        with self._lock:
+            deleted = 0
+            for start in range(0, len(request_ids), 500):
+                chunk = list(request_ids[start : start + 500])
+                marks = ", ".join("?" for _ in chunk)
+                deleted += self._db.execute(f"DELETE FROM shadow WHERE request_id IN ({marks})", chunk).rowcount
+            if before is not None:
+                deleted += self._db.execute("DELETE FROM shadow WHERE at < ?", (before,)).rowcount
+            if deleted:
+                self._db.execute("VACUUM")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
 
     def spent_since(self, since: str) -> float:
         """Shadow USD spent since ``since`` (UTC ISO 8601)."""
