@@ -1,8 +1,10 @@
 """Build a ready :class:`~podium.orchestrator.Orchestrator` from a pool file's configuration.
 
 The one place where configuration turns into objects: workers (lazy: no model is loaded until
-its first call) hardened with budget guard, retries, circuit breaker and failover, the LM
-conductor on its configured worker's model, the fallback pipeline, limits and period budgets.
+its first call), each under its data policy (:class:`~podium.workers.pii_guard.PIIGuard`:
+pseudonymization for external workers), hardened with budget guard, retries, circuit breaker
+and failover, the LM conductor on its configured worker's model, the fallback pipeline, limits
+and period budgets.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from podium.budget import Limits, PeriodBudget
 from podium.conductor.base import Conductor
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.orchestrator import Fallback, Orchestrator
+from podium.pii.session import PIIProtection
 from podium.pool import LimitsConfig, PoolConfig
 from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
+from podium.workers.pii_guard import DataPolicy, PIIGuard
 from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
-__all__ = ["build_orchestrator"]
+__all__ = ["build_orchestrator", "guard", "pii_protection"]
 
 
 def build_orchestrator(
@@ -40,13 +44,18 @@ def build_orchestrator(
         config: a validated pool file.
         traces: the trace store (None: records are returned but not stored).
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
-        workers: override the pool's workers (tests), in pool order.
+        workers: override the pool's workers (tests), in pool order; they get the pool file's
+            data policies all the same.
         resamples, max_steps, limits, recursion_rounds: override the pool file's values.
+
+    Raises ConfigError when PII protection is on and the ``pii`` extra is not installed.
     """
     raw = workers if workers is not None else build_pool_workers(config)
+    protection = pii_protection(config)
+    guarded = [guard(w, config, i, protection) for i, w in enumerate(raw)]
     r = config.resilience
     policy = ResiliencePolicy(r.attempts, r.base_delay_s, r.max_delay_s, r.breaker_threshold, r.breaker_cooldown_s)
-    stacks = [harden(w, policy) for w in raw]
+    stacks = [harden(w, policy) for w in guarded]
     pool = [
         Failover(stacks[i], stacks[config.worker_index(w.equivalent)]) if w.equivalent else stacks[i]
         for i, w in enumerate(config.workers)
@@ -94,6 +103,23 @@ def build_orchestrator(
         if isinstance(worker, ConductorWorker):
             worker.bind(orchestrator)
     return orchestrator
+
+
+def pii_protection(config: PoolConfig) -> PIIProtection | None:
+    """The pool's PII protection, or None when ``[pii]`` is off. Raises ConfigError when it is on
+    and Presidio is not installed."""
+    if not config.pii_enabled:
+        return None
+    p = config.pii
+    return PIIProtection(p.entities, p.languages, p.score_threshold, p.record_values)
+
+
+def guard(worker: Worker, config: PoolConfig, index: int, protection: PIIProtection | None) -> Worker:
+    """``worker`` (pool slot ``index``) under its pool-file data policy; local workers as they are."""
+    w = config.workers[index]
+    if not config.is_external(w):
+        return worker
+    return PIIGuard(worker, DataPolicy(True, w.allow_pii, w.provider, w.region), protection)
 
 
 def _limits(c: LimitsConfig) -> Limits:

@@ -6,7 +6,8 @@ request row, conductor attempts and steps — in one transaction.
 
 Tables: ``requests`` (one row per request), ``plan_attempts`` (one row per conductor call),
 ``steps`` (one row per executed step, workflow and fallback). JSON columns hold messages,
-workflows and access lists. Times are UTC ISO 8601.
+workflows, access lists and disclosures (third-party recipients of a call and the PII kinds they
+received; never PII values unless the pool file says ``record_values``). Times are UTC ISO 8601.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError
-from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
+from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
-__all__ = ["SCHEMA_VERSION", "TraceStore", "TraceStoreError", "TraceSummary"]
+__all__ = ["SCHEMA_VERSION", "DisclosureRow", "TraceStore", "TraceStoreError", "TraceSummary"]
 
 
 class TraceStoreError(ConfigError):
@@ -39,10 +40,13 @@ SCHEMA_VERSION = 3
 with the fix, never altered. (Version 1 was a development schema that never shipped.)"""
 
 _MIGRATIONS: dict[int, str] = {
-    # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge.
+    # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge; each
+    # call's third-party recipients and the PII kinds they received (data-flow register).
     2: """
     ALTER TABLE requests ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE requests ADD COLUMN subject TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE steps ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
     """,
 }
 """SQL that upgrades version ``k`` to ``k + 1``."""
@@ -88,6 +92,7 @@ CREATE TABLE IF NOT EXISTS plan_attempts (
     cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL,
     constrained INTEGER NOT NULL,
+    disclosures TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (request_id, round, attempt)
 );
 CREATE TABLE IF NOT EXISTS steps (
@@ -114,6 +119,7 @@ CREATE TABLE IF NOT EXISTS steps (
     error_type TEXT,
     started_at TEXT NOT NULL,
     finished_at TEXT NOT NULL,
+    disclosures TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (request_id, phase, round, step_index)
 );
 """
@@ -131,6 +137,31 @@ class TraceSummary:
     steps: int
     total_cost_usd: float | None
     wall_time_s: float | None
+
+
+@dataclass(frozen=True)
+class DisclosureRow:
+    """A stored step or conductor attempt whose calls reached third parties.
+
+    Attributes:
+        request_id: the request.
+        at: when (the step's start, or the request's start for a conductor attempt), UTC ISO 8601.
+        source: ``"step"``, ``"fallback"`` or ``"conductor"``.
+        round: the recursion round; index: the step index, or the conductor's attempt number.
+        visible, visible_previous: what its access list granted (steps; empty for the conductor).
+        system_prompt: whether the worker's configured system message was sent too.
+        disclosures: the recipients and PII kinds.
+    """
+
+    request_id: str
+    at: str
+    source: str
+    round: int
+    index: int
+    visible: tuple[int, ...]
+    visible_previous: tuple[tuple[int, int], ...]
+    system_prompt: bool
+    disclosures: tuple[Disclosure, ...]
 
 
 def _dumps(value: Any) -> str:
@@ -279,8 +310,9 @@ class TraceStore:
                 "cost_usd": a.cost_usd,
                 "latency_s": a.latency_s,
                 "constrained": int(a.constrained),
+                "disclosures": _dumps(data_attempt["disclosures"]),
             }
-            for a in record.attempts
+            for a, data_attempt in zip(record.attempts, data["attempts"], strict=True)
         ]
         steps = [
             {
@@ -307,8 +339,9 @@ class TraceStore:
                 "error_type": s.error_type,
                 "started_at": s.started_at,
                 "finished_at": s.finished_at,
+                "disclosures": _dumps(data_step["disclosures"]),
             }
-            for s in record.steps
+            for s, data_step in zip(record.steps, data["steps"], strict=True)
         ]
         with self._tx() as db:
             db.execute("DELETE FROM requests WHERE id = ?", (record.id,))
@@ -334,6 +367,46 @@ class TraceStore:
             (pool, since),
         ).fetchone()[0]
         return float(finished)
+
+    def disclosures(self, since: str, until: str) -> tuple[DisclosureRow, ...]:
+        """Steps and conductor attempts with third-party recipients, of requests started at or
+        after ``since`` and before ``until`` (UTC ISO 8601), oldest first."""
+        with self._lock:
+            steps = self._db.execute(
+                "SELECT s.request_id, s.started_at, s.phase, s.round, s.step_index, s.visible, s.visible_previous, "
+                "json_extract(s.messages, '$[0].role') = 'system', s.disclosures FROM steps s "
+                "JOIN requests r ON r.id = s.request_id "
+                "WHERE r.started_at >= ? AND r.started_at < ? AND s.disclosures != '[]' "
+                "ORDER BY s.started_at",
+                (since, until),
+            ).fetchall()
+            attempts = self._db.execute(
+                "SELECT a.request_id, r.started_at, a.round, a.attempt, "
+                "json_extract(a.messages, '$[0].role') = 'system', a.disclosures FROM plan_attempts a "
+                "JOIN requests r ON r.id = a.request_id "
+                "WHERE r.started_at >= ? AND r.started_at < ? AND a.disclosures != '[]' "
+                "ORDER BY r.started_at, a.round, a.attempt",
+                (since, until),
+            ).fetchall()
+        rows = [
+            DisclosureRow(
+                request_id=rid,
+                at=at,
+                source="step" if phase == "workflow" else "fallback",
+                round=rnd,
+                index=idx,
+                visible=tuple(json.loads(vis)),
+                visible_previous=tuple((p[0], p[1]) for p in json.loads(prev)),
+                system_prompt=bool(system),
+                disclosures=_disclosures(disc),
+            )
+            for rid, at, phase, rnd, idx, vis, prev, system, disc in steps
+        ]
+        rows += [
+            DisclosureRow(rid, at, "conductor", rnd, idx, (), (), bool(system), _disclosures(disc))
+            for rid, at, rnd, idx, system, disc in attempts
+        ]
+        return tuple(sorted(rows, key=lambda r: r.at))
 
     def resolve_id(self, prefix: str) -> str:
         """The full request id for an id or unique prefix (as ``git`` resolves short hashes).
@@ -380,6 +453,7 @@ class TraceStore:
                 cost_usd=a["cost_usd"],
                 latency_s=a["latency_s"],
                 constrained=bool(a["constrained"]),
+                disclosures=_disclosures(a["disclosures"]),
             )
             for a in db.execute(
                 "SELECT * FROM plan_attempts WHERE request_id = ? ORDER BY round, attempt", (request_id,)
@@ -406,6 +480,7 @@ class TraceStore:
                 error_type=s["error_type"],
                 started_at=s["started_at"],
                 finished_at=s["finished_at"],
+                disclosures=_disclosures(s["disclosures"]),
             )
             for s in db.execute(
                 "SELECT * FROM steps WHERE request_id = ? ORDER BY phase = 'fallback', round, step_index",
@@ -444,6 +519,10 @@ def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> N
     columns = list(rows[0])
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
     db.executemany(sql, [tuple(row[c] for c in columns) for row in rows])
+
+
+def _disclosures(raw: str) -> tuple[Disclosure, ...]:
+    return tuple(Disclosure.from_json(d) for d in json.loads(raw))
 
 
 def _workflow(data: dict[str, Any]) -> Workflow:
