@@ -73,6 +73,7 @@ class CprRecognizer(PatternRecognizer):
     PATTERNS = (
         Pattern("CPR with dash", r"(?<![\d-])\d{6}-\d{4}(?![\d-])", 0.8),
         Pattern("CPR, 10 digits", r"(?<![\d-])\d{10}(?![\d-])", 0.5),
+        Pattern("CPR with space", r"(?<![\d-])\d{6} \d{4}(?![\d-])", 0.5),
     )
     CONTEXT = ("cpr", "personnummer", "personnr", "personal number", "civil registration")
 
@@ -86,7 +87,7 @@ class CprRecognizer(PatternRecognizer):
         )
 
     def validate_result(self, pattern_text: str) -> bool:
-        return cpr_birth_date(pattern_text.replace("-", "")) is not None
+        return cpr_birth_date(pattern_text.replace("-", "").replace(" ", "")) is not None
 
 
 _PHONE_CONTEXT = (

@@ -38,11 +38,12 @@ NUMERIC_KINDS = frozenset({"DK_CPR", "PHONE_NUMBER", "IBAN_CODE", "CREDIT_CARD"}
 """Kinds whose value is its letters and digits: ``0704912846`` is the same CPR as ``070491-2846``."""
 
 _KIND_WORDS = "|".join(sorted((k.replace("_", r"[\s_-]*") for k in ENTITY_TYPES), key=len, reverse=True))
-_BRACKETED = re.compile(
-    rf"(?:<|&lt;|\[\[?|\{{\{{?)\s*(?P<kind>{_KIND_WORDS})[\s_-]*(?P<num>\d{{1,5}})\s*(?:>|&gt;|\]\]?|\}}\}}?)",
-    re.IGNORECASE,
+_BRACKETED_PATTERN = (
+    rf"(?:<|&lt;|\[\[?|\{{\{{?)\s*(?P<kind>{_KIND_WORDS})[\s_-]*(?P<num>\d{{1,5}})\s*(?:>|&gt;|\]\]?|\}}\}}?)"
 )
-_BARE = re.compile(rf"\b(?P<kind>{'|'.join(ENTITY_TYPES)})_(?P<num>\d{{1,5}})\b")
+_BARE_PATTERN = rf"\b(?P<bare>{'|'.join(ENTITY_TYPES)})_(?P<bnum>\d{{1,5}})\b"
+_PLACEHOLDER = re.compile(rf"(?i:{_BRACKETED_PATTERN})|{_BARE_PATTERN}")
+"""A placeholder as a model may write it: bracketed in any case and spacing, or bare KIND_n."""
 _PLACEHOLDER_START = re.compile(r"(?:<|&(?:l(?:t;?)?)?|\[\[?|\{\{?)[\w\s-]{0,24}$")
 
 
@@ -122,8 +123,8 @@ class Vault:
     def reserve_literals(self, text: str) -> None:
         """Reserve every placeholder look-alike in ``text`` that this vault did not issue, so it
         is never issued and restores to itself."""
-        for m in [*_BRACKETED.finditer(text), *_BARE.finditer(text)]:
-            kind, n = _kind(m.group("kind")), int(m.group("num"))
+        for m in _PLACEHOLDER.finditer(text):
+            kind, n = _parts(m)
             with self._lock:
                 if (kind, n) not in self._by_token:
                     self._by_token[(kind, n)] = Entry(kind, m.group(0), m.group(0))
@@ -136,19 +137,15 @@ class Vault:
         identifier).
         """
 
-        def bracketed(m: re.Match[str]) -> str:
-            entry = self._by_token.get((_kind(m.group("kind")), int(m.group("num"))))
-            if entry is None:
+        def one(m: re.Match[str]) -> str:
+            entry = self._by_token.get(_parts(m))
+            if entry is not None:
+                return entry.value
+            if m.group("kind") is not None:
                 raise UnknownPlaceholder(m.group(0))
-            return entry.value
+            return m.group(0)
 
-        def bare(m: re.Match[str]) -> str:
-            entry = self._by_token.get((m.group("kind"), int(m.group("num"))))
-            return m.group(0) if entry is None else entry.value
-
-        if not self._by_token and "<" not in text and "[" not in text and "{" not in text and "&" not in text:
-            return text
-        return _BARE.sub(bare, _BRACKETED.sub(bracketed, text))
+        return _PLACEHOLDER.sub(one, text)
 
     def kinds(self, text: str) -> Counter[str]:
         """Count of this vault's placeholders per kind in ``text`` (as issued, exact form)."""
@@ -160,8 +157,11 @@ class Vault:
         return counts
 
 
-def _kind(written: str) -> str:
-    return re.sub(r"[\s_-]+", "_", written.strip()).upper()
+def _parts(m: re.Match[str]) -> tuple[str, int]:
+    """(kind, number) of a placeholder match, the kind normalised (``person 1`` → PERSON, 1)."""
+    if m.group("kind") is not None:
+        return re.sub(r"[\s_-]+", "_", m.group("kind").strip()).upper(), int(m.group("num"))
+    return m.group("bare"), int(m.group("bnum"))
 
 
 class StreamRestorer:
