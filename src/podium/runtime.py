@@ -21,7 +21,7 @@ from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
-from podium.workers.pii_guard import DataPolicy, PIIGuard
+from podium.workers.pii_guard import DEFAULT_ENDPOINTS, DataPolicy, PIIGuard
 from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
 __all__ = ["build_orchestrator", "guard", "pii_protection"]
@@ -119,7 +119,8 @@ def guard(worker: Worker, config: PoolConfig, index: int, protection: PIIProtect
     w = config.workers[index]
     if not config.is_external(w):
         return worker
-    return PIIGuard(worker, DataPolicy(True, w.allow_pii, w.provider, w.region), protection)
+    endpoint = (w.base_url or DEFAULT_ENDPOINTS.get(w.backend, "")).rstrip("/") or None
+    return PIIGuard(worker, DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint), protection)
 
 
 def _limits(c: LimitsConfig) -> Limits:

@@ -34,7 +34,15 @@ from podium.records import Disclosure
 from podium.workers.base import Completion, Message, Worker
 from podium.workers.resilience import _Wrapper
 
-__all__ = ["DataPolicy", "PIIGuard"]
+__all__ = ["DEFAULT_ENDPOINTS", "DataPolicy", "PIIGuard"]
+
+DEFAULT_ENDPOINTS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
+"""The API root each remote backend calls when the pool file gives no ``base_url`` (the
+backends' ``default_base_url``, repeated here so recording it needs no provider SDK)."""
 
 
 @dataclass(frozen=True)
@@ -46,12 +54,14 @@ class DataPolicy:
         allow_pii: whether PII may be sent to it in clear (default False: pseudonymized).
         provider: who runs it, for the data-flow register (None: the endpoint's host).
         region: where it processes data (e.g. ``"EU"``), None if not stated.
+        endpoint: the API root from the pool file (None: the backend's own ``base_url``).
     """
 
     external: bool
     allow_pii: bool = False
     provider: str | None = None
     region: str | None = None
+    endpoint: str | None = None
 
 
 class PIIGuard(_Wrapper):
@@ -68,7 +78,7 @@ class PIIGuard(_Wrapper):
         super().__init__(inner)
         self.policy = policy
         self.protection = protection
-        self.endpoint: str | None = getattr(inner, "base_url", None) or None
+        self.endpoint: str | None = getattr(inner, "base_url", None) or policy.endpoint
         self.provider = policy.provider or (urlparse(self.endpoint).hostname if self.endpoint else None)
 
     def _disclosure(self, **fields: Any) -> Disclosure:
