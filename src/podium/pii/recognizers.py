@@ -96,10 +96,13 @@ _PHONE_CONTEXT = (
 )  # fmt: skip
 
 
+_ISO_DATE = re.compile(r"(?:19|20)\d\d-[01]\d-[0-3]\d")
+
+
 class PhoneNumberRecognizer(PhoneRecognizer):
     """Presidio's libphonenumber recognizer for DK, GB and US numbers (and any ``+``/``00``
     number); bare digit runs score 0.3 so that only a context word lifts them over the usual
-    threshold (0.5)."""
+    threshold (0.5); ISO dates (``2024-05-01``) are not phone numbers."""
 
     def __init__(self, supported_language: str = "da") -> None:
         super().__init__(
@@ -113,6 +116,7 @@ class PhoneNumberRecognizer(PhoneRecognizer):
         nlp_artifacts: NlpArtifacts = None,  # type: ignore[assignment]
     ) -> list[RecognizerResult]:
         results: list[RecognizerResult] = super().analyze(text, entities, nlp_artifacts)
+        results = [r for r in results if not _ISO_DATE.fullmatch(text[r.start : r.end])]
         for result in results:
             found = text[result.start : result.end]
             if found.isdigit():  # no separator, no country code
@@ -174,6 +178,12 @@ _NOT_NAME_WORDS = (
 )
 _NOT_NAMES = frozenset(_NOT_NAME_WORDS.split())
 """Capitalised words that never continue a name (sentence-initial pronouns, articles, numbers)."""
+_ORG_WORD_LIST = (
+    "bakery bank hotel restaurant cafe café school hospital university college church street road avenue "
+    "hills park inc ltd llc corp company group aps skole kirke bageri gade vej"
+)
+_ORG_WORDS = frozenset(_ORG_WORD_LIST.split())
+"""Words that make a capitalised run a business or a place, not a person."""
 _PARTICLES = frozenset(("van", "von", "der", "de", "af", "la", "le", "du", "di", "da"))
 _SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
@@ -220,8 +230,8 @@ class PersonNameRecognizer(LocalRecognizer):
         folded = word.casefold()
         if folded in _TITLES and word[0].isupper():
             after = tokens[i + 1][0] if i + 1 < len(tokens) else len(text)
-            if re.fullmatch(r"\.?\s+", text[tokens[i][1] : after]):
-                last = self._capitalised_run(text, tokens, i + 1)
+            if re.fullmatch(r"\.?[ \t]+", text[tokens[i][1] : after]):
+                last = self._capitalised_run(text, tokens, i + 1, first=True)
                 return (last, 0.8) if last is not None else None
             return None
         if word[0].isupper() and _CUES.search(text[max(0, tokens[i][0] - 40) : tokens[i][0]]):
@@ -245,23 +255,30 @@ class PersonNameRecognizer(LocalRecognizer):
         """Index of the last of up to three further capitalised name tokens from ``j`` (the
         token before ``j`` must be joined to it by spaces), or None when there is none."""
         last = None
-        for k in range(j, min(j + 3, len(tokens))):
+        for k in range(j, min(j + 4, len(tokens))):
             if k > 0 and not (first and k == j) and not self._joined(text, tokens, k - 1):
                 break
             word = tokens[k][2]
+            if re.sub(r"['’]s$", "", word).casefold() in _ORG_WORDS:  # "Beverly Hills Bakery": a business or a place
+                return None
             if word.casefold() in _PARTICLES and k + 1 < len(tokens) and tokens[k + 1][2][:1].isupper():
                 continue
-            if not word[0].isupper() or word.casefold() in _NOT_NAMES or (len(word) < 2 and word != word.upper()):
+            if not word[0].isupper() or word.casefold() in _NOT_NAMES:
                 break
-            if word.isupper() and len(word) > 1 and not (first and k == j):  # an acronym: ends the name
+            if len(word) == 1:  # an initial ("Ida H. Jensen") continues a name but never ends one
+                continue
+            if word.isupper() and not (first and k == j):  # an acronym: ends the name
                 break
             last = k
         return last
 
     @staticmethod
     def _joined(text: str, tokens: list[tuple[int, int, str]], k: int) -> bool:
-        """Whether token ``k`` and the next one are separated by spaces only (same line)."""
+        """Whether token ``k`` and the next one are separated by spaces only (same line), or by
+        ". " after an initial."""
         gap = text[tokens[k][1] : tokens[k + 1][0]]
+        if len(tokens[k][2]) == 1 and gap.startswith("."):
+            gap = gap[1:]
         return bool(gap) and gap.strip(" \t") == ""
 
     @staticmethod
