@@ -195,8 +195,8 @@ def render_register(console: Console, register: Register) -> None:
         console.print(Text(f"{title}\nNo data was sent to any third party in this period."))
         return
     table = Table(title=title, title_justify="left", show_lines=True)
-    for name in ("recipient", "provider · endpoint · region", "data categories", "PII", "requests", "calls", "last"):
-        table.add_column(name, overflow="fold", justify="right" if name in ("requests", "calls") else "left")
+    for name in ("recipient · endpoint", "provider · region", "data categories", "PII", "requests / calls"):
+        table.add_column(name, overflow="fold")
     for r in register.recipients:
         pii = []
         if r.pii_pseudonymized:
@@ -208,12 +208,10 @@ def render_register(console: Console, register: Register) -> None:
         if r.blocked:
             pii.append(f"{r.blocked} call(s) blocked")
         table.add_row(
-            escape(r.recipient),
-            escape(f"{r.provider or '—'} · {r.endpoint or '—'} · {r.region or 'region not stated'}"),
+            escape(f"{r.recipient}\n{r.endpoint or '—'}"),
+            escape(f"{r.provider or '—'}\n{r.region or 'region not stated'}"),
             ", ".join(r.categories),
             "\n".join(pii) or "none found",
-            str(r.requests),
-            str(r.calls),
-            r.last,
+            f"{r.requests} / {r.calls}\nlast {r.last[:16].replace('T', ' ')}",
         )
     console.print(table)

@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
             "a date-only --until includes that day."
         ),
     )
-    flow.add_argument("--since", help="start, YYYY-MM-DD or ISO 8601 (default: the beginning)")
+    flow.add_argument("--since", help="start, YYYY-MM-DD or ISO 8601 (default: 1970-01-01, i.e. every trace)")
     flow.add_argument("--until", help="end, exclusive; YYYY-MM-DD includes that day (default: now)")
     flow.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     form = flow.add_mutually_exclusive_group()
@@ -276,7 +276,7 @@ def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
     from podium._render import render_register
     from podium.dataflow import build_register, parse_time
 
-    since = parse_time(args.since) if args.since else "0000-01-01T00:00:00.000Z"
+    since = parse_time(args.since) if args.since else "1970-01-01T00:00:00.000Z"
     until = parse_time(args.until, end_of_day=True) if args.until else parse_time(datetime.now(UTC).isoformat())
     path = args.traces or default_trace_path()
     if not Path(path).exists():
