@@ -383,3 +383,21 @@ def test_an_external_conductor_sees_placeholders_and_its_subtasks_are_restored(t
     assert record.workflows[0].steps[0].subtask == "Validate 070491-2846."
     assert "070491-2846" in workers[1].calls[0][-1]["content"]
     assert record.steps[1].messages[-1]["content"].endswith("Explain it to <PERSON_1>.\n</your_subtask>")
+
+
+def test_an_external_conductor_naming_an_unknown_placeholder_ends_in_the_fallback_on_record(tmp_path: Path) -> None:
+    conductor_model = ScriptedWorker(
+        "ext-a", reply='model_id = [0]\nsubtasks = ["Ask <PERSON_4>."]\naccess_list = [[]]'
+    )
+    workers = fakes(local="fallback answer")
+    orchestrator = build_orchestrator(
+        pool_file(tmp_path), workers=[conductor_model, workers[1], workers[2]], recursion_rounds=0
+    )
+    assert isinstance(orchestrator.conductor, LMConductor)
+    orchestrator.conductor.settings = LMConductorSettings(constrained=False)
+    record = asyncio.run(orchestrator.run("Ring til Søren Østergaard."))
+    assert record.status == "fallback" and record.fallback is not None
+    assert record.fallback.reason == "pii_protection" and record.answer == "fallback answer"
+    (attempt,) = record.attempts  # the refused reply is on record, with what was sent
+    assert attempt.error_kind == "pii_protection" and attempt.disclosures[0].masked == {"PERSON": 1}
+    assert "Søren" not in attempt.messages[-1]["content"]
