@@ -25,7 +25,7 @@ llama: venv
 
 # Runtime: podium + llama.cpp + the three embedded local models (pinned, hashed, ~1.7 GB).
 setup: llama
-	$(BIN)/python -m pip install --quiet -e '.[local,openai,providers,eval]'
+	$(BIN)/python -m pip install --quiet -e '.[local,openai,providers,eval,pii]'
 	$(BIN)/podium models install --quiet
 
 run: setup
@@ -33,7 +33,7 @@ run: setup
 
 # Tests: podium + dev tools + the smallest model (SmolLM2-135M) for the end-to-end tests.
 setup-dev: llama
-	$(BIN)/python -m pip install --quiet -e '.[local,openai,providers,eval,router,train,serve,otel,browser,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[local,openai,providers,eval,router,train,serve,otel,browser,pii,dev]'
 	$(BIN)/podium models install --quiet smollm2-135m-instruct
 
 lint:

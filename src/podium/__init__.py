@@ -27,6 +27,7 @@ from podium.errors import (
     InvalidQuestion,
     ModelBehaviourError,
     ModelNotInstalled,
+    PIIProtectionError,
     PlanParseError,
     PodiumError,
     ProviderError,
@@ -41,7 +42,7 @@ from podium.messages import worker_messages
 from podium.orchestrator import Fallback, Orchestrator
 from podium.parse import parse_workflow
 from podium.pool import PoolConfig, WorkerConfig, load_pool
-from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
+from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
 from podium.runtime import build_orchestrator
 from podium.trace import TraceStore
 from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings, build_worker
@@ -60,6 +61,7 @@ __all__ = [
     "ContextOverflow",
     "CostCapExceeded",
     "DeadlineExceeded",
+    "Disclosure",
     "EmptyOutput",
     "Fallback",
     "FallbackInfo",
@@ -71,6 +73,7 @@ __all__ = [
     "ModelBehaviourError",
     "ModelNotInstalled",
     "Orchestrator",
+    "PIIProtectionError",
     "PeriodBudget",
     "PlanAttempt",
     "PlanParseError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.markup import escape
@@ -11,11 +12,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from podium.records import PlanAttempt, RunRecord, StepRecord
+from podium.records import Disclosure, PlanAttempt, RunRecord, StepRecord
 from podium.trace.query import SearchHit, TraceSummary
 from podium.workflow import ALL, Workflow
 
-__all__ = ["progress_bar", "render_plan", "render_run", "render_search", "render_trace_list", "shorten"]
+if TYPE_CHECKING:
+    from podium.dataflow import Register
+
+__all__ = [
+    "progress_bar",
+    "render_plan",
+    "render_register",
+    "render_run",
+    "render_search",
+    "render_trace_list",
+    "shorten",
+]
 
 
 def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress:
@@ -98,8 +110,20 @@ def _step_panel(step: StepRecord) -> Panel:
     )
     if step.finish_reason == "length":
         meta += " · hit max_tokens"
+    for d in step.disclosures:
+        meta += f" · sent to {d.provider or d.recipient}: {_pii_note(d)}"
     body = Text(shorten(step.output) if not step.error else step.error, style="red" if step.error else "")
     return Panel(Group(body, Text(meta, style="dim")), title=f"{label} · {step.worker}", title_align="left")
+
+
+def _pii_note(d: Disclosure) -> str:
+    if d.blocked:
+        return f"blocked ({d.blocked})"
+    if d.masked:
+        return "PII pseudonymized " + ", ".join(f"{k}×{n}" for k, n in sorted(d.masked.items()))
+    if d.clear:
+        return "PII in clear " + ", ".join(f"{k}×{n}" for k, n in sorted(d.clear.items()))
+    return "no PII found" if d.scanned else "not scanned for PII"
 
 
 def _totals(record: RunRecord) -> Table:
@@ -209,3 +233,32 @@ def render_search(console: Console, hits: Sequence[SearchHit]) -> None:
             snippet.stylize("bold reverse", start, end)
         console.print(head)
         console.print(Text("  ").append(snippet))
+
+
+def render_register(console: Console, register: Register) -> None:
+    """The data-flow register as a table (``--md`` / ``--json`` give the document forms)."""
+    title = f"Data-flow register: requests from {register.since} until {register.until} (UTC)"
+    if not register.recipients:
+        console.print(Text(f"{title}\nNo data was sent to any third party in this period."))
+        return
+    table = Table(title=title, title_justify="left", show_lines=True)
+    for name in ("recipient · endpoint", "provider · region", "data categories", "PII", "requests / calls"):
+        table.add_column(name, overflow="fold")
+    for r in register.recipients:
+        pii = []
+        if r.pii_pseudonymized:
+            pii.append("pseudonymized: " + ", ".join(f"{k}×{n}" for k, n in r.pii_pseudonymized.items()))
+        if r.pii_in_clear:
+            pii.append("IN CLEAR: " + ", ".join(f"{k}×{n}" for k, n in r.pii_in_clear.items()))
+        if r.unscanned:
+            pii.append(f"{r.unscanned} call(s) not scanned")
+        if r.blocked:
+            pii.append(f"{r.blocked} call(s) blocked")
+        table.add_row(
+            escape(f"{r.recipient}\n{r.endpoint or '—'}"),
+            escape(f"{r.provider or '—'}\n{r.region or 'region not stated'}"),
+            ", ".join(r.categories),
+            "\n".join(pii) or "none found",
+            f"{r.requests} / {r.calls}\nlast {r.last[:16].replace('T', ' ')}",
+        )
+    console.print(table)

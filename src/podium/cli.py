@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,22 @@ def _parser() -> argparse.ArgumentParser:
     request_cmd("plan", "Write the workflow for a question without executing it.")
 
     _trace_parser(sub)
+
+    flow = sub.add_parser(
+        "dataflow",
+        help="data-flow register: which third parties received which data (from traces)",
+        description=(
+            "List every third-party recipient (worker, provider, endpoint, region) of requests started in a "
+            "period and the data categories and PII kinds it received, from stored traces. Dates are UTC; "
+            "a date-only --until includes that day."
+        ),
+    )
+    flow.add_argument("--since", help="start, YYYY-MM-DD or ISO 8601 (default: 1970-01-01, i.e. every trace)")
+    flow.add_argument("--until", help="end, exclusive; YYYY-MM-DD includes that day (default: now)")
+    flow.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    form = flow.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="machine-readable output")
+    form.add_argument("--md", action="store_true", help="a Markdown document (for a records-of-processing file)")
 
     models = sub.add_parser("models", help="the embedded local models").add_subparsers(
         dest="models_command", required=True, metavar="SUBCOMMAND"
@@ -431,6 +448,25 @@ def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | N
     return ShadowStore(shadow).purge(request_ids=request_ids, before=before)
 
 
+def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
+    from podium._render import render_register
+    from podium.dataflow import build_register, parse_time
+
+    since = parse_time(args.since) if args.since else "1970-01-01T00:00:00.000Z"
+    until = parse_time(args.until, end_of_day=True) if args.until else parse_time(datetime.now(UTC).isoformat())
+    path = args.traces or default_trace_path()
+    if not Path(path).exists():
+        raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
+    register = build_register(TraceStore(path), since, until)
+    if args.json:
+        print(json.dumps(register.to_json(), indent=2, ensure_ascii=False))
+    elif args.md:
+        print(register.to_markdown(), end="")
+    else:
+        render_register(out, register)
+    return 0
+
+
 def _cmd_models(args: argparse.Namespace, out: Console) -> int:
     if args.models_command == "install":
         unknown = [m for m in args.ids if m not in EMBEDDED_MODELS]
@@ -536,6 +572,8 @@ def cli(argv: Sequence[str] | None = None) -> int:
             return _cmd_trace(args, out, err)
         if args.command == "models":
             return _cmd_models(args, out)
+        if args.command == "dataflow":
+            return _cmd_dataflow(args, out)
         if args.command in ("train", "conductor"):
             from podium.train.cli import cmd_conductor, cmd_train
 

@@ -17,9 +17,11 @@
     │   ├── TransportError     connection refused / reset / DNS                  (transient)
     │   ├── ClientError        other 4xx (bad request, auth): retrying won't help
     │   └── WorkerUnavailable  the circuit breaker has taken the worker out for a cool-down
-    └── BudgetError            a limit the caller set was reached
-        ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget (USD)
-        └── DeadlineExceeded   the request's deadline passed (seconds)
+    ├── BudgetError            a limit the caller set was reached
+    │   ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget (USD)
+    │   └── DeadlineExceeded   the request's deadline passed (seconds)
+    └── PIIProtectionError     podium refused a third-party call or its reply (fail closed):
+                               PII detection failed, or a reply names a placeholder it never issued
 
 Every error carries fields, not just a string, so callers and traces can act on them.
 Vendor exceptions are translated once, in the worker backend that raised them.
@@ -41,6 +43,7 @@ __all__ = [
     "InvalidQuestion",
     "ModelBehaviourError",
     "ModelNotInstalled",
+    "PIIProtectionError",
     "PlanErrorKind",
     "PlanParseError",
     "PodiumError",
@@ -208,3 +211,23 @@ class DeadlineExceeded(BudgetError):
     def __init__(self, message: str, *, deadline_s: float) -> None:
         super().__init__(message)
         self.deadline_s = deadline_s
+
+
+class PIIProtectionError(PodiumError):
+    """PII protection failed closed: nothing was sent, or the reply was not used.
+
+    Not retried and not a provider fault, so the step fails and the fallback pipeline runs
+    (fallback reason ``pii_protection``).
+
+    Attributes:
+        worker: the external worker concerned.
+        reason: ``"detection_failed"`` (the analyzer raised; nothing was sent) or
+            ``"unknown_placeholder"`` (the reply names a placeholder this request never issued).
+    """
+
+    def __init__(
+        self, message: str, *, worker: str, reason: Literal["detection_failed", "unknown_placeholder"]
+    ) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.reason = reason

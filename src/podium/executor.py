@@ -21,6 +21,7 @@ from typing import Literal
 
 from podium.errors import ConfigError, ContextOverflow, PodiumError
 from podium.messages import GrantedStep, worker_messages
+from podium.pii.session import CallLog, call_log
 from podium.records import StepRecord, utc_now
 from podium.streaming import AnswerStream, streaming_to
 from podium.workers.base import Completion, Worker
@@ -66,6 +67,8 @@ async def run_step(
         previous: the previous round's steps; a step with access ``"all"`` sees them too
             (Nielsen et al. 2026 §3.2), tagged with their round.
 
+    The record's ``messages`` are the exact messages sent: pseudonymized ones when the worker is
+    external (:mod:`podium.workers.pii_guard`), with its ``disclosures``.
     Worker errors do not raise: they are recorded in ``StepRecord.error`` / ``error_type``.
     Configuration errors (a model not installed, an API key not set) are raised after putting the
     step's record in ``sink``, as is cancellation (``error_type="Cancelled"``); a prompt over the
@@ -78,6 +81,7 @@ async def run_step(
     granted += [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
     messages = worker_messages(question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None))
     started_at, t0 = utc_now(), time.perf_counter()
+    calls = CallLog()  # what an external worker was sent (pseudonymized) and who received it
 
     def record(result: Completion, error: BaseException | None) -> StepRecord:
         return StepRecord(
@@ -88,7 +92,7 @@ async def run_step(
             subtask=step.subtask,
             access=step.to_json()["access"],
             visible=visible,
-            messages=tuple(messages),
+            messages=calls.sent or tuple(messages),
             output=result.text.strip(),
             usage=result.usage,
             cost_usd=result.cost_usd,
@@ -100,10 +104,12 @@ async def run_step(
             error_type=None if error is None else _error_type(error),
             round=round,
             visible_previous=tuple((s.round, s.index) for s in earlier),
+            disclosures=tuple(calls.disclosures.values()),
         )
 
     try:
-        result = await worker.complete(messages)
+        with call_log(calls):
+            result = await worker.complete(messages)
     except asyncio.CancelledError as exc:
         if sink is not None:
             sink[index] = record(Completion(""), exc)

@@ -8,7 +8,11 @@ Fallback reasons recorded: ``invalid_plan`` (no valid workflow after the re-samp
 ``conductor_error`` (the conductor's runtime failed), ``worker_error`` (a step failed after its
 retries), ``empty_output`` (the last step returned nothing), ``cost_cap`` (a call's reservation
 did not fit the cost cap), ``deadline`` (the workflow ran out of time; the fallback then gets the
-time kept back by ``Limits.fallback_reserve``).
+time kept back by ``Limits.fallback_reserve``), ``pii_protection`` (PII protection refused a
+third-party call or its reply: :class:`~podium.errors.PIIProtectionError`).
+
+Each request runs in its own PII scope (:func:`~podium.pii.session.pii_scope`): one vault of
+placeholders for all its steps and conductor calls, never stored.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
 from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, DeadlineExceeded, InvalidQuestion, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
+from podium.pii.session import CallLog, call_log, pii_scope
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream, streaming_to
 from podium.trace.store import TraceStore
@@ -213,7 +218,7 @@ class Orchestrator:
             raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         live = stream if self.recursion_rounds == 0 else None  # a review round may replace the answer
         meta = _Meta(request_id or uuid.uuid4().hex, tuple(tags), subject, live)
-        with budget_scope(budget), streaming_to(None):  # only the answering step streams
+        with budget_scope(budget), streaming_to(None), pii_scope():  # only the answering step streams
             return await self._run(question, mode, on_event or (lambda _e, _d: None), budget, meta)
 
     async def _run(
@@ -390,11 +395,13 @@ class Orchestrator:
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
             started, started_at = time.perf_counter(), utc_now()
+            calls = CallLog()  # an external conductor model: what it was sent, and who received it
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
-                    attempt = await self.conductor.plan(
-                        question, self.pool, max_steps=self.max_steps, attempt=k, previous=previous
-                    )
+                    with call_log(calls):
+                        attempt = await self.conductor.plan(
+                            question, self.pool, max_steps=self.max_steps, attempt=k, previous=previous
+                        )
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
@@ -410,6 +417,7 @@ class Orchestrator:
                         latency_s=time.perf_counter() - started,
                         started_at=started_at,
                         finished_at=utc_now(),
+                        disclosures=tuple(calls.disclosures.values()),
                     )
                 )
                 return None, FallbackInfo("deadline", detail)
@@ -417,7 +425,27 @@ class Orchestrator:
                 raise
             except PodiumError as exc:
                 reason = _REASONS.get(type(exc).__name__, "conductor_error")
+                if calls.disclosures:  # data reached (or was refused for) a third party: keep it on record
+                    attempts.append(
+                        PlanAttempt(
+                            k,
+                            calls.sent or (),
+                            "",
+                            None,
+                            round=round_,
+                            error_kind=reason,
+                            error=f"{type(exc).__name__}: {exc}",
+                            latency_s=time.perf_counter() - started,
+                            started_at=started_at,
+                            finished_at=utc_now(),
+                            disclosures=tuple(calls.disclosures.values()),
+                        )
+                    )
                 return None, FallbackInfo(reason, f"conductor: {type(exc).__name__}: {exc}")
+            if calls.disclosures:
+                attempt = dataclasses.replace(
+                    attempt, messages=calls.sent or attempt.messages, disclosures=tuple(calls.disclosures.values())
+                )
             attempts.append(attempt)
             emit(
                 "plan_end", {"attempt": k, "round": round_, "ok": attempt.workflow is not None, "error": attempt.error}
@@ -442,7 +470,12 @@ def _is_request_id(value: str) -> bool:
     return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
 
 
-_REASONS = {"CostCapExceeded": "cost_cap", "DeadlineExceeded": "deadline", "WorkerTimeout": "worker_error"}
+_REASONS = {
+    "CostCapExceeded": "cost_cap",
+    "DeadlineExceeded": "deadline",
+    "WorkerTimeout": "worker_error",
+    "PIIProtectionError": "pii_protection",
+}
 """Fallback reason per error type; anything else from a step is ``worker_error``."""
 
 

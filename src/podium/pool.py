@@ -24,15 +24,18 @@ Example::
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podium.errors import ConfigError
 from podium.local_models import EMBEDDED_MODELS
+from podium.pii.vault import ENTITY_TYPES
 
 __all__ = [
     "PRICE_TABLE",
@@ -41,6 +44,7 @@ __all__ = [
     "DecodingConfig",
     "FallbackConfig",
     "LimitsConfig",
+    "PIIConfig",
     "PoolConfig",
     "PriceConfig",
     "ResilienceConfig",
@@ -105,6 +109,14 @@ class WorkerConfig(DecodingConfig):
     price: PriceConfig | None = Field(
         None, description="USD per 1M tokens; default: podium's price table (openai) or 0 (local, tools)"
     )
+    external: bool | None = Field(
+        None,
+        description="calls leave your trust boundary (a third party); default: true for openai/anthropic/gemini "
+        "unless base_url is a loopback address, false for llama_cpp, python and conductor",
+    )
+    allow_pii: bool = Field(False, description="external: send PII in clear instead of pseudonymized")
+    provider: str | None = Field(None, description="who runs it, for the data-flow register (default: endpoint host)")
+    region: str | None = Field(None, description="where it processes data (e.g. 'EU'), for the data-flow register")
 
 
 class ConductorConfig(_Strict):
@@ -204,6 +216,37 @@ class TracesConfig(_Strict):
     )
 
 
+class PIIConfig(_Strict):
+    """PII pseudonymization before calls to external workers (see docs/pii.md)."""
+
+    enabled: bool | None = Field(
+        None, description="default: on when any external worker has allow_pii = false; needs the 'pii' extra"
+    )
+    entities: tuple[str, ...] = Field(ENTITY_TYPES, min_length=1, description="entity types to mask")
+    languages: tuple[str, ...] = Field(("da", "en"), min_length=1, description="spaCy language codes to analyse in")
+    score_threshold: float = Field(0.5, ge=0, le=1, description="minimum detection score")
+    record_values: bool = Field(False, description="store placeholder -> value in traces (off: kinds and counts only)")
+
+    @model_validator(mode="after")
+    def _check_entities(self) -> PIIConfig:
+        unknown = sorted(set(self.entities) - set(ENTITY_TYPES))
+        if unknown:
+            raise ValueError(f"unknown entity type(s) {', '.join(unknown)}; known: {', '.join(ENTITY_TYPES)}")
+        return self
+
+
+def _is_loopback(url: str | None) -> bool:
+    host = urlparse(url).hostname if url else None
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class PoolConfig(_Strict):
     """A whole pool file."""
 
@@ -215,6 +258,7 @@ class PoolConfig(_Strict):
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    pii: PIIConfig = Field(default_factory=PIIConfig)
     conductor: ConductorConfig
     fallback: FallbackConfig
     workers: tuple[WorkerConfig, ...] = Field(min_length=1)
@@ -262,6 +306,21 @@ class PoolConfig(_Strict):
             if ref not in names:
                 raise ValueError(f"[{section}] worker = {ref!r} is not a worker of this pool ({', '.join(names)})")
         return self
+
+    def is_external(self, worker: WorkerConfig) -> bool:
+        """Whether calls to ``worker`` go to a third party: its ``external`` setting, else true for
+        the remote backends unless ``base_url`` is a loopback address (127.0.0.0/8, ::1,
+        localhost), false for local models, tools and the conductor."""
+        if worker.external is not None:
+            return worker.external
+        return worker.backend in _REMOTE and not _is_loopback(worker.base_url)
+
+    @property
+    def pii_enabled(self) -> bool:
+        """``[pii] enabled``, or by default whether any external worker has ``allow_pii = false``."""
+        if self.pii.enabled is not None:
+            return self.pii.enabled
+        return any(self.is_external(w) and not w.allow_pii for w in self.workers)
 
     def worker_index(self, name: str) -> int:
         return [w.name for w in self.workers].index(name)

@@ -14,12 +14,49 @@ from typing import Any, Literal
 from podium.workers.base import Message, Usage
 from podium.workflow import Workflow
 
-__all__ = ["FallbackInfo", "PlanAttempt", "RunRecord", "StepRecord", "Totals", "utc_now"]
+__all__ = ["Disclosure", "FallbackInfo", "PlanAttempt", "RunRecord", "StepRecord", "Totals", "utc_now"]
 
 
 def utc_now() -> str:
     """Current time, UTC, ISO 8601 with milliseconds (e.g. ``2026-11-30T02:20:22.123Z``)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """One third-party recipient of a call: who received data and which PII it carried.
+
+    Recorded for workers marked ``external`` in the pool file (never for local ones), before
+    the call is sent, so a call that fails after sending is still on record; never holds PII
+    values unless the pool file's ``[pii] record_values`` is on.
+
+    Attributes:
+        recipient: the worker's name in the pool file.
+        provider: who runs the endpoint (pool file ``provider``; default: the endpoint's host).
+        endpoint: the API root called (e.g. ``https://api.openai.com/v1``), None if unknown.
+        region: where the provider processes the data (pool file ``region``), None if not set.
+        masked: PII kind → placeholders in the outbound payload (pseudonymized before sending).
+        clear: PII kind → values sent in clear (a worker with ``allow_pii = true``).
+        scanned: whether PII detection ran on the payload (False: protection off, or detection
+            failed for a worker that allows PII).
+        blocked: why podium refused to send (fail closed), else None: nothing was sent then.
+        values: placeholder → original; empty unless ``record_values`` is on.
+    """
+
+    recipient: str
+    provider: str | None = None
+    endpoint: str | None = None
+    region: str | None = None
+    masked: dict[str, int] = field(default_factory=dict)
+    clear: dict[str, int] = field(default_factory=dict)
+    scanned: bool = False
+    blocked: str | None = None
+    values: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Disclosure:
+        """Rebuild from :func:`dataclasses.asdict` form (as stored in traces)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -40,6 +77,8 @@ class PlanAttempt:
         constrained: whether grammar-constrained decoding was used.
         started_at, finished_at: UTC ISO 8601, stamped by the orchestrator around the conductor
             call ("" when unknown, e.g. traces stored before these were recorded).
+        disclosures: third-party recipients of this attempt's calls (an external conductor
+            model), see :class:`Disclosure`.
     """
 
     attempt: int
@@ -55,6 +94,7 @@ class PlanAttempt:
     constrained: bool = False
     started_at: str = ""
     finished_at: str = ""
+    disclosures: tuple[Disclosure, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,13 +110,15 @@ class StepRecord:
         round: the recursion round (0 = the first workflow).
         visible_previous: (round, index) of the previous round's steps included (access
             ``"all"`` in a later round).
-        messages: the exact messages sent.
-        output: the worker's text ("" on error).
+        messages: the exact messages sent (pseudonymized ones for an external worker).
+        output: the worker's text ("" on error), placeholders restored to the originals.
         usage, cost_usd, latency_s: tokens, USD, seconds.
         error: error type and message when the call failed, else None.
         error_type: the error's class name (``"WorkerTimeout"``, ``"CostCapExceeded"``,
             ``"Cancelled"`` for a step cut off by the deadline or a failing sibling), else None.
         started_at, finished_at: UTC ISO 8601.
+        disclosures: third-party recipients of this step's calls (workers marked ``external``),
+            with the PII kinds each received masked or in clear; see :class:`Disclosure`.
     """
 
     index: int
@@ -98,6 +140,7 @@ class StepRecord:
     error_type: str | None = None
     round: int = 0
     visible_previous: tuple[tuple[int, int], ...] = ()
+    disclosures: tuple[Disclosure, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Build a ready :class:`~podium.orchestrator.Orchestrator` from a pool file's configuration.
 
 The one place where configuration turns into objects: workers (lazy: no model is loaded until
-its first call) hardened with budget guard, retries, circuit breaker and failover, the LM
-conductor on its configured worker's model, the fallback pipeline, limits and period budgets.
+its first call), each under its data policy (:class:`~podium.workers.pii_guard.PIIGuard`:
+pseudonymization for external workers), hardened with budget guard, retries, circuit breaker
+and failover, the LM conductor on its configured worker's model, the fallback pipeline, limits
+and period budgets.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ from podium.conductor.base import Conductor
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator, RecordExporter
+from podium.pii.session import PIIProtection
 from podium.pool import LimitsConfig, PoolConfig
 from podium.trace.store import TraceStore
 from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
+from podium.workers.pii_guard import DEFAULT_ENDPOINTS, DataPolicy, PIIGuard
 from podium.workers.resilience import Failover, ResiliencePolicy, harden
 
 if TYPE_CHECKING:
     from podium.telemetry import Telemetry
 
-__all__ = ["build_orchestrator", "build_telemetry"]
+__all__ = ["build_orchestrator", "build_telemetry", "guard", "pii_protection"]
 
 
 def build_orchestrator(
@@ -50,14 +54,19 @@ def build_orchestrator(
         config: a validated pool file.
         traces: the trace store (None: records are returned but not stored).
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
-        workers: override the pool's workers (tests), in pool order.
+        workers: override the pool's workers (tests), in pool order; they get the pool file's
+            data policies all the same.
         resamples, max_steps, limits, recursion_rounds: override the pool file's values.
         exporter: where finished records also go (e.g. :func:`build_telemetry`'s result).
+
+    Raises ConfigError when PII protection is on and the ``pii`` extra is not installed.
     """
     raw = workers if workers is not None else build_pool_workers(config)
+    protection = pii_protection(config)
+    guarded = [guard(w, config, i, protection) for i, w in enumerate(raw)]
     r = config.resilience
     policy = ResiliencePolicy(r.attempts, r.base_delay_s, r.max_delay_s, r.breaker_threshold, r.breaker_cooldown_s)
-    stacks = [harden(w, policy) for w in raw]
+    stacks = [harden(w, policy) for w in guarded]
     pool = [
         Failover(stacks[i], stacks[config.worker_index(w.equivalent)]) if w.equivalent else stacks[i]
         for i, w in enumerate(config.workers)
@@ -106,6 +115,24 @@ def build_orchestrator(
         if isinstance(worker, ConductorWorker):
             worker.bind(orchestrator)
     return orchestrator
+
+
+def pii_protection(config: PoolConfig) -> PIIProtection | None:
+    """The pool's PII protection, or None when ``[pii]`` is off. Raises ConfigError when it is on
+    and Presidio is not installed."""
+    if not config.pii_enabled:
+        return None
+    p = config.pii
+    return PIIProtection(p.entities, p.languages, p.score_threshold, p.record_values)
+
+
+def guard(worker: Worker, config: PoolConfig, index: int, protection: PIIProtection | None) -> Worker:
+    """``worker`` (pool slot ``index``) under its pool-file data policy; local workers as they are."""
+    w = config.workers[index]
+    if not config.is_external(w):
+        return worker
+    endpoint = (w.base_url or DEFAULT_ENDPOINTS.get(w.backend, "")).rstrip("/") or None
+    return PIIGuard(worker, DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint), protection)
 
 
 def _limits(c: LimitsConfig) -> Limits:

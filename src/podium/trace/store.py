@@ -6,7 +6,8 @@ request row, conductor attempts and steps — in one transaction.
 
 Tables: ``requests`` (one row per request), ``plan_attempts`` (one row per conductor call),
 ``steps`` (one row per executed step, workflow and fallback). JSON columns hold messages,
-workflows and access lists. Times are UTC ISO 8601.
+workflows, access lists and disclosures (third-party recipients of a call and the PII kinds they
+received; never PII values unless the pool file says ``record_values``). Times are UTC ISO 8601.
 
 Full-text search: ``search_text`` holds the searchable texts of each request (question, answer,
 conductor output, subtasks, outputs, errors; see :data:`~podium.trace.query.FIELDS`) and
@@ -29,12 +30,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError
-from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
+from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
 from podium.trace.query import (
     FIELDS,
     MARK_OFF,
@@ -50,7 +52,15 @@ from podium.trace.query import (
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
-__all__ = ["SCHEMA_VERSION", "PurgeResult", "SearchHit", "TraceStore", "TraceStoreError", "TraceSummary"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "DisclosureRow",
+    "PurgeResult",
+    "SearchHit",
+    "TraceStore",
+    "TraceStoreError",
+    "TraceSummary",
+]
 
 
 class TraceStoreError(ConfigError):
@@ -64,13 +74,16 @@ with the fix, never altered. (Version 1 was a development schema that never ship
 
 _MIGRATIONS: dict[int, str] = {
     # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge; when
-    # each conductor call started and ended (for span export); the full-text tables (created by
+    # each conductor call started and ended (for span export); each call's third-party recipients
+    # and the PII kinds they received (data-flow register); the full-text tables (created by
     # _SCHEMA and filled from the old rows in the same transaction).
     2: """
     ALTER TABLE requests ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE requests ADD COLUMN subject TEXT;
     ALTER TABLE plan_attempts ADD COLUMN started_at TEXT;
     ALTER TABLE plan_attempts ADD COLUMN finished_at TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE steps ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
     """,
 }
 """SQL that upgrades version ``k`` to ``k + 1``."""
@@ -118,6 +131,7 @@ CREATE TABLE IF NOT EXISTS plan_attempts (
     constrained INTEGER NOT NULL,
     started_at TEXT,
     finished_at TEXT,
+    disclosures TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (request_id, round, attempt)
 );
 CREATE TABLE IF NOT EXISTS steps (
@@ -144,6 +158,7 @@ CREATE TABLE IF NOT EXISTS steps (
     error_type TEXT,
     started_at TEXT NOT NULL,
     finished_at TEXT NOT NULL,
+    disclosures TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (request_id, phase, round, step_index)
 );
 CREATE TABLE IF NOT EXISTS search_text (
@@ -212,6 +227,31 @@ def _summary(row: Sequence[Any]) -> TraceSummary:
     return TraceSummary(
         row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], tuple(json.loads(row[9])), row[10]
     )
+
+
+@dataclass(frozen=True)
+class DisclosureRow:
+    """A stored step or conductor attempt whose calls reached third parties.
+
+    Attributes:
+        request_id: the request.
+        at: when (the step's start, or the request's start for a conductor attempt), UTC ISO 8601.
+        source: ``"step"``, ``"fallback"`` or ``"conductor"``.
+        round: the recursion round; index: the step index, or the conductor's attempt number.
+        visible, visible_previous: what its access list granted (steps; empty for the conductor).
+        system_prompt: whether the worker's configured system message was sent too.
+        disclosures: the recipients and PII kinds.
+    """
+
+    request_id: str
+    at: str
+    source: str
+    round: int
+    index: int
+    visible: tuple[int, ...]
+    visible_previous: tuple[tuple[int, int], ...]
+    system_prompt: bool
+    disclosures: tuple[Disclosure, ...]
 
 
 def _dumps(value: Any) -> str:
@@ -400,8 +440,9 @@ class TraceStore:
                 "constrained": int(a.constrained),
                 "started_at": a.started_at or None,
                 "finished_at": a.finished_at or None,
+                "disclosures": _dumps(data_attempt["disclosures"]),
             }
-            for a in record.attempts
+            for a, data_attempt in zip(record.attempts, data["attempts"], strict=True)
         ]
         steps = [
             {
@@ -428,8 +469,9 @@ class TraceStore:
                 "error_type": s.error_type,
                 "started_at": s.started_at,
                 "finished_at": s.finished_at,
+                "disclosures": _dumps(data_step["disclosures"]),
             }
-            for s in record.steps
+            for s, data_step in zip(record.steps, data["steps"], strict=True)
         ]
         with self._tx() as db:
             db.execute("DELETE FROM requests WHERE id = ?", (record.id,))
@@ -630,6 +672,46 @@ class TraceStore:
         ).fetchone()[0]
         return float(finished)
 
+    def disclosures(self, since: str, until: str) -> tuple[DisclosureRow, ...]:
+        """Steps and conductor attempts with third-party recipients, of requests started at or
+        after ``since`` and before ``until`` (UTC ISO 8601), oldest first."""
+        with self._lock:
+            steps = self._db.execute(
+                "SELECT s.request_id, s.started_at, s.phase, s.round, s.step_index, s.visible, s.visible_previous, "
+                "json_extract(s.messages, '$[0].role') = 'system', s.disclosures FROM steps s "
+                "JOIN requests r ON r.id = s.request_id "
+                "WHERE r.started_at >= ? AND r.started_at < ? AND s.disclosures != '[]' "
+                "ORDER BY s.started_at",
+                (since, until),
+            ).fetchall()
+            attempts = self._db.execute(
+                "SELECT a.request_id, r.started_at, a.round, a.attempt, "
+                "json_extract(a.messages, '$[0].role') = 'system', a.disclosures FROM plan_attempts a "
+                "JOIN requests r ON r.id = a.request_id "
+                "WHERE r.started_at >= ? AND r.started_at < ? AND a.disclosures != '[]' "
+                "ORDER BY r.started_at, a.round, a.attempt",
+                (since, until),
+            ).fetchall()
+        rows = [
+            DisclosureRow(
+                request_id=rid,
+                at=at,
+                source="step" if phase == "workflow" else "fallback",
+                round=rnd,
+                index=idx,
+                visible=tuple(json.loads(vis)),
+                visible_previous=tuple((p[0], p[1]) for p in json.loads(prev)),
+                system_prompt=bool(system),
+                disclosures=_disclosures(disc),
+            )
+            for rid, at, phase, rnd, idx, vis, prev, system, disc in steps
+        ]
+        rows += [
+            DisclosureRow(rid, at, "conductor", rnd, idx, (), (), bool(system), _disclosures(disc))
+            for rid, at, rnd, idx, system, disc in attempts
+        ]
+        return tuple(sorted(rows, key=lambda r: r.at))
+
     def resolve_id(self, prefix: str) -> str:
         """The full request id for an id or unique prefix (as ``git`` resolves short hashes).
 
@@ -677,6 +759,7 @@ class TraceStore:
                 constrained=bool(a["constrained"]),
                 started_at=a["started_at"] or "",
                 finished_at=a["finished_at"] or "",
+                disclosures=_disclosures(a["disclosures"]),
             )
             for a in db.execute(
                 "SELECT * FROM plan_attempts WHERE request_id = ? ORDER BY round, attempt", (request_id,)
@@ -703,6 +786,7 @@ class TraceStore:
                 error_type=s["error_type"],
                 started_at=s["started_at"],
                 finished_at=s["finished_at"],
+                disclosures=_disclosures(s["disclosures"]),
             )
             for s in db.execute(
                 "SELECT * FROM steps WHERE request_id = ? ORDER BY phase = 'fallback', round, step_index",
@@ -759,6 +843,10 @@ def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> N
     columns = list(rows[0])
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
     db.executemany(sql, [tuple(row[c] for c in columns) for row in rows])
+
+
+def _disclosures(raw: str) -> tuple[Disclosure, ...]:
+    return tuple(Disclosure.from_json(d) for d in json.loads(raw))
 
 
 def _workflow(data: dict[str, Any]) -> Workflow:

@@ -1,0 +1,16 @@
+"""PII pseudonymization before third-party calls (see ``docs/pii.md``).
+
+- :mod:`podium.pii.vault` — typed, numbered placeholders per request and their restoration
+  (also in streamed text); no dependencies.
+- :mod:`podium.pii.session` — the request's vault and per-step call log (context variables) and
+  :class:`~podium.pii.session.PIIProtection`, the pool's ``[pii]`` settings.
+- :mod:`podium.pii.detect`, :mod:`podium.pii.recognizers`, :mod:`podium.pii.mask` — offline
+  detection with Presidio (extra ``pii``) and pseudonymization with its anonymizer.
+- :class:`podium.workers.pii_guard.PIIGuard` — the worker wrapper that applies it per call.
+
+This package imports nothing heavy: Presidio and spaCy load on first detection.
+"""
+
+from podium.pii.vault import ENTITY_TYPES, StreamRestorer, UnknownPlaceholder, Vault
+
+__all__ = ["ENTITY_TYPES", "StreamRestorer", "UnknownPlaceholder", "Vault"]

@@ -1,0 +1,146 @@
+"""Request scope of PII protection: the vault of the running request and the per-call log.
+
+Both live in context variables, the way the request budget does (:mod:`podium.budget`):
+
+- :func:`pii_scope` gives a request its vault; a nested request (a conductor worker's) shares the
+  enclosing request's vault, so a person keeps one placeholder across the whole request tree.
+  The vault is memory only and goes when the request ends; it is never written anywhere.
+- :func:`call_log` collects what the worker calls of one step (or one conductor attempt)
+  disclosed to third parties, and the exact messages they were sent, for the trace.
+
+:class:`PIIProtection` is the pool's ``[pii]`` configuration with its analyzer, built on first
+use and shared by every worker of the pool.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib.util
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from podium.errors import ConfigError
+from podium.pii.vault import ENTITY_TYPES, Vault
+from podium.records import Disclosure
+from podium.workers.base import Message
+
+if TYPE_CHECKING:
+    from podium.pii.mask import Pseudonymizer
+
+__all__ = ["CallLog", "PIIProtection", "call_log", "current_call_log", "current_vault", "pii_scope"]
+
+_VAULT: contextvars.ContextVar[Vault | None] = contextvars.ContextVar("podium_pii_vault", default=None)
+_CALLS: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("podium_pii_calls", default=None)
+
+
+@contextmanager
+def pii_scope() -> Iterator[Vault]:
+    """The running request's vault: the enclosing request's if there is one, else a new one
+    that lives until the block ends."""
+    vault = _VAULT.get()
+    if vault is not None:
+        yield vault
+        return
+    vault = Vault()
+    token = _VAULT.set(vault)
+    try:
+        yield vault
+    finally:
+        _VAULT.reset(token)
+
+
+def current_vault() -> Vault | None:
+    """The running request's vault, or None outside any request."""
+    return _VAULT.get()
+
+
+@dataclass
+class CallLog:
+    """What one step's (or conductor attempt's) worker calls sent to third parties.
+
+    Attributes:
+        disclosures: per recipient worker, its latest call's disclosure (a retry re-sends the
+            same payload; a failover adds the equivalent worker as a second recipient).
+        sent: the exact messages of the latest call that went out pseudonymized, else None.
+    """
+
+    disclosures: dict[str, Disclosure] = field(default_factory=dict)
+    sent: tuple[Message, ...] | None = None
+
+    def add(self, disclosure: Disclosure, sent: Sequence[Message] | None = None) -> None:
+        self.disclosures[disclosure.recipient] = disclosure
+        if sent is not None:
+            self.sent = tuple(sent)
+
+    def drop(self, recipient: str) -> None:
+        """Forget a recipient's call (a request cache answered it: nothing left the machine)."""
+        self.disclosures.pop(recipient, None)
+
+
+@contextmanager
+def call_log(log: CallLog | None = None) -> Iterator[CallLog]:
+    """Collect the disclosures of the worker calls made inside the block (this task only) in
+    ``log`` (default: a new one)."""
+    log = log if log is not None else CallLog()
+    token = _CALLS.set(log)
+    try:
+        yield log
+    finally:
+        _CALLS.reset(token)
+
+
+def current_call_log() -> CallLog | None:
+    """The collecting log of the running step, or None."""
+    return _CALLS.get()
+
+
+class PIIProtection:
+    """The pool's ``[pii]`` settings and the shared analyzer.
+
+    Args:
+        entities: entity types to mask (default: all of ``ENTITY_TYPES``).
+        languages: spaCy language codes each text is analysed in.
+        score_threshold: minimum detection score, in [0, 1].
+        record_values: store placeholder → value in the trace's disclosures (off by default:
+            the trace records kinds and counts only).
+
+    Raises ConfigError when Presidio is not installed (``pip install 'podium[pii]'``) or an
+    entity type is unknown.
+    """
+
+    def __init__(
+        self,
+        entities: Sequence[str] = ENTITY_TYPES,
+        languages: Sequence[str] = ("da", "en"),
+        score_threshold: float = 0.5,
+        record_values: bool = False,
+    ) -> None:
+        missing = [m for m in ("presidio_analyzer", "presidio_anonymizer", "spacy") if not importlib.util.find_spec(m)]
+        if missing:
+            raise ConfigError(
+                f"PII protection is on but {', '.join(missing)} is not installed: pip install 'podium[pii]' "
+                "(or set [pii] enabled = false in the pool file)"
+            )
+        unknown = sorted(set(entities) - set(ENTITY_TYPES))
+        if unknown:
+            raise ConfigError(f"unknown PII entity type(s) {', '.join(unknown)}; known: {', '.join(ENTITY_TYPES)}")
+        self.entities = tuple(entities)
+        self.languages = tuple(languages)
+        self.score_threshold = score_threshold
+        self.record_values = record_values
+        self._pseudonymizer: Pseudonymizer | None = None
+        self._lock = threading.Lock()
+
+    def pseudonymizer(self) -> Pseudonymizer:
+        """The shared pseudonymizer (imports Presidio and builds the analyzer on first use)."""
+        with self._lock:
+            if self._pseudonymizer is None:
+                from podium.pii.detect import Detector
+                from podium.pii.mask import Pseudonymizer
+
+                detector = Detector(self.entities, self.languages, self.score_threshold)
+                self._pseudonymizer = Pseudonymizer(detector)
+            return self._pseudonymizer
