@@ -401,3 +401,33 @@ def test_an_external_conductor_naming_an_unknown_placeholder_ends_in_the_fallbac
     (attempt,) = record.attempts  # the refused reply is on record, with what was sent
     assert attempt.error_kind == "pii_protection" and attempt.disclosures[0].masked == {"PERSON": 1}
     assert "Søren" not in attempt.messages[-1]["content"]
+
+
+def test_a_streamed_answer_from_an_external_worker_arrives_restored(tmp_path: Path) -> None:
+    """The answering step streams (podium serve): ext-b's text carries placeholders, split
+    across the pieces it reports; the caller must only ever see the originals."""
+    from podium.streaming import AnswerStream
+
+    question = "Hej, jeg hedder Mette Kjærgaard og mit CPR-nummer er 070491-2846."
+    workers = fakes(b=question_of)
+    workers[2].word_delay_s = 0.001  # reports its reply word by word, as a streaming backend does
+    orchestrator = build_orchestrator(
+        pool_file(tmp_path),
+        traces=TraceStore(tmp_path / "t.sqlite3"),
+        conductor=ScriptedConductor(['model_id = [2]\nsubtasks = ["Repeat."]\naccess_list = [[]]']),
+        workers=list(workers),
+        recursion_rounds=0,
+    )
+
+    async def go() -> tuple[list[str], str, str | None]:
+        deltas: list[str] = []
+        stream = AnswerStream(deltas.append)
+        record = await orchestrator.run(question, stream=stream)
+        return deltas, record.answer, stream.close(record.answer)
+
+    deltas, answer, rest = asyncio.run(go())
+    assert answer == question and "".join(deltas) + (rest or "") == question and rest is not None
+    assert len(deltas) > 3  # it streamed
+    assert not any("<" in d or "PERSON" in d or "DK_CPR" in d for d in deltas)  # never a placeholder
+    sent = workers[2].calls[0][-1]["content"]
+    assert "070491-2846" not in sent and "<DK_CPR_1>" in sent  # what left was masked

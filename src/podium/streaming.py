@@ -20,8 +20,17 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from typing import Protocol
 
-__all__ = ["AnswerStream", "current_stream", "report_text", "streaming_to"]
+__all__ = ["AnswerStream", "TextSink", "current_stream", "report_text", "streaming_to"]
+
+
+class TextSink(Protocol):
+    """Where a generating call reports its cumulative text: an :class:`AnswerStream`, or a
+    wrapper that transforms the text first (e.g. PII restoration for an external worker)."""
+
+    def update(self, text: str) -> None:
+        """The text generated so far (cumulative)."""
 
 
 class AnswerStream:
@@ -77,10 +86,10 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-_current: ContextVar[AnswerStream | None] = ContextVar("podium_answer_stream", default=None)
+_current: ContextVar[TextSink | None] = ContextVar("podium_answer_stream", default=None)
 
 
-def current_stream() -> AnswerStream | None:
+def current_stream() -> TextSink | None:
     """The stream the running call's text should go to, or None (the usual case)."""
     return _current.get()
 
@@ -94,7 +103,7 @@ def report_text(text: str) -> None:
 
 
 @contextlib.contextmanager
-def streaming_to(stream: AnswerStream | None) -> Iterator[None]:
+def streaming_to(stream: TextSink | None) -> Iterator[None]:
     """Make ``stream`` current for the calls made inside (None: no streaming inside — nested
     requests and non-answering steps use this so their text never reaches the caller)."""
     token = _current.set(stream)

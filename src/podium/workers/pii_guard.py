@@ -29,8 +29,9 @@ from urllib.parse import urlparse
 
 from podium.errors import PIIProtectionError
 from podium.pii.session import CallLog, PIIProtection, current_call_log, current_vault
-from podium.pii.vault import UnknownPlaceholder, Vault
+from podium.pii.vault import StreamRestorer, UnknownPlaceholder, Vault
 from podium.records import Disclosure
+from podium.streaming import TextSink, current_stream, streaming_to
 from podium.workers.base import Completion, Message, Worker
 from podium.workers.resilience import _Wrapper
 
@@ -62,6 +63,32 @@ class DataPolicy:
     provider: str | None = None
     region: str | None = None
     endpoint: str | None = None
+
+
+class _RestoringSink:
+    """Passes an external worker's streamed text on with its placeholders restored; text that
+    may still be part of a placeholder is held back until it is complete. Stops passing text on
+    at a placeholder the vault never issued (the reply then fails closed at the end) or when a
+    retry writes a different text."""
+
+    def __init__(self, outer: TextSink, vault: Vault) -> None:
+        self.outer = outer
+        self.restorer = StreamRestorer(vault)
+        self.seen = ""
+        self.restored = ""
+        self.stopped = False
+
+    def update(self, text: str) -> None:
+        if self.stopped or not text.startswith(self.seen):
+            self.stopped = True
+            return
+        delta, self.seen = text[len(self.seen) :], text
+        try:
+            self.restored += self.restorer.feed(delta)
+        except UnknownPlaceholder:
+            self.stopped = True
+            return
+        self.outer.update(self.restored)
 
 
 class PIIGuard(_Wrapper):
@@ -117,7 +144,9 @@ class PIIGuard(_Wrapper):
         if log is not None:
             log.add(self._disclosure(masked=dict(counts), scanned=True, values=values), masked)
         call_args = (masked, masked_prefix, *args[2:]) if prefix is not None else (masked, *args[1:])
-        result = self._uncount_cached(await super()._call(method, *call_args, **kwargs), log)
+        outer = current_stream()  # the answering step of a streamed request: restore as it streams
+        with streaming_to(_RestoringSink(outer, vault) if outer is not None else None):
+            result = self._uncount_cached(await super()._call(method, *call_args, **kwargs), log)
         try:
             text = vault.restore(result.text)
         except UnknownPlaceholder as exc:
