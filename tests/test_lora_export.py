@@ -156,6 +156,7 @@ def test_export_writes_the_layout_llama_cpp_checks(base: Path, tmp_path: Path) -
     exported = lora_to_gguf(adapter, str(base), out)
     assert exported.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
     assert (exported.tensors, exported.rank, exported.alpha, exported.architecture) == (4, 2, 4.0, "llama")
+    assert not exported.identity
     reader = gguf.GGUFReader(out)
     fields = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
     assert fields == {"general.architecture": "llama", "general.type": "adapter", "adapter.type": "lora",
@@ -183,6 +184,14 @@ def test_export_writes_the_layout_llama_cpp_checks(base: Path, tmp_path: Path) -
         assert not np.array_equal(b, original)  # reordered ...
         undone = processor.process(b, f"{gguf_name}.weight").weights
         np.testing.assert_array_equal(undone, original)  # ... exactly as transformers undoes it
+
+
+def test_an_adapter_with_zero_lora_b_is_reported_as_identity(base: Path, tmp_path: Path) -> None:
+    """peft starts lora_B at zero; an adapter training never moved changes nothing."""
+    tensors = lora_pair(f"{PREFIX}.0.self_attn.q_proj", HIDDEN, HIDDEN)
+    tensors[f"{PREFIX}.0.self_attn.q_proj.lora_B.weight"][:] = 0.0
+    exported = lora_to_gguf(write_adapter(tmp_path / "adapter", tensors), str(base), tmp_path / "a.gguf")
+    assert exported.identity
 
 
 def test_qwen2_export_keeps_the_row_order(tmp_path: Path) -> None:
@@ -438,7 +447,7 @@ def test_conductor_commands_handle_lm_versions(
     rows = {r["ref"]: r for r in json.loads(capsys.readouterr().out)}
     assert (rows["lm@v1"]["policy"], rows["light@v1"]["policy"]) == ("lm", "light")
 
-    # the LM conductor plans one held-out question in llama.cpp (≈ 1,800 prompt tokens)
+    # the LM conductor plans one held-out question in llama.cpp (a prompt of several hundred tokens)
     assert cli(["conductor", "eval", "lm@v1", "--replay", matrix, "--limit", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["methods"]["lm:lm@v1"]["summary"]["n"] == 1

@@ -243,6 +243,14 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(f"stored in {version.path} (adapter/, adapter.gguf, checkpoint-*/, metrics.jsonl, learning-curve.png)")
     if result.adapter is None:
         err.print(Text(f"the GGUF export failed: {result.export_error}", style="yellow"))
+    elif result.adapter.identity:
+        err.print(
+            Text(
+                "the adapter is still zero (no question's rollouts got different rewards): it changes nothing; "
+                "train longer, with more tokens or more generations",
+                style="yellow",
+            )
+        )
     else:
         out.print(Text(f"next: podium eval --replay {args.replay} --methods lm:{version.ref},single", style="dim"))
     return 0
@@ -430,7 +438,11 @@ def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Con
     info.pop("adapter_gguf_error", None)
     (version.path / "train.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     result: dict[str, Any] = {"version": version.ref, "path": str(version.path / exported.file), **exported.to_json()}
-    if args.check:
+    if args.check and exported.identity:
+        err.print(
+            Text("every lora_B is zero: the adapter changes nothing, so there is nothing to check", style="yellow")
+        )
+    elif args.check:
         from podium.train.export import logit_agreement
 
         with err.status("comparing llama.cpp with transformers + peft"):
@@ -445,7 +457,7 @@ def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Con
         f"[green]exported {version.ref}[/]: {exported.file} ({exported.tensors} weights, r = {exported.rank}, "
         f"alpha = {exported.alpha:g}, sha256 {exported.sha256[:12]}…) for {base}"
     )
-    if args.check:
+    if "check" in result:
         a = result["check"]
         out.print(
             f"llama.cpp vs transformers, change of the logits over {a['positions']} tokens: cosine {a['cosine']:.4f}, "

@@ -81,6 +81,8 @@ class ExportedAdapter:
         tensors: adapted base weights (each one lora_a / lora_b pair).
         rank: LoRA rank r (the largest, with a ``rank_pattern``); alpha: LoRA alpha
             (llama.cpp scales by alpha / r, as peft does).
+        identity: every lora_B is zero, so the adapter changes nothing (peft starts lora_B at
+            zero; GRPO leaves it there when no question's rollouts ever got different rewards).
     """
 
     file: str
@@ -90,6 +92,7 @@ class ExportedAdapter:
     tensors: int
     rank: int
     alpha: float
+    identity: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -236,6 +239,7 @@ def lora_to_gguf(adapter_dir: Path, base_model: str, out_path: Path) -> Exported
     out_path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(writer_path, base.architecture)
     ranks = []
+    moved = False
     try:
         writer.add_type(gguf.GGUFType.ADAPTER)
         writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
@@ -246,6 +250,7 @@ def lora_to_gguf(adapter_dir: Path, base_model: str, out_path: Path) -> Exported
                 raise ConfigError(f"adapter weight {weight} has only lora_{''.join(pair)}; the adapter is incomplete")
             a, b = _oriented(weight, pair["a"], pair["b"], base)
             ranks.append(a.shape[0])
+            moved = moved or bool(np.any(b))
             writer.add_tensor(f"{weight}.lora_a", a)
             writer.add_tensor(f"{weight}.lora_b", b)
         writer.write_header_to_file()
@@ -264,6 +269,7 @@ def lora_to_gguf(adapter_dir: Path, base_model: str, out_path: Path) -> Exported
         tensors=len(pairs),
         rank=max(ranks),
         alpha=alpha,
+        identity=not moved,
     )
 
 
@@ -318,7 +324,8 @@ class Agreement:
     Attributes:
         cosine: cosine between the two changes of the next-token logits the adapter causes
             (adapted − base, every position of the text, flattened); 1 = the same direction.
-        norm_ratio: ‖change in llama.cpp‖ / ‖change in transformers‖; 1 = the same size.
+        norm_ratio: ‖change in llama.cpp‖ / ‖change in transformers‖; 1 = the same size (0 when
+            transformers shows no change: an identity adapter).
         signal: ‖change in transformers‖ / ‖llama.cpp base − transformers base‖: how far the
             adapter's effect stands above the two runtimes' disagreement on the base model
             (llama.cpp quantises activations; re-rounding alone moves its logits about as much
@@ -410,7 +417,7 @@ def logit_agreement(
     n_hf, n_ll = float(np.linalg.norm(d_hf)), float(np.linalg.norm(d_ll))
     return Agreement(
         cosine=float(d_hf @ d_ll) / (n_hf * n_ll) if n_hf and n_ll else 0.0,
-        norm_ratio=n_ll / n_hf if n_hf else float("inf"),
+        norm_ratio=n_ll / n_hf if n_hf else 0.0,
         signal=n_hf / max(float(np.linalg.norm(base_ll - base_hf)), 1e-12),
         positions=len(tokens),
     )
