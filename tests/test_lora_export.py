@@ -127,13 +127,14 @@ def test_tensors_without_a_llama_cpp_place_are_refused(base: Path, key: str, mes
         ({"modules_to_save": ["lm_head"]}, "modules_to_save"),
         ({"alpha_pattern": {"q_proj": 8}}, "alpha_pattern"),
         ({"fan_in_fan_out": True}, "fan_in_fan_out"),
+        ({"target_parameters": ["experts.gate_up_proj"]}, "target_parameters"),
         ({"peft_type": "IA3"}, "only peft LORA"),
         ({"lora_alpha": 0}, "lora_alpha"),
     ],
 )
 def test_adapter_options_llama_cpp_cannot_express_are_refused(change: dict[str, Any], message: str) -> None:
     config = {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "bias": "none", "modules_to_save": None}
-    assert check_adapter_config(config) == (16.0, {})
+    assert check_adapter_config({**config, "rank_pattern": {"q_proj": 4}}) == 16.0
     with pytest.raises(ConfigError, match=message):
         check_adapter_config({**config, **change})
 

@@ -66,6 +66,7 @@ _REFUSED: tuple[tuple[str, Any, str], ...] = (
     ("modules_to_save", None, "fully trained extra modules would need a merged model"),
     ("alpha_pattern", {}, "llama.cpp keeps one alpha per adapter"),
     ("layer_replication", None, "replicated layers do not exist in the base GGUF"),
+    ("target_parameters", None, "LoRA on raw parameters (e.g. MoE experts) is not supported"),
 )
 
 
@@ -192,8 +193,9 @@ def _arch(name: str) -> Any:
     return {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[name]
 
 
-def check_adapter_config(config: dict[str, Any]) -> tuple[float, dict[str, int]]:
-    """Validate a peft ``adapter_config.json``; returns (alpha, rank_pattern).
+def check_adapter_config(config: dict[str, Any]) -> float:
+    """Validate a peft ``adapter_config.json``; returns its ``lora_alpha``. (A ``rank_pattern``
+    is fine: llama.cpp reads each weight's rank from its tensors.)
 
     Raises ConfigError naming the first option llama.cpp cannot express (see ``_REFUSED``)."""
     if config.get("peft_type") != "LORA":
@@ -205,7 +207,7 @@ def check_adapter_config(config: dict[str, Any]) -> tuple[float, dict[str, int]]
     alpha = config.get("lora_alpha")
     if not isinstance(alpha, int | float) or alpha <= 0:
         raise ConfigError(f"adapter_config.json lora_alpha = {alpha!r}: need a positive number")
-    return float(alpha), dict(config.get("rank_pattern") or {})
+    return float(alpha)
 
 
 def lora_to_gguf(adapter_dir: Path, base_model: str, out_path: Path) -> ExportedAdapter:
@@ -222,7 +224,7 @@ def lora_to_gguf(adapter_dir: Path, base_model: str, out_path: Path) -> Exported
     config_file, weights_file = adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors"
     if not config_file.is_file() or not weights_file.is_file():
         raise ConfigError(f"{adapter_dir} is not a peft adapter (adapter_config.json, adapter_model.safetensors)")
-    alpha, _ = check_adapter_config(json.loads(config_file.read_text(encoding="utf-8")))
+    alpha = check_adapter_config(json.loads(config_file.read_text(encoding="utf-8")))
     base_path = resolve_model(base_model) if base_model in EMBEDDED_MODELS else Path(base_model)
     if not base_path.is_file():
         raise ConfigError(f"base model {base_model!r} is neither an embedded model nor an existing .gguf file")
