@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import json
 from pathlib import Path
 
@@ -157,8 +158,8 @@ def test_grpo_smoke_writes_a_loadable_adapter(
     matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """CI smoke run of GRPO (TRL + LoRA) on SmolLM2-135M over the replay pool: one step, two
-    rollouts of a few tokens. It checks the loop runs and leaves a loadable checkpoint — not
-    that anything was learned (far too few tokens to even write a workflow)."""
+    rollouts of a few tokens. It checks the loop runs and leaves a loadable checkpoint and its
+    GGUF export — not that anything was learned (far too few tokens to even write a workflow)."""
     from peft import PeftConfig
     from safetensors.torch import load_file
 
@@ -176,3 +177,10 @@ def test_grpo_smoke_writes_a_loadable_adapter(
     tensors = load_file(str(adapter / "adapter_model.safetensors"))
     assert tensors and any("lora_A" in name for name in tensors)
     assert (Path(record["path"]) / "metrics.jsonl").read_text().count("\n") == 1
+    # exported for llama.cpp after training, its sha256 recorded (checked at load)
+    gguf_file = Path(record["path"]) / "adapter.gguf"
+    assert record["adapter_gguf"]["sha256"] == hashlib.sha256(gguf_file.read_bytes()).hexdigest()
+    assert record["adapter_gguf"]["tensors"] == 30 * 7  # all-linear: q, k, v, o, gate, up, down per block
+    # 8 tokens never hold a workflow: every reward is 0, every advantage 0, so lora_B stays at
+    # peft's zero initialisation and the export says the adapter changes nothing
+    assert record["adapter_gguf"]["identity"] is True

@@ -192,7 +192,7 @@ def _eval_parser(sub: Any) -> None:
     how.add_argument(
         "--methods",
         help="comma-separated: conductor, single, single:NAME, cheapest, strongest, random, pipeline, moa, "
-        "router, oracle, light:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
+        "router, oracle, light:NAME[@vN], lm:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
         "single,random,router,oracle)",
     )
     how.add_argument(
@@ -556,7 +556,7 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
         if w.description:
             out.print(Text(f"      the conductor reads: {w.description}", style="dim"))
     c = config.conductor
-    conductor = c.worker or f"{c.model} (own, llama_cpp)"
+    conductor = c.worker or (f"{c.model} (own, llama_cpp)" if c.model else f"{c.version} (trained, llama_cpp + LoRA)")
     out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")
     return 0
 

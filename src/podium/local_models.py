@@ -234,7 +234,8 @@ def _part_path(package: Package) -> Path | None:
     return Path(module.get_part_path())
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 8 MiB chunks."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(_CHUNK):
@@ -304,7 +305,7 @@ def resolve_model(model_id: str, *, verify: bool = True) -> Path:
         if not path.is_file() or path.stat().st_size != model.size:
             _join(model, _source_paths(model), path)
             return path  # just verified while joining
-    if verify and (path.stat().st_size != model.size or _sha256(path) != model.sha256):
+    if verify and (path.stat().st_size != model.size or sha256_file(path) != model.sha256):
         if model.inner_path is None:
             path.unlink(missing_ok=True)  # a corrupt join: rebuild from the packages once
             _join(model, _source_paths(model), path)

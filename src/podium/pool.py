@@ -120,12 +120,17 @@ class WorkerConfig(DecodingConfig):
 
 
 class ConductorConfig(_Strict):
-    """The LM conductor that writes workflows: a pool worker's model (``worker``) or a local
+    """The LM conductor that writes workflows: a pool worker's model (``worker``), a local
     model of its own outside the pool (``model``, llama.cpp), e.g. a small local conductor
-    orchestrating frontier workers."""
+    orchestrating frontier workers, or a GRPO-trained conductor from the registry (``version``:
+    its base model with its LoRA adapter, in llama.cpp; the decoding settings of its training
+    unless this section sets them)."""
 
     worker: str | None = Field(None, description="name of the pool worker whose model runs the conductor")
     model: str | None = Field(None, description="or: an embedded model id / .gguf path run in-process")
+    version: str | None = Field(
+        None, description="or: a GRPO-trained LM conductor, NAME or NAME@vN (podium conductor list)"
+    )
     n_ctx: int = Field(4096, ge=512, le=131072, description="context window of a `model` conductor, tokens")
     price: PriceConfig = Field(default_factory=PriceConfig, description="USD per 1M tokens of a `model` conductor")
     temperature: float = Field(0.7, ge=0, le=2)
@@ -265,8 +270,19 @@ class PoolConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_backends(self) -> PoolConfig:
-        if (self.conductor.worker is None) == (self.conductor.model is None):
-            raise ValueError("[conductor] needs exactly one of worker = '<pool worker>' or model = '<model id>'")
+        c = self.conductor
+        if sum(x is not None for x in (c.worker, c.model, c.version)) != 1:
+            raise ValueError(
+                "[conductor] needs exactly one of worker = '<pool worker>', model = '<model id>' or "
+                "version = '<trained LM conductor, NAME@vN>'"
+            )
+        if c.version is not None:
+            from podium.registry import parse_ref
+
+            try:
+                parse_ref(c.version)
+            except ConfigError as exc:
+                raise ValueError(f"[conductor] version = {c.version!r}: {exc}") from None
         local = [(f"worker {w.name!r}", w.model) for w in self.workers if w.backend == "llama_cpp"]
         if self.conductor.model is not None:
             local.append(("[conductor]", self.conductor.model))

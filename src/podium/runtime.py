@@ -9,6 +9,7 @@ and period budgets.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -73,8 +74,24 @@ def build_orchestrator(
     ]
     if conductor is None:
         c = config.conductor
+        settings = LMConductorSettings(
+            temperature=c.temperature,
+            seed=c.seed,
+            reasoning_tokens=c.reasoning_tokens,
+            max_tokens=c.max_tokens,
+            constrained=c.constrained,
+            subtask_chars=c.subtask_chars,
+        )
         if c.worker is not None:
             model = pool[config.worker_index(c.worker)]
+        elif c.version is not None:  # a GRPO-trained conductor: base model + LoRA adapter
+            from podium.conductor.named import trained_lm
+
+            price = Price(c.price.input, c.price.output, c.price.cached_input)
+            own_lm, trained, _ = trained_lm(c.version, n_ctx=c.n_ctx, price=price)
+            model = harden(own_lm, policy)
+            # the training's decoding settings, except those this [conductor] section sets
+            settings = dataclasses.replace(trained, **{k: getattr(c, k) for k in _SETTINGS if k in c.model_fields_set})
         else:  # a local conductor of its own, outside the pool
             from podium.workers.llama_cpp import LlamaCppWorker
 
@@ -86,17 +103,7 @@ def build_orchestrator(
                 n_ctx=c.n_ctx,
             )
             model = harden(own, policy)
-        conductor = LMConductor(
-            model,
-            LMConductorSettings(
-                temperature=c.temperature,
-                seed=c.seed,
-                reasoning_tokens=c.reasoning_tokens,
-                max_tokens=c.max_tokens,
-                constrained=c.constrained,
-                subtask_chars=c.subtask_chars,
-            ),
-        )
+        conductor = LMConductor(model, settings)
     orchestrator = Orchestrator(
         pool,
         conductor,
@@ -133,6 +140,10 @@ def guard(worker: Worker, config: PoolConfig, index: int, protection: PIIProtect
         return worker
     endpoint = (w.base_url or DEFAULT_ENDPOINTS.get(w.backend, "")).rstrip("/") or None
     return PIIGuard(worker, DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint), protection)
+
+
+_SETTINGS = ("temperature", "seed", "reasoning_tokens", "max_tokens", "constrained", "subtask_chars")
+"""The [conductor] fields that are :class:`LMConductorSettings`."""
 
 
 def _limits(c: LimitsConfig) -> Limits:

@@ -192,7 +192,7 @@ def pool_models(config: PoolConfig) -> tuple[dict[str, WorkerInfo], dict[str, Wo
     if c.worker is not None:
         base, name = workers[c.worker], c.worker
     else:  # a local model of its own (the runtime names its worker "conductor")
-        own = WorkerInfo(provider="llama.cpp", model=_model_name("llama_cpp", c.model), in_process=True)
+        own = WorkerInfo(provider="llama.cpp", model=_model_name("llama_cpp", c.model or c.version), in_process=True)
         base, name = own, "conductor"
     conductor = WorkerInfo(
         "chat",

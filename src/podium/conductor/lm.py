@@ -56,12 +56,13 @@ class LMConductor:
     Args:
         model: the worker whose model writes workflows (it is not a step of the workflow).
         settings: decoding settings.
+        name: the conductor's name in reports and traces (default ``lm:<model's name>``).
     """
 
-    def __init__(self, model: Worker, settings: LMConductorSettings | None = None) -> None:
+    def __init__(self, model: Worker, settings: LMConductorSettings | None = None, *, name: str | None = None) -> None:
         self.model = model
         self.settings = settings or LMConductorSettings()
-        self.name = f"lm:{model.name}"
+        self.name = name or f"lm:{model.name}"
 
     async def plan(
         self,

@@ -8,7 +8,10 @@ Names (pool indices are resolved against ``pool``):
 * ``random`` — one step on a seeded random worker;
 * ``pipeline`` — plan → solve → verify on the strongest worker; ``moa`` — Mixture-of-Agents;
 * ``light:REF`` — a trained light conductor: a registry ref (``v3``, ``promoted``, ``latest``)
-  or a ``policy.npz`` path.
+  or a ``policy.npz`` path;
+* ``lm:REF`` — a GRPO-trained LM conductor from the registry (``lm``, ``lm@v2``): its base model
+  with its exported LoRA adapter, in-process in llama.cpp, decoding as in training
+  (:func:`trained_lm`).
 
 The pool's own LM conductor is built by :func:`podium.runtime.build_orchestrator`, not here.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from podium.conductor.base import Conductor
 from podium.conductor.baselines import (
@@ -29,15 +32,19 @@ from podium.conductor.baselines import (
     cheapest,
     strongest,
 )
+from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.errors import ConfigError
-from podium.workers.base import Worker
+from podium.local_models import EMBEDDED_MODELS
+from podium.workers.base import Price, Worker, WorkerSettings
 
 if TYPE_CHECKING:
     from podium.embed import Embedder
+    from podium.registry import Version
+    from podium.workers.llama_cpp import LlamaCppWorker
 
-__all__ = ["NAMED", "named_conductor", "shared_embedder"]
+__all__ = ["NAMED", "named_conductor", "shared_embedder", "trained_lm"]
 
-NAMED = ("single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF")
+NAMED = ("single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF")
 """The names :func:`named_conductor` knows, for help texts and errors."""
 
 
@@ -56,8 +63,8 @@ def named_conductor(
             else strength and cheapness follow list prices.
         embeddings: the embedding cache file for light conductors.
 
-    Raises ConfigError for an unknown name, a worker not in the pool, or a light conductor
-    that is not in the registry.
+    Raises ConfigError for an unknown name, a worker not in the pool, or a trained conductor
+    that is not in the registry (or, for ``lm:``, has no exported adapter).
     """
     by_name = {w.name: i for i, w in enumerate(pool)}
     best = strongest(pool, quality)
@@ -68,6 +75,9 @@ def named_conductor(
         return SingleWorker(by_name[wanted], name)
     if name.startswith("light:"):
         return _light(name.split(":", 1)[1], embeddings)
+    if name.startswith("lm:"):
+        worker, settings, version = trained_lm(name.split(":", 1)[1])
+        return LMConductor(worker, settings, name=f"lm:{version.ref}")
     if name == "cheapest":
         return SingleWorker(cheapest(pool, cost), f"cheapest:{pool[cheapest(pool, cost)].name}")
     if name == "strongest":
@@ -90,6 +100,8 @@ def _light(ref: str, embeddings: Path | None) -> Conductor:
         path, shown = Path(ref), ref
     else:  # a bare name is its promoted version: the name says which, so traces show rollbacks
         version = Registry().get(ref)
+        if version.train_info().get("policy") == "lm":
+            raise ConfigError(f"{version.ref} is a GRPO-trained LM conductor; name it lm:{ref}")
         path, shown = version.policy_path, version.ref
     return LightConductor(LightPolicy.load(path), shared_embedder(embeddings), name=f"light:{shown}")
 
@@ -101,3 +113,57 @@ def shared_embedder(cache: Path | None) -> Embedder:
     from podium.embed import Embedder
 
     return Embedder(cache)
+
+
+def trained_lm(
+    ref: str, *, name: str = "conductor", n_ctx: int = 4096, price: Price | None = None
+) -> tuple[LlamaCppWorker, LMConductorSettings, Version]:
+    """A GRPO-trained LM conductor from the registry, ready to run in llama.cpp: (its model — the
+    base model the version was trained from, with the version's exported LoRA adapter
+    ``adapter.gguf``, sha256-checked against ``train.json`` at load —, the decoding settings of
+    its training, the version).
+
+    The settings are those the rollouts were sampled with: the training temperature,
+    ``max_completion_tokens`` as the reply budget, unconstrained (training had no grammar).
+
+    Args:
+        ref: ``NAME`` (its promoted version, else its latest) or ``NAME@vN``.
+        name: the worker's name; n_ctx: its context window, tokens; price: USD per 1M tokens.
+
+    Raises ConfigError when the version does not exist, is not an LM conductor, has no exported
+    adapter (``podium conductor export REF`` makes one), or was trained on a base that is not an
+    embedded model; the llama.cpp backend's ConfigError when llama-cpp-python is missing.
+    """
+    from podium.registry import Registry
+    from podium.workers.llama_cpp import LlamaCppWorker
+
+    version = Registry().get(ref)
+    info: dict[str, Any] = version.train_info()
+    if info.get("policy") != "lm":
+        raise ConfigError(f"{version.ref} is not a GRPO-trained LM conductor (a light conductor: name it light:{ref})")
+    exported = info.get("adapter_gguf")
+    if not exported:
+        failed = info.get("adapter_gguf_error")
+        why = f" (the export after training failed: {failed})" if failed else ""
+        raise ConfigError(f"{version.ref} has no GGUF adapter{why}; export it: podium conductor export {version.ref}")
+    base = str(exported.get("base_model", ""))
+    if base not in EMBEDDED_MODELS:
+        known = ", ".join(EMBEDDED_MODELS)
+        raise ConfigError(f"{version.ref} was trained on {base!r}, not an embedded model ({known})")
+    config = info.get("config", {})
+    worker = LlamaCppWorker(
+        name,
+        base,
+        settings=WorkerSettings(),
+        price=price or Price(),
+        n_ctx=n_ctx,
+        description=f"{version.ref}: {base} with a LoRA adapter",
+        lora=version.path / str(exported["file"]),
+        lora_sha256=str(exported["sha256"]),
+    )
+    settings = LMConductorSettings(
+        temperature=float(config.get("temperature", 1.0)),
+        max_tokens=int(config.get("max_completion_tokens", 160)),
+        constrained=False,
+    )
+    return worker, settings, version

@@ -161,8 +161,10 @@ class OutcomeMatrix:
             raise KeyError(f"no record of model {model!r} for sample {sample_id!r} in {self.path}") from None
 
     def workers(self) -> list[ReplayWorker]:
-        """One replay worker per model, in column order."""
-        return [ReplayWorker(model, self) for model in self.models]
+        """One replay worker per model, in column order. Each one's description — what an LM
+        conductor reads as ``Model i: ...`` — is its model name, as in GRPO training
+        (:mod:`podium.train.grpo`)."""
+        return [ReplayWorker(model, self, description=model) for model in self.models]
 
 
 def _outcome(rec: dict[str, str], model: str, file: Path, line: int) -> Outcome:

@@ -14,7 +14,8 @@ Method names (``--methods``, comma-separated): ``conductor`` (the pool's LM cond
 ``pipeline`` (plan → solve → verify on the strongest worker), ``moa`` (every model worker
 proposes, the strongest aggregates), ``router`` (the learned router, one method per λ; replay),
 ``oracle`` (replay's cheapest correct worker; an upper bound), ``light:REF`` (a trained light
-conductor: a registry ref ``NAME`` / ``NAME@vN`` or a ``policy.npz`` path).
+conductor: a registry ref ``NAME`` / ``NAME@vN`` or a ``policy.npz`` path), ``lm:REF`` (a
+GRPO-trained LM conductor from the registry, run in llama.cpp with its LoRA adapter).
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ SWEEP_POINTS = 21
 
 LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
 REPLAY_METHODS = ("single", "random", "router", "oracle")
-KNOWN = ("conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle", "light")
+KNOWN = (
+    "conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle", "light", "lm"
+)  # fmt: skip
 
 
 @dataclass
@@ -133,10 +136,12 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
         base = name.split(":", 1)[0]
         if base == "light" and not name.startswith("light:"):
             raise ConfigError("method 'light' needs a trained conductor: light:NAME, light:NAME@vN or light:PATH.npz")
+        if base == "lm" and not name.startswith("lm:"):
+            raise ConfigError("method 'lm' needs a GRPO-trained conductor: lm:NAME or lm:NAME@vN")
         if base not in KNOWN:
             raise ConfigError(
-                f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k != 'light')}, single:NAME, "
-                "light:NAME[@vN]"
+                f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
+                "single:NAME, light:NAME[@vN], lm:NAME[@vN]"
             )
         if base not in allowed:
             mode = "replay" if spec.replay else "live"

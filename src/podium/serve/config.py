@@ -46,6 +46,7 @@ class ModelPreset(_Strict):
             pipeline only), or a name :func:`podium.conductor.named.named_conductor` knows:
             ``light:NAME`` (the promoted version of a trained conductor in the registry, see
             ``podium conductor list``; a rollback takes effect at once), ``light:NAME@vN``,
+            ``lm:NAME[@vN]`` (a GRPO-trained LM conductor, in llama.cpp with its LoRA adapter),
             ``single:WORKER``, ``pipeline``, ``moa``, ...
         description: shown by ``GET /v1/models``.
         max_steps, rounds: workflow step limit and review rounds (default: the pool file's).

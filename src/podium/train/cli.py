@@ -1,4 +1,4 @@
-"""``podium train`` and ``podium conductor list | show | eval | promote | rollback``.
+"""``podium train`` and ``podium conductor list | show | export | eval | promote | rollback``.
 
 Exit codes: 0 done, 2 bad options or input, 3 promotion refused (the candidate did not beat the
 current conductor on the held-out split).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--replay", type=Path, required=True, metavar="MATRIX.csv", help="outcome matrix")
         p.add_argument("--split", default="test", help="held-out split (default: test)")
         p.add_argument("--tag", action="append", default=[], help="evaluate on questions with this tag")
+        p.add_argument("--limit", type=int, help="only the first N questions (an LM conductor runs a model on each)")
         p.add_argument("--json", action="store_true")
         if name == "promote":
             p.add_argument("--lam", type=float, help="λ of the promotion reward (default: the candidate's training λ)")
@@ -84,6 +86,19 @@ def add_parsers(sub: Any) -> None:
             )
     rb = c.add_parser("rollback", help="undo the latest promotion of NAME")
     rb.add_argument("name")
+    ex = c.add_parser(
+        "export",
+        help="convert an LM conductor's LoRA adapter to GGUF for llama.cpp (done after training)",
+        description=(
+            "Write <version>/adapter.gguf from <version>/adapter (peft LoRA) for the base model it was trained "
+            "on, and record its sha256 in train.json; llama.cpp checks it at load. --check compares the "
+            "adapter's effect on the next-token logits in llama.cpp and in transformers (needs the train extra)."
+        ),
+    )
+    ex.add_argument("ref", help="NAME@vN (or NAME: its latest version)")
+    ex.add_argument("--check", action="store_true", help="compare llama.cpp with transformers + peft (~30 s)")
+    ex.add_argument("--amplify", type=float, default=1.0, help="--check: scale the adapter on both sides (default 1)")
+    ex.add_argument("--json", action="store_true")
 
 
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -194,13 +209,18 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
                 description=f"reward {m.reward_mean:.3f} ± {m.reward_std:.3f} · parsed {m.parse_rate:.0%}",
             )
 
-        metrics = train_grpo(matrix, config, version.path, resume=bool(args.resume), on_step=on_step)
-    record = {
+        result = train_grpo(matrix, config, version.path, resume=bool(args.resume), on_step=on_step)
+    metrics = result.metrics
+    record: dict[str, Any] = {
         "policy": "lm",
         "config": asdict(config),
         "data": {"matrix": matrix.path.name, "split": config.split, "tags": list(config.tags)},
         "history": [asdict(m) for m in metrics],
     }
+    if result.adapter is not None:
+        record["adapter_gguf"] = result.adapter.to_json()
+    else:
+        record["adapter_gguf_error"] = result.export_error
     (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     if metrics:
         learning_curve_plot(
@@ -220,7 +240,19 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(f"[green]trained {version.ref}[/]: {len(metrics)} GRPO steps of {config.model} with LoRA")
     if last is not None:
         out.print(f"last step: reward {last.reward_mean:.3f} ± {last.reward_std:.3f}, parsed {last.parse_rate:.0%}")
-    out.print(f"stored in {version.path} (adapter/, checkpoint-*/, metrics.jsonl, learning-curve.png)")
+    out.print(f"stored in {version.path} (adapter/, adapter.gguf, checkpoint-*/, metrics.jsonl, learning-curve.png)")
+    if result.adapter is None:
+        err.print(Text(f"the GGUF export failed: {result.export_error}", style="yellow"))
+    elif result.adapter.identity:
+        err.print(
+            Text(
+                "the adapter is still zero (no question's rollouts got different rewards): it changes nothing; "
+                "train longer, with more tokens or more generations",
+                style="yellow",
+            )
+        )
+    else:
+        out.print(Text(f"next: podium eval --replay {args.replay} --methods lm:{version.ref},single", style="dim"))
     return 0
 
 
@@ -256,17 +288,32 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(f"[bold]{version.ref}[/] · {version.path}")
             out.print(f"  config: {json.dumps(cfg)}")
             out.print(f"  data: {json.dumps(info.get('data', {}))}")
-            out.print(f"  kept generation {info.get('best_generation')}; evals: {', '.join(info['evals']) or 'none'}")
+            if info.get("policy") == "lm":
+                gguf = info.get("adapter_gguf")
+                adapter = (
+                    f"{gguf['file']} (sha256 {gguf['sha256'][:12]}…, {gguf['tensors']} weights, r = {gguf['rank']})"
+                    if gguf
+                    else f"not exported ({info.get('adapter_gguf_error') or 'podium conductor export ' + version.ref})"
+                )
+                out.print(f"  {len(info.get('history', []))} GRPO steps; llama.cpp adapter: {adapter}")
+                out.print(f"  evals: {', '.join(info['evals']) or 'none'}")
+            else:
+                evals = ", ".join(info["evals"]) or "none"
+                out.print(f"  kept generation {info.get('best_generation')}; evals: {evals}")
         return 0
+    if args.conductor_command == "export":
+        return _export(registry, args, out, err)
     if args.conductor_command == "rollback":
         target = registry.rollback(args.name)
         out.print(f"[green]{args.name}: {target.ref} is current again[/]")
         return 0
     candidate = registry.get(args.ref, bare="latest")
     current = registry.promoted(candidate.name)
-    methods = [f"light:{candidate.ref}", "single", "random"]
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    methods = [_method(candidate), "single", "random"]
     if current is not None and current.number != candidate.number:
-        methods.insert(1, f"light:{current.ref}")
+        methods.insert(1, _method(current))
     report = _evaluate(args, methods, err)
     folder = candidate.path / "eval" / f"{Path(args.replay).stem}-{args.split}"
     from podium.eval.report import write_report
@@ -285,7 +332,9 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _evaluate(args: argparse.Namespace, methods: list[str], err: Console) -> dict[str, Any]:
     from podium.eval.session import EvalSpec, run_eval
 
-    spec = EvalSpec(replay=args.replay, split=args.split, tags=tuple(args.tag), methods=tuple(methods))
+    spec = EvalSpec(
+        replay=args.replay, split=args.split, tags=tuple(args.tag), methods=tuple(methods), limit=args.limit
+    )
     with err.status(f"evaluating on {Path(args.replay).name} ({args.split})"):
         return run_eval(spec)
 
@@ -323,9 +372,9 @@ def _promote(
     def reward(summary: dict[str, Any]) -> float:
         return 0.5 + 0.5 * float(summary["quality"]["mean"]) - lam * float(summary["cost_usd"]["mean"])
 
-    cand = methods[f"light:{candidate.ref}"]["summary"]
+    cand = methods[_method(candidate)]["summary"]
     if current is not None and current.number != candidate.number:
-        against_name = f"light:{current.ref}"
+        against_name = _method(current)
     else:
         singles = {n: m["summary"] for n, m in methods.items() if n.startswith("single:")}
         against_name = max(singles, key=lambda n: reward(singles[n]))
@@ -363,6 +412,68 @@ def _promote(
     return 0
 
 
+def _method(version: Version) -> str:
+    """The eval method name of a stored version: ``lm:REF`` (GRPO) or ``light:REF``."""
+    return f"{'lm' if version.train_info().get('policy') == 'lm' else 'light'}:{version.ref}"
+
+
+def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``podium conductor export REF``: adapter/ → adapter.gguf, its sha256 into train.json."""
+    version = registry.get(args.ref, bare="latest")
+    info = version.train_info()
+    if info.get("policy") != "lm":
+        raise ConfigError(f"{version.ref} is a light conductor; only LM conductors (podium train --policy lm) export")
+    if args.amplify <= 0:
+        raise ConfigError(f"--amplify must be positive, got {args.amplify}")
+    try:
+        import gguf  # noqa: F401
+
+        from podium.train.export import lora_to_gguf
+    except ImportError as exc:
+        raise ConfigError(f"the export needs the train extra: pip install -e '.[train]' ({exc})") from exc
+    base = str(info.get("config", {}).get("model", ""))
+    with err.status(f"exporting {version.ref} for {base}"):
+        exported = lora_to_gguf(version.path / "adapter", base, version.path / "adapter.gguf")
+    info["adapter_gguf"] = exported.to_json()
+    info.pop("adapter_gguf_error", None)
+    (version.path / "train.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    result: dict[str, Any] = {"version": version.ref, "path": str(version.path / exported.file), **exported.to_json()}
+    if args.check and exported.identity:
+        err.print(
+            Text("every lora_B is zero: the adapter changes nothing, so there is nothing to check", style="yellow")
+        )
+    elif args.check:
+        from podium.train.export import logit_agreement
+
+        with err.status("comparing llama.cpp with transformers + peft"):
+            agreement = logit_agreement(
+                version.path / "adapter", base, version.path / exported.file, _CHECK_TEXT, amplify=args.amplify
+            )
+        result["check"] = {**asdict(agreement), "amplify": args.amplify, "text": _CHECK_TEXT}
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    out.print(
+        f"[green]exported {version.ref}[/]: {exported.file} ({exported.tensors} weights, r = {exported.rank}, "
+        f"alpha = {exported.alpha:g}, sha256 {exported.sha256[:12]}…) for {base}"
+    )
+    if "check" in result:
+        a = result["check"]
+        out.print(
+            f"llama.cpp vs transformers, change of the logits over {a['positions']} tokens: cosine {a['cosine']:.4f}, "
+            f"norm ratio {a['norm_ratio']:.3f}, signal {a['signal']:.1f}× the runtimes' base disagreement"
+        )
+        if a["signal"] < 3:
+            err.print(Text("the adapter's effect is too small to judge; rerun with a larger --amplify", style="yellow"))
+    out.print(Text(f"run it: podium eval --replay MATRIX.csv --methods lm:{version.ref},single", style="dim"))
+    return 0
+
+
+_CHECK_TEXT = (
+    "Question: Janet has 3 apples and buys 5 more. How many apples does she have? Decide which model should answer."
+)
+
+
 def _list(registry: Registry, as_json: bool, out: Console) -> int:
     rows = []
     for name in registry.names():
@@ -373,6 +484,7 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
             rows.append(
                 {
                     "ref": v.ref,
+                    "policy": info.get("policy", "light"),
                     "promoted": promoted is not None and promoted.number == v.number,
                     "lam": cfg.get("lam"),
                     "data": info.get("data", {}).get("matrix"),
@@ -387,9 +499,10 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
         out.print(f"no trained conductors in {registry.root}; train one: podium train --replay MATRIX.csv")
         return 0
     table = Table(title=f"conductors in {registry.root}")
-    for col in ("ref", "promoted", "λ", "trained on", "generations"):
+    for col in ("ref", "policy", "promoted", "λ", "trained on", "generations / steps"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["ref"], "★" if r["promoted"] else "", f"{r['lam']:g}", str(r["data"]), str(r["generations"]))
+        lam = "–" if r["lam"] is None else f"{r['lam']:g}"
+        table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, str(r["data"]), str(r["generations"]))
     out.print(table)
     return 0

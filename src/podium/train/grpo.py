@@ -34,8 +34,9 @@ from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 from podium.local_models import resolve_model
 from podium.parse import try_parse_workflow
+from podium.train.export import ExportedAdapter, lora_to_gguf
 
-__all__ = ["GRPOTrainConfig", "StepMetrics", "conductor_reward", "train_grpo"]
+__all__ = ["GRPOResult", "GRPOTrainConfig", "StepMetrics", "conductor_reward", "train_grpo"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,21 @@ def conductor_reward(
     return reward, {"parsed": True, "final": final, "score": score, "cost": cost, "steps": len(workflow)}
 
 
+@dataclass(frozen=True)
+class GRPOResult:
+    """What :func:`train_grpo` produced.
+
+    Attributes:
+        metrics: one :class:`StepMetrics` per optimiser step.
+        adapter: the GGUF LoRA adapter exported for llama.cpp (``adapter.gguf``), or None when
+            the export failed; export_error then says why (the peft adapter is kept either way).
+    """
+
+    metrics: list[StepMetrics]
+    adapter: ExportedAdapter | None
+    export_error: str | None = None
+
+
 OnStep = Callable[[StepMetrics], None]
 
 
@@ -134,10 +150,11 @@ def train_grpo(
     *,
     resume: bool = False,
     on_step: OnStep | None = None,
-) -> list[StepMetrics]:
+) -> GRPOResult:
     """Train a LoRA adapter on the conductor; writes ``out/checkpoint-*`` (TRL checkpoints, for
-    ``resume``), ``out/adapter`` (the final LoRA adapter and tokenizer) and
-    ``out/metrics.jsonl`` (one :class:`StepMetrics` per step). Returns the metrics.
+    ``resume``), ``out/adapter`` (the final LoRA adapter and tokenizer), ``out/adapter.gguf``
+    (the adapter for llama.cpp, :func:`podium.train.export.lora_to_gguf`) and
+    ``out/metrics.jsonl`` (one :class:`StepMetrics` per step).
 
     Raises ConfigError for a bad configuration, ModelNotInstalled for a missing base model."""
     if config.generations < 2:
@@ -256,7 +273,11 @@ def train_grpo(
     trainer.train(resume_from_checkpoint=resume or None)
     trainer.save_model(str(out / "adapter"))
     (out / "train-config.json").write_text(json.dumps(asdict(config), indent=1) + "\n", encoding="utf-8")
-    return metrics
+    try:
+        adapter = lora_to_gguf(out / "adapter", config.model, out / "adapter.gguf")
+    except ConfigError as exc:  # keep the trained adapter and its record; `podium conductor export` retries
+        return GRPOResult(metrics, None, str(exc))
+    return GRPOResult(metrics, adapter)
 
 
 def _drop_gguf_marker(model: Any) -> None:

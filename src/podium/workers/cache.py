@@ -103,6 +103,8 @@ def request_key(worker: Worker, method: str, payload: dict[str, Any]) -> str:
         "model": str(getattr(inner, "model", getattr(inner, "model_id", ""))),
         "system_prompt": getattr(inner, "system_prompt", None),
     }
+    if lora := getattr(inner, "lora_sha256", None):  # a LoRA-adapted model answers differently
+        identity["lora_sha256"] = lora
     blob = json.dumps({"worker": identity, "method": method, **payload}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

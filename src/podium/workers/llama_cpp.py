@@ -1,9 +1,11 @@
 """In-process llama.cpp backend (llama-cpp-python), the embedded default's runtime.
 
-One loaded model is shared by every worker and conductor that names the same file and context
-size; calls on it are serialised by a per-model lock (a llama.cpp context serves one call at a
+One loaded model is shared by every worker and conductor that names the same file, context
+size and LoRA adapter; calls on it are serialised by a per-model lock (a llama.cpp context serves one call at a
 time), so different models can still run side by side. Loading is lazy: a model is read (and its
-sha256 verified) on its first call.
+sha256 verified) on its first call. A worker may add a GGUF LoRA adapter (a GRPO-trained
+conductor, :mod:`podium.train.export`), sha256-checked against the hash recorded at export
+before llama.cpp applies it on top of the base weights.
 
 Prompts are rendered with the model's own chat template from the GGUF metadata. llama.cpp keeps
 the previous call's tokens in its KV cache; the shared prefix is reported as
@@ -23,7 +25,7 @@ from typing import Any, cast
 
 from podium.budget import current_budget
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
-from podium.local_models import EMBEDDED_MODELS, resolve_model
+from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
 from podium.streaming import current_stream
 from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
 
@@ -48,7 +50,7 @@ class _LoadedModel:
     n_ctx: int
 
 
-_LOADED: dict[tuple[str, int], _LoadedModel] = {}
+_LOADED: dict[tuple[str, int, str | None], _LoadedModel] = {}
 _LOAD_LOCK = threading.Lock()
 _GRAMMARS: dict[str, LlamaGrammar] = {}
 
@@ -64,21 +66,30 @@ def _model_path(model: str) -> Path:
     )
 
 
-def _load(model: str, n_ctx: int) -> _LoadedModel:
-    key = (model, n_ctx)
+def _load(model: str, n_ctx: int, lora: Path | None = None, lora_sha256: str | None = None) -> _LoadedModel:
+    """The shared llama.cpp instance of ``model`` (+ ``lora``) with ``n_ctx`` tokens of context.
+
+    Raises ConfigError when the model or adapter is missing, the adapter fails its sha256
+    check, or llama.cpp cannot load them (e.g. an adapter made for another base model);
+    ModelNotInstalled for a missing embedded model."""
+    key = (model, n_ctx, str(lora) if lora is not None else None)
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
         path = _model_path(model)
+        if lora is not None:
+            _check_adapter(lora, lora_sha256)
         try:
             llama = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
                 n_threads=os.cpu_count() or 1,
+                lora_path=str(lora) if lora is not None else None,
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
-            raise ConfigError(f"llama.cpp could not load {path}: {exc}") from None
+            what = f"{path} with LoRA adapter {lora}" if lora is not None else str(path)
+            raise ConfigError(f"llama.cpp could not load {what}: {exc}") from None
         template = llama.metadata.get("tokenizer.chat_template")
         if not template:
             raise ConfigError(f"{path} has no chat template; podium needs an instruct (chat) model")
@@ -92,6 +103,17 @@ def _load(model: str, n_ctx: int) -> _LoadedModel:
         loaded = _LoadedModel(llama=llama, formatter=formatter, lock=threading.Lock(), n_ctx=n_ctx)
         _LOADED[key] = loaded
         return loaded
+
+
+def _check_adapter(lora: Path, sha256: str | None) -> None:
+    """Raises ConfigError when the adapter file is missing or its sha256 is not ``sha256``."""
+    if not lora.is_file():
+        raise ConfigError(f"LoRA adapter {lora} does not exist; export it: podium conductor export NAME@vN")
+    if sha256 is not None and (actual := sha256_file(lora)) != sha256:
+        raise ConfigError(
+            f"LoRA adapter {lora} fails its sha256 check (recorded {sha256[:12]}…, file {actual[:12]}…); "
+            "export it again: podium conductor export NAME@vN"
+        )
 
 
 def _grammar(text: str) -> LlamaGrammar:
@@ -111,6 +133,8 @@ class LlamaCppWorker:
         n_ctx: context window, tokens.
         description: capability note shown to the conductor.
         system_prompt: optional system message before each call.
+        lora: a GGUF LoRA adapter applied on top of the model (:mod:`podium.train.export`).
+        lora_sha256: the adapter's recorded sha256 (hex), checked before it is loaded.
     """
 
     def __init__(
@@ -123,6 +147,8 @@ class LlamaCppWorker:
         n_ctx: int = 4096,
         description: str = "",
         system_prompt: str | None = None,
+        lora: Path | None = None,
+        lora_sha256: str | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -131,13 +157,15 @@ class LlamaCppWorker:
         self.n_ctx = n_ctx
         self.description = description
         self.system_prompt = system_prompt
+        self.lora = lora
+        self.lora_sha256 = lora_sha256
 
     async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
         return await self.continue_text(messages, "", settings or self.settings)
 
     def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
         """Exact prompt tokens of a call (loads the model if needed)."""
-        model = _load(self.model, self.n_ctx)
+        model = _load(self.model, self.n_ctx, self.lora, self.lora_sha256)
         formatted = model.formatter(messages=cast(Any, list(messages)))
         text = (formatted.prompt + prefix).encode("utf-8")
         return len(model.llama.tokenize(text, add_bos=not formatted.added_special, special=True))
@@ -177,7 +205,7 @@ class LlamaCppWorker:
         def should_stop() -> bool:
             return cancel.is_set() or (stop_at is not None and time.monotonic() >= stop_at)
 
-        model = _load(self.model, self.n_ctx)
+        model = _load(self.model, self.n_ctx, self.lora, self.lora_sha256)
         formatted = model.formatter(messages=cast(Any, list(messages)))
         prompt_text = formatted.prompt + prefix
         with model.lock:
