@@ -258,3 +258,31 @@ def test_a_call_without_reported_usage_keeps_its_full_reservation() -> None:
     # worst case = (prompt bound + 512 max_tokens) tokens at $100 per 1M, all of it kept as spent
     assert budget.ledger.spent_usd > 512 * 100 / 1e6
     assert budget.ledger.reserved_usd == pytest.approx(0.0)
+
+
+def test_a_conductor_attempt_that_fails_midway_keeps_what_it_cost() -> None:
+    """The LM conductor makes two calls (reasoning, then the lists); when the second does not
+    fit the budget, the first one's cost must still reach the trace and the totals (a fake
+    conductor that pays for one call through the real budget, then is refused)."""
+    from podium.budget import Limits, current_budget
+    from podium.errors import CostCapExceeded
+    from podium.orchestrator import Fallback, Orchestrator
+    from podium.records import PlanAttempt
+    from podium.testing import ScriptedWorker
+
+    class HalfPaid:
+        name = "half-paid"
+
+        async def plan(self, question: str, pool: object, **_: object) -> PlanAttempt:
+            budget = current_budget()
+            assert budget is not None
+            budget.reserve(0.004).settle(0.003)  # the first pass ran and cost $0.003
+            raise CostCapExceeded("the second pass does not fit", needed_usd=0.01, remaining_usd=0.0, scope="request")
+
+    orch = Orchestrator([ScriptedWorker("w0", reply="fallback answer")], HalfPaid(), Fallback(0, "Answer."))  # type: ignore[arg-type]
+    record = asyncio.run(orch.run("Q?", limits=Limits(cost_cap_usd=1.0)))
+    assert record.status == "fallback" and record.fallback is not None and record.fallback.reason == "cost_cap"
+    (attempt,) = record.attempts
+    assert attempt.cost_usd == pytest.approx(0.003) and attempt.error_kind == "cost_cap"
+    assert record.totals.conductor_cost_usd == pytest.approx(0.003)
+    assert record.totals.total_cost_usd == pytest.approx(0.003 + record.steps[0].cost_usd)

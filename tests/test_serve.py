@@ -8,6 +8,7 @@ end-to-end test with the real llama.cpp runtime is in test_serve_e2e.py.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -48,12 +49,18 @@ def fake_pool(price: float = 1.0, delay_s: float = 0.0) -> list[ScriptedWorker]:
 class Running:
     """A uvicorn server in a thread on a free loopback port."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, *, grace_s: float | None = None) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.server = server
-        config = uvicorn.Config(create_app(server), host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            create_app(server),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="critical",
+            timeout_graceful_shutdown=grace_s,  # type: ignore[arg-type]
+        )
         self.uvicorn = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
         self.thread.start()
@@ -335,3 +342,26 @@ def test_a_registry_rollback_changes_the_served_conductor_without_a_restart(
             time.sleep(0.2)
     finally:
         running.stop()
+
+
+def test_requests_cut_off_by_the_grace_period_still_write_their_traces(traces: TraceStore) -> None:
+    running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool(delay_s=3.0))), grace_s=0.3)
+
+    def call(stream: bool) -> None:
+        body = {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}], "stream": stream}
+        with contextlib.suppress(httpx.HTTPError):  # the server goes away mid-request: expected
+            httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+
+    callers = [threading.Thread(target=call, args=(stream,)) for stream in (False, True)]
+    for caller in callers:
+        caller.start()
+    while running.server.in_flight < 2:
+        time.sleep(0.01)
+    running.stop()  # SIGTERM with requests running past the grace period
+    for caller in callers:
+        caller.join(timeout=30)
+    rows = traces.list(limit=10)
+    assert len(rows) == 2 and all(r.status == "error" for r in rows), rows  # written, not left "running"
+    for row in rows:
+        record = traces.get(row.id)
+        assert record is not None and record.error is not None and "Cancelled" in record.error

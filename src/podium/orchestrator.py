@@ -395,6 +395,7 @@ class Orchestrator:
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
             started, started_at = time.perf_counter(), utc_now()
+            spent_before = budget.ledger.spent_usd  # what a failed attempt already cost (USD)
             calls = CallLog()  # an external conductor model: what it was sent, and who received it
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
@@ -415,6 +416,7 @@ class Orchestrator:
                         error_kind="deadline",
                         error=detail,
                         latency_s=time.perf_counter() - started,
+                        cost_usd=budget.ledger.spent_usd - spent_before,
                         started_at=started_at,
                         finished_at=utc_now(),
                         disclosures=tuple(calls.disclosures.values()),
@@ -425,7 +427,8 @@ class Orchestrator:
                 raise
             except PodiumError as exc:
                 reason = _REASONS.get(type(exc).__name__, "conductor_error")
-                if calls.disclosures:  # data reached (or was refused for) a third party: keep it on record
+                cost = budget.ledger.spent_usd - spent_before  # e.g. its first pass ran, the second did not fit
+                if calls.disclosures or cost > 0:  # data left, or money was spent: keep it on record
                     attempts.append(
                         PlanAttempt(
                             k,
@@ -436,6 +439,7 @@ class Orchestrator:
                             error_kind=reason,
                             error=f"{type(exc).__name__}: {exc}",
                             latency_s=time.perf_counter() - started,
+                            cost_usd=cost,
                             started_at=started_at,
                             finished_at=utc_now(),
                             disclosures=tuple(calls.disclosures.values()),

@@ -198,6 +198,8 @@ class Server:
         self.workers = workers
         self.in_flight = 0
         self.served = 0
+        self.tasks: set[asyncio.Task[RunRecord]] = set()
+        """Requests being answered: shutdown waits for them, so every one leaves its trace."""
         self.reload_error: str | None = None
         self.telemetry: Telemetry | None = None
         self._stamp = self._watched()
@@ -353,6 +355,22 @@ class Server:
             include_usage=bool((body.stream_options or {}).get("include_usage")),
         )
 
+    def start(self, prepared: _Prepared, stream: AnswerStream | None = None) -> asyncio.Task[RunRecord]:
+        """Run ``prepared`` as a task the server keeps track of until it ends."""
+        task = asyncio.create_task(prepared.run(stream))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """At shutdown, after uvicorn's grace period: cancel the requests still running and wait
+        (at most ``timeout_s``) until each has written its trace (status error, cancelled)."""
+        pending = [t for t in self.tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+
     def finished(self, prepared: _Prepared, record: RunRecord | None) -> None:
         """Book a finished request against its key."""
         self.served += 1
@@ -499,7 +517,7 @@ async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
     created = int(time.time())
     queue: asyncio.Queue[str] = asyncio.Queue()
     stream = AnswerStream(queue.put_nowait)
-    task = asyncio.create_task(prepared.run(stream))
+    task = server.start(prepared, stream)
     server.in_flight += 1
     task.add_done_callback(lambda t: _done(server, prepared, t))
     try:
@@ -575,6 +593,7 @@ def create_app(server: Server) -> FastAPI:
             yield
         finally:
             watcher.cancel()
+            await server.drain()  # requests cut off by the grace period still write their traces
             if server.telemetry is not None:  # flush the spans; losses are logged, never silent
                 server.telemetry.shutdown()
 
@@ -645,7 +664,7 @@ def create_app(server: Server) -> FastAPI:
         server.in_flight += 1
         record: RunRecord | None = None
         try:
-            record = await prepared.run()
+            record = await server.start(prepared)
         except ConfigError as exc:
             raise ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error", headers=headers) from None
         finally:
