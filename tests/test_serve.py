@@ -154,8 +154,15 @@ def test_bad_input_gets_the_openai_error_shape(running: Running) -> None:
         client.chat.completions.create(
             model="podium", messages=[{"role": "user", "content": "hi"}], extra_body={"podium": {"deadline_s": -1}}
         )
+    with pytest.raises(openai.BadRequestError, match="X-Podium-Rounds"):  # named as the client wrote it
+        client.chat.completions.create(
+            model="podium", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Podium-Rounds": "9"}
+        )
     response = httpx.post(running.url + "/v1/chat/completions", content=b"{not json")
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+    for method, path, status in (("GET", "/v1/nothing", 404), ("GET", "/v1/chat/completions", 405)):
+        error = httpx.request(method, running.url + path).json()["error"]  # the OpenAI shape, not FastAPI's
+        assert error["code"] == {404: "not_found", 405: "method_not_allowed"}[status]
 
 
 def test_request_options_restrict_workers_and_are_traced(running: Running, traces: TraceStore) -> None:
@@ -190,6 +197,8 @@ def test_keys_are_required_once_one_exists_and_budgets_hold(tmp_path: Path, trac
         assert missing.status_code == 401 and "missing API key" in missing.json()["error"]["message"]
         with pytest.raises(openai.AuthenticationError, match="unknown or revoked"):
             running.client("pk-podium-wrong").chat.completions.create(model="podium", messages=messages)
+        assert httpx.get(running.url + "/v1/models").status_code == 401  # every /v1 endpoint needs the key
+        assert running.client(secret).models.list().data
         answered, refused = [], None
         for _ in range(30):  # each request costs ~$0.0015 (fake tokens × $5/M): the budget runs out
             try:

@@ -5,6 +5,7 @@ test_serve_e2e.py."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -208,3 +209,23 @@ def test_trace_purge_also_purges_the_shadow_copies(upstream: Uvicorn, tmp_path: 
                 "--shadow-store", str(tmp_path / "shadow.sqlite3")])  # fmt: skip
     assert code == 0 and ShadowStore(tmp_path / "shadow.sqlite3").rows() == []
     assert b"What is 6 * 7?" not in b"".join(p.read_bytes() for p in tmp_path.glob("*.sqlite3*"))
+
+
+def test_report_periods_are_validated_and_read_like_the_trace_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from podium.cli import cli
+
+    store = ShadowStore(tmp_path / "shadow.sqlite3")
+    for at in ("2026-11-29T23:59:00.000Z", "2026-11-30T08:00:00.000Z"):
+        store.add({"at": at, "status": "dropped", "mode": "plan", "use_case": "x"})
+    path = str(tmp_path / "shadow.sqlite3")
+
+    def count(*period: str) -> int:
+        assert cli(["shadow", "report", "--json", "--store", path, *period]) == 0
+        return int(json.loads(capsys.readouterr().out)["rows"])
+
+    assert count("--until", "2026-11-30") == 2  # a date alone includes that whole day
+    assert count("--since", "2026-11-30") == 1
+    assert count("--since", "2026-11-30T09:30:00+02:00") == 1  # the offset is converted: 07:30 UTC
+    assert cli(["shadow", "report", "--store", path, "--since", "yesterday"]) == 2

@@ -118,7 +118,7 @@ def _trace_parser(sub: Any) -> None:
         'occur (any case); "quoted phrases" as written; word* is a prefix. Without a query: the newest requests '
         "that pass the filters.",
     )
-    t_search.add_argument("query", nargs="?", default="", help="search words (optional with filters)")
+    t_search.add_argument("query", nargs="*", default=[], help="search words (optional with filters)")
     t_search.add_argument("--fts", action="store_true", help="the query is raw FTS5 syntax (AND, OR, NOT, NEAR)")
     t_search.add_argument("--field", action="append", default=[], choices=FIELDS,
                           help="search only this text (repeatable)")  # fmt: skip
@@ -344,8 +344,9 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
     store = TraceStore(path)
     if args.trace_command == "purge":
         return _cmd_purge(store, args, out, err)
-    if args.trace_command == "search" and args.query.strip():
-        hits = store.search(args.query, where=_trace_filter(args), fields=args.field, limit=args.limit, raw=args.fts)
+    query = " ".join(args.query) if args.trace_command == "search" else ""
+    if args.trace_command == "search" and query.strip():
+        hits = store.search(query, where=_trace_filter(args), fields=args.field, limit=args.limit, raw=args.fts)
         if args.json:
             print(json.dumps([_hit_json(h) for h in hits], indent=2, ensure_ascii=False))
         else:

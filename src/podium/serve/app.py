@@ -42,6 +42,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from podium import __version__
 from podium.budget import Limits, RequestBudget
@@ -113,7 +114,7 @@ class _ChatRequest(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     user: str | None = None
-    podium: _Options | None = None
+    podium: Any = None  # validated by _options, so errors name the field as the client wrote it
 
 
 def question_from_messages(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -302,7 +303,7 @@ class Server:
                 code="model_not_found",
                 param="model",
             )
-        options = _options(body, headers)
+        options = _options(body, body.podium, headers)
         if options.workers is not None or options.rounds is not None:
             subset = None
             if options.workers is not None:
@@ -408,35 +409,42 @@ def _lower(limit: float | None, asked: float | None) -> float | None:
     return asked if limit is None else min(limit, asked)
 
 
-def _options(body: _ChatRequest, headers: Mapping[str, str]) -> _Options:
-    """Options from the body's ``podium`` object, then ``X-Podium-*`` headers. Raises ApiError."""
-    raw: dict[str, Any] = body.podium.model_dump(exclude_unset=True) if body.podium else {}
-    names = {
-        "x-podium-deadline": "deadline_s",
-        "x-podium-cost-cap": "cost_cap_usd",
-        "x-podium-workers": "workers",
-        "x-podium-rounds": "rounds",
-        "x-podium-tags": "tags",
-        "x-podium-subject": "subject",
-    }
-    for header, name in names.items():
+_HEADERS = {
+    "x-podium-deadline": "deadline_s",
+    "x-podium-cost-cap": "cost_cap_usd",
+    "x-podium-workers": "workers",
+    "x-podium-rounds": "rounds",
+    "x-podium-tags": "tags",
+    "x-podium-subject": "subject",
+}
+"""Per-request option headers and the body option each stands for."""
+
+
+def _options(body: _ChatRequest, raw_podium: Any, headers: Mapping[str, str]) -> _Options:
+    """Options from the body's ``podium`` object, then ``X-Podium-*`` headers (a header wins).
+    Raises ApiError naming the field or header as the client wrote it."""
+    if raw_podium is not None and not isinstance(raw_podium, dict):
+        fields = ", ".join(_Options.model_fields)
+        raise ApiError(400, f"podium: give an object with any of {fields}", param="podium")
+    merged: dict[str, Any] = dict(raw_podium or {})
+    given_as: dict[str, str] = {name: f"podium.{name}" for name in merged}
+    for header, name in _HEADERS.items():
         value = headers.get(header)
         if value is None:
             continue
-        if name in ("workers", "tags"):
-            raw[name] = [v.strip() for v in value.split(",") if v.strip()]
-        else:
-            raw[name] = value
+        merged[name] = [v.strip() for v in value.split(",") if v.strip()] if name in ("workers", "tags") else value
+        given_as[name] = "X-Podium-" + "-".join(p.capitalize() for p in header.split("-")[2:])
     try:
-        options = _Options.model_validate(raw)
+        options = _Options.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ApiError(400, f"podium option {where}: {first['msg']}", param=where) from None
+        field = str(first["loc"][0]) if first["loc"] else ""
+        where = given_as.get(field, f"podium.{field}")
+        raise ApiError(400, f"{where}: {first['msg']}", param=where) from None
     for name in ("deadline_s", "cost_cap_usd"):
         value = getattr(options, name)
         if value is not None and not math.isfinite(value):
-            raise ApiError(400, f"podium option {name}: must be a finite number", param=name)
+            raise ApiError(400, f"{given_as.get(name, name)}: must be a finite number", param=given_as.get(name))
     return options
 
 
@@ -603,6 +611,11 @@ def create_app(server: Server) -> FastAPI:
     async def api_error(_request: Request, exc: ApiError) -> Response:
         return exc.response()
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return ApiError(exc.status_code, str(exc.detail), code=codes.get(exc.status_code)).response()
+
     @app.exception_handler(RequestValidationError)
     async def bad_body(_request: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
@@ -626,7 +639,8 @@ def create_app(server: Server) -> FastAPI:
         }
 
     @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    async def models(request: Request) -> dict[str, Any]:
+        server.authenticate(request)
         loaded = server.current
         created = int(loaded.loaded_at)
         data = [
@@ -649,6 +663,8 @@ def create_app(server: Server) -> FastAPI:
             payload = await request.json()
         except ValueError:
             raise ApiError(400, "the body is not JSON") from None
+        if not isinstance(payload, dict):
+            raise ApiError(400, "the body must be a JSON object with 'model' and 'messages'")
         try:
             body = _ChatRequest.model_validate(payload)
         except ValidationError as exc:

@@ -83,12 +83,20 @@ def add_parsers(sub: Any) -> None:
     sh.add_argument("--store", type=Path, help=f"shadow store (default: {default_shadow_path()})")
     reports = sh.add_subparsers(dest="shadow_command", metavar="report")
     rep = reports.add_parser("report", help="compare shadow runs with the upstream per use case")
-    rep.add_argument("--since", help="from this UTC date/time (ISO 8601, e.g. 2026-11-01)")
-    rep.add_argument("--until", help="before this UTC date/time")
+    rep.add_argument(
+        "--since", metavar="WHEN", help="from this date/time (ISO 8601, e.g. 2026-11-01; UTC unless an offset)"
+    )
+    rep.add_argument("--until", metavar="WHEN", help="until this date/time (a date alone includes that day)")
     rep.add_argument("--top", type=int, default=5, help="largest disagreements listed per use case (default 5)")
     rep.add_argument("--out", type=Path, metavar="FILE.md", help="also write the Markdown report here")
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
-    rep.add_argument("--store", dest="report_store", type=Path, help="shadow store (default: as above)")
+    rep.add_argument(
+        "--store",
+        dest="report_store",
+        type=Path,
+        metavar="PATH",
+        help=f"shadow store (default: {default_shadow_path()})",
+    )
 
 
 def _require_serve_extra(command: str) -> None:
@@ -149,15 +157,22 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
     from podium.serve.shadow import ShadowProxy, ShadowStore, create_shadow_app, report_markdown, shadow_report
 
     if args.shadow_command == "report":
+        from podium.trace.query import parse_utc
+
+        since = parse_utc(args.since, flag="--since") if args.since else None
+        until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
         store = ShadowStore(args.report_store or args.store or default_shadow_path())
-        report = shadow_report(store.rows(since=args.since, until=args.until), top=args.top)
+        report = shadow_report(store.rows(since=since, until=until), top=args.top)
         markdown = report_markdown(report)
         if args.out:
             args.out.write_text(markdown, encoding="utf-8")
         if args.json:
             print(json.dumps(report, indent=2, ensure_ascii=False))
         elif not report["rows"]:
-            out.print("no shadow records yet: run 'podium shadow --upstream URL' and send it traffic")
+            if since or until:
+                out.print("no shadow records in that period")
+            else:
+                out.print("no shadow records yet: run 'podium shadow --upstream URL' and send it traffic")
         else:
             print(markdown, end="")
         return 0

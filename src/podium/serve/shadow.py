@@ -64,7 +64,11 @@ _HOP_BY_HOP = {
 }
 _OWN_HEADERS = ("x-podium-use-case", "x-podium-task", "x-podium-reference")
 
-Status = Literal["done", "skipped_budget", "dropped", "error", "unreadable"]
+Status = Literal["done", "over_budget", "failed", "skipped_budget", "dropped", "error", "unreadable"]
+"""A shadow row's status: ``done`` (planned / answered), ``over_budget`` (a call was refused by
+the day's shadow budget mid-run), ``failed`` (podium ended in an error), ``skipped_budget`` (the
+day's budget was used up before the run), ``dropped`` (queue full), ``error`` (the shadow run
+itself crashed), ``unreadable`` (the request or the upstream's reply could not be read)."""
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,16 @@ class ShadowProxy:
         self.queue: asyncio.Queue[ShadowJob] | None = None
         self.queue_size = queue_size
         self.timeout_s = timeout_s
-        self.counts = {"forwarded": 0, "queued": 0, "done": 0, "dropped": 0, "skipped_budget": 0, "errors": 0}
+        self.counts = {
+            "forwarded": 0,
+            "queued": 0,
+            "done": 0,
+            "over_budget": 0,
+            "failed": 0,
+            "dropped": 0,
+            "skipped_budget": 0,
+            "errors": 0,
+        }
         self._client: httpx.AsyncClient | None = None
 
     # ------------------------------------------------------------------------- forwarding
@@ -383,8 +396,18 @@ class ShadowProxy:
         record = await self.orchestrator.run(
             question, mode="plan" if self.mode == "plan" else "run", budget=budget, tags=tags
         )
-        self.counts["done"] += 1
-        self.store.add({**row, **_podium_columns(record), "status": "done"})
+        status = _run_status(record)
+        self.counts[status] += 1
+        self.store.add({**row, **_podium_columns(record), "status": status})
+
+
+def _run_status(record: RunRecord) -> Literal["done", "over_budget", "failed"]:
+    """``done`` when podium produced its plan or answer; ``over_budget`` when the shadow day's
+    budget refused a call on the way (the run stopped there); ``failed`` otherwise."""
+    if record.status != "error":
+        return "done"
+    why = " ".join(filter(None, [record.error, record.fallback.detail if record.fallback else None]))
+    return "over_budget" if "CostCapExceeded" in why and "shadow/day" in why else "failed"
 
 
 def _podium_columns(record: RunRecord) -> dict[str, Any]:
@@ -571,8 +594,8 @@ def report_markdown(report: Mapping[str, Any]) -> str:
 
     lines = [
         "| use case | requests | done | agreement | quality upstream | quality podium | cost upstream | "
-        "cost podium | p50 / p95 upstream (s) | p50 / p95 podium (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "cost podium | p50 / p95 upstream (s) | p50 / p95 podium (s) | podium's workers |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case, c in report["use_cases"].items():
         lat_u, lat_p = c["latency_s"]["upstream"], c["latency_s"]["podium"]
@@ -587,6 +610,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
             f(c["cost_usd"]["podium_mean"], ".6f"),
             f"{f(lat_u['p50'], '.2f')} / {f(lat_u['p95'], '.2f')}",
             f"{f(lat_p['p50'], '.2f')} / {f(lat_p['p95'], '.2f')}",
+            ", ".join(f"{w} ×{n}" for w, n in c["podium_workers"].items()) or "–",
         ]
         lines.append(f"| {' | '.join(cells)} |")
     for case, c in report["use_cases"].items():
