@@ -212,6 +212,12 @@ def _eval_parser(sub: Any) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--out", type=Path, default=Path("podium-eval"), help="report folder (default: ./podium-eval)")
     out.add_argument("--no-plot", action="store_true", help="skip pareto.png")
+    out.add_argument(
+        "--matrix",
+        type=Path,
+        metavar="OUT.csv",
+        help="also write (or extend) an outcome matrix of the single-worker results, for podium train --replay",
+    )
     out.add_argument("--summary-only", action="store_true", help="leave per-request results out of eval.json")
     out.add_argument("--json", action="store_true", help="print the summaries (not per-task results) as JSON")
     g = p.add_argument_group("regression gate")

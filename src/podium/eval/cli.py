@@ -82,6 +82,12 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.from_report is None or args.out != Path("podium-eval"):
         paths = write_report(report, args.out, plot=not args.no_plot, results=not args.summary_only)
         err.print(Text(f"wrote {', '.join(str(p) for p in paths)}", style="dim"))
+    if args.matrix is not None:
+        from podium.eval.matrix import write_matrix
+
+        total, left_out = write_matrix(report, args.matrix)
+        skipped = f"; {left_out} question(s) left out (a worker had no result)" if left_out else ""
+        err.print(Text(f"outcome matrix {args.matrix}: {total} question(s){skipped}", style="dim"))
     if args.json:
         print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1, ensure_ascii=False))
     else:

@@ -195,6 +195,8 @@ def _task_type(eval_name: str) -> TaskType:
         return "math"
     if family == "mmlu":
         return "choice"
+    if family.lower() in ("mbpp", "humaneval"):
+        return "code"
     return "open"
 
 

@@ -1,0 +1,106 @@
+"""Outcome matrices from live runs: what each single worker scored and cost, per question, in
+RouterBench's column convention (DESIGN.md §6) — so conductors can be trained and evaluated in
+replay on a team's own pool (``podium train --replay``, ``podium eval --replay``).
+
+``podium eval --methods single … --matrix local.csv`` writes (or extends) the file from the run's
+``single:NAME`` results:
+
+* ``sample_id`` = the task id, ``eval_name`` = its set (``gsm8k``, ``mbpp``, ``HumanEval``, a
+  regression set's name), ``split`` = from the id (``gsm8k/train/12``; MBPP by its standard
+  task-id ranges) or the run's ``--split``, ``prompt`` = the question;
+* per worker: the verifier's score, ``|model_response`` (the answer) and ``|total_cost`` (USD).
+
+A question is written only when every worker has a result for it. Rows already in the file are
+kept (a train-split run and a test-split run go into one file); the same ``sample_id`` is
+replaced by the newer result. All runs written to one file must have the same workers.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from podium.errors import ConfigError
+from podium.eval.tasks import mbpp_split
+
+__all__ = ["matrix_rows", "write_matrix"]
+
+_FIXED = ("sample_id", "eval_name", "split", "prompt")
+
+
+def _split(task_id: str, default: str | None) -> str:
+    parts = task_id.split("/")
+    if len(parts) >= 3 and parts[1] in ("train", "test", "validation"):
+        return parts[1]
+    if parts[0] == "mbpp" and len(parts) == 2 and parts[1].isdigit():
+        return mbpp_split(int(parts[1]))
+    return default or "test"
+
+
+def matrix_rows(report: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[str, str]], int]:
+    """(worker names, rows, questions left out) from a live report's ``single:NAME`` results.
+
+    Raises ConfigError when the report has no per-request results (written with
+    ``--summary-only``) or no single-worker method."""
+    results = report.get("results")
+    if not results:
+        raise ConfigError("the report has no per-request results (it was written with --summary-only); rerun it")
+    singles = {name.split(":", 1)[1]: rs for name, rs in results.items() if name.startswith("single:")}
+    if not singles:
+        raise ConfigError("the report has no single-worker results: run it with --methods single")
+    workers = tuple(singles)
+    by_task: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for worker, rs in singles.items():
+        for r in rs:
+            by_task.setdefault(r["task_id"], {})[worker] = r
+    default_split = report.get("config", {}).get("split")
+    rows, left_out = [], 0
+    for task_id, per_worker in by_task.items():
+        if len(per_worker) < len(workers):
+            left_out += 1
+            continue
+        first = next(iter(per_worker.values()))
+        row = {
+            "sample_id": task_id,
+            "eval_name": task_id.split("/", 1)[0],
+            "split": _split(task_id, default_split),
+            "prompt": first.get("question") or "",
+        }
+        for worker in workers:
+            r = per_worker[worker]
+            row[worker] = repr(float(r["score"]))
+            row[f"{worker}|model_response"] = r.get("answer") or ""
+            row[f"{worker}|total_cost"] = repr(float(r["cost_usd"]))
+        rows.append(row)
+    return workers, rows, left_out
+
+
+def write_matrix(report: Mapping[str, Any], path: Path) -> tuple[int, int]:
+    """Write or extend ``path`` with the report's single-worker outcomes; returns (questions in
+    the file, questions of this report left out for a missing worker result).
+
+    Raises ConfigError when the file's workers differ from the report's."""
+    workers, rows, left_out = matrix_rows(report)
+    existing: dict[str, dict[str, str]] = {}
+    if path.exists():
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            theirs = tuple(c for c in (reader.fieldnames or ()) if "|" not in c and c not in _FIXED)
+            if theirs != workers:
+                raise ConfigError(
+                    f"{path} has workers {', '.join(theirs)}; this run has {', '.join(workers)}: write another file"
+                )
+            existing = {rec["sample_id"]: rec for rec in reader}
+    for row in rows:
+        existing[row["sample_id"]] = row
+    columns = [*_FIXED]
+    for worker in workers:
+        columns += [worker, f"{worker}|model_response", f"{worker}|total_cost"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(existing.values())
+    return len(existing), left_out
