@@ -85,3 +85,15 @@ def test_more_bad_pool_files(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_pool_file_lists_the_presets(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"not found.*local"):
         load_pool(tmp_path / "nope.toml")
+
+
+def test_unpriced_remote_workers_of_every_provider_take_the_price_table() -> None:
+    """Anthropic and Gemini workers without a price must be priced from the table as OpenAI ones
+    are: a zero price would make every cost cap and budget blind to them."""
+    from podium.pool import PRICE_TABLE, load_pool
+
+    config = load_pool("frontier")
+    for w in config.workers:
+        if w.price is None and w.backend in ("openai", "anthropic", "gemini"):
+            price = config.merged(w).price
+            assert price is not None and price == PRICE_TABLE[w.model or ""] and price.output > 0, w.name

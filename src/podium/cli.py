@@ -562,6 +562,16 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
         )
         if w.description:
             out.print(Text(f"      the conductor reads: {w.description}", style="dim"))
+        if config.is_external(w):  # a third party: say what it may receive
+            policy = (
+                "PII in clear (allow_pii)"
+                if w.allow_pii
+                else "PII pseudonymized"
+                if config.pii_enabled
+                else "no PII scan"
+            )
+            where = ", ".join(filter(None, [w.provider, w.region]))
+            out.print(Text(f"      external{f' ({where})' if where else ''}: {policy}", style="yellow"))
     c = config.conductor
     conductor = c.worker or (f"{c.model} (own, llama_cpp)" if c.model else f"{c.version} (trained, llama_cpp + LoRA)")
     out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")

@@ -343,11 +343,11 @@ class PoolConfig(_Strict):
 
     def merged(self, worker: WorkerConfig) -> WorkerConfig:
         """The worker with ``[defaults]`` filled in where it left a setting unset, and its price
-        from podium's price table (openai) or zero (local models, tools) when it gives none."""
+        from podium's price table (remote providers) or zero (local models, tools) when it gives none."""
         fill: dict[str, Any] = {k: v for k, v in self.defaults.model_dump().items() if getattr(worker, k) is None}
         if worker.price is None:
             fill["price"] = (
-                PRICE_TABLE.get(worker.model, PriceConfig()) if worker.backend == "openai" else PriceConfig()
+                PRICE_TABLE.get(worker.model or "", PriceConfig()) if worker.backend in _REMOTE else PriceConfig()
             )
         return worker.model_copy(update=fill)
 
