@@ -503,7 +503,9 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
             "params_b": m.params_b,
             "size_bytes": m.size,
             "sha256": m.sha256,
-            "status": model_status(m.id),
+            "status": (status := model_status(m.id)),
+            # where the file is (cheap when ready: no hashing, no joining; verify checks the hash)
+            "path": str(resolve_model(m.id, verify=False)) if status == "ready" else None,
             "install": m.install_command,
         }
         for m in EMBEDDED_MODELS.values()
@@ -513,6 +515,8 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
     else:
         for r in rows:
             out.print(f"{r['id']:<32} {r['params_b']:>6.3f}B  {r['size_bytes'] / 1e6:>8.1f} MB  {r['status']}")
+            if r["path"]:
+                out.print(Text(f"    {r['path']}", style="dim"))
     return 0
 
 
