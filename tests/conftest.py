@@ -41,3 +41,55 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """PODIUM_HOME in a temporary folder, so traces never touch the user's data dir."""
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+class ThreadedUvicorn:
+    """An ASGI app served by a real uvicorn in a thread, on a free loopback port.
+
+    Attributes:
+        uvicorn: the ``uvicorn.Server``; url: ``http://127.0.0.1:PORT``.
+    """
+
+    def __init__(self, app: Any, *, grace_s: float | None = None) -> None:
+        import threading
+        import time
+
+        import uvicorn
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="critical",
+            timeout_graceful_shutdown=grace_s,  # type: ignore[arg-type]
+        )
+        self.uvicorn = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.uvicorn.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        """What SIGTERM does: stop accepting, let in-flight requests finish (up to the grace)."""
+        self.uvicorn.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def v2_trace_database(path: Path, *statements: str) -> None:
+    """A trace database of schema version 2 (tests/data/trace-schema-v2.sql, the schema before
+    the upgrade) with ``statements`` run in it, committed."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.executescript((Path(__file__).parent / "data" / "trace-schema-v2.sql").read_text())
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from podium.cli import cli
-from podium.dataflow import build_register, parse_time
+from podium.dataflow import build_register
 from podium.errors import ConfigError
 from podium.records import utc_now
 from podium.runtime import build_orchestrator
 from podium.testing import ScriptedConductor
+from podium.trace.query import parse_utc as parse_time
 from podium.trace.store import TraceStore
 from podium.workers.pii_guard import DEFAULT_ENDPOINTS
+from tests.conftest import v2_trace_database
 from tests.test_pii import PLAN_3, fakes, pool_file, question_of
 
 QUESTION = "Mette Kjærgaard (CPR 070491-2846) spørger om sin sag."
@@ -98,20 +99,15 @@ def test_cli_prints_json_markdown_and_refuses_bad_input(tmp_path: Path, capsys: 
 
 def test_a_version_2_database_gains_the_disclosure_columns_and_old_steps_read_as_none(tmp_path: Path) -> None:
     path = tmp_path / "v2.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript((Path(__file__).parent / "data" / "trace-schema-v2.sql").read_text())
-    db.execute(
+    v2_trace_database(
+        path,
         "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question) "
-        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question')"
-    )
-    db.execute(
+        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question')",
         "INSERT INTO steps (request_id, phase, round, step_index, worker_index, worker, subtask, access, visible, "
         "visible_previous, messages, output, input_tokens, output_tokens, cached_input_tokens, cost_usd, latency_s, "
         "finish_reason, started_at, finished_at) VALUES ('ab12', 'workflow', 0, 0, 0, 'w', 's', '[]', '[]', '[]', "
-        "'[]', 'out', 1, 1, 0, 0.0, 0.1, 'stop', '2026-11-29T00:00:00.000Z', '2026-11-29T00:00:01.000Z')"
+        "'[]', 'out', 1, 1, 0, 0.0, 0.1, 'stop', '2026-11-29T00:00:00.000Z', '2026-11-29T00:00:01.000Z')",
     )
-    db.commit()
-    db.close()
     store = TraceStore(path)
     old = store.get("ab12")
     assert old is not None and old.steps[0].disclosures == ()

@@ -21,25 +21,11 @@ from podium.runtime import build_orchestrator
 from podium.testing import ScriptedConductor
 from podium.trace.store import TraceStore
 from tests.conftest import SHARED_DATA, read_jsonl
+from tests.test_faults_http import _completion, _response
 
 pytest.importorskip("openai", reason="needs podium[openai]")
 
 CASES = [c for c in read_jsonl(SHARED_DATA / "pii" / "cases.jsonl") if c["entities"]]
-
-
-def _reply(text: str) -> bytes:
-    body = json.dumps(
-        {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
-        }
-    ).encode()
-    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nContent-Type: application/json\r\n\r\n"
-    return head.encode() + body
 
 
 async def _run_case(tmp_path: Path, question: str) -> tuple[list[bytes], str]:
@@ -51,7 +37,7 @@ async def _run_case(tmp_path: Path, question: str) -> tuple[list[bytes], str]:
         body = await reader.readexactly(length)
         bodies.append(body)
         content = json.loads(body)["messages"][-1]["content"]
-        writer.write(_reply(content.split("<question>\n", 1)[1].split("\n</question>", 1)[0]))
+        writer.write(_response("200 OK", _completion(content.split("<question>\n", 1)[1].split("\n</question>", 1)[0])))
         await writer.drain()
         writer.close()
 

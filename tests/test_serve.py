@@ -9,7 +9,6 @@ end-to-end test with the real llama.cpp runtime is in test_serve_e2e.py.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,13 +17,13 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from podium.serve.app import Server, create_app, question_from_messages
 from podium.serve.keys import KeyStore
 from podium.testing import ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Message, Price
+from tests.conftest import ThreadedUvicorn
 
 POOL = str(Path(__file__).parent / "pools" / "three-fakes.toml")  # smol-a, smol-b, smol-c
 PLAN = 'model_id = [1, 2]\nsubtasks = ["Draft it.", "Write the final answer."]\naccess_list = [[], "all"]'
@@ -46,37 +45,15 @@ def fake_pool(price: float = 1.0, delay_s: float = 0.0) -> list[ScriptedWorker]:
     ]
 
 
-class Running:
-    """A uvicorn server in a thread on a free loopback port."""
+class Running(ThreadedUvicorn):
+    """``podium serve``'s app for ``server`` under a real uvicorn in a thread."""
 
     def __init__(self, server: Server, *, grace_s: float | None = None) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        super().__init__(create_app(server), grace_s=grace_s)
         self.server = server
-        config = uvicorn.Config(
-            create_app(server),
-            host="127.0.0.1",
-            port=self.port,
-            log_level="critical",
-            timeout_graceful_shutdown=grace_s,  # type: ignore[arg-type]
-        )
-        self.uvicorn = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.uvicorn.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
-        self.url = f"http://127.0.0.1:{self.port}"
 
     def client(self, key: str = "none") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0)
-
-    def stop(self) -> None:
-        self.uvicorn.should_exit = True
-        self.thread.join(timeout=30)
 
 
 @pytest.fixture

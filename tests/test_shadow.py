@@ -6,8 +6,6 @@ test_serve_e2e.py."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,8 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 from podium.pool import load_pool
 from podium.runtime import build_orchestrator
@@ -25,6 +21,7 @@ from podium.serve.shadow import ShadowProxy, ShadowStore, create_shadow_app, rep
 from podium.testing import ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Message, Price
+from tests.conftest import ThreadedUvicorn
 
 POOL = str(Path(__file__).parent / "pools" / "three-fakes.toml")
 PLAN = 'model_id = [1]\nsubtasks = ["Solve it and end with the number."]\naccess_list = [[]]'
@@ -35,23 +32,7 @@ def reply(messages: Sequence[Message]) -> str:
     return PLAN if any("model_id" in m["content"] for m in messages) else "So the answer is 41"
 
 
-class Uvicorn:
-    def __init__(self, app: FastAPI) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive(), "server did not start"
-            time.sleep(0.02)
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+Uvicorn = ThreadedUvicorn
 
 
 @pytest.fixture
@@ -71,6 +52,17 @@ def make_proxy(
         load_pool(POOL), traces=TraceStore(tmp_path / "traces.sqlite3"), workers=list(workers)
     )
     return ShadowProxy(upstream.url, orchestrator, ShadowStore(tmp_path / "shadow.sqlite3"), **kw)
+
+
+def shadowed_once(proxy: ShadowProxy) -> dict[str, Any]:
+    """Send one chat completion through a shadow proxy for ``proxy``; its shadow row."""
+    shadow = Uvicorn(create_shadow_app(proxy))
+    try:
+        httpx.post(shadow.url + "/v1/chat/completions", json=BODY)
+        (row,) = drain(proxy, 1)
+    finally:
+        shadow.stop()
+    return row
 
 
 def drain(proxy: ShadowProxy, expected: int, timeout_s: float = 20) -> list[dict[str, Any]]:
@@ -106,17 +98,11 @@ def test_the_client_gets_the_upstreams_bytes_and_the_shadow_run_is_recorded(upst
         assert row["question"] == "What is 6 * 7?" and row["podium_workers"] == '["smol-b"]'
         record = proxy.orchestrator.traces.get(row["request_id"]) if proxy.orchestrator.traces else None
         assert record is not None and "shadow" in record.tags and "use-case:support" in record.tags
-    assert upstream.server.config.app.state.requests == 4  # the shadow never calls the upstream itself
+    assert upstream.uvicorn.config.app.state.requests == 4  # the shadow never calls the upstream itself
 
 
 def test_plan_mode_records_the_workflow_without_executing_it(upstream: Uvicorn, tmp_path: Path) -> None:
-    proxy = make_proxy(upstream, tmp_path, mode="plan")
-    shadow = Uvicorn(create_shadow_app(proxy))
-    try:
-        httpx.post(shadow.url + "/v1/chat/completions", json=BODY)
-        (row,) = drain(proxy, 1)
-    finally:
-        shadow.stop()
+    row = shadowed_once(make_proxy(upstream, tmp_path, mode="plan"))
     assert row["status"] == "done" and row["podium_steps"] == 1 and row["podium_workers"] == '["smol-b"]'
     assert row["podium_answer"] is None  # planned, not executed
 
@@ -198,13 +184,7 @@ def test_purging_shadow_rows_leaves_none_of_their_text_in_the_files(tmp_path: Pa
 def test_trace_purge_also_purges_the_shadow_copies(upstream: Uvicorn, tmp_path: Path) -> None:
     from podium.cli import cli
 
-    proxy = make_proxy(upstream, tmp_path, mode="execute")
-    shadow = Uvicorn(create_shadow_app(proxy))
-    try:
-        httpx.post(shadow.url + "/v1/chat/completions", json=BODY)
-        (row,) = drain(proxy, 1)
-    finally:
-        shadow.stop()
+    row = shadowed_once(make_proxy(upstream, tmp_path, mode="execute"))
     code = cli(["trace", "purge", "--request", row["request_id"], "--yes", "--traces", str(tmp_path / "traces.sqlite3"),
                 "--shadow-store", str(tmp_path / "shadow.sqlite3")])  # fmt: skip
     assert code == 0 and ShadowStore(tmp_path / "shadow.sqlite3").rows() == []

@@ -22,6 +22,7 @@ from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.query import TraceFilter, fts_query, parse_utc
 from podium.trace.store import TraceStore
+from tests.conftest import v2_trace_database
 
 PLAN = (
     "Reasoning: the drafter sketches, the checker polishes.\n"
@@ -174,14 +175,11 @@ def test_the_index_follows_writes_and_a_replaced_running_row_is_not_indexed_twic
 
 def test_an_old_database_is_indexed_when_upgraded(tmp_path: Path) -> None:
     path = tmp_path / "v2.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript((Path(__file__).parent / "data" / "trace-schema-v2.sql").read_text())
-    db.execute(
+    v2_trace_database(
+        path,
         "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question, answer) "
-        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question on marmots', 'furry')"
+        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question on marmots', 'furry')",
     )
-    db.commit()
-    db.close()
     store = TraceStore(path)
     assert [(h.trace.id, h.field) for h in store.search("marmots")] == [("ab12", "question")]
     assert [h.field for h in store.search("furry")] == ["answer"]

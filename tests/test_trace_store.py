@@ -12,6 +12,7 @@ from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore, TraceStoreError
+from tests.conftest import v2_trace_database
 
 PLAN = 'model_id = [0, 1]\nsubtasks = ["Draft.", "Finish."]\naccess_list = [[], "all"]'
 
@@ -94,14 +95,11 @@ def test_a_database_of_another_schema_is_refused_untouched(tmp_path: Path) -> No
 
 def test_a_version_2_database_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "v2.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript((Path(__file__).parent / "data" / "trace-schema-v2.sql").read_text())
-    db.execute(
+    v2_trace_database(
+        path,
         "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question) "
-        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question')"
+        "VALUES ('ab12', '2026-11-29T00:00:00.000Z', 'run', 'p', 'c', 'ok', 'old question')",
     )
-    db.commit()
-    db.close()
     store = TraceStore(path)
     old = store.get("ab12")
     assert old is not None and old.question == "old question" and old.tags == () and old.subject is None

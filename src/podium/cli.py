@@ -457,10 +457,10 @@ def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | N
 
 def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
     from podium._render import render_register
-    from podium.dataflow import build_register, parse_time
+    from podium.dataflow import build_register
 
-    since = parse_time(args.since) if args.since else "1970-01-01T00:00:00.000Z"
-    until = parse_time(args.until, end_of_day=True) if args.until else parse_time(datetime.now(UTC).isoformat())
+    since = parse_utc(args.since, flag="--since") if args.since else "1970-01-01T00:00:00.000Z"
+    until = parse_utc(args.until or datetime.now(UTC).isoformat(), flag="--until", end_of_day=True)
     path = args.traces or default_trace_path()
     if not Path(path).exists():
         raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")

@@ -24,34 +24,13 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from podium.errors import ConfigError
 from podium.records import utc_now
 from podium.trace.store import DisclosureRow, TraceStore
 
-__all__ = ["Recipient", "Register", "build_register", "parse_time"]
-
-
-def parse_time(text: str, *, end_of_day: bool = False) -> str:
-    """``text`` (``YYYY-MM-DD`` or ISO 8601 with a time) as UTC ISO 8601 with milliseconds.
-
-    A bare date means its midnight, UTC, or with ``end_of_day`` the next midnight (so a date
-    as ``--until`` includes that whole day). Raises ConfigError naming the format.
-    """
-    try:
-        if len(text.strip()) == 10:
-            day = datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
-            moment = day + timedelta(days=1) if end_of_day else day
-        else:
-            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except ValueError:
-        raise ConfigError(
-            f"{text!r} is not a date or time; use YYYY-MM-DD or ISO 8601 such as 2026-11-30T12:00:00Z"
-        ) from None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+__all__ = ["Recipient", "Register", "build_register"]
 
 
 @dataclass(frozen=True)
@@ -187,7 +166,7 @@ class _Acc:
 
 def build_register(store: TraceStore, since: str, until: str) -> Register:
     """The register of requests started in ``[since, until)`` (UTC ISO 8601, e.g. from
-    :func:`parse_time`). Recipients are keyed by worker, provider, endpoint and region, so a
+    :func:`podium.trace.query.parse_utc`). Recipients are keyed by worker, provider, endpoint and region, so a
     worker whose endpoint changed appears once per endpoint; sorted by recipient name."""
     if since >= until:
         raise ConfigError(f"--since ({since}) must be before --until ({until})")

@@ -55,9 +55,10 @@ class AnswerStream:
     def update(self, text: str) -> None:
         """Report the text generated so far by the answering call (cumulative, not a delta)."""
         with self._lock:
-            if self.diverged or len(text) <= len(self.sent):
-                if not text.startswith(self.sent[: len(text)]):
-                    self.diverged = True
+            if self.diverged:
+                return
+            if len(text) <= len(self.sent):  # a retry catching up: fine while it repeats what was sent
+                self.diverged = not self.sent.startswith(text)
                 return
             if not text.startswith(self.sent):
                 self.diverged = True

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -197,7 +196,6 @@ class Server:
         self.traces = traces
         self.keys = keys
         self.workers = workers
-        self.in_flight = 0
         self.served = 0
         self.tasks: set[asyncio.Task[RunRecord]] = set()
         """Requests being answered: shutdown waits for them, so every one leaves its trace."""
@@ -356,11 +354,16 @@ class Server:
             include_usage=bool((body.stream_options or {}).get("include_usage")),
         )
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now."""
+        return len(self.tasks)
+
     def start(self, prepared: _Prepared, stream: AnswerStream | None = None) -> asyncio.Task[RunRecord]:
-        """Run ``prepared`` as a task the server keeps track of until it ends."""
+        """Run ``prepared`` as a task the server keeps track of until it ends, then book it."""
         task = asyncio.create_task(prepared.run(stream))
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(lambda done: self._finished(prepared, done))
         return task
 
     async def drain(self, timeout_s: float = 30.0) -> None:
@@ -372,9 +375,11 @@ class Server:
         if pending:
             await asyncio.wait(pending, timeout=timeout_s)
 
-    def finished(self, prepared: _Prepared, record: RunRecord | None) -> None:
-        """Book a finished request against its key."""
+    def _finished(self, prepared: _Prepared, task: asyncio.Task[RunRecord]) -> None:
+        """Forget a finished request and book what it cost against its key."""
+        self.tasks.discard(task)
         self.served += 1
+        record = None if task.cancelled() or task.exception() is not None else task.result()
         if prepared.key is not None and self.keys is not None and record is not None:
             self.keys.record(prepared.key.name, record.id, record.totals.total_cost_usd)
 
@@ -502,20 +507,19 @@ def _failure(record: RunRecord) -> ApiError:
     )
 
 
-def _chunk(prepared: _Prepared, created: int, delta: dict[str, Any], finish: str | None = None) -> str:
-    body = {
-        "id": prepared.request_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": prepared.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+def _sse(body: Mapping[str, Any]) -> str:
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+def _chunk(prepared: _Prepared, created: int, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+    """A ``chat.completion.chunk`` event; ``extra`` (usage) comes with no choices."""
+    choices = [] if extra else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    body = {"id": prepared.request_id, "object": "chat.completion.chunk", "created": created}
+    return _sse({**body, "model": prepared.model, "choices": choices, **extra})
 
 
 def _sse_error(error: ApiError) -> str:
-    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
-    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    return _sse({"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}})
 
 
 async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
@@ -526,8 +530,6 @@ async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
     queue: asyncio.Queue[str] = asyncio.Queue()
     stream = AnswerStream(queue.put_nowait)
     task = server.start(prepared, stream)
-    server.in_flight += 1
-    task.add_done_callback(lambda t: _done(server, prepared, t))
     try:
         yield _chunk(prepared, created, {"role": "assistant", "content": ""})
         while not task.done():
@@ -557,26 +559,11 @@ async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
             yield _chunk(prepared, created, {"content": rest})
         yield _chunk(prepared, created, {}, _finish_reason(record))
         if prepared.include_usage:
-            usage = {
-                "id": record.id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": prepared.model,
-                "choices": [],
-                "usage": _usage(record),
-                "podium": _podium_info(record),
-            }
-            yield f"data: {json.dumps(usage)}\n\n"
+            yield _chunk(prepared, created, {}, usage=_usage(record), podium=_podium_info(record))
         yield "data: [DONE]\n\n"
     finally:
         if not task.done():
             task.cancel()  # the client went away: stop the work; the trace records it
-
-
-def _done(server: Server, prepared: _Prepared, task: asyncio.Task[RunRecord]) -> None:
-    server.in_flight -= 1
-    record = None if task.cancelled() or task.exception() is not None else task.result()
-    server.finished(prepared, record)
 
 
 # ---------------------------------------------------------------------------------------- app
@@ -615,12 +602,6 @@ def create_app(server: Server) -> FastAPI:
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
         codes = {404: "not_found", 405: "method_not_allowed"}
         return ApiError(exc.status_code, str(exc.detail), code=codes.get(exc.status_code)).response()
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_body(_request: Request, exc: RequestValidationError) -> Response:
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"] if p != "body")
-        return ApiError(400, f"{where or 'body'}: {first['msg']}", param=where or None).response()
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -677,15 +658,10 @@ def create_app(server: Server) -> FastAPI:
         headers = {"X-Request-Id": prepared.request_id}
         if body.stream:
             return StreamingResponse(_events(server, prepared), media_type="text/event-stream", headers=headers)
-        server.in_flight += 1
-        record: RunRecord | None = None
         try:
             record = await server.start(prepared)
         except ConfigError as exc:
             raise ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error", headers=headers) from None
-        finally:
-            server.in_flight -= 1
-            server.finished(prepared, record)
         if record.status == "error":
             raise _failure(record)
         return JSONResponse(

@@ -108,9 +108,6 @@ class ServeConfig(_Strict):
             raise ValueError("name at least one model, or leave [models] out for the defaults")
         return value
 
-    def model_names(self) -> list[str]:
-        return list(self.models)
-
 
 def load_serve_config(path: Path | None) -> ServeConfig:
     """The configuration in ``path`` (None: the defaults).

@@ -111,11 +111,8 @@ def upstream_answer(body: bytes) -> tuple[str, int, int]:
         chunk = json.loads(line[5:])
         for choice in chunk.get("choices") or []:
             parts.append((choice.get("delta") or {}).get("content") or "")
-        if chunk.get("usage"):
-            prompt, completion = (
-                int(chunk["usage"].get("prompt_tokens") or 0),
-                int(chunk["usage"].get("completion_tokens") or 0),
-            )
+        if usage := chunk.get("usage"):
+            prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     if not parts and not prompt:
         raise ValueError("neither a chat completion nor a stream of chunks")
     return "".join(parts), prompt, completion
@@ -179,12 +176,9 @@ class ShadowStore:
 
     def rows(self, *, since: str | None = None, until: str | None = None) -> list[dict[str, Any]]:
         """Rows with ``since <= at < until`` (UTC ISO 8601 prefixes), oldest first."""
-        query, args = "SELECT * FROM shadow WHERE 1 = 1", list[str]()
-        if since:
-            query, args = query + " AND at >= ?", [*args, since]
-        if until:
-            query, args = query + " AND at < ?", [*args, until]
-        cursor = self._db.execute(query + " ORDER BY id", args)
+        bounds = [(">=", since), ("<", until)]
+        where = "".join(f" AND at {op} ?" for op, value in bounds if value)
+        cursor = self._db.execute(f"SELECT * FROM shadow WHERE 1 = 1{where} ORDER BY id", [v for _, v in bounds if v])
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
 
@@ -470,8 +464,8 @@ def agreement(row: Mapping[str, Any]) -> float | None:
     """How far podium's answer agrees with the upstream's, in [0, 1], or None (plan mode, or
     no answer on either side).
 
-    By ``task_type``: ``math`` — 1 when the final numbers are equal (math-verify, as in the
-    eval loop), ``choice`` — the same letter, ``exact`` — equal after normalisation; anything
+    By ``task_type``: ``math`` — 1 when the final numbers (extracted as the eval loop does)
+    are equal as numbers, ``choice`` — the same letter, ``exact`` — equal after normalisation; anything
     else — difflib's similarity ratio of the two texts (1 = identical).
     """
     ours, theirs = row.get("podium_answer"), row.get("upstream_answer")

@@ -61,7 +61,8 @@ def parse_utc(text: str, *, flag: str = "time", end_of_day: bool = False) -> str
         moment = datetime.fromisoformat(cleaned)
     except ValueError:
         raise ConfigError(
-            f"{flag} {text!r} is not an ISO 8601 date or datetime; use e.g. 2026-11-30 or 2026-11-30T14:00:00Z (UTC)"
+            f"{flag} {text!r} is not an ISO 8601 date or datetime; use YYYY-MM-DD or e.g. 2026-11-30T14:00:00Z "
+            "(UTC unless it has an offset)"
         ) from None
     return _format(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
