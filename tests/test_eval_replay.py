@@ -166,3 +166,16 @@ def test_cli_bad_options_exit_2(
     base = [] if not args else ["--replay", str(matrix_path)]
     assert cli(["eval", *base, *args, "--out", str(tmp_path / "o")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_conductor_of_another_pool_needs_the_same_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`conductor:POOL` compares another pool file's conductor over this pool's workers, so the
+    workers must be the same; checked before any worker is called."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "question": "1+1?", "reference": "2", "task_type": "math"}) + "\n")
+    args = ["eval", "--tasks", str(tasks), "--methods", "conductor:frontier", "--out", str(tmp_path / "o")]
+    assert cli(args) == 2
+    err = capsys.readouterr().err
+    assert "pool 'frontier' has workers" in err and "conductor:POOL compares conductors over the same workers" in err

@@ -1,6 +1,7 @@
-"""The light conductor (TRINITY-style: frozen MiniLM embedding + linear head, CMA-ES) trained on
-a small replay matrix where one worker answers arithmetic and the other history; the registry's
-promotion and rollback; the `podium train` / `podium conductor` commands."""
+"""The light conductor (TRINITY-style: a frozen encoder — MiniLM, or SmolLM2-135M's mean-pooled
+hidden state in llama.cpp — + linear head, CMA-ES) trained on a small replay matrix where one
+worker answers arithmetic and the other history; the registry's promotion and rollback; the
+`podium train` / `podium conductor` commands; a light conductor as a pool file's conductor."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from podium.cli import cli
 from podium.conductor.light import ROLES, LightConductor, LightPolicy, plan_steps, rollout
-from podium.embed import Embedder
+from podium.embed import Embedder, LlamaCppEncoder, encoder_for
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 from podium.registry import Registry
@@ -50,6 +51,11 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
 
 
 @pytest.fixture(scope="module")
+def llama_embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return Embedder(tmp_path_factory.mktemp("emb") / "vectors.sqlite3", encoder=LlamaCppEncoder("smollm2-135m-instruct"))
+
+
+@pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> OutcomeMatrix:
     return OutcomeMatrix.load(write_matrix(tmp_path_factory.mktemp("m") / "m.csv"))
 
@@ -76,10 +82,15 @@ def test_rollout_masks_and_reward_by_hand() -> None:
     assert [(s.worker, s.access) for s in steps_] == [(2, ()), (0, (0,)), (2, "all")]
 
 
-def test_training_learns_who_answers_what(matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path) -> None:
-    config = LightTrainConfig(dims=8, lam=10.0, generations=40, seed=0)
+@pytest.mark.parametrize("encoder", ["minilm", pytest.param("llama.cpp", marks=pytest.mark.model)])
+def test_training_learns_who_answers_what(
+    matrix: OutcomeMatrix, encoder: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    embedder: Embedder = request.getfixturevalue("embedder" if encoder == "minilm" else "llama_embedder")
+    generations = 40 if encoder == "minilm" else 80  # the LM's vectors separate the topics less cleanly
+    config = LightTrainConfig(dims=8, lam=10.0, generations=generations, seed=0)
     result = train_light(matrix, embedder, config)
-    assert len(result.history) == 40 and result.data["questions"] == 32
+    assert len(result.history) == generations and result.data["questions"] == 32
     # held out (the test split, never seen): route each question to the worker that answers it,
     # in one step (λ makes extra steps cost reward)
     tests = matrix.tasks("test")
@@ -95,8 +106,11 @@ def test_training_learns_who_answers_what(matrix: OutcomeMatrix, embedder: Embed
     _, base_quality, base_cost, _ = replay_reward(base, scores, costs, lam=10.0)
     assert base_quality == 0.5  # untrained: always calc, right on arithmetic only
     assert quality >= 0.9 and cost < base_cost and steps < 1.5
-    # the policy file round-trips and runs as a conductor over a pool in another order
+    # the policy file round-trips (with the encoder's name) and runs as a conductor over a pool
+    # in another order
     policy.save(tmp_path / "policy.npz")
+    assert LightPolicy.load(tmp_path / "policy.npz").embedder == embedder.name
+    assert encoder_for(embedder.name).name == embedder.name
     conductor = LightConductor(LightPolicy.load(tmp_path / "policy.npz"), embedder)
     pool = [ScriptedWorker("historian"), ScriptedWorker("calc")]
     attempt = asyncio.run(conductor.plan("Who was Alexander the Great?", pool, max_steps=5))
@@ -184,3 +198,33 @@ def test_grpo_smoke_writes_a_loadable_adapter(
     # 8 tokens never hold a workflow: every reward is 0, every advantage 0, so lora_B stays at
     # peft's zero initialisation and the export says the adapter changes nothing
     assert record["adapter_gguf"]["identity"] is True
+
+
+def test_pool_file_runs_a_light_conductor(
+    matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[conductor] light = "policy.npz"` (relative to the pool file) makes the trained policy the
+    pool's conductor: `podium plan` routes a history question to the historian without any
+    language-model call (the workers' model is never loaded for a plan)."""
+    result = train_light(matrix, embedder, LightTrainConfig(dims=8, lam=10.0, generations=40, seed=0))
+    (tmp_path / "policies").mkdir()
+    result.policy.save(tmp_path / "policies" / "routing.npz")
+    workers = "".join(
+        f'[[workers]]\nname = "{n}"\nbackend = "llama_cpp"\nmodel = "smollm2-135m-instruct"\n' for n in ("calc", "historian")
+    )
+    pool = tmp_path / "pool.toml"
+    pool.write_text(f'name = "lite"\n[conductor]\nlight = "policies/routing.npz"\n[fallback]\nworker = "calc"\n{workers}')
+    traces = str(tmp_path / "traces.sqlite3")
+    assert cli(["plan", "--pool", str(pool), "--traces", traces, "--json", "Who was Alexander the Great?"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["conductor"] == "light:routing" and record["status"] == "ok"
+    assert record["workflows"][0]["steps"][-1]["worker"] == 1  # the historian
+    assert cli(["pool", "show", "--pool", str(pool)]) == 0
+    assert "light:routing (trained light conductor)" in capsys.readouterr().out
+    # a second conductor key, or a policy file that is not there: refused with the fix
+    pool.write_text(pool.read_text().replace("[conductor]\n", '[conductor]\nworker = "calc"\n'))
+    assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
+    assert "exactly one of" in capsys.readouterr().err
+    pool.write_text(f'name = "lite"\n[conductor]\nlight = "nowhere.npz"\n[fallback]\nworker = "calc"\n{workers}')
+    assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
+    assert "nowhere.npz" in capsys.readouterr().err

@@ -577,7 +577,12 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
             where = ", ".join(filter(None, [w.provider, w.region]))
             out.print(Text(f"      external{f' ({where})' if where else ''}: {policy}", style="yellow"))
     c = config.conductor
-    conductor = c.worker or (f"{c.model} (own, llama_cpp)" if c.model else f"{c.version} (trained, llama_cpp + LoRA)")
+    conductor = (
+        c.worker
+        or (c.model and f"{c.model} (own, llama_cpp)")
+        or (c.version and f"{c.version} (trained, llama_cpp + LoRA)")
+        or f"{c.light_name} (trained light conductor)"
+    )
     out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")
     return 0
 

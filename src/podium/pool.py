@@ -120,16 +120,24 @@ class WorkerConfig(DecodingConfig):
 
 
 class ConductorConfig(_Strict):
-    """The LM conductor that writes workflows: a pool worker's model (``worker``), a local
-    model of its own outside the pool (``model``, llama.cpp), e.g. a small local conductor
-    orchestrating frontier workers, or a GRPO-trained conductor from the registry (``version``:
-    its base model with its LoRA adapter, in llama.cpp; the decoding settings of its training
-    unless this section sets them)."""
+    """The conductor that writes workflows. An LM conductor: a pool worker's model (``worker``),
+    a local model of its own outside the pool (``model``, llama.cpp), e.g. a small local
+    conductor orchestrating frontier workers, or a GRPO-trained conductor from the registry
+    (``version``: its base model with its LoRA adapter, in llama.cpp; the decoding settings of
+    its training unless this section sets them). Or a trained light conductor (``light``: a
+    registry ref or a ``policy.npz`` file, relative paths from the pool file's folder), which
+    chooses among the pool workers it was trained on by name; the decoding keys below then do
+    not apply."""
 
     worker: str | None = Field(None, description="name of the pool worker whose model runs the conductor")
     model: str | None = Field(None, description="or: an embedded model id / .gguf path run in-process")
     version: str | None = Field(
         None, description="or: a GRPO-trained LM conductor, NAME or NAME@vN (podium conductor list)"
+    )
+    light: str | None = Field(
+        None,
+        description="or: a trained light conductor, NAME / NAME@vN (podium conductor list) or a policy .npz file "
+        "(relative to the pool file)",
     )
     n_ctx: int = Field(4096, ge=512, le=131072, description="context window of a `model` conductor, tokens")
     price: PriceConfig = Field(default_factory=PriceConfig, description="USD per 1M tokens of a `model` conductor")
@@ -141,6 +149,13 @@ class ConductorConfig(_Strict):
     resamples: int = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
     constrained: bool = Field(True, description="grammar-constrain the lists where the backend can")
     recursion_rounds: int = Field(1, ge=0, le=5, description="extra review rounds (paper §3.2)")
+
+    @property
+    def light_name(self) -> str | None:
+        """The light conductor's name in traces (``light:FILE-STEM`` or ``light:REF``), or None."""
+        if self.light is None:
+            return None
+        return f"light:{Path(self.light).stem if self.light.endswith('.npz') else self.light}"
 
 
 class FallbackConfig(_Strict):
@@ -271,18 +286,21 @@ class PoolConfig(_Strict):
     @model_validator(mode="after")
     def _check_backends(self) -> PoolConfig:
         c = self.conductor
-        if sum(x is not None for x in (c.worker, c.model, c.version)) != 1:
+        if sum(x is not None for x in (c.worker, c.model, c.version, c.light)) != 1:
             raise ValueError(
-                "[conductor] needs exactly one of worker = '<pool worker>', model = '<model id>' or "
-                "version = '<trained LM conductor, NAME@vN>'"
+                "[conductor] needs exactly one of worker = '<pool worker>', model = '<model id>', "
+                "version = '<trained LM conductor, NAME@vN>' or light = '<trained light conductor, NAME@vN or .npz>'"
             )
-        if c.version is not None:
-            from podium.registry import parse_ref
+        for key, ref in (("version", c.version), ("light", c.light)):
+            if ref is not None and not ref.endswith(".npz"):
+                from podium.registry import parse_ref
 
-            try:
-                parse_ref(c.version)
-            except ConfigError as exc:
-                raise ValueError(f"[conductor] version = {c.version!r}: {exc}") from None
+                try:
+                    parse_ref(ref)
+                except ConfigError as exc:
+                    raise ValueError(f"[conductor] {key} = {ref!r}: {exc}") from None
+        if c.version is not None and c.version.endswith(".npz"):
+            raise ValueError(f"[conductor] version = {c.version!r}: a policy file is a light conductor: light = ...")
         local = [(f"worker {w.name!r}", w.model) for w in self.workers if w.backend == "llama_cpp"]
         if self.conductor.model is not None:
             local.append(("[conductor]", self.conductor.model))
@@ -401,7 +419,7 @@ def load_pool(path: str | Path | None = None) -> PoolConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"pool file {str(path)!r} is not valid TOML: {exc}") from None
     try:
-        return PoolConfig.model_validate(data)
+        config = PoolConfig.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
         if len(errors) > 1:  # a bad worker entry also empties the list: report the cause only
@@ -410,3 +428,11 @@ def load_pool(path: str | Path | None = None) -> PoolConfig:
             f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {_message(err)}" for err in errors
         )
         raise ConfigError(f"pool file {str(path)!r} is invalid: {problems}") from None
+    light = config.conductor.light
+    if light is not None and light.endswith(".npz"):
+        policy = path.parent / light
+        if not policy.is_file():
+            raise ConfigError(f"pool file {str(path)!r}: [conductor] light = {light!r}: no such file {str(policy)!r}")
+        conductor = config.conductor.model_copy(update={"light": str(policy.resolve())})
+        config = config.model_copy(update={"conductor": conductor})
+    return config

@@ -72,6 +72,12 @@ def build_orchestrator(
         Failover(stacks[i], stacks[config.worker_index(w.equivalent)]) if w.equivalent else stacks[i]
         for i, w in enumerate(config.workers)
     ]
+    if conductor is None and config.conductor.light is not None:
+        from podium.conductor.named import light_conductor
+
+        ref = config.conductor.light
+        # a policy file by its stem; a registry ref by the version it resolves to (shows rollbacks)
+        conductor = light_conductor(ref, name=config.conductor.light_name if ref.endswith(".npz") else None)
     if conductor is None:
         c = config.conductor
         settings = LMConductorSettings(

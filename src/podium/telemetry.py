@@ -189,6 +189,8 @@ def pool_models(config: PoolConfig) -> tuple[dict[str, WorkerInfo], dict[str, Wo
             in_process=w.backend == "llama_cpp",
         )
     c = config.conductor
+    if c.light is not None:  # no language-model call: nothing to describe
+        return workers, {}
     if c.worker is not None:
         base, name = workers[c.worker], c.worker
     else:  # a local model of its own (the runtime names its worker "conductor")

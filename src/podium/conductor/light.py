@@ -11,7 +11,9 @@ Greedy decoding writes a workflow of at most ``max_steps`` steps in the ordinary
 executor, traces and eval loop treat it exactly like the LM conductor. Roles map to subtask
 templates:
 
-* ``solve`` — answer the question independently (access: none);
+* ``solve`` — answer the question independently (access: none), with the single-worker
+  baseline's subtask, so a one-step light workflow sends exactly the request an outcome matrix
+  recorded for that worker (``podium eval --matrix``) and replay and live runs agree;
 * ``verify`` — check the previous step's answer and fix it (access: the previous step);
 * ``aggregate`` — combine every earlier answer into one (access: all).
 
@@ -29,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.conductor.baselines import FixedConductor
+from podium.conductor.baselines import ANSWER, FixedConductor
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.workers.base import Worker
@@ -41,7 +43,7 @@ Array = npt.NDArray[np.float64]
 
 ROLES = ("solve", "verify", "aggregate")
 SUBTASKS = {
-    "solve": "Answer the question. Show your reasoning briefly and end with the final answer.",
+    "solve": ANSWER,  # the single-worker baseline's subtask: a one-step plan is that baseline's request
     "verify": "Check the previous answer step by step. If it is wrong, correct it. End with the final answer.",
     "aggregate": "Combine the answers above into the single best answer. End with the final answer.",
 }

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from podium.registry import Version
     from podium.workers.llama_cpp import LlamaCppWorker
 
-__all__ = ["NAMED", "named_conductor", "shared_embedder", "trained_lm"]
+__all__ = ["NAMED", "light_conductor", "named_conductor", "shared_embedder", "trained_lm"]
 
 NAMED = ("single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF")
 """The names :func:`named_conductor` knows, for help texts and errors."""
@@ -74,7 +74,7 @@ def named_conductor(
             raise ConfigError(f"{name}: no worker {wanted!r} in the pool ({', '.join(by_name)})")
         return SingleWorker(by_name[wanted], name)
     if name.startswith("light:"):
-        return _light(name.split(":", 1)[1], embeddings)
+        return light_conductor(name.split(":", 1)[1], embeddings)
     if name.startswith("lm:"):
         worker, settings, version = trained_lm(name.split(":", 1)[1])
         return LMConductor(worker, settings, name=f"lm:{version.ref}")
@@ -91,8 +91,13 @@ def named_conductor(
     raise ConfigError(f"unknown conductor {name!r}; known: {', '.join(NAMED)}")
 
 
-def _light(ref: str, embeddings: Path | None) -> Conductor:
-    """A trained light conductor from a registry ref or a ``policy.npz`` path."""
+def light_conductor(ref: str, embeddings: Path | None = None, *, name: str | None = None) -> Conductor:
+    """A trained light conductor from a registry ref (``light``, ``light@v3``) or a
+    ``policy.npz`` path, with the embedder its policy was trained on. ``name`` is shown in
+    traces (default ``light:REF``).
+
+    Raises ConfigError when the ref is not in the registry, names an LM conductor, or the file
+    is missing or malformed."""
     from podium.conductor.light import LightConductor, LightPolicy
     from podium.registry import Registry
 
@@ -103,16 +108,19 @@ def _light(ref: str, embeddings: Path | None) -> Conductor:
         if version.train_info().get("policy") == "lm":
             raise ConfigError(f"{version.ref} is a GRPO-trained LM conductor; name it lm:{ref}")
         path, shown = version.policy_path, version.ref
-    return LightConductor(LightPolicy.load(path), shared_embedder(embeddings), name=f"light:{shown}")
+    policy = LightPolicy.load(path)
+    return LightConductor(policy, shared_embedder(embeddings, policy.embedder), name=name or f"light:{shown}")
 
 
 @functools.cache
-def shared_embedder(cache: Path | None) -> Embedder:
-    """One embedder per cache file for the whole process: the model loads once (≈ 6 s), however
-    many light conductors and router points use it."""
-    from podium.embed import Embedder
+def shared_embedder(cache: Path | None, encoder: str | None = None) -> Embedder:
+    """One embedder per (cache file, encoder name) for the whole process: the model loads once,
+    however many light conductors and router points use it. ``encoder``: an
+    :attr:`~podium.embed.Encoder.name` (default all-MiniLM-L6-v2). Raises ConfigError for an
+    unknown encoder name."""
+    from podium.embed import Embedder, encoder_for
 
-    return Embedder(cache)
+    return Embedder(cache, encoder=encoder_for(encoder) if encoder else None)
 
 
 def trained_lm(

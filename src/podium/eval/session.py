@@ -37,7 +37,7 @@ from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, Verifie
 from podium.eval.tasks import Task, load_tasks, select
 from podium.local_models import cache_dir
 from podium.orchestrator import Fallback, Orchestrator
-from podium.pool import load_pool
+from podium.pool import PoolConfig, load_pool
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 
@@ -141,12 +141,23 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
         if base not in KNOWN:
             raise ConfigError(
                 f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
-                "single:NAME, light:NAME[@vN], lm:NAME[@vN]"
+                "single:NAME, light:NAME[@vN], lm:NAME[@vN], conductor:POOL"
             )
         if base not in allowed:
             mode = "replay" if spec.replay else "live"
             raise ConfigError(f"method {base!r} does not run in {mode} mode (it runs in: {_modes(base)})")
     return names
+
+
+def _same_workers(other: PoolConfig, config: PoolConfig, method: str) -> PoolConfig:
+    """``other`` when it has ``config``'s workers (names, in order); ConfigError otherwise."""
+    mine, theirs = [w.name for w in config.workers], [w.name for w in other.workers]
+    if mine != theirs:
+        raise ConfigError(
+            f"method {method!r}: pool {other.name!r} has workers {theirs}, not this pool's {mine}; "
+            "conductor:POOL compares conductors over the same workers"
+        )
+    return other
 
 
 def _modes(base: str) -> str:
@@ -210,11 +221,14 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     if any(t.task_type == "open" for t in tasks) and judge is None:
         raise ConfigError("the task set has open-ended tasks: name a judge worker with --judge NAME")
     methods: list[Method] = []
-    if "conductor" in names:  # the pool file's own LM conductor, over the cached workers
-        rounds = config.conductor.recursion_rounds
-        own = build_orchestrator(config, workers=workers, recursion_rounds=rounds).conductor
-        methods.append(Method("conductor", own, rounds=rounds))
-    methods += _baselines([n for n in names if n not in ("conductor", "router")], workers, None, None, spec.embeddings)
+    for name in names:  # the pool file's own conductor, or another pool file's, over the cached workers
+        if name == "conductor" or name.startswith("conductor:"):
+            other = config if name == "conductor" else _same_workers(load_pool(name.split(":", 1)[1]), config, name)
+            rounds = other.conductor.recursion_rounds
+            own = build_orchestrator(other, workers=workers, recursion_rounds=rounds).conductor
+            methods.append(Method(name, own, rounds=rounds))
+    rest = [n for n in names if n != "router" and n.split(":", 1)[0] != "conductor"]
+    methods += _baselines(rest, workers, None, None, spec.embeddings)
     if "router" in names:
         methods += _live_router_methods(spec, [w.name for w in workers], tasks)
 

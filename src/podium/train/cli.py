@@ -10,7 +10,7 @@ import argparse
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +19,9 @@ from rich.text import Text
 from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.registry import Registry, Version
+
+if TYPE_CHECKING:
+    from podium.embed import Encoder
 
 __all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train"]
 
@@ -45,6 +48,14 @@ def add_parsers(sub: Any) -> None:
     )
     t.add_argument("--popsize", type=int, help="candidates per generation (default: CMA-ES's)")
     t.add_argument("--dims", type=int, default=16, help="PCA dimensions of the question embedding (default 16)")
+    t.add_argument(
+        "--embedder",
+        default="minilm",
+        metavar="MODEL",
+        help="light: the frozen encoder: minilm (all-MiniLM-L6-v2, needs the router extra; default) or an "
+        "embedded model id whose mean-pooled hidden state llama.cpp computes (e.g. smollm2-135m-instruct: "
+        "no torch needed where the conductor runs)",
+    )
     t.add_argument("--max-steps", type=int, default=3, help="workflow length limit (default 3)")
     t.add_argument("--split", default="train", help="matrix split to train on (default: train)")
     t.add_argument("--tag", action="append", default=[], help="train on questions with this tag (repeatable)")
@@ -126,7 +137,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         split=args.split,
     )
     matrix = OutcomeMatrix.load(args.replay)
-    embedder = Embedder(EvalSpec().embeddings)
+    embedder = Embedder(EvalSpec().embeddings, encoder=_encoder(args.embedder))
     progress = progress_bar("train", err)
     with progress:
         bar = progress.add_task("embedding questions", total=config.generations)
@@ -162,6 +173,18 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(f"stored in {version.path} (policy.npz, train.json, learning-curve.png)")
     out.print(Text(f"next: podium conductor eval {version.ref} --replay {args.replay}", style="dim"))
     return 0
+
+
+def _encoder(choice: str) -> Encoder:
+    """``--embedder``: ``minilm`` or an embedded model id. Raises ConfigError for anything else."""
+    from podium.embed import LlamaCppEncoder, MiniLMEncoder
+    from podium.local_models import EMBEDDED_MODELS
+
+    if choice == "minilm":
+        return MiniLMEncoder()
+    if choice in EMBEDDED_MODELS:
+        return LlamaCppEncoder(choice)
+    raise ConfigError(f"--embedder {choice!r}: use minilm or an embedded model id ({', '.join(EMBEDDED_MODELS)})")
 
 
 def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
