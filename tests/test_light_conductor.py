@@ -52,7 +52,8 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
 
 @pytest.fixture(scope="module")
 def llama_embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    return Embedder(tmp_path_factory.mktemp("emb") / "vectors.sqlite3", encoder=LlamaCppEncoder("smollm2-135m-instruct"))
+    encoder = LlamaCppEncoder("smollm2-135m-instruct")
+    return Embedder(tmp_path_factory.mktemp("emb") / "vectors.sqlite3", encoder=encoder)
 
 
 @pytest.fixture(scope="module")
@@ -210,10 +211,12 @@ def test_pool_file_runs_a_light_conductor(
     (tmp_path / "policies").mkdir()
     result.policy.save(tmp_path / "policies" / "routing.npz")
     workers = "".join(
-        f'[[workers]]\nname = "{n}"\nbackend = "llama_cpp"\nmodel = "smollm2-135m-instruct"\n' for n in ("calc", "historian")
+        f'[[workers]]\nname = "{n}"\nbackend = "llama_cpp"\nmodel = "smollm2-135m-instruct"\n'
+        for n in ("calc", "historian")
     )
+    head = 'name = "lite"\n[fallback]\nworker = "calc"\n[conductor]\n'
     pool = tmp_path / "pool.toml"
-    pool.write_text(f'name = "lite"\n[conductor]\nlight = "policies/routing.npz"\n[fallback]\nworker = "calc"\n{workers}')
+    pool.write_text(f'{head}light = "policies/routing.npz"\n{workers}')
     traces = str(tmp_path / "traces.sqlite3")
     assert cli(["plan", "--pool", str(pool), "--traces", traces, "--json", "Who was Alexander the Great?"]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -222,9 +225,9 @@ def test_pool_file_runs_a_light_conductor(
     assert cli(["pool", "show", "--pool", str(pool)]) == 0
     assert "light:routing (trained light conductor)" in capsys.readouterr().out
     # a second conductor key, or a policy file that is not there: refused with the fix
-    pool.write_text(pool.read_text().replace("[conductor]\n", '[conductor]\nworker = "calc"\n'))
+    pool.write_text(f'{head}light = "policies/routing.npz"\nworker = "calc"\n{workers}')
     assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
     assert "exactly one of" in capsys.readouterr().err
-    pool.write_text(f'name = "lite"\n[conductor]\nlight = "nowhere.npz"\n[fallback]\nworker = "calc"\n{workers}')
+    pool.write_text(f'{head}light = "nowhere.npz"\n{workers}')
     assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
     assert "nowhere.npz" in capsys.readouterr().err
