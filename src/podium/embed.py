@@ -19,12 +19,14 @@ and refuse vectors of another (:func:`encoder_for` makes the encoder back from t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import sqlite3
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -137,16 +139,17 @@ class LlamaCppEncoder:
                     model=self.model,
                     install_command="pip install -e '.[local]'",
                 ) from exc
-            self._llm = llama_cpp.Llama(
-                str(path),
-                embedding=True,
-                pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-                n_ctx=512,
-                n_batch=512,
-                n_ubatch=512,
-                n_threads=self.threads,
-                verbose=False,
-            )
+            with _quiet_stderr():  # llama.cpp notes (C-level) that we override the model's pooling type
+                self._llm = llama_cpp.Llama(
+                    str(path),
+                    embedding=True,
+                    pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+                    n_ctx=512,
+                    n_batch=512,
+                    n_ubatch=512,
+                    n_threads=self.threads,
+                    verbose=False,
+                )
             self.dim = int(self._llm.n_embd())
         return self._llm
 
@@ -154,6 +157,21 @@ class LlamaCppEncoder:
         llm = self._load()
         rows = [llm.embed(t, normalize=True, truncate=True) for t in texts]
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 (C libraries' log lines) for the block; Python exceptions still
+    propagate with their messages."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def encoder_for(name: str) -> Encoder:
