@@ -129,6 +129,7 @@ def train_light(
     if not 0.0 < config.validation_fraction < 1.0:
         raise ConfigError("validation_fraction must be between 0 and 1")
     tasks = [t for t in matrix.tasks(config.split) if not tags or set(t.tags) & set(tags)]
+    tasks.sort(key=lambda t: t.id)  # the fit/validation split and the result do not depend on row order
     if len(tasks) < 20:
         raise ConfigError(f"{len(tasks)} training questions; the light conductor needs at least 20")
     order = np.random.default_rng(config.seed).permutation(len(tasks))
