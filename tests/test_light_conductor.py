@@ -118,6 +118,17 @@ def test_training_learns_who_answers_what(
     assert attempt.workflow is not None and attempt.workflow.model_id[-1] == 0
 
 
+def test_training_does_not_depend_on_the_matrix_row_order(
+    matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path
+) -> None:
+    rows = matrix.path.read_text(encoding="utf-8").splitlines()
+    (tmp_path / "reversed.csv").write_text("\n".join([rows[0], *reversed(rows[1:])]) + "\n", encoding="utf-8")
+    config = LightTrainConfig(dims=8, lam=10.0, generations=5, seed=0)
+    a = train_light(matrix, embedder, config).policy
+    b = train_light(OutcomeMatrix.load(tmp_path / "reversed.csv"), embedder, config).policy
+    assert np.array_equal(a.weights, b.weights) and np.array_equal(a.components, b.components)
+
+
 def test_registry_promotion_is_a_stack(tmp_path: Path) -> None:
     registry = Registry(tmp_path / "conductors")
     v1, v2, v3 = (registry.create("light") for _ in range(3))

@@ -23,6 +23,20 @@ def test_packaged_default_is_the_local_pool() -> None:
     prices = [(w.price.input, w.price.output) for w in pool.workers]
     assert prices == sorted(prices, reverse=True)
     assert load_pool("local") == pool
+    # its conductor: the shipped light policy, over exactly these workers, on an encoder that
+    # runs in llama.cpp (the quickstart installs no torch)
+    from podium.conductor.light import LightPolicy
+
+    assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-light"
+    policy = LightPolicy.load(pool.conductor.light)
+    assert policy.workers == tuple(w.name for w in pool.workers)
+    assert policy.embedder == "llama.cpp-mean:smollm2-135m-instruct"
+
+
+def test_local_lm_is_the_local_pool_with_the_lm_conductor() -> None:
+    local, lm = load_pool("local"), load_pool("local-lm")
+    assert lm.workers == local.workers and lm.fallback == local.fallback
+    assert lm.conductor.worker == "qwen2.5-coder-1.5b" and lm.conductor.light is None
 
 
 def test_defaults_merge_under_worker_settings() -> None:
