@@ -33,6 +33,14 @@ def test_packaged_default_is_the_local_pool() -> None:
     assert policy.embedder == "llama.cpp-mean:smollm2-135m-instruct"
 
 
+def test_a_copied_local_pool_file_still_finds_the_packaged_policy(tmp_path: Path) -> None:
+    from podium.pool import packaged_pools
+
+    copy = tmp_path / "my-pool.toml"
+    copy.write_text(packaged_pools()["local"].read_text().replace('name = "local"', 'name = "mine"'))
+    assert load_pool(copy).conductor.light == load_pool("local").conductor.light
+
+
 def test_local_lm_is_the_local_pool_with_the_lm_conductor() -> None:
     local, lm = load_pool("local"), load_pool("local-lm")
     assert lm.workers == local.workers and lm.fallback == local.fallback

@@ -302,16 +302,17 @@ def test_a_registry_rollback_changes_the_served_conductor_without_a_restart(
     import numpy as np
 
     from podium.conductor.light import LightPolicy
-    from podium.embed import Embedder
+    from podium.embed import MiniLMEncoder
     from podium.registry import Registry
 
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     registry = Registry()
     for _ in range(2):  # two versions of a light conductor (parameters arbitrary: only the name is served here)
         version = registry.create("light")
-        shape = LightPolicy(("smol-a",), np.zeros(384), np.zeros((2, 384)), np.zeros(0), 3, Embedder.name)
+        shape = LightPolicy(("smol-a",), np.zeros(384), np.zeros((2, 384)), np.zeros(0), 3, MiniLMEncoder.name)
         weights = np.zeros((shape.n_actions, shape.n_features))
-        LightPolicy(("smol-a",), np.zeros(384), np.zeros((2, 384)), weights, 3, Embedder.name).save(version.policy_path)
+        policy = LightPolicy(("smol-a",), np.zeros(384), np.zeros((2, 384)), weights, 3, MiniLMEncoder.name)
+        policy.save(version.policy_path)
         registry.promote(version, evidence={})
     config = tmp_path / "serve.toml"
     config.write_text('[models.podium]\nconductor = "light:light"\n')

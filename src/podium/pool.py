@@ -431,8 +431,13 @@ def load_pool(path: str | Path | None = None) -> PoolConfig:
     light = config.conductor.light
     if light is not None and light.endswith(".npz"):
         policy = path.parent / light
+        if not policy.is_file() and (packaged := presets["local"].parent / light).is_file():
+            policy = packaged  # a copy of a packaged pool file still finds its packaged policy
         if not policy.is_file():
-            raise ConfigError(f"pool file {str(path)!r}: [conductor] light = {light!r}: no such file {str(policy)!r}")
+            raise ConfigError(
+                f"pool file {str(path)!r}: [conductor] light = {light!r}: no such file {str(path.parent / light)!r}; "
+                "give a path relative to the pool file, an absolute path, or a registry ref (podium conductor list)"
+            )
         conductor = config.conductor.model_copy(update={"light": str(policy.resolve())})
         config = config.model_copy(update={"conductor": conductor})
     return config

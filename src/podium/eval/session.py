@@ -9,8 +9,9 @@ Two modes:
   (which worker is cheapest and strongest, and the learned router's training data) comes
   from the matrix's other split — never the one evaluated.
 
-Method names (``--methods``, comma-separated): ``conductor`` (the pool's LM conductor; live),
-``single`` (every worker alone) or ``single:NAME``, ``cheapest``, ``strongest``, ``random``,
+Method names (``--methods``, comma-separated): ``conductor`` (the pool file's conductor; live),
+``conductor:POOL`` (another pool file's, over the same workers; live), ``single`` (every worker
+alone) or ``single:NAME``, ``cheapest``, ``strongest``, ``random``,
 ``pipeline`` (plan → solve → verify on the strongest worker), ``moa`` (every model worker
 proposes, the strongest aggregates), ``router`` (the learned router, one method per λ; replay),
 ``oracle`` (replay's cheapest correct worker; an upper bound), ``light:REF`` (a trained light

@@ -7,7 +7,7 @@ Example (every field optional; ``docs/serve.md`` has them all)::
     default_model = "podium"
 
     [models.podium]            # each model is a conductor preset clients pick with "model"
-    conductor = "pool"         # the pool's LM conductor; or light:NAME, single:WORKER, fallback, ...
+    conductor = "pool"         # the pool file's conductor; or light:NAME, single:WORKER, fallback, ...
     rounds = 0
 
     [models.podium-fast]
