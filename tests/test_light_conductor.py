@@ -238,7 +238,8 @@ def test_pool_file_runs_a_light_conductor(
     # a second conductor key, or a policy file that is not there: refused with the fix
     pool.write_text(f'{head}light = "policies/routing.npz"\nworker = "calc"\n{workers}')
     assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
-    assert "exactly one of" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[conductor] sets worker and light" in err and "exactly one of" in err
     pool.write_text(f'{head}light = "nowhere.npz"\n{workers}')
     assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
     assert "nowhere.npz" in capsys.readouterr().err

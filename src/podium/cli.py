@@ -191,8 +191,9 @@ def _eval_parser(sub: Any) -> None:
     how.add_argument("--pool", help="pool file or preset (live; default: the embedded local pool)")
     how.add_argument(
         "--methods",
-        help="comma-separated: conductor, single, single:NAME, cheapest, strongest, random, pipeline, moa, "
-        "router, oracle, light:NAME[@vN], lm:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
+        help="comma-separated: conductor (the pool file's), conductor:POOL (another pool file's, same workers), "
+        "single, single:NAME, cheapest, strongest, random, pipeline, moa, router, oracle, light:NAME[@vN], "
+        "light:PATH.npz, lm:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
         "single,random,router,oracle)",
     )
     how.add_argument(
@@ -564,7 +565,7 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
             f"  Model {i}: {w.name} ({w.backend}: {w.model or '-'}) · ${price.input}/${price.output} per 1M in/out · "
             f"max_tokens {m.max_tokens} · temperature {m.temperature}"
         )
-        if w.description:
+        if w.description and config.conductor.light is None:  # a light conductor reads no descriptions
             out.print(Text(f"      the conductor reads: {w.description}", style="dim"))
         if config.is_external(w):  # a third party: say what it may receive
             policy = (

@@ -286,10 +286,12 @@ class PoolConfig(_Strict):
     @model_validator(mode="after")
     def _check_backends(self) -> PoolConfig:
         c = self.conductor
-        if sum(x is not None for x in (c.worker, c.model, c.version, c.light)) != 1:
+        given = [k for k in ("worker", "model", "version", "light") if getattr(c, k) is not None]
+        if len(given) != 1:
             raise ValueError(
-                "[conductor] needs exactly one of worker = '<pool worker>', model = '<model id>', "
-                "version = '<trained LM conductor, NAME@vN>' or light = '<trained light conductor, NAME@vN or .npz>'"
+                f"[conductor] sets {' and '.join(given) if given else 'none of them'}; it needs exactly one of "
+                "worker = '<pool worker>', model = '<model id>', version = '<trained LM conductor, NAME@vN>' or "
+                "light = '<trained light conductor, NAME@vN or .npz>'"
             )
         for key, ref in (("version", c.version), ("light", c.light)):
             if ref is not None and not ref.endswith(".npz"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections.abc import Callable, Sequence
 
 from podium.conductor.base import PreviousRound
@@ -89,6 +90,7 @@ class FixedConductor:
         attempt: int = 0,
         previous: PreviousRound | None = None,
     ) -> PlanAttempt:
+        started = time.perf_counter()
         if previous is not None:  # keep the answer
             workflow = Workflow(())
         else:
@@ -104,6 +106,7 @@ class FixedConductor:
             raw_output=workflow.lists_text(),
             workflow=workflow,
             round=0 if previous is None else previous.round + 1,
+            latency_s=time.perf_counter() - started,  # e.g. a light conductor's embedding pass
         )
 
 

@@ -107,7 +107,9 @@ class LightPolicy:
                     header["embedder"],
                 )
         except (OSError, KeyError, ValueError) as exc:
-            raise ConfigError(f"cannot load light conductor {path}: {exc}") from exc
+            raise ConfigError(
+                f"cannot load light conductor {path}: not a policy file written by podium train ({exc})"
+            ) from exc
         if policy.weights.shape != (policy.n_actions, policy.n_features):
             raise ConfigError(f"{path}: weights of shape {policy.weights.shape} do not fit the header")
         return policy
@@ -199,7 +201,10 @@ class LightConductor(FixedConductor):
         names = [w.name for w in pool]
         allowed = [i for i, w in enumerate(self.policy.workers) if w in names]
         if not allowed:
-            raise ConfigError(f"light conductor knows none of the pool's workers {names}")
+            raise ConfigError(
+                f"light conductor {self.name} knows none of the pool's workers {names}; it was trained on "
+                f"{list(self.policy.workers)} (workers are matched by name)"
+            )
         plan = self.policy.decode(self.policy.project(self.embedder.embed([question])), allowed)[0]
         index = [names.index(w) if w in names else -1 for w in self.policy.workers]
         return plan_steps(plan[:max_steps], index)

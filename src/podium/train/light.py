@@ -124,7 +124,10 @@ def train_light(
     """Train a light conductor on ``matrix``'s ``config.split`` (see the module docstring).
 
     Raises ConfigError for too few questions (< 20) or a bad configuration."""
-    import cma
+    try:
+        import cma
+    except ImportError as exc:
+        raise ConfigError("training a light conductor needs cma: pip install -e '.[train]' (or cma==4.5.0)") from exc
 
     if not 0.0 < config.validation_fraction < 1.0:
         raise ConfigError("validation_fraction must be between 0 and 1")
