@@ -183,7 +183,8 @@ def test_train_eval_promote_commands(
 def test_grpo_smoke_writes_a_loadable_adapter(
     matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """CI smoke run of GRPO (TRL + LoRA) on SmolLM2-135M over the replay pool: one step, two
+    """CI smoke run of GRPO (TRL + LoRA) on SmolLM2-135M over the replay pool: the CPU preset's
+    format warm start (one epoch over the 32 training questions), then one GRPO step of two
     rollouts of a few tokens. It checks the loop runs and leaves a loadable checkpoint and its
     GGUF export — not that anything was learned (far too few tokens to even write a workflow)."""
     from peft import PeftConfig
@@ -207,9 +208,27 @@ def test_grpo_smoke_writes_a_loadable_adapter(
     gguf_file = Path(record["path"]) / "adapter.gguf"
     assert record["adapter_gguf"]["sha256"] == hashlib.sha256(gguf_file.read_bytes()).hexdigest()
     assert record["adapter_gguf"]["tensors"] == 30 * 7  # all-linear: q, k, v, o, gate, up, down per block
-    # 8 tokens never hold a workflow: every reward is 0, every advantage 0, so lora_B stays at
-    # peft's zero initialisation and the export says the adapter changes nothing
+    # the warm start ran 16 optimiser steps (32 questions, 2 per batch) with a loss each, and
+    # moved lora_B off peft's zero initialisation, so the export is not the identity
+    assert len(record["warm_start_loss"]) == 16 and all(loss > 0 for loss in record["warm_start_loss"])
+    assert record["adapter_gguf"]["identity"] is False
+    assert record["config"]["few_shot"] is False and record["config"]["warm_start_epochs"] == 1
+
+
+def test_zero_grpo_steps_store_the_untrained_conductor(
+    matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--steps 0 --warm-start-epochs 0` stores the base conductor as a registry version, so it is
+    evaluated like any trained one: peft's LoRA starts with lora_B = 0, and nothing trained it, so
+    the export says the adapter changes nothing."""
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    args = ["train", "--policy", "lm", "--replay", str(matrix.path), "--steps", "0", "--warm-start-epochs", "0"]
+    assert cli([*args, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["history"] == [] and record["warm_start_loss"] == []
     assert record["adapter_gguf"]["identity"] is True
+    assert cli(["train", "--policy", "lm", "--replay", str(matrix.path), "--steps", "-1"]) == 2
+    assert "--steps must be 0 or more" in capsys.readouterr().err
 
 
 def test_pool_file_runs_a_light_conductor(

@@ -16,7 +16,7 @@ from typing import cast
 
 from podium.conductor.base import PreviousRound
 from podium.conductor.grammar import max_plan_chars, workflow_grammar
-from podium.conductor.prompt import REASONING_PREFIX, conductor_messages, recursion_messages
+from podium.conductor.prompt import FEW_SHOT, REASONING_PREFIX, conductor_messages, recursion_messages
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
@@ -40,6 +40,8 @@ class LMConductorSettings:
             :func:`~podium.conductor.grammar.max_plan_chars` tokens, which no valid plan exceeds.
         constrained: use the workflow grammar when the backend supports it.
         subtask_chars: longest subtask the grammar allows, characters.
+        few_shot: show the prompt's example workflows (a conductor trained without them, after
+            the format warm start, runs without them too).
     """
 
     temperature: float = 0.7
@@ -48,6 +50,7 @@ class LMConductorSettings:
     max_tokens: int = 800
     constrained: bool = True
     subtask_chars: int = 240
+    few_shot: bool = True
 
 
 class LMConductor:
@@ -75,7 +78,9 @@ class LMConductor:
     ) -> PlanAttempt:
         started = time.perf_counter()
         tool = next((i for i, w in enumerate(pool) if getattr(w, "is_tool", False)), None)
-        messages = conductor_messages(question, [w.description for w in pool], max_steps=max_steps, tool=tool)
+        examples = FEW_SHOT if self.settings.few_shot else ()
+        descriptions = [w.description for w in pool]
+        messages = conductor_messages(question, descriptions, max_steps=max_steps, tool=tool, few_shot=examples)
         if previous is not None:
             messages = recursion_messages(messages, previous.workflow.lists_text(), previous.answer, previous.round)
         recursing = previous is not None

@@ -132,7 +132,8 @@ def trained_lm(
     its training, the version).
 
     The settings are those the rollouts were sampled with: the training temperature,
-    ``max_completion_tokens`` as the reply budget, unconstrained (training had no grammar).
+    ``max_completion_tokens`` as the reply budget, unconstrained (training had no grammar), and
+    the prompt's example workflows only if training showed them.
 
     Args:
         ref: ``NAME`` (its promoted version, else its latest) or ``NAME@vN``.
@@ -173,5 +174,6 @@ def trained_lm(
         temperature=float(config.get("temperature", 1.0)),
         max_tokens=int(config.get("max_completion_tokens", 160)),
         constrained=False,
+        few_shot=bool(config.get("few_shot", True)),
     )
     return worker, settings, version

@@ -111,11 +111,7 @@ Rules:
 (for code: the complete final code; for math: the reasoning and the final number), and it should \
 go to a worker strong enough to solve the whole question.
 - Match workers to steps by their descriptions: never give math, code or the final answer to a \
-worker described as unreliable at them. Use cheaper workers only for steps they can do well.
-
-Examples:
-
-{examples}"""
+worker described as unreliable at them. Use cheaper workers only for steps they can do well.{examples}"""
 
 
 def _example_text(shot: FewShot, n_workers: int, tool: int | None) -> str:
@@ -128,6 +124,11 @@ def _example_text(shot: FewShot, n_workers: int, tool: int | None) -> str:
         f"subtasks = [{subtasks}]\n"
         f"access_list = [{', '.join(shot.access_list)}]"
     )
+
+
+def _examples_text(few_shot: Sequence[FewShot], n_workers: int, tool: int | None) -> str:
+    shown = [_example_text(s, n_workers, tool) for s in few_shot if tool is not None or TOOL not in s.model_id]
+    return "\n\nExamples:\n\n" + "\n\n".join(shown) if shown else ""
 
 
 def conductor_messages(
@@ -144,7 +145,8 @@ def conductor_messages(
         question: the user's question (untrusted: neutralised like any worker input).
         descriptions: per pool worker, in pool order, its capability note ("" for none).
         max_steps: the step limit to state.
-        few_shot: example workflows (ids clamped to the pool size).
+        few_shot: example workflows (ids clamped to the pool size); none leaves the examples
+            section out (a conductor trained with the format warm start needs none).
         tool: index of the pool's first tool worker; examples that use a tool are left out
             without one.
     """
@@ -154,7 +156,7 @@ def conductor_messages(
         workers=workers,
         last=n - 1,
         max_steps=max_steps,
-        examples="\n\n".join(_example_text(s, n, tool) for s in few_shot if tool is not None or TOOL not in s.model_id),
+        examples=_examples_text(few_shot, n, tool),
     )
     user = f"Question: {neutralise(question)}\n\nWrite the workflow for this question."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

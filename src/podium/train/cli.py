@@ -64,11 +64,19 @@ def add_parsers(sub: Any) -> None:
     lm = t.add_argument_group("--policy lm (GRPO with TRL, LoRA)")
     lm.add_argument("--model", default="smollm2-135m-instruct", help="embedded base model (podium models list)")
     lm.add_argument("--preset", choices=["cpu", "paper"], default="cpu", help="cpu (default) or the paper's recipe")
-    lm.add_argument("--steps", type=int, help="optimiser steps (cpu default 20)")
+    lm.add_argument(
+        "--steps", type=int, help="GRPO steps (cpu default 20; 0 stores the warm-started or untrained adapter)"
+    )
     lm.add_argument("--questions-per-step", type=int, help="questions per step (cpu default 2)")
     lm.add_argument("--num-generations", type=int, help="G, workflows sampled per question (cpu default 4)")
     lm.add_argument("--max-completion-tokens", type=int, help="conductor output limit (cpu default 160)")
     lm.add_argument("--learning-rate", type=float, help="cpu default 2e-5")
+    lm.add_argument(
+        "--warm-start-epochs",
+        type=int,
+        help="epochs of the format warm start before GRPO: teaches the workflow format with random decisions "
+        "(cpu default 1, paper 0; 0 turns it off; docs/training.md)",
+    )
     lm.add_argument("--no-adaptive-pool", action="store_true", help="always show the whole pool")
     lm.add_argument("--resume", metavar="NAME@vN", help="continue that version from its last checkpoint")
 
@@ -203,8 +211,12 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         "max_completion_tokens": args.max_completion_tokens,
         "learning_rate": args.learning_rate,
     }
+    if args.warm_start_epochs is not None and args.warm_start_epochs < 0:
+        raise ConfigError(f"--warm-start-epochs must be 0 or more, got {args.warm_start_epochs}")
+    if args.steps is not None and args.steps < 0:
+        raise ConfigError(f"--steps must be 0 or more, got {args.steps}")
     for key, value in overrides.items():
-        if value is not None and value <= 0:
+        if value is not None and value <= 0 and key != "steps":
             raise ConfigError(f"--{key.replace('_', '-')} must be positive, got {value}")
     config = replace(
         base,
@@ -216,6 +228,8 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         seed=args.seed,
         max_steps_per_workflow=args.max_steps,
     )
+    if args.warm_start_epochs is not None:
+        config = replace(config, warm_start_epochs=args.warm_start_epochs)
     if config.generations < 2:
         raise ConfigError("--num-generations must be at least 2 (GRPO's advantage is relative to the group)")
     matrix = OutcomeMatrix.load(args.replay)
@@ -232,13 +246,19 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
                 description=f"reward {m.reward_mean:.3f} ± {m.reward_std:.3f} · parsed {m.parse_rate:.0%}",
             )
 
-        result = train_grpo(matrix, config, version.path, resume=bool(args.resume), on_step=on_step)
+        def on_warm_step(step: int, total: int, loss: float) -> None:
+            progress.update(bar, description=f"format warm start {step}/{total} · loss {loss:.3f}")
+
+        result = train_grpo(
+            matrix, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
+        )
     metrics = result.metrics
     record: dict[str, Any] = {
         "policy": "lm",
         "config": asdict(config),
         "data": {"matrix": matrix.path.name, "split": config.split, "tags": list(config.tags)},
         "history": [asdict(m) for m in metrics],
+        "warm_start_loss": result.warm_start_loss,
     }
     if result.adapter is not None:
         record["adapter_gguf"] = result.adapter.to_json()
@@ -260,13 +280,20 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0
     last = metrics[-1] if metrics else None
-    out.print(f"[green]trained {version.ref}[/]: {len(metrics)} GRPO steps of {config.model} with LoRA")
+    if config.steps == 0:
+        what = "the format warm start only" if config.warm_start_epochs else "the untrained base (zero adapter)"
+        out.print(f"[green]stored {version.ref}[/]: {what} of {config.model}, no GRPO step")
+    else:
+        out.print(f"[green]trained {version.ref}[/]: {len(metrics)} GRPO steps of {config.model} with LoRA")
+    warm = result.warm_start_loss
+    if warm:
+        out.print(f"format warm start: {len(warm)} steps, loss {warm[0]:.3f} → {warm[-1]:.3f}")
     if last is not None:
         out.print(f"last step: reward {last.reward_mean:.3f} ± {last.reward_std:.3f}, parsed {last.parse_rate:.0%}")
     out.print(f"stored in {version.path} (adapter/, adapter.gguf, checkpoint-*/, metrics.jsonl, learning-curve.png)")
     if result.adapter is None:
         err.print(Text(f"the GGUF export failed: {result.export_error}", style="yellow"))
-    elif result.adapter.identity:
+    elif result.adapter.identity and config.steps > 0:
         err.print(
             Text(
                 "the adapter is still zero (no question's rollouts got different rewards): it changes nothing; "

@@ -25,16 +25,18 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from podium.conductor.prompt import conductor_messages
+from podium.conductor.prompt import FEW_SHOT, conductor_messages
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
+from podium.eval.tasks import Task
 from podium.local_models import resolve_model
 from podium.parse import try_parse_workflow
 from podium.train.export import ExportedAdapter, lora_to_gguf
+from podium.train.warmstart import warm_start
 
 __all__ = ["GRPOResult", "GRPOTrainConfig", "StepMetrics", "conductor_reward", "train_grpo"]
 
@@ -59,6 +61,12 @@ class GRPOTrainConfig:
         split: matrix split trained on; tags: keep questions with any of these tags.
         seed: data order, pools and sampling.
         save_steps: checkpoint every this many steps.
+        warm_start_epochs: epochs of the format warm start before GRPO (0: none;
+            :mod:`podium.train.warmstart`), one random-decision target per training question.
+        warm_start_learning_rate: its AdamW learning rate (constant).
+        few_shot: show the prompt's example workflows (about 550 of its 900 tokens). The CPU
+            preset leaves them out, as the warm start teaches the format; the trained
+            conductor then runs without them (:func:`podium.conductor.named.trained_lm`).
     """
 
     model: str = "smollm2-135m-instruct"
@@ -78,13 +86,16 @@ class GRPOTrainConfig:
     tags: tuple[str, ...] = ()
     seed: int = 0
     save_steps: int = 10
+    warm_start_epochs: int = 1
+    warm_start_learning_rate: float = 2e-4
+    few_shot: bool = False
 
     @classmethod
     def paper(cls, model: str) -> GRPOTrainConfig:
         """The paper's recipe (Qwen2.5-7B there): 200 steps × 4 questions × 64 rollouts, lr 1e-6,
         KL 0, temperature 1.0, ≤ 1024 new tokens. For a GPU; far too slow on a CPU."""
         return cls(model=model, steps=200, questions_per_step=4, generations=64, max_completion_tokens=1024,
-                   learning_rate=1e-6, max_steps_per_workflow=5)  # fmt: skip
+                   learning_rate=1e-6, max_steps_per_workflow=5, warm_start_epochs=0, few_shot=True)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -133,14 +144,17 @@ class GRPOResult:
         metrics: one :class:`StepMetrics` per optimiser step.
         adapter: the GGUF LoRA adapter exported for llama.cpp (``adapter.gguf``), or None when
             the export failed; export_error then says why (the peft adapter is kept either way).
+        warm_start_loss: the format warm start's training loss per logged step (empty without one).
     """
 
     metrics: list[StepMetrics]
     adapter: ExportedAdapter | None
     export_error: str | None = None
+    warm_start_loss: list[float] = field(default_factory=list)
 
 
 OnStep = Callable[[StepMetrics], None]
+OnWarmStep = Callable[[int, int, float], None]
 
 
 def train_grpo(
@@ -150,21 +164,24 @@ def train_grpo(
     *,
     resume: bool = False,
     on_step: OnStep | None = None,
+    on_warm_step: OnWarmStep | None = None,
 ) -> GRPOResult:
     """Train a LoRA adapter on the conductor; writes ``out/checkpoint-*`` (TRL checkpoints, for
     ``resume``), ``out/adapter`` (the final LoRA adapter and tokenizer), ``out/adapter.gguf``
     (the adapter for llama.cpp, :func:`podium.train.export.lora_to_gguf`) and
-    ``out/metrics.jsonl`` (one :class:`StepMetrics` per step).
+    ``out/metrics.jsonl`` (one :class:`StepMetrics` per step). With ``steps`` = 0 no GRPO runs:
+    the adapter is the warm-started one, or without a warm start the untrained (zero) one, so
+    the base conductor can be evaluated as a registry version like any other.
 
     Raises ConfigError for a bad configuration, ModelNotInstalled for a missing base model."""
     if config.generations < 2:
         raise ConfigError("GRPO needs at least 2 generations per question (the advantage is relative)")
-    if config.steps < 1 or config.questions_per_step < 1:
-        raise ConfigError("steps and questions_per_step must be at least 1")
+    if config.steps < 0 or config.questions_per_step < 1:
+        raise ConfigError("steps must be 0 or more and questions_per_step at least 1")
     try:
         import torch
         from datasets import Dataset
-        from peft import LoraConfig
+        from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
         from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
     except ImportError as exc:
@@ -175,14 +192,8 @@ def train_grpo(
     if len(tasks) < config.questions_per_step:
         raise ConfigError(f"{len(tasks)} training questions; need at least {config.questions_per_step}")
     rng = random.Random(config.seed)
-    rows = []
-    for i in range(needed):
-        task = tasks[rng.randrange(len(tasks))] if i >= len(tasks) else tasks[i % len(tasks)]
-        models = list(matrix.models)
-        if config.adaptive_pool and len(models) > 1:
-            models = rng.sample(models, rng.randint(1, len(models)))
-        prompt = conductor_messages(task.question, models, max_steps=config.max_steps_per_workflow)
-        rows.append({"prompt": prompt, "task_id": task.id, "pool": json.dumps(models)})
+    picks = (tasks[i] if i < len(tasks) else tasks[rng.randrange(len(tasks))] for i in range(needed))
+    rows = [_row(task, matrix, config, rng) for task in picks]
     rng.shuffle(rows)
     dataset = Dataset.from_list(rows)
 
@@ -190,8 +201,29 @@ def train_grpo(
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     _drop_gguf_marker(model)
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
+    peft: LoraConfig | None = lora  # GRPOTrainer adds this adapter
+    warm_loss: list[float] = []
+    if config.warm_start_epochs > 0:
+        if resume:  # the checkpoint holds the warmed and GRPO-trained adapter: recreate it, then load
+            model = get_peft_model(model, lora)
+        else:
+            warm_rng = random.Random(config.seed + 1)
+            model, warm_loss = warm_start(
+                model, tokenizer, [_row(t, matrix, config, warm_rng) for t in tasks], out,
+                max_steps=config.max_steps_per_workflow, epochs=config.warm_start_epochs,
+                learning_rate=config.warm_start_learning_rate, lora_r=config.lora_r, lora_alpha=config.lora_alpha,
+                seed=config.seed, on_step=on_warm_step,
+            )  # fmt: skip
+        peft = None  # GRPO trains the adapter the model already carries
+    if config.steps == 0:  # no GRPO: store the warm-started adapter, or the untrained (zero) one
+        if peft is not None:
+            model = get_peft_model(model, peft)
+        model.save_pretrained(str(out / "adapter"))
+        tokenizer.save_pretrained(str(out / "adapter"))
+        return _finish(out, config, [], warm_loss)
 
     pending: list[dict[str, Any]] = []
 
@@ -254,12 +286,12 @@ def train_grpo(
         save_steps=config.save_steps,
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=torch.cuda.is_available(),  # saves GPU memory; on a CPU it only costs time
         bf16=False,
         seed=config.seed,
         disable_tqdm=True,
         shuffle_dataset=False,
     )
-    peft = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward_fn],  # type: ignore[list-item]
@@ -272,12 +304,28 @@ def train_grpo(
     trainer.remove_callback(PrinterCallback)  # it prints raw log dicts to stdout; metrics go to metrics.jsonl
     trainer.train(resume_from_checkpoint=resume or None)
     trainer.save_model(str(out / "adapter"))
+    return _finish(out, config, metrics, warm_loss)
+
+
+def _finish(out: Path, config: GRPOTrainConfig, metrics: list[StepMetrics], warm_loss: list[float]) -> GRPOResult:
+    """Record the configuration and export ``out/adapter`` for llama.cpp."""
     (out / "train-config.json").write_text(json.dumps(asdict(config), indent=1) + "\n", encoding="utf-8")
     try:
         adapter = lora_to_gguf(out / "adapter", config.model, out / "adapter.gguf")
     except ConfigError as exc:  # keep the trained adapter and its record; `podium conductor export` retries
-        return GRPOResult(metrics, None, str(exc))
-    return GRPOResult(metrics, adapter)
+        return GRPOResult(metrics, None, str(exc), warm_loss)
+    return GRPOResult(metrics, adapter, warm_start_loss=warm_loss)
+
+
+def _row(task: Task, matrix: OutcomeMatrix, config: GRPOTrainConfig, rng: random.Random) -> dict[str, Any]:
+    """One training row: the conductor prompt for ``task`` over the whole pool or, with
+    ``adaptive_pool``, a random non-empty subset of it in random order (paper §4.4)."""
+    models = list(matrix.models)
+    if config.adaptive_pool and len(models) > 1:
+        models = rng.sample(models, rng.randint(1, len(models)))
+    examples = FEW_SHOT if config.few_shot else ()
+    prompt = conductor_messages(task.question, models, max_steps=config.max_steps_per_workflow, few_shot=examples)
+    return {"prompt": prompt, "task_id": task.id, "pool": json.dumps(models)}
 
 
 def _drop_gguf_marker(model: Any) -> None:
