@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,32 @@ def test_lm_conductor_shows_examples_only_when_trained_with_them(few_shot: bool)
     assert ("Examples:" in system) is few_shot
     assert (FEW_SHOT[0].question in system) is few_shot
     assert system.startswith(conductor_messages("x", ["strong", "cheap"], max_steps=3, few_shot=())[0]["content"])
+
+
+class _SeedRecorder(ScriptedWorker):
+    """Fake conductor model (unit test): records the seed of every call."""
+
+    def __init__(self) -> None:
+        super().__init__("conductor", format_target(2, 1, random.Random(0)))
+        self.seeds: list[int | None] = []
+
+    async def complete(self, messages: Any, settings: Any = None, **kwargs: Any) -> Any:
+        self.seeds.append(None if settings is None else settings.seed)
+        return await super().complete(messages, settings, **kwargs)
+
+
+def test_seed_per_question_decorrelates_questions_and_keeps_each_reproducible() -> None:
+    """With one seed for every question, a near-uniform policy makes the same draw on every
+    question (the held-out evaluation of the warm-started conductor picked worker 0 on 24 of 24);
+    a trained conductor therefore seeds each question by its own hash."""
+    pool = [ScriptedWorker("a"), ScriptedWorker("b")]
+    questions = ["What is 6 × 7?", "What is 2 + 2?", "Name a prime above 10."]
+    seeds = {}
+    for per_question in (False, True):
+        model = _SeedRecorder()
+        conductor = LMConductor(model, LMConductorSettings(constrained=False, seed_per_question=per_question))
+        for q in [*questions, questions[0]]:
+            asyncio.run(conductor.plan(q, pool, max_steps=3))
+        seeds[per_question] = model.seeds
+    assert seeds[False] == [0, 0, 0, 0]
+    assert len(set(seeds[True][:3])) == 3 and seeds[True][3] == seeds[True][0]

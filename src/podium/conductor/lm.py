@@ -10,6 +10,7 @@ backends get one unconstrained call, read by the tolerant parser.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -34,7 +35,8 @@ class LMConductorSettings:
 
     Attributes:
         temperature: sampling temperature (paper: 1.0 in training).
-        seed: base seed; attempt ``k`` samples with ``seed + k``.
+        seed: base seed; attempt ``k`` samples with ``seed + k`` (plus the question's offset when
+            ``seed_per_question``).
         reasoning_tokens: token budget of the reasoning line (0 = no reasoning).
         max_tokens: token budget of the whole reply when unconstrained. Constrained lists get
             :func:`~podium.conductor.grammar.max_plan_chars` tokens, which no valid plan exceeds.
@@ -42,6 +44,10 @@ class LMConductorSettings:
         subtask_chars: longest subtask the grammar allows, characters.
         few_shot: show the prompt's example workflows (a conductor trained without them, after
             the format warm start, runs without them too).
+        seed_per_question: offset the seed by a hash of the question (CRC-32), so sampled plans
+            are independent across questions yet reproducible per question. Without it every
+            question's first attempt draws the same random numbers, and a policy that is close to
+            uniform over workers makes the same choice on every question.
     """
 
     temperature: float = 0.7
@@ -51,6 +57,7 @@ class LMConductorSettings:
     constrained: bool = True
     subtask_chars: int = 240
     few_shot: bool = True
+    seed_per_question: bool = False
 
 
 class LMConductor:
@@ -85,7 +92,7 @@ class LMConductor:
             messages = recursion_messages(messages, previous.workflow.lists_text(), previous.answer, previous.round)
         recursing = previous is not None
         s = self.settings
-        seed = s.seed + attempt
+        seed = s.seed + attempt + (zlib.crc32(question.encode()) % 1_000_003 if s.seed_per_question else 0)
         completer = self.model if s.constrained and grammar_capable(self.model) else None
         if completer is not None:
             raw, calls = await self._constrained(

@@ -175,5 +175,6 @@ def trained_lm(
         max_tokens=int(config.get("max_completion_tokens", 160)),
         constrained=False,
         few_shot=bool(config.get("few_shot", True)),
+        seed_per_question=True,  # as in training, each question's rollout draws its own randomness
     )
     return worker, settings, version

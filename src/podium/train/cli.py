@@ -197,7 +197,16 @@ def _encoder(choice: str) -> Encoder:
 
 def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``podium train --policy lm``: GRPO on a replay pool (:mod:`podium.train.grpo`)."""
+    import os
+    import warnings
     from dataclasses import asdict, replace
+
+    # the libraries' own tqdm bars and deprecation notices would interleave with podium's
+    # progress bar; TQDM_DISABLE must be set before tqdm is first imported (by transformers)
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    for library in ("transformers", "trl", "peft", "accelerate"):
+        warnings.filterwarnings("ignore", category=FutureWarning, module=library)
+        warnings.filterwarnings("ignore", category=UserWarning, module=library)
 
     from podium.eval.plot import learning_curve_plot
     from podium.eval.replay import OutcomeMatrix

@@ -12,8 +12,13 @@ LoRA adapter (peft). Reward, as in the paper plus optional cost:
 **Adaptive pools** (paper §4.4): each question shows a random non-empty subset of the workers,
 in random order, so the conductor learns to read the pool rather than memorise positions.
 
+**Format warm start** (CPU preset, :mod:`podium.train.warmstart`): the small local bases almost
+never write a parseable workflow, so before GRPO one supervised epoch teaches the format with
+random decisions, and the prompt leaves out the few-shot examples (GRPO then learns the choices).
+
 The base conductor is one of the embedded local models, loaded by transformers from its GGUF
-file (dequantised to float32). Runs on CPU at small scale (DESIGN.md §7: ≈ 10–30 s per step);
+file (dequantised to float32). Runs on CPU at small scale (SmolLM2-135M, 2 questions × G = 4:
+≈ 35–50 s per step on 2 cores, docs/training.md);
 the same code runs the paper's recipe on a GPU. Offline only: the matrix is recorded data.
 Needs the ``train`` extra (torch, transformers, trl, peft).
 """

@@ -12,8 +12,8 @@ the warm start the conductor writes the format and chooses like a coin; what it 
 *which* workers to use and how many steps pay off comes from GRPO's reward alone. (The paper
 trains a 7B base that already writes the format; this step stands in for that capacity.)
 
-The targets are built from the training split's questions only, with the adaptive pools that
-GRPO shows (:func:`podium.train.grpo.training_prompts`).
+The prompts are GRPO's own (:func:`podium.train.grpo.train_grpo`): each training-split question
+once, with an adaptive pool drawn as GRPO draws them; no test question is used.
 """
 
 from __future__ import annotations
