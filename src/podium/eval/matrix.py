@@ -8,7 +8,9 @@ replay on a team's own pool (``podium train --replay``, ``podium eval --replay``
 * ``sample_id`` = the task id, ``eval_name`` = its set (``gsm8k``, ``mbpp``, ``HumanEval``, a
   regression set's name), ``split`` = from the id (``gsm8k/train/12``; MBPP by its standard
   task-id ranges) or the run's ``--split``, ``prompt`` = the question;
-* per worker: the verifier's score, ``|model_response`` (the answer) and ``|total_cost`` (USD).
+* per worker: the verifier's score, ``|model_response`` (the answer), ``|total_cost`` (USD) and
+  ``|latency_s`` (the request's recorded critical path, seconds: podium's extension, read by the
+  −μ·latency training reward).
 
 A question is written only when every worker has a result for it. Rows already in the file are
 kept (a train-split run and a test-split run go into one file); the same ``sample_id`` is
@@ -73,6 +75,7 @@ def matrix_rows(report: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[s
             row[worker] = repr(float(r["score"]))
             row[f"{worker}|model_response"] = r.get("answer") or ""
             row[f"{worker}|total_cost"] = repr(float(r["cost_usd"]))
+            row[f"{worker}|latency_s"] = repr(float(r.get("latency_s") or 0.0))
         rows.append(row)
     return workers, rows, left_out
 
@@ -97,7 +100,7 @@ def write_matrix(report: Mapping[str, Any], path: Path) -> tuple[int, int]:
         existing[row["sample_id"]] = row
     columns = [*_FIXED]
     for worker in workers:
-        columns += [worker, f"{worker}|model_response", f"{worker}|total_cost"]
+        columns += [worker, f"{worker}|model_response", f"{worker}|total_cost", f"{worker}|latency_s"]
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)

@@ -16,7 +16,10 @@ How a workflow is scored in replay (and reported as such):
   replay measures *routing* (who answers, at what cost), not collaboration. Multi-step
   baselines (pipeline, MoA) are therefore scored as their final worker alone, at the cost of
   all their calls — an honest lower bound on what they buy, stated in every replay report.
-* Latency is not recorded in the matrix; replay reports give no latency figures.
+* Latency: RouterBench's convention has none, and replay reports give no latency figures. podium's
+  own matrices (``podium eval --matrix``) add an optional ``<model>|latency_s`` column, the
+  recorded seconds of that model's request, which training's −μ·latency reward term reads
+  (:attr:`OutcomeMatrix.has_latency`).
 
 The replayed question is found from the task being evaluated (:func:`replay_scope`), not by
 parsing messages, so a subtask that rewrites the question still replays the right row.
@@ -67,11 +70,13 @@ def current_task_id() -> str | None:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One model's record for one question: score in [0, 1], response ("" if none), USD."""
+    """One model's record for one question: score in [0, 1], response ("" if none), USD, and
+    the request's recorded seconds (0.0 when the matrix has no ``|latency_s`` column)."""
 
     score: float
     response: str
     cost_usd: float
+    latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -90,12 +95,24 @@ class OutcomeMatrix:
         path: the CSV file.
         models: model column names, in file order.
         rows: by ``sample_id``.
+        has_latency: every model has a ``<model>|latency_s`` column (podium's extension).
     """
 
-    def __init__(self, path: Path, models: tuple[str, ...], rows: dict[str, _Row]) -> None:
+    def __init__(self, path: Path, models: tuple[str, ...], rows: dict[str, _Row], has_latency: bool = False) -> None:
         self.path = path
         self.models = models
         self.rows = rows
+        self.has_latency = has_latency
+
+    def require_latency(self, purpose: str) -> None:
+        """Raises TaskSetError (a ConfigError) naming ``purpose`` when the matrix has no
+        ``|latency_s`` columns, with how to get them."""
+        if not self.has_latency:
+            raise TaskSetError(
+                f"{purpose} needs recorded latencies, and {self.path.name} has no '<model>|latency_s' columns: "
+                "record a matrix with podium eval --methods single --matrix FILE (live runs record latency), "
+                "or set μ to 0"
+            )
 
     @classmethod
     def load(cls, path: str | Path) -> OutcomeMatrix:
@@ -131,7 +148,7 @@ class OutcomeMatrix:
                 rows[sid] = _Row(sid, rec["eval_name"], rec["split"], rec["prompt"], outcomes)
         if not rows:
             raise TaskSetError(f"{file}: no rows")
-        return cls(file, models, rows)
+        return cls(file, models, rows, has_latency=all(f"{m}|latency_s" in header for m in models))
 
     def tasks(self, split: str | None = None) -> list[Task]:
         """The matrix's questions as tasks (id = ``sample_id``; tags = eval family and name).
@@ -177,7 +194,14 @@ def _outcome(rec: dict[str, str], model: str, file: Path, line: int) -> Outcome:
         raise TaskSetError(f"{file}:{line}: model {model!r}: score {score} is outside [0, 1]")
     if not (cost >= 0.0):
         raise TaskSetError(f"{file}:{line}: model {model!r}: total_cost {cost} must be ≥ 0 USD")
-    return Outcome(score, rec.get(f"{model}|model_response") or "", cost)
+    latency = rec.get(f"{model}|latency_s") or "0"
+    try:
+        seconds = float(latency)
+    except ValueError:
+        raise TaskSetError(f"{file}:{line}: model {model!r}: latency_s {latency!r} is not a number") from None
+    if not (seconds >= 0.0):
+        raise TaskSetError(f"{file}:{line}: model {model!r}: latency_s {seconds} must be ≥ 0 seconds")
+    return Outcome(score, rec.get(f"{model}|model_response") or "", cost, seconds)
 
 
 def _family(eval_name: str) -> str:

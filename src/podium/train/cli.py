@@ -44,6 +44,12 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--name", default="light", help="registry name (default: light); each run adds a version")
     t.add_argument("--lam", type=float, default=0.0, help="cost penalty λ in the reward, 1/USD (default 0)")
     t.add_argument(
+        "--mu",
+        type=float,
+        default=0.0,
+        help="latency penalty μ in the reward, 1/second (default 0; needs a matrix with |latency_s columns)",
+    )
+    t.add_argument(
         "--generations", type=int, default=60, help="CMA-ES generations (default 60; 0 stores the untrained policy)"
     )
     t.add_argument("--popsize", type=int, help="candidates per generation (default: CMA-ES's)")
@@ -126,19 +132,22 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.eval.session import EvalSpec
     from podium.train.light import Generation, LightTrainConfig, train_light
 
+    if args.lam < 0:
+        raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
+    if args.mu < 0:
+        raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
     if args.policy == "lm":
         return _train_lm(args, out, err)
     for flag, value, low in (("--generations", args.generations, 0), ("--dims", args.dims, 1),
                              ("--max-steps", args.max_steps, 1)):  # fmt: skip
         if value < low:
             raise ConfigError(f"{flag} must be at least {low}, got {value}")
-    if args.lam < 0:
-        raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
     registry = Registry()
     config = LightTrainConfig(
         dims=args.dims,
         max_steps=args.max_steps,
         lam=args.lam,
+        mu=args.mu,
         generations=args.generations,
         popsize=args.popsize,
         seed=args.seed,
@@ -231,6 +240,7 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         base,
         **{k: v for k, v in overrides.items() if v is not None},
         lam=args.lam,
+        mu=args.mu,
         adaptive_pool=not args.no_adaptive_pool,
         split=args.split,
         tags=tuple(args.tag),

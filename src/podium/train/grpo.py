@@ -5,10 +5,12 @@ prompt :func:`podium.conductor.prompt.conductor_messages` builds at run time), e
 the tolerant parser and scored on the replay pool, and the group-normalised advantage updates a
 LoRA adapter (peft). Reward, as in the paper plus optional cost:
 
-    0                                   the output does not parse into a valid workflow
-    0.5 + 0.5 · score − λ · cost (USD)  otherwise; score = the final worker's recorded score
+    0                                                the output does not parse into a valid workflow
+    0.5 + 0.5 · score − λ · cost − μ · latency       otherwise; score = the final worker's recorded score
 
-(replay scoring as in :mod:`podium.eval.replay`: every step pays its worker's recorded cost).
+(replay scoring as in :mod:`podium.eval.replay`: every step pays its worker's recorded cost, USD;
+latency is the workflow's critical path over the recorded request latencies, seconds, following
+its access lists — a matrix with ``|latency_s`` columns is needed when μ > 0).
 **Adaptive pools** (paper §4.4): each question shows a random non-empty subset of the workers,
 in random order, so the conductor learns to read the pool rather than memorise positions.
 
@@ -62,6 +64,7 @@ class GRPOTrainConfig:
         lora_r, lora_alpha: LoRA rank and scale.
         max_steps_per_workflow: the workflow step limit shown in the prompt.
         lam: λ, the cost penalty (1/USD).
+        mu: μ, the latency penalty (1/second).
         adaptive_pool: show a random subset of the workers per question.
         split: matrix split trained on; tags: keep questions with any of these tags.
         seed: data order, pools and sampling.
@@ -86,6 +89,7 @@ class GRPOTrainConfig:
     lora_alpha: int = 32
     max_steps_per_workflow: int = 3
     lam: float = 0.0
+    mu: float = 0.0
     adaptive_pool: bool = True
     split: str = "train"
     tags: tuple[str, ...] = ()
@@ -126,7 +130,14 @@ class StepMetrics:
 
 
 def conductor_reward(
-    output: str, pool: Sequence[str], matrix: OutcomeMatrix, task_id: str, *, lam: float, max_steps: int
+    output: str,
+    pool: Sequence[str],
+    matrix: OutcomeMatrix,
+    task_id: str,
+    *,
+    lam: float,
+    max_steps: int,
+    mu: float = 0.0,
 ) -> tuple[float, dict[str, Any]]:
     """The reward of one conductor output (see the module docstring) and what it was made of.
 
@@ -134,11 +145,17 @@ def conductor_reward(
     workflow, failure = try_parse_workflow(output, pool_size=len(pool), max_steps=max_steps)
     if workflow is None:
         return 0.0, {"parsed": False, "error": failure.kind if failure else "unparseable"}
+    outcomes = [matrix.outcome(task_id, pool[s.worker]) for s in workflow.steps]
     final = pool[workflow.steps[-1].worker]
-    score = matrix.outcome(task_id, final).score
-    cost = sum(matrix.outcome(task_id, pool[s.worker]).cost_usd for s in workflow.steps)
-    reward = 0.5 + 0.5 * score - lam * cost
-    return reward, {"parsed": True, "final": final, "score": score, "cost": cost, "steps": len(workflow)}
+    score = outcomes[-1].score
+    cost = sum(o.cost_usd for o in outcomes)
+    finish: list[float] = []
+    for i, (step, outcome) in enumerate(zip(workflow.steps, outcomes, strict=True)):
+        finish.append(max((finish[j] for j in step.visible(i)), default=0.0) + outcome.latency_s)
+    latency = finish[-1]
+    reward = 0.5 + 0.5 * score - lam * cost - mu * latency
+    parts = {"parsed": True, "final": final, "score": score, "cost": cost, "latency": latency}
+    return reward, {**parts, "steps": len(workflow)}
 
 
 @dataclass(frozen=True)
@@ -192,6 +209,8 @@ def train_grpo(
     except ImportError as exc:
         raise ConfigError(f"GRPO training needs the train extra: pip install -e '.[train]' ({exc})") from exc
 
+    if config.mu:
+        matrix.require_latency("a latency penalty (μ > 0)")
     tasks = [t for t in matrix.tasks(config.split) if not config.tags or set(t.tags) & set(config.tags)]
     needed = config.steps * config.questions_per_step
     if len(tasks) < config.questions_per_step:
@@ -237,8 +256,9 @@ def train_grpo(
         for completion, tid, shown in zip(completions, task_id, pool, strict=True):
             text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
             reward, parts = conductor_reward(
-                text, json.loads(shown), matrix, tid, lam=config.lam, max_steps=config.max_steps_per_workflow
-            )
+                text, json.loads(shown), matrix, tid, lam=config.lam, mu=config.mu,
+                max_steps=config.max_steps_per_workflow,
+            )  # fmt: skip
             rewards.append(reward)
             pending.append({"reward": reward, **parts})
         return rewards

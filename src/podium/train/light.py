@@ -7,7 +7,11 @@ replay`): the final step's worker's recorded score, every step's recorded cost. 
 paper's (Nielsen et al. 2026 §3.1) — 0.5 for a parsed workflow plus 0.5 × score (the light
 policy always writes a valid workflow) — minus λ × cost (USD):
 
-    reward = 0.5 + 0.5 · score − λ · cost
+    reward = 0.5 + 0.5 · score − λ · cost − μ · latency
+
+where latency (seconds) is the workflow's critical path over the recorded request latencies
+(solve steps start at once, verify waits for the step before it, aggregate for all before it),
+and needs a matrix with ``|latency_s`` columns when μ > 0.
 
 CMA-ES (Hansen's ``cma`` package) maximises the mean reward over the training questions; a
 held-out part of the training split (``validation_fraction``) picks the generation kept, so the
@@ -29,7 +33,7 @@ from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 
-__all__ = ["Generation", "LightTrainConfig", "replay_reward", "train_light"]
+__all__ = ["Generation", "LightTrainConfig", "critical_path", "replay_reward", "train_light"]
 
 Array = npt.NDArray[np.float64]
 
@@ -42,6 +46,7 @@ class LightTrainConfig:
         dims: PCA dimensions of the question embedding.
         max_steps: workflow length limit.
         lam: λ, the cost penalty (1/USD).
+        mu: μ, the latency penalty (1/second).
         generations: CMA-ES generations.
         popsize: candidates per generation (None: CMA-ES's default, 4 + 3 ln n).
         sigma0: initial step size.
@@ -53,6 +58,7 @@ class LightTrainConfig:
     dims: int = 16
     max_steps: int = 3
     lam: float = 0.0
+    mu: float = 0.0
     generations: int = 60
     popsize: int | None = None
     sigma0: float = 0.5
@@ -96,10 +102,19 @@ class TrainResult:
 
 
 def replay_reward(
-    workers: npt.NDArray[np.intp], scores: Array, costs: Array, lam: float
+    workers: npt.NDArray[np.intp],
+    scores: Array,
+    costs: Array,
+    lam: float,
+    *,
+    roles: npt.NDArray[np.intp] | None = None,
+    latencies: Array | None = None,
+    mu: float = 0.0,
 ) -> tuple[float, float, float, float]:
     """Mean (reward, quality, cost USD, steps) of decoded workflows (``workers`` (n, T), −1 after
-    STOP) on recorded ``scores`` and ``costs`` (n, m); see the module docstring."""
+    STOP) on recorded ``scores`` and ``costs`` (n, m); see the module docstring. With μ > 0,
+    ``roles`` (n, T) and recorded ``latencies`` (n, m, seconds) give each workflow's critical
+    path, and the reward pays μ per second of it."""
     rows = np.arange(len(workers))
     taken = workers >= 0
     steps = taken.sum(axis=1)
@@ -107,7 +122,32 @@ def replay_reward(
     quality = scores[rows, final]
     cost = np.where(taken, costs[rows[:, None], workers.clip(0)], 0.0).sum(axis=1)
     reward = 0.5 + 0.5 * quality - lam * cost
+    if mu:
+        if roles is None or latencies is None:
+            raise ValueError("a latency penalty needs the plans' roles and the recorded latencies")
+        reward = reward - mu * critical_path(workers, roles, latencies)
     return float(reward.mean()), float(quality.mean()), float(cost.mean()), float(steps.mean())
+
+
+def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], latencies: Array) -> Array:
+    """Seconds, per workflow: when its final step finishes if every step starts as soon as the
+    steps it reads have finished (a solve step reads none, verify the step before it, aggregate
+    all before it), each taking its worker's recorded latency. Shapes (n, T), (n, T), (n, m) → (n,)."""
+    n, horizon = workers.shape
+    rows = np.arange(n)
+    finish = np.zeros((n, horizon))
+    end = np.zeros(n)
+    for t in range(horizon):
+        taken = workers[:, t] >= 0
+        role = roles[:, t]
+        before = finish[:, :t]
+        start = np.zeros(n)
+        if t:
+            start = np.where(role == ROLES.index("verify"), finish[:, t - 1], start)
+            start = np.where(role == ROLES.index("aggregate"), before.max(axis=1), start)
+        finish[:, t] = np.where(taken, start + latencies[rows, workers[:, t].clip(0)], 0.0)
+        end = np.where(taken, finish[:, t], end)
+    return end
 
 
 OnGeneration = Callable[[Generation], None]
@@ -129,6 +169,8 @@ def train_light(
     except ImportError as exc:
         raise ConfigError("training a light conductor needs cma: pip install -e '.[train]' (or cma==4.5.0)") from exc
 
+    if config.mu:
+        matrix.require_latency("a latency penalty (μ > 0)")
     if not 0.0 < config.validation_fraction < 1.0:
         raise ConfigError("validation_fraction must be between 0 and 1")
     tasks = [t for t in matrix.tasks(config.split) if not tags or set(t.tags) & set(tags)]
@@ -141,6 +183,7 @@ def train_light(
     vectors = np.asarray(embedder.embed([t.question for t in tasks]), dtype=np.float64)
     scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in tasks])
     costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in tasks])
+    latencies = np.array([[matrix.outcome(t.id, m).latency_s for m in matrix.models] for t in tasks])
     mean = vectors[fit_idx].mean(axis=0)
     dims = min(config.dims, len(fit_idx) - 1, vectors.shape[1])
     components = np.linalg.svd(vectors[fit_idx] - mean, full_matrices=False)[2][:dims]
@@ -151,8 +194,10 @@ def train_light(
     shape = (m * len(ROLES) + 1, feature_count(dims, m, config.max_steps))
 
     def evaluate(flat: Array, idx: npt.NDArray[np.intp]) -> tuple[float, float, float, float]:
-        workers, _ = rollout(flat.reshape(shape), projected[idx], m, config.max_steps)
-        return replay_reward(workers, scores[idx], costs[idx], config.lam)
+        workers, roles = rollout(flat.reshape(shape), projected[idx], m, config.max_steps)
+        return replay_reward(
+            workers, scores[idx], costs[idx], config.lam, roles=roles, latencies=latencies[idx], mu=config.mu
+        )
 
     options: dict[str, Any] = {"seed": config.seed + 1, "verbose": -9, "maxiter": config.generations}
     if config.popsize:
