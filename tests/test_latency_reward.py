@@ -87,3 +87,24 @@ def test_train_refuses_mu_without_latencies(tmp_path: Path, capsys: pytest.Captu
         assert "has no '<model>|latency_s' columns" in capsys.readouterr().err
     assert cli(["train", "--replay", str(tmp_path / "m.csv"), "--mu", "-1"]) == 2
     assert "--mu must be ≥ 0" in capsys.readouterr().err
+
+
+def test_replay_reports_recorded_latency_when_the_matrix_has_it(tmp_path: Path) -> None:
+    """A one-step request on a replayed worker takes that worker's recorded seconds, so each
+    single worker's p50 is its recorded latency; without the columns replay reports none."""
+    from podium.eval.session import EvalSpec, run_eval
+
+    for latency in (True, False):
+        path = tmp_path / f"m{latency}.csv"
+        _matrix(path, latency=latency)
+        rows = path.read_text().splitlines()
+        path.write_text("\n".join([rows[0], rows[1], rows[1].replace("q0,gsm8k,train", "q1,gsm8k,test")]) + "\n")
+        report = run_eval(EvalSpec(replay=path, split="test", methods=("single",)))
+        for model, (_, _, seconds) in RECORD.items():
+            summary = report["methods"][f"single:{model}"]["summary"]
+            if not latency:
+                assert summary["latency_s"] is None
+                continue
+            # plus the fixed conductor's own planning time, measured: microseconds
+            assert summary["latency_s"]["p50"] == pytest.approx(seconds, abs=0.05)
+            assert summary["latency_s"]["p95"] == pytest.approx(seconds, abs=0.05)

@@ -16,10 +16,11 @@ How a workflow is scored in replay (and reported as such):
   replay measures *routing* (who answers, at what cost), not collaboration. Multi-step
   baselines (pipeline, MoA) are therefore scored as their final worker alone, at the cost of
   all their calls — an honest lower bound on what they buy, stated in every replay report.
-* Latency: RouterBench's convention has none, and replay reports give no latency figures. podium's
-  own matrices (``podium eval --matrix``) add an optional ``<model>|latency_s`` column, the
-  recorded seconds of that model's request, which training's −μ·latency reward term reads
-  (:attr:`OutcomeMatrix.has_latency`).
+* Latency: RouterBench's convention has none, and replay reports then give no latency figures.
+  podium's own matrices (``podium eval --matrix``) add an optional ``<model>|latency_s`` column,
+  the recorded seconds of that model's request (:attr:`OutcomeMatrix.has_latency`). With it a
+  step takes its worker's recorded seconds, reports give the critical path (plus the
+  conductor's own planning time, measured), and training's −μ·latency reward term reads it.
 
 The replayed question is found from the task being evaluated (:func:`replay_scope`), not by
 parsing messages, so a subtask that rewrites the question still replays the right row.
@@ -248,7 +249,8 @@ class ReplayWorker:
             raise KeyError(f"replay worker {self.name!r} called outside replay_scope(task_id)")
         record = self.matrix.outcome(task_id, self.model)
         text = record.response.strip() or f"[recorded outcome of {self.model}; score {record.score:g}]"
-        return Completion(text=text, usage=Usage(), cost_usd=record.cost_usd, latency_s=0.0)
+        # a recorded result: like a request-cache hit, it carries the original call's latency
+        return Completion(text=text, usage=Usage(), cost_usd=record.cost_usd, latency_s=record.latency_s, cached=True)
 
 
 def replay_score(matrix: OutcomeMatrix, task_id: str, answer_worker: str | None) -> float:

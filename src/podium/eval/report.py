@@ -66,16 +66,24 @@ def build_report(
     *,
     replay: bool,
     config: Mapping[str, Any],
+    replay_latency: bool = False,
 ) -> dict[str, Any]:
-    """The report document (see the module docstring for the reference points)."""
-    summaries = {m.name: summarize(results[m.name], replay=replay) for m in methods}
+    """The report document (see the module docstring for the reference points). ``replay_latency``:
+    the replayed matrix recorded latencies (``|latency_s``), so replay reports give latency too."""
+    summaries = {m.name: summarize(results[m.name], replay=replay and not replay_latency) for m in methods}
     report: dict[str, Any] = {
         "podium_eval": REPORT_VERSION,
         "config": dict(config),
         "replay": replay,
         "scoring": (
             "replay: quality = recorded score of the worker that wrote the final answer; cost = every "
-            "step's recorded cost; no latency (see podium.eval.replay)"
+            "step's recorded cost; "
+            + (
+                "latency = critical path of the recorded request latencies plus the conductor's own planning"
+                if replay_latency
+                else "no latency"
+            )
+            + " (see podium.eval.replay)"
             if replay
             else "live: the task's verifier on the final answer; latency = critical path of recorded call latencies"
         ),

@@ -313,7 +313,7 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
         "calibration_rows": len(calibration),
         "tasks": f"{matrix.path.name} ({split})",
     }
-    return build_report(methods, results, replay=True, config=config_json)
+    return build_report(methods, results, replay=True, config=config_json, replay_latency=matrix.has_latency)
 
 
 def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence[Task]) -> list[Method]:

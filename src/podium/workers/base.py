@@ -107,9 +107,9 @@ class Completion:
             equivalent worker, else None.
         usage_reported: False when the provider sent no usage (some servers omit it in
             streams); ``usage`` is then zeros and budgets keep the call's full reservation.
-        cached: True when a request cache answered (:mod:`podium.workers.cache`); ``latency_s``
-            is then the original call's, and traces record that latency, so a cached rerun
-            reports the latency the live request had.
+        cached: True when a request cache (:mod:`podium.workers.cache`) or a replay pool
+            (:mod:`podium.eval.replay`) answered; ``latency_s`` is then the original call's, and
+            traces record that latency, so a cached rerun reports the latency the live request had.
     """
 
     text: str
