@@ -231,6 +231,18 @@ def test_zero_grpo_steps_store_the_untrained_conductor(
     assert "--steps must be 0 or more" in capsys.readouterr().err
 
 
+def test_a_failed_lm_training_leaves_no_empty_version(
+    matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown base model is refused before a registry version exists, so a typo does not
+    leave an empty `lm@vN` behind (found by a fresh-user check)."""
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    args = ["train", "--policy", "lm", "--replay", str(matrix.path), "--model", "no-such-model", "--steps", "0"]
+    assert cli(args) == 2
+    assert "unknown embedded model 'no-such-model'" in capsys.readouterr().err
+    assert Registry().names() == []
+
+
 def test_pool_file_runs_a_light_conductor(
     matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,7 +177,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 0
     out.print(
         f"[green]trained {version.ref}[/] in {sum(g.seconds for g in result.history):.1f} s "
-        f"({len(result.history)} generations; kept {result.best_generation})"
+        f"of CMA-ES after embedding the questions ({len(result.history)} generations; kept {result.best_generation})"
     )
     if not result.history:
         out.print(f"stored the untrained policy (zero weights) as {version.ref} in {version.path}")
@@ -219,6 +220,7 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from podium.eval.plot import learning_curve_plot
     from podium.eval.replay import OutcomeMatrix
+    from podium.local_models import resolve_model
     from podium.train.grpo import GRPOTrainConfig, StepMetrics, train_grpo
 
     base = GRPOTrainConfig.paper(args.model) if args.preset == "paper" else GRPOTrainConfig(model=args.model)
@@ -252,25 +254,38 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
     if config.generations < 2:
         raise ConfigError("--num-generations must be at least 2 (GRPO's advantage is relative to the group)")
     matrix = OutcomeMatrix.load(args.replay)
+    resolve_model(config.model, verify=False)  # an unknown or missing base model fails before a version exists
     registry = Registry()
     version = registry.get(args.resume) if args.resume else registry.create(args.name if args.name != "light" else "lm")
     progress = progress_bar("GRPO", err)
     with progress:
-        bar = progress.add_task("loading the base conductor", total=config.steps)
+        bar = progress.add_task("loading the base conductor", total=config.steps or None)
 
         def on_step(m: StepMetrics) -> None:
             progress.update(
                 bar,
+                total=config.steps,
                 completed=m.step,
                 description=f"reward {m.reward_mean:.3f} ± {m.reward_std:.3f} · parsed {m.parse_rate:.0%}",
             )
 
         def on_warm_step(step: int, total: int, loss: float) -> None:
-            progress.update(bar, description=f"format warm start {step}/{total} · loss {loss:.3f}")
+            done = step >= total and config.steps > 0  # then GRPO's own bar takes over
+            progress.update(
+                bar,
+                total=config.steps if done else total,
+                completed=0 if done else step,
+                description="GRPO: sampling the first workflows" if done else f"format warm start · loss {loss:.3f}",
+            )
 
-        result = train_grpo(
-            matrix, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
-        )
+        try:
+            result = train_grpo(
+                matrix, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
+            )
+        except ConfigError:
+            if not args.resume and not any(version.path.glob("checkpoint-*")):
+                shutil.rmtree(version.path, ignore_errors=True)  # nothing worth keeping: no empty version
+            raise
     metrics = result.metrics
     record: dict[str, Any] = {
         "policy": "lm",
@@ -309,7 +324,8 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"format warm start: {len(warm)} steps, loss {warm[0]:.3f} → {warm[-1]:.3f}")
     if last is not None:
         out.print(f"last step: reward {last.reward_mean:.3f} ± {last.reward_std:.3f}, parsed {last.parse_rate:.0%}")
-    out.print(f"stored in {version.path} (adapter/, adapter.gguf, checkpoint-*/, metrics.jsonl, learning-curve.png)")
+    stored = sorted(f"{p.name}/" if p.is_dir() else p.name for p in version.path.iterdir())
+    out.print(f"stored in {version.path} ({', '.join(stored)})")
     if result.adapter is None:
         err.print(Text(f"the GGUF export failed: {result.export_error}", style="yellow"))
     elif result.adapter.identity and config.steps > 0:
@@ -364,6 +380,9 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
                     if gguf
                     else f"not exported ({info.get('adapter_gguf_error') or 'podium conductor export ' + version.ref})"
                 )
+                warm = info.get("warm_start_loss") or []
+                if warm:
+                    out.print(f"  format warm start: {len(warm)} steps, loss {warm[0]:.3f} → {warm[-1]:.3f}")
                 out.print(f"  {len(info.get('history', []))} GRPO steps; llama.cpp adapter: {adapter}")
                 out.print(f"  evals: {', '.join(info['evals']) or 'none'}")
             else:
@@ -558,6 +577,7 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
                     "lam": cfg.get("lam"),
                     "data": info.get("data", {}).get("matrix"),
                     "generations": len(info.get("history", [])),
+                    "warm_start_steps": len(info.get("warm_start_loss", [])),
                     "path": str(v.path),
                 }
             )
@@ -572,6 +592,7 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
         table.add_column(col)
     for r in rows:
         lam = "–" if r["lam"] is None else f"{r['lam']:g}"
-        table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, str(r["data"]), str(r["generations"]))
+        steps = str(r["generations"]) + (f" (+ warm start, {r['warm_start_steps']})" if r["warm_start_steps"] else "")
+        table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, str(r["data"]), steps)
     out.print(table)
     return 0
