@@ -429,8 +429,9 @@ def _evaluate(args: argparse.Namespace, methods: list[str], err: Console) -> dic
 
 def _summary(report: dict[str, Any], out: Console) -> None:
     table = Table(title=f"held-out: {report['config'].get('tasks', '')}")
-    for col in ("method", "n", "quality", "95 % CI", "$/request", "steps/calls", "PGR"):
-        table.add_column(col, justify="left" if col == "method" else "right")
+    table.add_column("method", overflow="fold", min_width=16)  # long names wrap instead of being cut
+    for col in ("n", "quality", "95 % CI", "$/request", "steps/calls", "PGR"):
+        table.add_column(col, justify="right", no_wrap=True)
     for name, m in report["methods"].items():
         s = m["summary"]
         pgr = m.get("pgr")
