@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from podium.messages import neutralise
 from podium.workers.base import Message
 
-__all__ = ["FEW_SHOT", "REASONING_PREFIX", "TOOL", "FewShot", "conductor_messages", "recursion_messages"]
+__all__ = [
+    "FEW_SHOT",
+    "REASONING_PREFIX",
+    "TOOL",
+    "FewShot",
+    "conductor_messages",
+    "recursion_messages",
+    "workflow_text",
+]
 
 REASONING_PREFIX = "Reasoning:"
 TOOL = -1
@@ -114,16 +122,22 @@ go to a worker strong enough to solve the whole question.
 worker described as unreliable at them. Use cheaper workers only for steps they can do well.{examples}"""
 
 
+def workflow_text(reasoning: str, model_id: Sequence[int], subtasks: Sequence[str], access_list: Sequence[str]) -> str:
+    """A workflow as the conductor writes it: the reasoning line, then the three lists.
+
+    ``access_list`` entries are written as given (e.g. ``'[]'``, ``'"all"'``, ``'[0, 1]'``)."""
+    quoted = ", ".join(f'"{s}"' for s in subtasks)
+    return (
+        f"{REASONING_PREFIX} {reasoning}\n"
+        f"model_id = [{', '.join(str(i) for i in model_id)}]\n"
+        f"subtasks = [{quoted}]\n"
+        f"access_list = [{', '.join(access_list)}]"
+    )
+
+
 def _example_text(shot: FewShot, n_workers: int, tool: int | None) -> str:
     ids = [tool if i == TOOL and tool is not None else min(i, n_workers - 1) for i in shot.model_id]
-    subtasks = ", ".join(f'"{s}"' for s in shot.subtasks)
-    return (
-        f"Question: {shot.question}\n"
-        f"{REASONING_PREFIX} {shot.reasoning}\n"
-        f"model_id = [{', '.join(str(i) for i in ids)}]\n"
-        f"subtasks = [{subtasks}]\n"
-        f"access_list = [{', '.join(shot.access_list)}]"
-    )
+    return f"Question: {shot.question}\n" + workflow_text(shot.reasoning, ids, shot.subtasks, shot.access_list)
 
 
 def _examples_text(few_shot: Sequence[FewShot], n_workers: int, tool: int | None) -> str:

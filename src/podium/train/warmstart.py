@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podium.conductor.prompt import REASONING_PREFIX
+from podium.conductor.prompt import workflow_text
 
 __all__ = ["SHAPES", "Shape", "format_target", "warm_start"]
 
@@ -69,13 +69,7 @@ def format_target(n_workers: int, max_steps: int, rng: random.Random) -> str:
     shapes = [s for s in SHAPES if len(s.subtasks) <= max_steps]
     shape = rng.choices(shapes, weights=[3, 2, 1][: len(shapes)])[0]
     ids = [rng.randrange(n_workers) for _ in shape.subtasks]
-    subtasks = ", ".join(f'"{s}"' for s in shape.subtasks)
-    return (
-        f"{REASONING_PREFIX} {shape.reasoning}\n"
-        f"model_id = [{', '.join(map(str, ids))}]\n"
-        f"subtasks = [{subtasks}]\n"
-        f"access_list = [{', '.join(shape.access_list)}]"
-    )
+    return workflow_text(shape.reasoning, ids, shape.subtasks, shape.access_list)
 
 
 def warm_start(
