@@ -17,7 +17,8 @@ from rich.text import Text
 
 from podium._render import progress_bar
 from podium.errors import ConfigError
-from podium.eval.report import GateMargins, gate, load_report, write_report
+from podium.eval.gate import GateMargins, GateResult, gate
+from podium.eval.report import load_report, write_report
 from podium.eval.runner import TaskResult
 from podium.eval.session import EvalSpec, run_eval
 
@@ -88,22 +89,21 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
         total, left_out = write_matrix(report, args.matrix)
         skipped = f"; {left_out} question(s) left out (a worker had no result)" if left_out else ""
         err.print(Text(f"outcome matrix {args.matrix}: {total} question(s){skipped}", style="dim"))
+    result = None
+    if baseline is not None:
+        result = gate(report, baseline, GateMargins(args.max_quality_drop, args.max_cost_rise, args.max_p95_rise))
     if args.json:
-        print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1, ensure_ascii=False))
+        shown = {k: v for k, v in report.items() if k != "results"}
+        if result is not None:
+            shown["gate"] = {"baseline": str(args.baseline), **result.to_json()}
+        print(json.dumps(shown, indent=1, ensure_ascii=False))
     else:
         _print_summary(report, out)
-    if baseline is None:
+        if result is not None:
+            _print_gate(result, args.baseline, out)
+    if result is None:
         return 0
-    rows = gate(report, baseline, GateMargins(args.max_quality_drop, args.max_cost_rise, args.max_p95_rise))
-    _print_gate(rows, args.baseline, out)
-    unmatched = sorted(set(report["methods"]) ^ set(baseline["methods"]))
-    if unmatched:
-        out.print(Text(f"not gated (in only one of the two reports): {', '.join(unmatched)}", style="yellow"))
-    regressions = sum(not r["ok"] for r in rows)
-    checked = len({r["method"] for r in rows})
-    style = "bold red" if regressions else "green"
-    out.print(Text(f"gate: {regressions} regression(s) over {checked} method(s)", style=style))
-    return EXIT_REGRESSION if regressions else 0
+    return EXIT_REGRESSION if result.regressions else 0
 
 
 def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
@@ -159,11 +159,39 @@ def _pct(x: float | None) -> str:
     return "not reached" if x is None else f"{x:.1%}"
 
 
-def _print_gate(rows: list[dict[str, Any]], baseline: Path, out: Console) -> None:
+_FLIPS_SHOWN = 10
+"""Task ids listed per method and direction in the terminal (``--json`` has them all)."""
+
+
+def _print_gate(result: GateResult, baseline: Path, out: Console) -> None:
     table = Table(title=f"regression gate against {baseline}")
     for col in ("method", "metric", "baseline", "new", "verdict"):
         table.add_column(col)
-    for r in rows:
-        verdict = Text("ok", "green") if r["ok"] else Text("REGRESSION", "bold red")
-        table.add_row(r["method"], r["metric"], f"{r['baseline']:.6g}", f"{r['new']:.6g}", verdict)
+    for c in result.checks:
+        verdict = Text("ok", "green") if c.ok else Text("REGRESSION", "bold red")
+        table.add_row(c.method, c.metric, f"{c.baseline:.6g}", f"{c.new:.6g}", verdict)
     out.print(table)
+    if result.only_new or result.only_baseline:
+        out.print(
+            Text(
+                f"compared on the {result.compared_on} question(s) both reports share "
+                f"({result.only_new} only in this report, {result.only_baseline} only in the baseline)",
+                style="yellow",
+            )
+        )
+    for method, flips in result.flips.items():
+        if flips.newly_failing or flips.newly_passing:
+            failing = ", ".join(flips.newly_failing[:_FLIPS_SHOWN])
+            more = len(flips.newly_failing) - _FLIPS_SHOWN
+            failing += f" … and {more} more" if more > 0 else ""
+            out.print(
+                f"{method}: {len(flips.newly_failing)} newly failing"
+                + (f" ({failing})" if failing else "")
+                + f", {len(flips.newly_passing)} newly passing"
+            )
+    if result.unmatched_methods:
+        out.print(
+            Text(f"not gated (in only one of the two reports): {', '.join(result.unmatched_methods)}", style="yellow")
+        )
+    style = "bold red" if result.regressions else "green"
+    out.print(Text(f"gate: {result.regressions} regression(s) over {result.methods} method(s)", style=style))

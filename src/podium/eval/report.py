@@ -1,4 +1,5 @@
-"""Evaluation reports: per-method summaries, cost–quality curves, slices, and the regression gate.
+"""Evaluation reports: per-method summaries, cost–quality curves and slices (the regression gate
+that compares two reports is :mod:`podium.eval.gate`).
 
 A report is one JSON document (``eval.json``) from which the Markdown table (``eval.md``) and
 the Pareto plot (``pareto.png``) are rendered; ``podium eval --from eval.json`` re-renders or
@@ -14,15 +15,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.eval.gate import task_set
 from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, pareto_front, percentile, pgr
 from podium.eval.runner import Method, TaskResult
 
-__all__ = ["GateMargins", "build_report", "gate", "load_report", "markdown", "write_report"]
+__all__ = ["build_report", "load_report", "markdown", "write_report"]
 
 REPORT_VERSION = 1
 
@@ -74,6 +75,7 @@ def build_report(
     report: dict[str, Any] = {
         "podium_eval": REPORT_VERSION,
         "config": dict(config),
+        "task_set": task_set(r.task_id for rows in results.values() for r in rows),
         "replay": replay,
         "scoring": (
             "replay: quality = recorded score of the worker that wrote the final answer; cost = every "
@@ -175,8 +177,9 @@ def _slices(methods: Sequence[Method], results: Mapping[str, Sequence[TaskResult
 
 def write_report(report: Mapping[str, Any], out: Path, *, plot: bool = True, results: bool = True) -> list[Path]:
     """Write ``eval.json``, ``eval.md`` and (``plot``) ``pareto.png`` into ``out``; the paths.
-    ``results=False`` leaves the per-request results out of ``eval.json`` (summaries, curves and
-    slices stay, which is all the gate reads)."""
+    ``results=False`` leaves the per-request results out of ``eval.json`` (summaries, curves,
+    slices and the question set stay: enough for the gate on the same questions, not for its
+    flips or for comparing different question sets, :mod:`podium.eval.gate`)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "eval.json", out / "eval.md"]
     kept = report if results else {k: v for k, v in report.items() if k != "results"}
@@ -271,41 +274,3 @@ def load_report(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("podium_eval") != REPORT_VERSION:
         raise ConfigError(f"{file} is not a podium eval report (version {REPORT_VERSION}); write one with --out")
     return data
-
-
-@dataclass(frozen=True)
-class GateMargins:
-    """What counts as a regression against the baseline report.
-
-    Attributes:
-        quality_drop: absolute drop in mean quality allowed (e.g. 0.02 = two points).
-        cost_rise: relative rise in mean cost per request allowed (0.10 = +10 %).
-        p95_rise: relative rise in p95 latency allowed (0.25 = +25 %; live reports only).
-    """
-
-    quality_drop: float = 0.02
-    cost_rise: float = 0.10
-    p95_rise: float = 0.25
-
-
-def gate(new: Mapping[str, Any], old: Mapping[str, Any], margins: GateMargins) -> list[dict[str, Any]]:
-    """Per method present in both reports, each check with its values and ``ok``. A regression
-    is any row with ``ok`` False. Raises ConfigError when the reports share no method."""
-    shared = [n for n in new["methods"] if n in old["methods"]]
-    if not shared:
-        raise ConfigError("the baseline report shares no method with this one; compare like with like")
-    rows: list[dict[str, Any]] = []
-    for name in shared:
-        a, b = old["methods"][name]["summary"], new["methods"][name]["summary"]
-        q_old, q_new = a["quality"]["mean"], b["quality"]["mean"]
-        rows.append(_row(name, "quality", q_old, q_new, q_new >= q_old - margins.quality_drop))
-        c_old, c_new = a["cost_usd"]["mean"], b["cost_usd"]["mean"]
-        rows.append(_row(name, "mean cost (USD)", c_old, c_new, c_new <= c_old * (1 + margins.cost_rise) + 1e-12))
-        if a["latency_s"] and b["latency_s"]:
-            p_old, p_new = a["latency_s"]["p95"], b["latency_s"]["p95"]
-            rows.append(_row(name, "p95 latency (s)", p_old, p_new, p_new <= p_old * (1 + margins.p95_rise) + 1e-9))
-    return rows
-
-
-def _row(method: str, metric: str, old: float, new: float, ok: bool) -> dict[str, Any]:
-    return {"method": method, "metric": metric, "baseline": old, "new": new, "ok": ok}
