@@ -45,7 +45,7 @@ def test_flips_list_the_questions_that_changed(tmp_path: Path, capsys: pytest.Ca
     assert result["flips"]["single:tiny"] == {"newly_failing": [], "newly_passing": []}
     # the terminal form names them too
     assert cli(["eval", "--from", str(new), "--baseline", str(old)]) == 0
-    assert "single:big: 1 newly failing (q2), 1 newly passing" in capsys.readouterr().out
+    assert "single:big: 1 newly failing (q2), 1 newly passing (q3)" in capsys.readouterr().out
 
 
 def test_different_questions_are_compared_on_the_shared_ones(

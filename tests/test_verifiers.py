@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import textwrap
 import time
 from collections.abc import Sequence
 
@@ -22,6 +24,7 @@ from podium.eval.verifiers import (
     Verdict,
     _MathProcess,
     build_program,
+    function_under_test,
     verify,
 )
 from podium.testing import ScriptedWorker
@@ -208,6 +211,35 @@ def test_mbpp_canonical_code_passes_and_a_broken_one_fails() -> None:
     broken = "def remove_Occ(s, ch):\n    return s.replace(ch, '', 1)"
     verdict = check(task, fenced(broken))
     assert not verdict.correct and verdict.parsed and "AssertionError" in verdict.detail
+
+
+def test_the_function_under_test_is_found_in_every_mbpp_task() -> None:
+    # MBPP names no entry point; the first function its asserts call is the one to look for,
+    # and every canonical solution defines it (mbpp/126's is named like the builtin `sum`)
+    def defines(code: str, name: str | None) -> bool:
+        return re.search(rf"^\s*(def|class)\s+{name}\b|^{name}\s*=", code, re.MULTILINE) is not None
+
+    missing = [tid for tid, t in MBPP.items() if not defines(MBPP_RAW[tid]["code"], function_under_test(t.tests or ""))]
+    assert missing == [] and len(MBPP) == 974
+    assert function_under_test("assert set(similar_elements((3, 4), (5, 4))) == set((4,))") == "similar_elements"
+    assert function_under_test("assert math.isclose(volume_sphere(10), 4188.79, rel_tol=0.001)") == "volume_sphere"
+
+
+def test_mbpp_answer_with_its_asserts_after_the_solution_is_scored_on_the_solution() -> None:
+    # A real answer's shape (the local pipeline's final step on mbpp/166): a numbered list whose
+    # items hold the function, then the task's own asserts, in fences indented with the items.
+    # Taken as written, the last block fails alone (NameError) and indented (IndentationError).
+    task = MBPP["mbpp/166"]
+
+    def item(n: int, title: str, code: str) -> str:
+        return f"{n}. {title}:\n" + textwrap.indent(f"```python\n{code}\n```", "   ") + "\n"
+
+    answer = item(4, "Write the code", MBPP_RAW["mbpp/166"]["code"]) + item(5, "Test the code", task.tests or "")
+    verdict = check(task, answer)
+    assert verdict.correct and verdict.extracted is not None and verdict.extracted.startswith("def find_even_Pair")
+    # a wrong solution in the same shape is still wrong: the asserts run against it
+    wrong = "def find_even_Pair(A, N):\n    return 0"
+    assert not check(task, fenced(wrong) + "\n" + fenced(task.tests or "")).correct
 
 
 def test_mbpp_setup_code_runs_after_the_solution_that_defines_its_classes() -> None:

@@ -163,6 +163,14 @@ _FLIPS_SHOWN = 10
 """Task ids listed per method and direction in the terminal (``--json`` has them all)."""
 
 
+def _ids(label: str, ids: tuple[str, ...]) -> str:
+    """``"2 newly failing (a, b)"``, at most :data:`_FLIPS_SHOWN` ids named."""
+    if not ids:
+        return f"0 {label}"
+    more = f" … and {len(ids) - _FLIPS_SHOWN} more" if len(ids) > _FLIPS_SHOWN else ""
+    return f"{len(ids)} {label} ({', '.join(ids[:_FLIPS_SHOWN])}{more})"
+
+
 def _print_gate(result: GateResult, baseline: Path, out: Console) -> None:
     table = Table(title=f"regression gate against {baseline}")
     for col in ("method", "metric", "baseline", "new", "verdict"):
@@ -181,13 +189,8 @@ def _print_gate(result: GateResult, baseline: Path, out: Console) -> None:
         )
     for method, flips in result.flips.items():
         if flips.newly_failing or flips.newly_passing:
-            failing = ", ".join(flips.newly_failing[:_FLIPS_SHOWN])
-            more = len(flips.newly_failing) - _FLIPS_SHOWN
-            failing += f" … and {more} more" if more > 0 else ""
             out.print(
-                f"{method}: {len(flips.newly_failing)} newly failing"
-                + (f" ({failing})" if failing else "")
-                + f", {len(flips.newly_passing)} newly passing"
+                f"{method}: {_ids('newly failing', flips.newly_failing)}, {_ids('newly passing', flips.newly_passing)}"
             )
     if result.unmatched_methods:
         out.print(

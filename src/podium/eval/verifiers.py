@@ -22,10 +22,13 @@
     hang the caller; a candidate longer than :data:`MAX_MATH_CHARS` is not compared.
     ``parsed`` is False when no number or expression is found, or math-verify cannot read it.
 ``code``
-    The code is the last fenced ``python``/``py`` block (a bare fence if there is none; when the
-    task has an ``entry_point``, the last block that defines it wins over later ones, e.g.
-    usage examples); with no block, the whole answer if it parses as Python (``ast.parse``) and
-    is more than a bare name or constant. The program is ``setup + code + tests +
+    The code is the last fenced ``python``/``py`` block (a bare fence if there is none); the last
+    block that defines the function under test wins over later ones (usage examples, a block of
+    the task's own asserts). The function under test is the task's ``entry_point``, else (MBPP)
+    the first function the tests call that neither Python's builtins nor ``setup`` define. A
+    block indented inside a Markdown list item is dedented, as CommonMark does. With no block,
+    the whole answer if it parses as Python (``ast.parse``) and is more than a bare name or
+    constant. The program is ``setup + code + tests +
     check(entry_point)`` — HumanEval's check convention (Chen et al. 2021,
     https://github.com/openai/human-eval) — or, with no entry point, ``code + setup + tests``
     — MBPP's assert lists (Austin et al. 2021,
@@ -70,6 +73,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import atexit
+import builtins
 import contextlib
 import importlib.util
 import json
@@ -465,7 +469,8 @@ def extract_code_answer(answer: str, entry_point: str | None = None) -> str | No
     """The code of a code answer (see the module docstring), or None."""
     blocks = _fenced_blocks(answer)
     python = [body for lang, body in blocks if lang in _PY_LANGS] or [body for lang, body in blocks if not lang]
-    python = [body.strip("\n") for body in python if body.strip()]
+    # a fence inside a Markdown list item is indented with it (CommonMark strips that indent)
+    python = [textwrap.dedent(body).strip("\n") for body in python if body.strip()]
     if python:
         if entry_point:
             defining = [body for body in python if _defines(body, entry_point)]
@@ -481,6 +486,25 @@ def extract_code_answer(answer: str, entry_point: str | None = None) -> str | No
         return None
     trivial = all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Name | ast.Constant) for n in module.body)
     return None if trivial else text
+
+
+def function_under_test(tests: str, setup: str | None = None) -> str | None:
+    """The first function ``tests`` call by name (``assert f(…) == …``, ``assert set(f(…)) ==
+    …``, ``math.isclose(f(…), …)``) that is neither a builtin nor defined in ``setup``, else the
+    first called name at all (mbpp/126's solution is named ``sum``); None when nothing is called
+    by name or the tests do not parse. MBPP names no entry point; its asserts do."""
+    try:
+        module = ast.parse(tests)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    skip = set(dir(builtins))
+    if setup:
+        with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
+            skip |= {n.name for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    calls = [node for node in ast.walk(module) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+    calls.sort(key=lambda node: (node.lineno, node.col_offset))  # source order (ast.walk is breadth-first)
+    names = [c.func.id for c in calls if isinstance(c.func, ast.Name)]
+    return next((n for n in names if n not in skip), names[0] if names else None)
 
 
 def _fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -552,7 +576,7 @@ def build_program(task: Task, code: str) -> str:
 async def _verify_code(task: Task, answer: str, timeout_s: float) -> Verdict:
     if not (task.tests or "").strip():
         raise ConfigError(f"task {task.id!r}: a code task needs tests (Python asserts)")
-    code = extract_code_answer(answer, task.entry_point)
+    code = extract_code_answer(answer, task.entry_point or function_under_test(task.tests or "", task.setup))
     if code is None:
         return _wrong("no Python code block found in the answer", parsed=False)
     result = await run_python(build_program(task, code), timeout_s=timeout_s, output_chars=2000)
