@@ -432,3 +432,19 @@ def test_importing_the_plot_module_does_not_import_matplotlib() -> None:
     code = "import sys, podium, podium.eval.plot; print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_methods_at_the_same_point_share_one_label() -> None:
+    # live MBPP: the default conductor sent every question to the 1.5B worker, so both methods
+    # sit at the same cost and quality; two labels there printed over each other
+    from podium.eval.plot import MethodPoint, _annotations
+
+    methods = [
+        MethodPoint("conductor", 0.000147, 0.467, 0.302, 0.639),
+        MethodPoint("single:1.5b", 0.000147, 0.467, 0.302, 0.639),
+        MethodPoint("single:0.5b", 0.000091, 0.300, 0.167, 0.479),
+    ]
+    assert _annotations(methods) == {
+        (0.000147, 0.467): "conductor = single:1.5b",
+        (0.000091, 0.300): "single:0.5b",
+    }

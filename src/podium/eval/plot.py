@@ -107,8 +107,8 @@ def pareto_plot(
             capsize=3,
             label=m.label or None,
         )
-        if m.label:
-            ax.annotate(m.label, (m.cost, m.quality), xytext=(4, 4), textcoords="offset points", fontsize=8)
+    for (cost, quality), text in _annotations(methods).items():
+        ax.annotate(text, (cost, quality), xytext=(4, 4), textcoords="offset points", fontsize=8)
 
     best = pareto_front(list(front) if front is not None else [Point(m.cost, m.quality, m.label) for m in methods])
     if len(best) >= 2:
@@ -135,6 +135,17 @@ def pareto_plot(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=_DPI, format="png")
     return out
+
+
+def _annotations(methods: Sequence[MethodPoint]) -> dict[tuple[float, float], str]:
+    """One label per drawn point: methods at the same (cost, quality) — e.g. a conductor that
+    sends everything to one worker, beside that worker alone — share one "a = b" label instead
+    of printing over each other."""
+    labels: dict[tuple[float, float], list[str]] = {}
+    for m in methods:
+        if m.label:
+            labels.setdefault((m.cost, m.quality), []).append(m.label)
+    return {point: " = ".join(names) for point, names in labels.items()}
 
 
 def _cost_scale(costs: Sequence[float], log_cost: bool) -> tuple[str, dict[str, Any]]:
