@@ -96,3 +96,25 @@ def test_gate_refuses_reports_without_a_shared_question() -> None:
     dear["methods"]["single:a"]["summary"]["cost_usd"]["mean"] = 0.0011
     assert gate(dear, cheap, GateMargins(cost_rise=0.10)).regressions == 0
     assert gate(dear, cheap, GateMargins(cost_rise=0.05)).regressions == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no eval report at"),
+        ('{"id": "a", "question": "q"}\n{"id": "b"}\n', "is not a podium eval report"),
+        ("# podium eval: a Markdown report\n", "is not a podium eval report"),
+        ('{"foo": 1}', "is not a podium eval report"),
+    ],
+)
+def test_a_baseline_that_is_not_a_report_is_named_with_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, message: str
+) -> None:
+    new = _report(tmp_path, "new", SCORES)
+    baseline = tmp_path / "baseline.json"
+    if content is not None:
+        baseline.write_text(content)
+    capsys.readouterr()
+    assert cli(["eval", "--from", str(new), "--baseline", str(baseline)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "eval.json" in err and "Traceback" not in err

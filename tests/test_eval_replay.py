@@ -153,7 +153,7 @@ def test_cli_replay_report_files_and_regression_gate(
         ([], "exactly one of --tasks"),
         (["--methods", "bogus"], "unknown method 'bogus'"),
         (["--methods", "light"], "needs a trained conductor: light:NAME"),
-        (["--baseline", "/nonexistent/eval.json"], "cannot read eval report"),
+        (["--baseline", "/nonexistent/eval.json"], "no eval report at /nonexistent/eval.json"),
         (["--methods", "conductor"], "does not run in replay mode"),
         (["--methods", "single:nobody"], "no worker 'nobody'"),
         (["--lambdas", "1,x", "--methods", "router"], "--lambdas must be"),

@@ -65,6 +65,7 @@ def test_regression_set_loads_with_tags(tmp_path: Path) -> None:
     [
         ('{"id": "a", "question": "q", "task_type": "math"}', "needs 'reference'"),
         ('{"id": "a", "question": "q", "task_type": "code"}', "needs 'tests'"),
+        ('{"id": "a", "question": "q", "task_type": "code", "tests": ["assert 1"]}', "'tests' must be text"),
         ('{"id": "a", "question": "q", "task_type": "poem", "reference": "x"}', "'task_type' must be one of"),
         ('{"id": "a", "question": "", "task_type": "exact", "reference": "x"}', "'question' must be non-empty"),
         ('{"id": "a", "question": "q", "task_type": "exact", "reference": "x", "answer_key": 1}', "unknown field"),

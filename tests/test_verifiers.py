@@ -379,3 +379,15 @@ def test_huge_garbage_never_raises() -> None:
     for task in (GSM8K[0], HE0, CHOICE, EXACT):
         assert not check(task, garbage).correct
     assert json.dumps(check(GSM8K[0], garbage).__dict__)
+
+
+def test_a_regression_set_entry_point_without_check_runs_the_plain_asserts() -> None:
+    # A team's own code task names its function but writes plain asserts, no HumanEval `check`:
+    # the asserts run against the answer (found by a fresh-user run: `check(square)` was appended
+    # and every answer failed with a NameError)
+    task = Task(
+        id="sq", question="Write square(x).", task_type="code", tests="assert square(3) == 9", entry_point="square"
+    )
+    assert check(task, fenced("def square(x):\n    return x * x")).correct
+    assert not check(task, fenced("def square(x):\n    return x + x")).correct
+    assert "check(" not in build_program(task, "def square(x):\n    return x * x")

@@ -131,8 +131,8 @@ def gate(new: Mapping[str, Any], old: Mapping[str, Any], margins: GateMargins) -
     else:
         if new_ids is None or old_ids is None:
             raise ConfigError(
-                "the two reports ran on different questions and one has no per-request results to compare "
-                "the shared ones; rerun the baseline on the same questions, or write both reports without "
+                "the two reports ran on different questions and one or both have no per-request results to "
+                "compare the shared ones; rerun the baseline on the same questions, or write both reports without "
                 "--summary-only"
             )
         common = new_ids & old_ids

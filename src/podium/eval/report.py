@@ -267,10 +267,17 @@ def markdown(report: Mapping[str, Any]) -> str:
 def load_report(path: str | Path) -> dict[str, Any]:
     """Read an ``eval.json``; ConfigError naming the problem when it is not one."""
     file = Path(path)
+    hint = "pass the eval.json that `podium eval --out DIR` wrote in DIR"
+    if file.is_dir():
+        raise ConfigError(f"{file} is a folder; {hint}")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except FileNotFoundError:
+        raise ConfigError(f"no eval report at {file}; {hint}") from None
+    except OSError as exc:
         raise ConfigError(f"cannot read eval report {file}: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None
     if not isinstance(data, dict) or data.get("podium_eval") != REPORT_VERSION:
-        raise ConfigError(f"{file} is not a podium eval report (version {REPORT_VERSION}); write one with --out")
+        raise ConfigError(f"{file} is not a podium eval report (version {REPORT_VERSION}); {hint}")
     return data

@@ -9,8 +9,9 @@ A task is one question with what its verifier needs (a reference answer, or test
 
   Fields: ``id`` (unique text), ``question`` (text), ``task_type`` (one of :data:`TASK_TYPES`),
   ``reference`` (the expected answer; required except for ``code`` and ``open``), ``tests``
-  (``code`` only: Python asserts run after the answer's code), ``entry_point`` (optional: a
-  function name; ``check(entry_point)`` is called after the tests, HumanEval-style),
+  (``code`` only: Python asserts run after the answer's code), ``entry_point`` (optional: the
+  function under test; when the tests define ``check(candidate)``, HumanEval-style,
+  ``check(entry_point)`` is called after them),
   ``choices`` (``choice`` only, optional: the options' texts), ``tags`` (list of text),
   ``split`` (optional text).
 * the shipped benchmarks in their own formats — GSM8K (``question``/``answer`` with
@@ -236,8 +237,13 @@ def _regression(rec: dict[str, Any], file: Path, line: int) -> Task:
         raise TaskSetError(f"{where}: 'task_type' must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
     reference = rec.get("reference")
     tests = rec.get("tests")
-    if task_type == "code" and not isinstance(tests, str):
+    if task_type == "code" and tests is None:
         raise TaskSetError(f"{where}: a code task needs 'tests' (Python asserts as text)")
+    if tests is not None and not isinstance(tests, str):
+        raise TaskSetError(
+            f"{where}: 'tests' must be text (Python asserts, one per line, e.g. \"assert f(2) == 4\\n...\"), "
+            f"not {type(tests).__name__}"
+        )
     if task_type in ("math", "choice", "exact") and not isinstance(reference, str | int | float):
         raise TaskSetError(f"{where}: a {task_type} task needs 'reference' (the expected answer)")
     tags = rec.get("tags", [])

@@ -28,8 +28,8 @@
     the first function the tests call that neither Python's builtins nor ``setup`` define. A
     block indented inside a Markdown list item is dedented, as CommonMark does. With no block,
     the whole answer if it parses as Python (``ast.parse``) and is more than a bare name or
-    constant. The program is ``setup + code + tests +
-    check(entry_point)`` — HumanEval's check convention (Chen et al. 2021,
+    constant. The program is ``setup + code + tests + check(entry_point)`` (the call only when
+    the tests define ``check``) — HumanEval's check convention (Chen et al. 2021,
     https://github.com/openai/human-eval) — or, with no entry point, ``code + setup + tests``
     — MBPP's assert lists (Austin et al. 2021,
     https://github.com/google-research/google-research/tree/master/mbpp), whose
@@ -547,7 +547,7 @@ def build_program(task: Task, code: str) -> str:
 
     HumanEval style (the task has an ``entry_point``): ``setup`` (the prompt), the code (or,
     when it does not define the entry point, the code as the prompt function's body), the
-    tests, ``check(entry_point)``. MBPP style (no entry point): the code, then ``setup``
+    tests, ``check(entry_point)`` when the tests define ``check``. MBPP style (no entry point): the code, then ``setup``
     (MBPP's ``test_setup_code`` builds test fixtures from the solution's own classes, e.g.
     ``root = Node(1)`` in mbpp/367), then the tests.
     """
@@ -564,7 +564,7 @@ def build_program(task: Task, code: str) -> str:
     else:
         program = setup + "\n" + code + "\n"
     program += task.tests or ""
-    if task.entry_point:
+    if task.entry_point and _defines(task.tests or "", "check"):
         program += f"\ncheck({task.entry_point})"
     # `from __future__` imports must open the file; the answer's ones move to the top.
     futures = _FUTURE_IMPORT.findall(program)
