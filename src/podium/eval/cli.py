@@ -111,7 +111,8 @@ def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
     bar: list[Any] = []
     done: dict[str, list[float]] = {}
 
-    def on_start(total: int) -> None:
+    def on_start(total: int) -> None:  # the bar appears once the inputs are valid: an error is one clean line
+        progress.start()
         bar.append(progress.add_task("", total=total))
 
     def on_result(method: str, result: TaskResult) -> None:
@@ -119,8 +120,11 @@ def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
         scores.append(result.score)
         progress.update(bar[0], advance=1, description=f"{method}: {sum(scores) / len(scores):.3f} over {len(scores)}")
 
-    with progress:
+    try:
         return run_eval(spec, on_start=on_start, on_result=on_result)
+    finally:
+        if bar:
+            progress.stop()
 
 
 def _print_summary(report: dict[str, Any], out: Console) -> None:
@@ -173,11 +177,14 @@ def _ids(label: str, ids: tuple[str, ...]) -> str:
 
 def _print_gate(result: GateResult, baseline: Path, out: Console) -> None:
     table = Table(title=f"regression gate against {baseline}")
-    for col in ("method", "metric", "baseline", "new", "verdict"):
-        table.add_column(col)
+    table.add_column("method", overflow="fold", min_width=16)  # long names wrap instead of being cut
+    for col in ("metric", "baseline", "new", "verdict"):
+        table.add_column(col, no_wrap=True)
     for c in result.checks:
         verdict = Text("ok", "green") if c.ok else Text("REGRESSION", "bold red")
         table.add_row(c.method, c.metric, f"{c.baseline:.6g}", f"{c.new:.6g}", verdict)
+    if not out.is_terminal:  # piped (CI logs): as wide as the summary table
+        out = Console(width=max(out.width, 120))
     out.print(table)
     if result.only_new or result.only_baseline:
         out.print(
