@@ -149,14 +149,19 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
             f"{s['parse_failure_rate']:.0%}",
             f"{s['fallback_rate']:.0%}",
         )
-    if not out.is_terminal:  # piped: a readable 120-column table beats a squeezed 80-column one
-        out = Console(width=max(out.width, 120))
+    out = _wide(out)
     out.print(table)
     for group, curve in report.get("curves", {}).items():
         out.print(
             f"{group}: AIQ {curve['aiq']:.4f} · APGR {curve['apgr']:.3f} · CPT(50 %) {_pct(curve['cpt50'])} · "
             f"CPT(80 %) {_pct(curve['cpt80'])} ({len(curve['points'])} point(s) with weak and strong)"
         )
+
+
+def _wide(out: Console) -> Console:
+    """``out``, or when piped (CI logs) a 120-column console: a readable table beats a squeezed
+    80-column one."""
+    return out if out.is_terminal else Console(width=max(out.width, 120))
 
 
 def _pct(x: float | None) -> str:
@@ -183,8 +188,7 @@ def _print_gate(result: GateResult, baseline: Path, out: Console) -> None:
     for c in result.checks:
         verdict = Text("ok", "green") if c.ok else Text("REGRESSION", "bold red")
         table.add_row(c.method, c.metric, f"{c.baseline:.6g}", f"{c.new:.6g}", verdict)
-    if not out.is_terminal:  # piped (CI logs): as wide as the summary table
-        out = Console(width=max(out.width, 120))
+    out = _wide(out)
     out.print(table)
     if result.only_new or result.only_baseline:
         out.print(

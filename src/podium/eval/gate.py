@@ -125,34 +125,32 @@ def gate(new: Mapping[str, Any], old: Mapping[str, Any], margins: GateMargins) -
     unmatched = sorted(set(new["methods"]) ^ set(old["methods"]))
     new_ids, old_ids = _ids(new), _ids(old)
     if _same_questions(new, old, new_ids, old_ids):
-        checks = [c for name in shared for c in _checks(name, _summary(new, name), _summary(old, name), margins)]
-        compared = int(new["methods"][shared[0]]["summary"]["n"])
-        result = GateResult(checks, compared, unmatched_methods=unmatched)
+        common = None  # the stored summaries cover the same questions
+        compared, only_new, only_baseline = int(new["methods"][shared[0]]["summary"]["n"]), 0, 0
+    elif new_ids is None or old_ids is None:
+        raise ConfigError(
+            "the two reports ran on different questions and one or both have no per-request results to "
+            "compare the shared ones; rerun the baseline on the same questions, or write both reports without "
+            "--summary-only"
+        )
     else:
-        if new_ids is None or old_ids is None:
-            raise ConfigError(
-                "the two reports ran on different questions and one or both have no per-request results to "
-                "compare the shared ones; rerun the baseline on the same questions, or write both reports without "
-                "--summary-only"
-            )
         common = new_ids & old_ids
         if not common:
             raise ConfigError("the baseline report shares no question with this one; compare like with like")
-        checks = [
-            c
-            for name in shared
-            for c in _checks(name, _summary_on(new, name, common), _summary_on(old, name, common), margins)
-        ]
-        result = GateResult(
-            checks,
-            len(common),
-            only_new=len(new_ids - common),
-            only_baseline=len(old_ids - common),
-            unmatched_methods=unmatched,
-        )
-    if new_ids is not None and old_ids is not None:
-        result.flips = {name: _flips(new, old, name) for name in shared}
-    return result
+        compared, only_new, only_baseline = len(common), len(new_ids - common), len(old_ids - common)
+
+    def figures(report: Mapping[str, Any], name: str) -> _Figures:
+        return _summary(report, name) if common is None else _summary_on(report, name, common)
+
+    both = new_ids is not None and old_ids is not None
+    return GateResult(
+        checks=[c for name in shared for c in _checks(name, figures(new, name), figures(old, name), margins)],
+        compared_on=compared,
+        only_new=only_new,
+        only_baseline=only_baseline,
+        unmatched_methods=unmatched,
+        flips={name: _flips(new, old, name) for name in shared} if both else {},
+    )
 
 
 def _ids(report: Mapping[str, Any]) -> set[str] | None:

@@ -501,9 +501,12 @@ def function_under_test(tests: str, setup: str | None = None) -> str | None:
     if setup:
         with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
             skip |= {n.name for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    calls = [node for node in ast.walk(module) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
-    calls.sort(key=lambda node: (node.lineno, node.col_offset))  # source order (ast.walk is breadth-first)
-    names = [c.func.id for c in calls if isinstance(c.func, ast.Name)]
+    calls = sorted(  # source order (ast.walk is breadth-first)
+        (node.lineno, node.col_offset, node.func.id)
+        for node in ast.walk(module)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    )
+    names = [name for _, _, name in calls]
     return next((n for n in names if n not in skip), names[0] if names else None)
 
 
@@ -547,8 +550,8 @@ def build_program(task: Task, code: str) -> str:
 
     HumanEval style (the task has an ``entry_point``): ``setup`` (the prompt), the code (or,
     when it does not define the entry point, the code as the prompt function's body), the
-    tests, ``check(entry_point)`` when the tests define ``check``. MBPP style (no entry point): the code, then ``setup``
-    (MBPP's ``test_setup_code`` builds test fixtures from the solution's own classes, e.g.
+    tests, ``check(entry_point)`` when the tests define ``check``. MBPP style (no entry point):
+    the code, then ``setup`` (MBPP's ``test_setup_code`` builds test fixtures from the solution's own classes, e.g.
     ``root = Node(1)`` in mbpp/367), then the tests.
     """
     setup = task.setup or ""

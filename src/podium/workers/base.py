@@ -108,8 +108,9 @@ class Completion:
         usage_reported: False when the provider sent no usage (some servers omit it in
             streams); ``usage`` is then zeros and budgets keep the call's full reservation.
         cached: True when a request cache (:mod:`podium.workers.cache`) or a replay pool
-            (:mod:`podium.eval.replay`) answered; ``latency_s`` is then the original call's, and
-            traces record that latency, so a cached rerun reports the latency the live request had.
+            (:mod:`podium.eval.replay`) answered; ``latency_s`` is then the original call's as its
+            backend measured it, and traces record that latency (a live step records its whole
+            call's wall time, slightly more).
     """
 
     text: str

@@ -6,7 +6,10 @@ identity (name, backend class, model), the messages, the decoding settings (seed
 for grammar-constrained continuations, the prefix, grammar and stop strings — and stores the
 :class:`~podium.workers.base.Completion` in a SQLite file. A hit returns the stored completion
 (its recorded text, usage, cost and latency) marked ``cached``; the executor and the conductor
-then record the original call's latency, so a cached re-run reports the same figures. Errors are never cached.
+then record the original call's latency as its backend measured it (queueing for the model,
+prefill, generation). A live step records the wall time of its whole call, which adds podium's
+own per-call work, so a cached re-run reports slightly lower latencies (docs/eval.md, Metrics).
+Errors are never cached.
 
 Only deterministic requests are worth caching: llama.cpp with a fixed seed is; remote providers
 at temperature > 0 are not, and a hit then replays one sample rather than drawing a new one —
