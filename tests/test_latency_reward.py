@@ -51,6 +51,10 @@ def test_grpo_reward_pays_the_critical_path(tmp_path: Path) -> None:
     )
     assert parts["latency"] == pytest.approx(12.0) and parts["score"] == 0.0
     assert reward == pytest.approx(0.5 - 0.12)
+    # slow and fast in parallel, nobody reads slow: the request still waits for it (10 s, not 2 s),
+    # as the executor gathers every step and eval's critical_path_s reports
+    _, parts = conductor_reward(_workflow([1, 0], "[[], []]"), pool, matrix, "q0", lam=0.0, mu=0.01, max_steps=3)
+    assert parts["latency"] == pytest.approx(10.0)
     # μ = 0 leaves the paper's reward untouched
     reward, _ = conductor_reward(_workflow([2], "[[]]"), pool, matrix, "q0", lam=0.0, max_steps=3)
     assert reward == 1.0
@@ -63,6 +67,9 @@ def test_light_critical_path_by_hand() -> None:
     solve, verify, aggregate = 0, 1, 2
     roles = np.array([[solve, verify, 0], [solve, solve, aggregate], [solve, 0, 0]])
     assert critical_path(workers, roles, latencies).tolist() == [12.0, 15.0, 5.0]
+    # solve(1) then solve(0), the answer the fast one's: the request still waits 10 s for the slow one
+    two_solves = critical_path(np.array([[1, 0, -1]]), np.array([[solve, solve, 0]]), latencies[:1])
+    assert two_solves.tolist() == [10.0]
     scores, costs = np.ones((3, 3)), np.zeros((3, 3))
     reward, *_ = replay_reward(workers, scores, costs, 0.0, roles=roles, latencies=latencies, mu=0.01)
     assert reward == pytest.approx(1.0 - 0.01 * (12 + 15 + 5) / 3)

@@ -152,7 +152,7 @@ def conductor_reward(
     finish: list[float] = []
     for i, (step, outcome) in enumerate(zip(workflow.steps, outcomes, strict=True)):
         finish.append(max((finish[j] for j in step.visible(i)), default=0.0) + outcome.latency_s)
-    latency = finish[-1]
+    latency = max(finish)  # the executor waits for every step, not only the answering one
     reward = 0.5 + 0.5 * score - lam * cost - mu * latency
     parts = {"parsed": True, "final": final, "score": score, "cost": cost, "latency": latency}
     return reward, {**parts, "steps": len(workflow)}

@@ -130,13 +130,13 @@ def replay_reward(
 
 
 def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], latencies: Array) -> Array:
-    """Seconds, per workflow: when its final step finishes if every step starts as soon as the
+    """Seconds, per workflow: when its last-finishing step finishes (the executor waits for every
+    step, as :func:`podium.eval.runner.critical_path_s` reports) if every step starts as soon as the
     steps it reads have finished (a solve step reads none, verify the step before it, aggregate
     all before it), each taking its worker's recorded latency. Shapes (n, T), (n, T), (n, m) → (n,)."""
     n, horizon = workers.shape
     rows = np.arange(n)
     finish = np.zeros((n, horizon))
-    end = np.zeros(n)
     for t in range(horizon):
         taken = workers[:, t] >= 0
         role = roles[:, t]
@@ -146,8 +146,7 @@ def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], la
             start = np.where(role == ROLES.index("verify"), finish[:, t - 1], start)
             start = np.where(role == ROLES.index("aggregate"), before.max(axis=1), start)
         finish[:, t] = np.where(taken, start + latencies[rows, workers[:, t].clip(0)], 0.0)
-        end = np.where(taken, finish[:, t], end)
-    return end
+    return finish.max(axis=1)  # the executor waits for every step, not only the answering one
 
 
 OnGeneration = Callable[[Generation], None]
