@@ -146,7 +146,8 @@ def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], la
             start = np.where(role == ROLES.index("verify"), finish[:, t - 1], start)
             start = np.where(role == ROLES.index("aggregate"), before.max(axis=1), start)
         finish[:, t] = np.where(taken, start + latencies[rows, workers[:, t].clip(0)], 0.0)
-    return finish.max(axis=1)  # the executor waits for every step, not only the answering one
+    end: Array = finish.max(axis=1)  # the executor waits for every step, not only the answering one
+    return end
 
 
 OnGeneration = Callable[[Generation], None]
