@@ -98,11 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("--pool", help="pool file (TOML) or preset name")
     p_check.add_argument("--json", action="store_true")
     _eval_parser(sub)
+    from podium.eval.bank_cli import add_parsers as add_bank_parsers
     from podium.serve.cli import add_parsers as add_serve_parsers
     from podium.train.cli import add_parsers
 
     add_parsers(sub)
     add_serve_parsers(sub)
+    add_bank_parsers(sub)
     return parser
 
 
@@ -609,6 +611,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             from podium.eval.cli import cmd_eval
 
             return cmd_eval(args, out, err)
+        if args.command == "bank":
+            from podium.eval.bank_cli import cmd_bank
+
+            return cmd_bank(args, out, err)
         if args.command in ("serve", "keys", "shadow"):
             from podium.serve.cli import cmd_keys, cmd_serve, cmd_shadow
 

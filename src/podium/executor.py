@@ -23,8 +23,9 @@ from podium.errors import ConfigError, ContextOverflow, PodiumError
 from podium.messages import GrantedStep, worker_messages
 from podium.pii.session import CallLog, call_log
 from podium.records import StepRecord, utc_now
+from podium.roles import step_settings
 from podium.streaming import AnswerStream, streaming_to
-from podium.workers.base import Completion, Worker
+from podium.workers.base import Completion, Worker, WorkerSettings
 from podium.workflow import ALL, Step, Workflow
 
 __all__ = ["StepCallback", "WorkflowFailed", "execute", "run_step"]
@@ -59,6 +60,7 @@ async def run_step(
     sink: dict[int, StepRecord] | None = None,
     round: int = 0,
     previous: Sequence[StepRecord] = (),
+    settings: WorkerSettings | None = None,
 ) -> StepRecord:
     """Execute one step whose visible steps are all in ``done``.
 
@@ -66,6 +68,8 @@ async def run_step(
         round: the recursion round of this step.
         previous: the previous round's steps; a step with access ``"all"`` sees them too
             (Nielsen et al. 2026 §3.2), tagged with their round.
+        settings: this step's decoding settings (a ``sample`` step's own temperature and seed,
+            :func:`podium.roles.step_settings`); None: the worker's own.
 
     The record's ``messages`` are the exact messages sent: pseudonymized ones when the worker is
     external (:mod:`podium.workers.pii_guard`), with its ``disclosures``.
@@ -109,7 +113,7 @@ async def run_step(
 
     try:
         with call_log(calls):
-            result = await worker.complete(messages)
+            result = await worker.complete(messages, settings)
     except asyncio.CancelledError as exc:
         if sink is not None:
             sink[index] = record(Completion(""), exc)
@@ -160,7 +164,10 @@ async def execute(
         if on_step:
             on_step("start", index, step)
         with streaming_to(stream if index == len(workflow) - 1 else None):
-            record = await run_step(index, step, question, pool, done, sink=done, round=round, previous=previous)
+            settings = step_settings(workflow.steps, index, pool[step.worker].settings)
+            record = await run_step(
+                index, step, question, pool, done, sink=done, round=round, previous=previous, settings=settings
+            )
         done[index] = record
         if on_step:
             on_step("end", index, step)

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 
 from podium.workers.base import Message
 
-__all__ = ["PREAMBLE", "GrantedStep", "neutralise", "worker_messages"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "PREAMBLE", "GrantedStep", "neutralise", "worker_messages"]
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Reply in the language the question is written in."
+"""The system message of a model worker whose pool entry sets no ``system_prompt`` (an empty
+``system_prompt = ""`` sends none). Without it, the local models answer a Danish question in
+English; a line asking them to follow the question's answer format as well made the 1.5B worker
+drop its reasoning and answer bare numbers (measured: docs/pool-file.md)."""
 
 PREAMBLE = (
     "You are one worker in a team that solves a larger task step by step. "
@@ -30,19 +36,34 @@ _STRUCTURAL = (
     "question|overall[ _-]?task|task|your[ _-]?subtask|subtask|step|output|response|agent|"
     "system|user|assistant|context|instructions?|think"
 )
-# A tag whose name starts with a structural word: <question>, </step>, <Agent 0 response>, <system>.
-_TAG = re.compile(rf"<(\s*/?\s*(?:{_STRUCTURAL})\b[^<>\n]{{0,80}})>", re.IGNORECASE)
-_SPECIAL = re.compile(r"<\||\|>|<\s*/?\s*s\s*>|\[/?INST\]", re.IGNORECASE)
+# A tag whose name starts with a structural word: <question>, </step>, <Agent 0 response>, <system>,
+# also with newlines or long attributes inside (<step\nindex="7">, </output\n>). `[^<>]*` cannot
+# backtrack past the next `<`, so the scan stays linear on any text.
+_TAG = re.compile(rf"<(\s*/?\s*(?:{_STRUCTURAL})\b[^<>]*)>", re.IGNORECASE)
+# Chat-template control sequences of the backends podium runs: ChatML / Qwen / Phi / Llama 3
+# (<|im_start|>, <|start_header_id|>, <|user|>), Llama 2 / Mistral ([INST], <<SYS>>), Gemma
+# (<start_of_turn>, <end_of_turn>), DeepSeek (<｜User｜>, also with ‹ or › for < >), and the
+# sentence markers <s>, </s>, <bos>, <eos>.
+_SPECIAL = re.compile(
+    r"<\||\|>|<\s*/?\s*(?:s|bos|eos|start_of_turn|end_of_turn)\s*>|\[\s*/?\s*INST\s*\]|<<\s*/?\s*SYS\s*>>",
+    re.IGNORECASE,
+)
+_FULLWIDTH_TOKEN = re.compile(r"[<‹]?｜[^｜\n]{1,60}｜[>›]?")
+_DEFANG = str.maketrans({"<": "\u2039", ">": "\u203a", "[": "\u2045", "]": "\u2046", "｜": "\u00a6"})
 
 
 def neutralise(text: str) -> str:
-    """Defang framing and special-token look-alikes in untrusted ``text``.
+    """Defang framing and chat-template look-alikes in untrusted ``text`` (linear time).
 
-    ``<question>`` becomes ``‹question›``; ``<|im_end|>`` becomes ``‹|im_end|›``. Everything
-    else (code with ``a < b``, HTML the user asked about) is left unchanged.
+    ``<question>`` becomes ``‹question›`` (also with newlines or attributes inside the tag);
+    ``<|im_end|>`` becomes ``‹|im_end|›``; ``[INST]`` becomes ``⁅INST⁆``; ``<<SYS>>`` becomes
+    ``‹‹SYS››``; ``<start_of_turn>`` becomes ``‹start_of_turn›``; DeepSeek's ``<｜User｜>``
+    becomes ``‹¦User¦›``. Everything else (code with ``a < b``, HTML the user asked about) is
+    left unchanged.
     """
     text = _TAG.sub(lambda m: "\u2039" + m.group(1) + "\u203a", text)
-    return _SPECIAL.sub(lambda m: m.group(0).replace("<", "\u2039").replace(">", "\u203a"), text)
+    text = _SPECIAL.sub(lambda m: m.group(0).translate(_DEFANG), text)
+    return _FULLWIDTH_TOKEN.sub(lambda m: m.group(0).translate(_DEFANG), text)
 
 
 @dataclass(frozen=True)

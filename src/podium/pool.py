@@ -86,11 +86,12 @@ class WorkerConfig(DecodingConfig):
     """One worker of the pool."""
 
     name: str = Field(min_length=1, description="unique name; never shown to the conductor")
-    backend: Literal["llama_cpp", "openai", "anthropic", "gemini", "python", "conductor"] = Field(
+    backend: Literal["llama_cpp", "openai", "anthropic", "gemini", "python", "vote", "conductor"] = Field(
         "llama_cpp", description="which backend runs it"
     )
     model: str = Field(
-        "", description="llama_cpp: embedded model id or .gguf path; openai: the server's model name; python: unused"
+        "",
+        description="llama_cpp: embedded model id or .gguf path; openai: the server's model name; python, vote: unused",
     )
     base_url: str | None = Field(None, description="openai: API root, e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai: environment variable holding the API key")
@@ -100,7 +101,9 @@ class WorkerConfig(DecodingConfig):
     output_chars: int = Field(4000, ge=100, description="python: stdout / stderr are each cut to this length")
     max_depth: int = Field(1, ge=1, le=3, description="conductor: how many nested requests may stack")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
-    system_prompt: str | None = Field(None, description="optional system message before each call")
+    system_prompt: str | None = Field(
+        None, description='system message before each call (default: podium\'s, see docs/pool-file.md; "" for none)'
+    )
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
         None, description="openai: reasoning effort for reasoning models"
     )
@@ -148,7 +151,9 @@ class ConductorConfig(_Strict):
     subtask_chars: int = Field(240, ge=16, le=4000, description="longest subtask the grammar allows")
     resamples: int = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
     constrained: bool = Field(True, description="grammar-constrain the lists where the backend can")
-    recursion_rounds: int = Field(1, ge=0, le=5, description="extra review rounds (paper §3.2)")
+    recursion_rounds: int = Field(
+        0, ge=0, le=5, description="extra review rounds (paper §3.2; each costs a conductor call)"
+    )
 
     @property
     def light_name(self) -> str | None:

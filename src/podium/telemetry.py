@@ -168,7 +168,7 @@ def pool_models(config: PoolConfig) -> tuple[dict[str, WorkerInfo], dict[str, Wo
     workers: dict[str, WorkerInfo] = {}
     for raw in config.workers:
         w = config.merged(raw)
-        if w.backend == "python":
+        if w.backend in ("python", "vote"):
             workers[w.name] = WorkerInfo("execute_tool", provider="podium", in_process=True)
             continue
         if w.backend == "conductor":

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from podium.conductor.base import PreviousRound
 from podium.records import PlanAttempt
+from podium.roles import subtask
 from podium.workers.base import Worker
 from podium.workflow import ALL, Access, Step, Workflow
 
@@ -39,8 +40,8 @@ __all__ = [
     "strongest",
 ]
 
-ANSWER = "Answer the question. End with the final answer."
-"""The subtask of a one-step workflow."""
+ANSWER = subtask("solve")
+"""The subtask of a one-step workflow (the ``solve`` role)."""
 
 PIPELINE_SUBTASKS = (
     "Write a short numbered plan for solving the question. Do not solve it yet.",

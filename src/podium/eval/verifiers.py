@@ -70,10 +70,8 @@ math-verify missing.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import atexit
-import builtins
 import contextlib
 import importlib.util
 import json
@@ -85,9 +83,17 @@ import sys
 import textwrap
 import threading
 import time
-import unicodedata
 from dataclasses import dataclass
 
+from podium.answers import (
+    MAX_MATH_CHARS,
+    defines,
+    extract_choice,
+    extract_code_answer,
+    extract_math_answer,
+    function_under_test,
+    normalize_exact,
+)
 from podium.errors import ConfigError
 from podium.eval.tasks import Task
 from podium.sandbox import run_python
@@ -119,9 +125,6 @@ MATH_TIMEOUT_S = 1
 
 MATH_HARD_TIMEOUT_S = 3.0
 """Wall-time limit of one math comparison, seconds; the helper process is killed past it."""
-
-MAX_MATH_CHARS = 500
-"""Longest final-answer candidate compared (characters); longer ones count as wrong."""
 
 JUDGE_SETTINGS = WorkerSettings(max_tokens=256, temperature=0.0)
 """Decoding settings of every judge call."""
@@ -197,70 +200,6 @@ def _short(text: str, limit: int = _DETAIL_CHARS) -> str:
 
 
 # --- math -------------------------------------------------------------------------------------
-
-_NUMBER = (
-    r"(?<![\w.])(?:\\\$|\$)?[-−]?(?:\\\$|\$)?"
-    r"(?:\d{1,3}(?:[,\u00a0\u2009\u202f]\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-    r"(?:/\d+(?:\.\d+)?)?(?:\s?(?:\\?%|percent\b))?"
-)
-_FRAC = r"[-−]?\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}"
-_MATH_TOKEN = re.compile(rf"{_FRAC}|{_NUMBER}")
-_MATH_MARKER = re.compile(r"####|\b(?:final\s+)?answer\b(?:\s*\*\*)?\s*(?:is\b|[:=])(?:\s*\*\*)?\s*:?", re.IGNORECASE)
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
-
-
-def extract_math_answer(answer: str) -> str | None:
-    """The final answer of a math solution, cleaned for math-verify (boxed > marker > last
-    number; see the module docstring), or None when there is none."""
-    boxed = _last_boxed(answer)
-    if boxed is not None and boxed.strip():
-        return _clean_math(boxed)
-    markers = list(_MATH_MARKER.finditer(answer))
-    if markers:
-        rest = answer[markers[-1].end() :].lstrip()
-        line = rest.split("\n", 1)[0]
-        token = _MATH_TOKEN.search(line)
-        if token:
-            return _clean_math(token.group(0))
-    last = None
-    for last in _MATH_TOKEN.finditer(answer):  # noqa: B007 - we want the last match
-        pass
-    return _clean_math(last.group(0)) if last else None
-
-
-def _last_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{…}`` with balanced braces (or ``\\boxed x``).
-
-    Braces are matched over at most ``2 * MAX_MATH_CHARS`` characters (a longer content is
-    returned cut, and then rejected as too long), and only the last few ``\\boxed`` are tried,
-    so the scan stays linear on any text."""
-    window = 2 * MAX_MATH_CHARS
-    for match in list(_BOXED.finditer(text))[-5:][::-1]:
-        start = match.end()
-        if start < len(text) and text[start] == "{":
-            depth = 0
-            for i in range(start, min(len(text), start + window)):
-                if text[i] == "{":
-                    depth += 1
-                elif text[i] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        return text[start + 1 : i]
-            if start + window < len(text):
-                return text[start + 1 : start + window]
-            continue  # unbalanced (a cut-off answer): try an earlier one
-        word = re.match(r"[^\s$]+", text[start : start + window])
-        if word:
-            return word.group(0)
-    return None
-
-
-def _clean_math(candidate: str) -> str:
-    text = candidate.strip().replace("−", "-")
-    text = text.replace("\\$", "").replace("$", "")
-    text = re.sub(r"(?<=\d)(?:,|\\,|[\u00a0\u2009\u202f])(?=\d{3}(?!\d))", "", text)
-    text = re.sub(r"\s*(?:\\?%|percent\b)", r"\\%", text)
-    return text.strip()
 
 
 async def _verify_math(task: Task, reference: str, answer: str) -> Verdict:
@@ -460,89 +399,7 @@ _MATH = _MathProcess()
 
 # --- code -------------------------------------------------------------------------------------
 
-_FENCE_INFO = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)")
-_PY_LANGS = {"python", "python3", "py", "py3"}
 _FUTURE_IMPORT = re.compile(r"^[ \t]*(from[ \t]+__future__[ \t]+import[^\n]*)$", re.MULTILINE)
-
-
-def extract_code_answer(answer: str, entry_point: str | None = None) -> str | None:
-    """The code of a code answer (see the module docstring), or None."""
-    blocks = _fenced_blocks(answer)
-    python = [body for lang, body in blocks if lang in _PY_LANGS] or [body for lang, body in blocks if not lang]
-    # a fence inside a Markdown list item is indented with it (CommonMark strips that indent)
-    python = [textwrap.dedent(body).strip("\n") for body in python if body.strip()]
-    if python:
-        if entry_point:
-            defining = [body for body in python if _defines(body, entry_point)]
-            if defining:
-                return defining[-1]
-        return python[-1]
-    if "```" in answer:
-        return None
-    text = textwrap.dedent(answer).strip("\n")
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    trivial = all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Name | ast.Constant) for n in module.body)
-    return None if trivial else text
-
-
-def function_under_test(tests: str, setup: str | None = None) -> str | None:
-    """The first function ``tests`` call by name (``assert f(…) == …``, ``assert set(f(…)) ==
-    …``, ``math.isclose(f(…), …)``) that is neither a builtin nor defined in ``setup``, else the
-    first called name at all (mbpp/126's solution is named ``sum``); None when nothing is called
-    by name or the tests do not parse. MBPP names no entry point; its asserts do."""
-    try:
-        module = ast.parse(tests)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    skip = set(dir(builtins))
-    if setup:
-        with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
-            skip |= {n.name for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    calls = sorted(  # source order (ast.walk is breadth-first)
-        (node.lineno, node.col_offset, node.func.id)
-        for node in ast.walk(module)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    )
-    names = [name for _, _, name in calls]
-    return next((n for n in names if n not in skip), names[0] if names else None)
-
-
-def _fenced_blocks(text: str) -> list[tuple[str, str]]:
-    """``(language, body)`` of each fenced block, in order; an unclosed last fence runs to the
-    end. One pass over the text (a regex here backtracks quadratically on fence-heavy garbage)."""
-    blocks: list[tuple[str, str]] = []
-    pos = 0
-    while (start := text.find("```", pos)) != -1:
-        eol = text.find("\n", start + 3, start + 3 + 200)
-        info = text[start + 3 : eol] if eol != -1 else ""
-        if eol == -1 or "```" in info:  # not an opening fence (inline code, or no newline soon)
-            pos = start + 3
-            continue
-        end = text.find("```", eol + 1)
-        language = _FENCE_INFO.match(info)
-        blocks.append(((language.group(1) if language else "").lower(), text[eol + 1 : end if end != -1 else None]))
-        if end == -1:
-            break
-        pos = end + 3
-    return blocks
-
-
-def _defines(code: str, name: str) -> bool:
-    """Whether ``code`` defines ``name`` (a def, class or assignment; text search when it
-    does not parse)."""
-    try:
-        module = ast.parse(textwrap.dedent(code))
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.MULTILINE) is not None
-    for node in ast.walk(module):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
-            return True
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
-            return True
-    return False
 
 
 def build_program(task: Task, code: str) -> str:
@@ -557,7 +414,7 @@ def build_program(task: Task, code: str) -> str:
     setup = task.setup or ""
     if not task.entry_point:
         program = code + "\n" + setup + "\n"
-    elif setup.strip() and not _defines(code, task.entry_point):
+    elif setup.strip() and not defines(code, task.entry_point):
         last_line = next((line for line in reversed(setup.splitlines()) if line.strip()), "")
         indent = last_line[: len(last_line) - len(last_line.lstrip())]
         if last_line.rstrip().endswith(":"):  # a signature without docstring: one level deeper
@@ -567,7 +424,7 @@ def build_program(task: Task, code: str) -> str:
     else:
         program = setup + "\n" + code + "\n"
     program += task.tests or ""
-    if task.entry_point and _defines(task.tests or "", "check"):
+    if task.entry_point and defines(task.tests or "", "check"):
         program += f"\ncheck({task.entry_point})"
     # `from __future__` imports must open the file; the answer's ones move to the top.
     futures = _FUTURE_IMPORT.findall(program)
@@ -595,40 +452,6 @@ async def _verify_code(task: Task, answer: str, timeout_s: float) -> Verdict:
 # --- choice -----------------------------------------------------------------------------------
 
 
-def extract_choice(answer: str, n_choices: int = 0) -> str | None:
-    """The multiple-choice letter of ``answer`` (see the module docstring), or None.
-
-    Args:
-        answer: the answer text.
-        n_choices: how many options the task has (letters A… up to it); 0 means A–J.
-    """
-    last = chr(ord("A") + min(n_choices, 26) - 1) if n_choices > 0 else "J"
-    letter = f"[A-{last}]"  # uppercase only: a lowercase "a" is the article
-    end = r"(?![A-Za-z0-9])"
-    not_a_word = r"(?![AI]\s+[a-z])"  # "A robe takes…", "I think…": words, not letters
-    decoration = r"[\s*(\[]*"
-    subject = r"(?i:\b(?:(?:correct|final|right|best)\s+)?(?:answer|option|choice)\b)(?:\s*\*\*)?\s*"
-    after_is = re.compile(rf"{subject}(?i:is\b)\s*:?{decoration}(?i:(?:option|choice)\s+)?({letter}){end}")
-    after_colon = re.compile(rf"{subject}[:=]{decoration}(?i:(?:option|choice)\s+)?{not_a_word}({letter}){end}")
-    found = sorted([*after_is.finditer(answer), *after_colon.finditer(answer)], key=lambda m: m.start(1))
-    if found:
-        return found[-1].group(1)
-    lines = [line.strip() for line in answer.splitlines() if line.strip()]
-    if not lines:
-        return None
-    lone = re.fullmatch(rf"{decoration}({letter})[\s*)\].:]*", lines[-1])
-    if lone:
-        return lone.group(1)
-    option = re.compile(rf"{decoration}({letter})\s*[).:]\s+\S")
-    options = [m for m in (option.match(line) for line in lines) if m]
-    if len(options) == 1 and (option.match(lines[0]) or option.match(lines[-1])):
-        return options[0].group(1)
-    marked = list(re.finditer(rf"\(({letter})\)|\[({letter})\]|\*\*({letter})\*\*", answer))
-    if marked:
-        return next(x for x in marked[-1].groups() if x)
-    return None
-
-
 def _verify_choice(task: Task, reference: str, answer: str) -> Verdict:
     expected = reference.strip().strip("()").upper()
     letter = extract_choice(answer, len(task.choices))
@@ -641,25 +464,8 @@ def _verify_choice(task: Task, reference: str, answer: str) -> Verdict:
 
 # --- exact ------------------------------------------------------------------------------------
 
-_QUOTES = "\"'`“”‘’«»„"
+
 _ANSWER_PREFIX = re.compile(r"^(?:\*\*)?(?:final\s+)?answer(?:\*\*)?\s*:\s*(?:\*\*)?\s*", re.IGNORECASE)
-
-
-def normalize_exact(text: str) -> str:
-    """``text`` as the exact verifier compares it: NFKC, casefolded, whitespace collapsed,
-    surrounding quotes and a trailing period removed."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = unicodedata.normalize("NFKC", text)
-    text = " ".join(text.split())
-    previous = None
-    while previous != text:
-        previous = text
-        text = text.strip()
-        if text.endswith("."):
-            text = text[:-1]
-        if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
-            text = text[1:-1]
-    return text
 
 
 def _verify_exact(reference: str, answer: str) -> Verdict:

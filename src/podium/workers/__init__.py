@@ -5,6 +5,7 @@ Backends are imported lazily, so a pool that does not use llama.cpp never needs 
 
 from __future__ import annotations
 
+from podium.messages import DEFAULT_SYSTEM_PROMPT
 from podium.pool import PoolConfig, PriceConfig, WorkerConfig
 from podium.workers.base import Completion, Message, Price, TextCompleter, Usage, Worker, WorkerSettings
 
@@ -18,6 +19,7 @@ __all__ = [
     "WorkerSettings",
     "build_pool_workers",
     "build_worker",
+    "system_prompt",
     "worker_settings",
 ]
 
@@ -31,6 +33,14 @@ def worker_settings(config: WorkerConfig) -> WorkerSettings:
         seed=config.seed or 0,
         reasoning_effort=config.reasoning_effort,
     )
+
+
+def system_prompt(config: WorkerConfig) -> str | None:
+    """The system message a model worker sends: its ``system_prompt``, podium's
+    :data:`~podium.messages.DEFAULT_SYSTEM_PROMPT` when unset, none when set to ``""``."""
+    if config.system_prompt is None:
+        return DEFAULT_SYSTEM_PROMPT
+    return config.system_prompt or None
 
 
 def build_worker(config: WorkerConfig) -> Worker:
@@ -48,7 +58,7 @@ def build_worker(config: WorkerConfig) -> Worker:
             price=price,
             n_ctx=config.n_ctx or 4096,
             description=config.description,
-            system_prompt=config.system_prompt,
+            system_prompt=system_prompt(config),
         )
     if config.backend == "openai":
         from podium.workers.openai_compat import OpenAICompatWorker
@@ -63,7 +73,7 @@ def build_worker(config: WorkerConfig) -> Worker:
             stream=config.stream,
             timeout_s=config.timeout_s or 600.0,
             description=config.description,
-            system_prompt=config.system_prompt,
+            system_prompt=system_prompt(config),
             extra_body=config.extra_body,
         )
     if config.backend in ("anthropic", "gemini"):
@@ -79,7 +89,7 @@ def build_worker(config: WorkerConfig) -> Worker:
             base_url=config.base_url,
             timeout_s=config.timeout_s or 600.0,
             description=config.description,
-            system_prompt=config.system_prompt,
+            system_prompt=system_prompt(config),
             extra_body=config.extra_body,
         )
     if config.backend == "python":
@@ -93,6 +103,10 @@ def build_worker(config: WorkerConfig) -> Worker:
             output_chars=config.output_chars,
             price=price,
         )
+    if config.backend == "vote":
+        from podium.workers.vote_tool import VoteToolWorker
+
+        return VoteToolWorker(config.name, description=config.description)
     if config.backend == "conductor":
         from podium.workers.conductor_worker import ConductorWorker
 

@@ -97,18 +97,54 @@ class RequestCache:
             self._db.close()
 
 
-def request_key(worker: Worker, method: str, payload: dict[str, Any]) -> str:
-    """sha256 of the exact request: worker identity + method + messages/settings/grammar."""
+KEY_VERSION = 1
+"""Version of the request-key format below; bump it only on purpose (a new key loses every
+recorded call)."""
+
+_SETTINGS_FIELDS = ("max_tokens", "temperature", "top_p", "seed", "reasoning_effort")
+"""Decoding fields always in the key (key version 1); a field added to WorkerSettings later
+enters the key only when it differs from its default, so old keys stay valid."""
+
+
+def request_key(worker: Worker, call: dict[str, Any]) -> str:
+    """sha256 (hex) of the exact request, in a fixed format (key version 1).
+
+    The key is a canonical JSON object (sorted keys, UTF-8) of: ``v`` (1); ``worker``: its
+    ``name``, ``backend`` (the pool-file backend, e.g. ``llama_cpp``), ``model``,
+    ``system_prompt`` and, for a LoRA-adapted model, ``lora_sha256``; ``messages`` (role and
+    content); ``settings`` (max_tokens, temperature, top_p, seed, reasoning_effort); and, only
+    for grammar-constrained continuations, ``prefix``, ``grammar`` and ``stop``. It depends on
+    nothing else — not on class names or on which method served the call — so refactors keep
+    recorded calls (a test pins a known key).
+
+    Args:
+        worker: the worker (wrappers are looked through).
+        call: ``messages`` (list of messages), ``settings`` (WorkerSettings), and optionally
+            ``prefix`` (str), ``grammar`` (str | None), ``stop`` (sequence of str).
+    """
     inner = unwrap(worker)
-    identity = {
+    identity: dict[str, Any] = {
         "name": worker.name,
-        "class": type(inner).__name__,
+        "backend": str(getattr(inner, "backend", type(inner).__name__)),
         "model": str(getattr(inner, "model", getattr(inner, "model_id", ""))),
         "system_prompt": getattr(inner, "system_prompt", None),
     }
     if lora := getattr(inner, "lora_sha256", None):  # a LoRA-adapted model answers differently
         identity["lora_sha256"] = lora
-    blob = json.dumps({"worker": identity, "method": method, **payload}, sort_keys=True, ensure_ascii=False)
+    settings: WorkerSettings = call["settings"]
+    values = dataclasses.asdict(settings)
+    defaults = dataclasses.asdict(WorkerSettings())
+    chosen = {k: values[k] for k in _SETTINGS_FIELDS}
+    chosen |= {k: v for k, v in values.items() if k not in _SETTINGS_FIELDS and v != defaults[k]}
+    body: dict[str, Any] = {
+        "v": KEY_VERSION,
+        "worker": identity,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in call["messages"]],
+        "settings": chosen,
+    }
+    if call.get("prefix") or call.get("grammar") or call.get("stop"):
+        body |= {"prefix": call.get("prefix", ""), "grammar": call.get("grammar"), "stop": list(call.get("stop", ()))}
+    blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -128,19 +164,17 @@ class CachedWorker(_Wrapper):
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
         messages: Sequence[Message] = args[0]
+        call: dict[str, Any] = {"messages": messages}
         if method == "continue_text":
-            settings: WorkerSettings = args[2] or self.settings
-            payload: dict[str, Any] = {
+            call |= {
+                "settings": args[2] or self.settings,
                 "prefix": args[1],
                 "grammar": kwargs.get("grammar"),
                 "stop": list(kwargs.get("stop", ())),
             }
         else:
-            settings = args[1] or self.settings
-            payload = {}
-        payload["messages"] = [dict(m) for m in messages]
-        payload["settings"] = dataclasses.asdict(settings)
-        key = request_key(self.inner, method, payload)
+            call["settings"] = args[1] or self.settings
+        key = request_key(self.inner, call)
         hit = self.cache.get(key)
         if hit is not None:
             return hit

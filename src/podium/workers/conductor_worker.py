@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from podium.budget import current_budget
 from podium.errors import ClientError, ConfigError, ServerError
@@ -38,6 +38,9 @@ class ConductorWorker:
         description: what the (outer) conductor reads about it.
         max_depth: how many nested requests may stack (1 = the conductor may call itself once).
     """
+
+    backend: ClassVar[str] = "conductor"
+    """The backend's name in pool files (``backend = "conductor"``); part of the request-cache key."""
 
     self_budgeted = True
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from podium.budget import current_budget
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
@@ -136,6 +136,9 @@ class LlamaCppWorker:
         lora: a GGUF LoRA adapter applied on top of the model (:mod:`podium.train.export`).
         lora_sha256: the adapter's recorded sha256 (hex), checked before it is loaded.
     """
+
+    backend: ClassVar[str] = "llama_cpp"
+    """The backend's name in pool files (``backend = "llama_cpp"``); part of the request-cache key."""
 
     def __init__(
         self,

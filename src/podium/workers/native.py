@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from podium.workers._http import post_json
 from podium.workers._remote import RemoteWorker
@@ -31,6 +31,9 @@ class AnthropicWorker(RemoteWorker):
     """Claude through the Messages API. ``extra_body`` can carry e.g. ``{"thinking": {"type":
     "enabled", "budget_tokens": 2000}}``. Input tokens reported = uncached + cache reads + cache
     writes; cache reads are ``cached_input_tokens``."""
+
+    backend: ClassVar[str] = "anthropic"
+    """The backend's name in pool files (``backend = "anthropic"``); part of the request-cache key."""
 
     default_base_url = "https://api.anthropic.com"
 
@@ -68,6 +71,9 @@ class GeminiWorker(RemoteWorker):
     """Gemini through ``generateContent``. ``reasoning_effort`` is not used; set a thinking
     budget with ``extra_body = {generationConfig = {thinkingConfig = {thinkingBudget = 1024}}}``.
     Thought tokens are billed as output and reported as ``reasoning_tokens``."""
+
+    backend: ClassVar[str] = "gemini"
+    """The backend's name in pool files (``backend = "gemini"``); part of the request-cache key."""
 
     default_base_url = "https://generativelanguage.googleapis.com"
 

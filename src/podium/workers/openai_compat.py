@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from podium.budget import current_budget
 from podium.errors import (
@@ -48,6 +48,9 @@ class OpenAICompatWorker(RemoteWorker):
     Args:
         stream: stream the reply (usage is requested with ``stream_options.include_usage``).
     """
+
+    backend: ClassVar[str] = "openai"
+    """The backend's name in pool files (``backend = "openai"``); part of the request-cache key."""
 
     default_base_url = "https://api.openai.com/v1"
 

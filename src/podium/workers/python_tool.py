@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from typing import ClassVar
 
 from podium.sandbox import SandboxResult, run_python
 from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
@@ -46,6 +47,9 @@ class PythonToolWorker:
         output_chars: stdout and stderr are each cut to this many characters.
         price: USD per 1M tokens (tools use no tokens; cost is 0 unless you price calls).
     """
+
+    backend: ClassVar[str] = "python"
+    """The backend's name in pool files (``backend = "python"``); part of the request-cache key."""
 
     def __init__(
         self,

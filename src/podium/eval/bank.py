@@ -1,0 +1,277 @@
+"""The workflow outcome bank: recorded outcomes of role steps, as an extended outcome matrix.
+
+RouterBench's outcome matrix (DESIGN.md §6) has one column per model. A bank has one column per
+**step** of a catalogue (:class:`~podium.conductor.compose.Column`: a role on a worker, seeing
+other columns), so every workflow composed of those steps — a single worker, program-aided
+reasoning, solve → verify, k samples + vote, a cascade — replays exactly, and is scored by the
+recorded score of the answer it selects (:mod:`podium.eval.plans`).
+
+Files (``DIR`` is the bank's folder):
+
+* ``DIR/matrix.csv`` — RouterBench's columns ``sample_id, eval_name, split, prompt``, then per
+  column ``c``: ``c`` (the verifier's score of the step's output as the answer, in [0, 1]),
+  ``c|model_response`` (the output), ``c|total_cost`` (USD of the column's whole sub-workflow)
+  and ``c|latency_s`` (its critical path, seconds) — so any RouterBench tool reads each column as
+  a "model" that is a workflow — plus podium's step fields ``c|step_cost`` (USD of this step
+  alone), ``c|step_latency_s``, ``c|input_tokens``, ``c|output_tokens``,
+  ``c|cached_input_tokens``, ``c|finish_reason`` and ``c|error`` (empty when the step ran);
+* ``DIR/workflows.json`` — the sidecar: the bank's pool, and every column's definition (worker,
+  role, the columns it sees and runs after) and its sub-workflow in the ordinary workflow
+  format (worker names instead of indices).
+
+Rows are appended one question at a time by ``podium bank record`` (:mod:`podium.eval.record`),
+so a bank grows, resumes after an interruption and can be committed in pieces.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podium.conductor.compose import Column, sub_workflow
+from podium.errors import ConfigError
+from podium.roles import ROLES
+
+__all__ = [
+    "FIXED",
+    "STEP_FIELDS",
+    "Bank",
+    "Catalogue",
+    "column_order",
+    "local_catalogue",
+    "read_bank",
+    "read_rows",
+    "write_sidecar",
+]
+
+FIXED = ("sample_id", "eval_name", "split", "prompt")
+STEP_FIELDS = (
+    "model_response",
+    "total_cost",
+    "latency_s",
+    "step_cost",
+    "step_latency_s",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "finish_reason",
+    "error",
+)
+"""The ``c|field`` columns per bank column, after the score column ``c``."""
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The columns a bank records, in recording order (every column after those it needs).
+
+    Attributes:
+        name: e.g. ``"local"``.
+        columns: by id, in recording order.
+    """
+
+    name: str
+    columns: dict[str, Column]
+
+    def header(self) -> list[str]:
+        """The matrix's CSV header."""
+        names = list(FIXED)
+        for cid in self.columns:
+            names += [cid, *(f"{cid}|{f}" for f in STEP_FIELDS)]
+        return names
+
+    def workers(self) -> list[str]:
+        """The pool workers the catalogue uses, in first-use order."""
+        return list(dict.fromkeys(c.worker for c in self.columns.values()))
+
+    def sidecar(self) -> dict[str, Any]:
+        """The ``workflows.json`` document."""
+        return {
+            "format": "podium workflow bank",
+            "version": 1,
+            "catalogue": self.name,
+            "workers": self.workers(),
+            "columns": {
+                cid: {
+                    **col.to_json(),
+                    "workflow": [
+                        {
+                            "column": sid,
+                            "worker": self.columns[sid].worker,
+                            "subtask": ROLES[self.columns[sid].role].subtask,
+                            "access": [sub.index(x) for x in self.columns[sid].sees],
+                        }
+                        for sub in [sub_workflow(cid, self.columns)]
+                        for sid in sub
+                    ],
+                }
+                for cid, col in self.columns.items()
+            },
+        }
+
+    @classmethod
+    def from_sidecar(cls, data: Mapping[str, Any], where: str) -> Catalogue:
+        """Read a ``workflows.json`` document; ConfigError naming ``where`` when malformed."""
+        try:
+            if data.get("format") != "podium workflow bank":
+                raise ValueError("not a podium workflow bank sidecar")
+            columns = {
+                str(cid): Column(
+                    str(cid),
+                    str(spec["worker"]),
+                    spec["role"],
+                    tuple(str(s) for s in spec.get("sees", ())),
+                    tuple(str(s) for s in spec.get("after", ())),
+                )
+                for cid, spec in data["columns"].items()
+            }
+            for col in columns.values():
+                if col.role not in ROLES:
+                    raise ValueError(f"column {col.id!r}: unknown role {col.role!r}")
+                for dep in (*col.sees, *col.after):
+                    if dep not in columns:
+                        raise ValueError(f"column {col.id!r} depends on unknown column {dep!r}")
+            return cls(str(data["catalogue"]), columns)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"{where}: malformed bank sidecar ({exc})") from None
+
+
+def _alias(worker: str) -> str:
+    return {
+        "qwen2.5-coder-1.5b": "1.5b",
+        "qwen2.5-coder-0.5b": "0.5b",
+        "smollm2-135m": "135m",
+    }.get(worker, worker)
+
+
+def local_catalogue(
+    strong: str = "qwen2.5-coder-1.5b",
+    mid: str = "qwen2.5-coder-0.5b",
+    tiny: str = "smollm2-135m",
+    python: str = "python",
+    samples: tuple[int, int] = (5, 3),
+) -> Catalogue:
+    """The catalogue recorded on the embedded local pool (docs/learned-workflows.md).
+
+    Per question, 22 steps, 18 of them model calls: each worker solving alone; ``samples``
+    independent samples of the 1.5B and of the 0.5B worker (5 and 3: votes of 3 and 5); a program of the
+    1.5B and of the 0.5B worker, run in the sandbox, with the answer stated from its output by the
+    0.5B worker (program-aided reasoning); the 1.5B worker's code with tests, run, then fixed by
+    it (self-debugging); and the 1.5B worker verifying the 1.5B's and the 0.5B's answers. Every
+    question gets every step, so a conductor learns from what each composition does on every kind
+    of question. Votes and cascades over these steps cost no further call.
+    """
+    cols: list[Column] = [Column(f"solve@{_alias(w)}", w, "solve") for w in (strong, mid, tiny)]
+    for w, count in zip((strong, mid), samples, strict=True):
+        for k in range(1, count + 1):
+            after = (f"sample{k - 1}@{_alias(w)}",) if k > 1 else ()
+            cols.append(Column(f"sample{k}@{_alias(w)}", w, "sample", after=after))
+    for writer in (strong, mid):
+        prog = f"program@{_alias(writer)}"
+        run = f"run({prog})"
+        cols += [Column(prog, writer, "program"), Column(run, python, "run", sees=(prog,))]
+        cols.append(Column(f"state@{_alias(mid)}({prog})", mid, "state", sees=(prog, run)))
+    code = f"test@{_alias(strong)}"
+    run = f"run({code})"
+    cols += [Column(code, strong, "test"), Column(run, python, "run", sees=(code,))]
+    cols.append(Column(f"fix@{_alias(strong)}({code})", strong, "fix", sees=(code, run)))
+    for solver in (strong, mid):
+        base = f"solve@{_alias(solver)}"
+        cols.append(Column(f"verify@{_alias(strong)}({base})", strong, "verify", sees=(base,)))
+    return Catalogue("local", {c.id: c for c in cols})
+
+
+def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(header, rows) of a bank matrix; ([], []) when the file does not exist yet.
+
+    Raises ConfigError when it cannot be read as CSV."""
+    if not path.exists():
+        return [], []
+    csv.field_size_limit(1 << 27)
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            return list(reader.fieldnames or []), rows
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read bank matrix {path}: {exc}") from None
+
+
+def write_sidecar(folder: Path, catalogue: Catalogue) -> None:
+    """Write ``workflows.json``; ConfigError when one exists for another catalogue."""
+    path = folder / "workflows.json"
+    doc = catalogue.sidecar()
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        if old.get("columns") != doc["columns"]:
+            raise ConfigError(f"{path} describes other columns than catalogue {catalogue.name!r}: use another --out")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def column_order(catalogue: Catalogue) -> Sequence[str]:
+    """Columns in recording order (each after everything it depends on)."""
+    order: list[str] = []
+    for cid in catalogue.columns:
+        for dep in sub_workflow(cid, catalogue.columns):
+            if dep not in order:
+                order.append(dep)
+    return order
+
+
+@dataclass(frozen=True)
+class Bank:
+    """A recorded bank: its catalogue (from the sidecar) and its matrix rows.
+
+    Attributes:
+        path: the bank's folder.
+        catalogue: the columns.
+        rows: the matrix rows, as read (strings), in file order.
+    """
+
+    path: Path
+    catalogue: Catalogue
+    rows: list[dict[str, str]]
+
+    def column_stats(self) -> dict[str, dict[str, float]]:
+        """Per column: mean ``score``, ``total_cost`` (USD), ``latency_s`` and the number of
+        ``errors`` over the rows."""
+        stats: dict[str, dict[str, float]] = {}
+        n = max(len(self.rows), 1)
+        for cid in self.catalogue.columns:
+            stats[cid] = {
+                "score": sum(float(r[cid]) for r in self.rows) / n,
+                "total_cost": sum(float(r[f"{cid}|total_cost"]) for r in self.rows) / n,
+                "latency_s": sum(float(r[f"{cid}|latency_s"]) for r in self.rows) / n,
+                "errors": sum(1 for r in self.rows if r[f"{cid}|error"]),
+            }
+        return stats
+
+
+def read_bank(path: Path) -> Bank:
+    """Load a bank folder (or its ``matrix.csv``).
+
+    Raises ConfigError when the folder, the sidecar or the matrix is missing or malformed, or
+    the matrix's header does not match the sidecar's columns."""
+    folder = path.parent if path.name == "matrix.csv" else path
+    sidecar = folder / "workflows.json"
+    if not sidecar.is_file():
+        raise ConfigError(f"{folder} is not a workflow bank: no workflows.json (record one with podium bank record)")
+    try:
+        doc = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read {sidecar}: {exc}") from None
+    catalogue = Catalogue.from_sidecar(doc, str(sidecar))
+    header, rows = read_rows(folder / "matrix.csv")
+    if not header:
+        raise ConfigError(f"{folder / 'matrix.csv'} does not exist or is empty")
+    if header != catalogue.header():
+        raise ConfigError(f"{folder / 'matrix.csv'}: its columns do not match {sidecar}")
+    return Bank(folder, catalogue, rows)

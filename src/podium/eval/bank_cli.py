@@ -1,0 +1,172 @@
+"""``podium bank``: record and inspect workflow outcome banks (:mod:`podium.eval.bank`).
+
+``podium bank record`` executes a catalogue on a task set, live, appending one row per question
+(resumable: rerun the same command to continue); ``podium bank show`` summarises a bank: per
+column the mean score, cost and latency over the recorded questions.
+
+Exit codes: 0 done, 2 bad options or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from podium.errors import ConfigError
+
+__all__ = ["add_parsers", "cmd_bank"]
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``podium bank`` on the top-level subparsers."""
+    bank = sub.add_parser("bank", help="record and inspect workflow outcome banks").add_subparsers(
+        dest="bank_command", required=True, metavar="SUBCOMMAND"
+    )
+    rec = bank.add_parser(
+        "record",
+        help="execute a catalogue of role steps on questions, live, into a bank (resumable)",
+        description=(
+            "Execute every column of a catalogue (role steps: solve, sample, program, run, state, verify) "
+            "on each question, live through the request cache, and append one row per question to "
+            "OUT/matrix.csv (sidecar OUT/workflows.json). Rerun the same command to resume."
+        ),
+    )
+    rec.add_argument(
+        "--tasks",
+        type=Path,
+        action="append",
+        required=True,
+        help="task set (JSONL): a benchmark or a regression set; repeat for several",
+    )
+    rec.add_argument("--out", type=Path, required=True, help="the bank's folder")
+    rec.add_argument("--ids", type=Path, help="record only these task ids (a file, one id per line), in file order")
+    rec.add_argument("--split", help="keep this split of the task set")
+    rec.add_argument("--sample", type=int, help="a seeded random sample of this many tasks")
+    rec.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    rec.add_argument("--limit", type=int, help="at most this many tasks")
+    rec.add_argument("--pool", default="local-tools", help="pool file or preset with the catalogue's workers")
+    rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
+    rec.add_argument("--cache", type=Path, help="request cache (default: podium's eval cache)")
+    rec.add_argument("--step-timeout", type=float, default=600.0, metavar="SECONDS", help="per step (default 600)")
+    show = bank.add_parser("show", help="per column: mean score, cost and latency of a bank")
+    show.add_argument("bank", type=Path, help="the bank's folder (or its matrix.csv)")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def cmd_bank(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium bank record`` / ``show``."""
+    if args.bank_command == "record":
+        return _record(args, err)
+    return _show(args, out)
+
+
+def _read_ids(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read --ids {path}: {exc}") from None
+    ids = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    if not ids:
+        raise ConfigError(f"--ids {path} lists no task id (one per line)")
+    return ids
+
+
+def _record(args: argparse.Namespace, err: Console) -> int:
+    from podium.eval.bank import local_catalogue
+    from podium.eval.record import RecordProgress, record_bank
+    from podium.eval.tasks import load_tasks, select
+    from podium.eval.verifiers import verify
+    from podium.local_models import cache_dir
+    from podium.pool import load_pool
+    from podium.workers import build_pool_workers
+    from podium.workers.cache import CachedWorker, RequestCache
+
+    for flag, value in (("--sample", args.sample), ("--limit", args.limit)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be at least 1, got {value}")
+    if args.step_timeout <= 0:
+        raise ConfigError(f"--step-timeout must be > 0 seconds, got {args.step_timeout}")
+    tasks = [t for path in args.tasks for t in load_tasks(path, split=args.split)]
+    if args.ids is not None:
+        wanted = _read_ids(args.ids)
+        by_id = {t.id: t for t in tasks}
+        unknown = [i for i in wanted if i not in by_id]
+        if unknown:
+            files = ", ".join(str(p) for p in args.tasks)
+            raise ConfigError(f"--ids: {len(unknown)} id(s) not in {files}, e.g. {unknown[0]!r}")
+        tasks = [by_id[i] for i in wanted]
+    tasks = select(tasks, limit=args.limit, sample=args.sample, seed=args.seed)
+    if not tasks:
+        raise ConfigError("no task left after --ids/--sample/--limit")
+    catalogue = local_catalogue()
+    config = load_pool(args.pool)
+    cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
+    pool = [CachedWorker(w, cache) for w in build_pool_workers(config)]
+    plain = not err.is_terminal
+    started = time.perf_counter()
+    state: dict[str, Any] = {}
+
+    def on_start(todo: int, done: int) -> None:
+        state["todo"] = todo
+        err.print(
+            f"bank {args.out}: {done} question(s) recorded, {todo} to go · {len(catalogue.columns)} columns "
+            f"per question · cache {cache.path}",
+            highlight=False,
+        )
+
+    def on_progress(p: RecordProgress) -> None:
+        elapsed = time.perf_counter() - started
+        eta = elapsed / p.done * (p.total - p.done)
+        line = (
+            f"[{p.done}/{p.total}] {p.task_id}: {p.seconds:.0f} s ({p.cache_hits} cache hits) · "
+            f"elapsed {_hms(elapsed)} · ETA {_hms(eta)}"
+        )
+        if plain:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            err.print(line, highlight=False)
+
+    total = record_bank(
+        catalogue,
+        tasks,
+        pool,
+        args.out,
+        score=lambda task, answer: verify(task, answer),
+        step_timeout_s=args.step_timeout,
+        cache_hits=lambda: cache.hits,
+        on_start=on_start,
+        on_progress=on_progress,
+    )
+    err.print(Text(f"bank {args.out}: {total} question(s)", style="green"))
+    return 0
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _show(args: argparse.Namespace, out: Console) -> int:
+    from podium.eval.bank import read_bank
+
+    bank = read_bank(args.bank)
+    stats = bank.column_stats()
+    if args.json:
+        print(json.dumps({"bank": str(args.bank), "questions": len(bank.rows), "columns": stats}, indent=1))
+        return 0
+    table = Table(title=f"bank {args.bank} · {len(bank.rows)} question(s)")
+    table.add_column("column", overflow="fold", min_width=20)
+    for col in ("score", "$/question", "latency s", "errors"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for cid, s in stats.items():
+        table.add_row(cid, f"{s['score']:.3f}", f"{s['total_cost']:.6f}", f"{s['latency_s']:.1f}", str(s["errors"]))
+    out.print(table)
+    return 0

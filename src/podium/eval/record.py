@@ -1,0 +1,159 @@
+"""``podium bank record``: execute a catalogue on task sets, live, into a workflow bank.
+
+For each question, every column of the catalogue (:mod:`podium.eval.bank`) is executed as its
+sub-workflow through the executor over the pool's workers, each call through the request cache
+(:mod:`podium.workers.cache`) — so a column's dependencies, recorded just before, are cache hits
+and only its own step calls a model. The step's output is scored by the task's verifier as if it
+were the final answer. When every column of a question is done, its row is appended to
+``matrix.csv`` and flushed: an interrupted recording resumes at the next question, and a bank can
+be committed while it grows.
+
+A step that fails (a worker error, the step timeout) is recorded with its error and score 0, as
+a conductor would meet it; only configuration errors (a model not installed) stop the recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podium.conductor.compose import plan_workflow, sub_workflow
+from podium.errors import ConfigError
+from podium.eval.bank import Catalogue, column_order, read_rows, write_sidecar
+from podium.eval.tasks import Task
+from podium.executor import WorkflowFailed, execute
+from podium.records import StepRecord
+from podium.workers.base import Worker
+
+__all__ = ["RecordProgress", "critical_path", "record_bank"]
+
+
+@dataclass(frozen=True)
+class RecordProgress:
+    """One question recorded: its task id, seconds it took, calls answered by the cache."""
+
+    task_id: str
+    seconds: float
+    cache_hits: int
+    done: int
+    total: int
+
+
+def critical_path(records: Sequence[StepRecord]) -> float:
+    """Seconds until the last of ``records`` finishes when every step starts as soon as the steps
+    it sees are done (each taking its recorded ``latency_s``)."""
+    finish: dict[int, float] = {}
+    for r in sorted(records, key=lambda r: r.index):
+        finish[r.index] = r.latency_s + max((finish.get(j, 0.0) for j in r.visible), default=0.0)
+    return max(finish.values(), default=0.0)
+
+
+async def _record_task(
+    task: Task,
+    catalogue: Catalogue,
+    pool: Sequence[Worker],
+    score: Callable[[Task, str], Any],
+    step_timeout_s: float,
+) -> dict[str, str]:
+    names = [w.name for w in pool]
+    row = {"sample_id": task.id, "eval_name": _eval_name(task), "split": task.split or "", "prompt": task.question}
+    for cid in column_order(catalogue):
+        workflow = plan_workflow([cid], catalogue.columns, names)
+        n = len(sub_workflow(cid, catalogue.columns))
+        try:
+            records = await execute(workflow, task.question, pool, timeout_s=step_timeout_s * n)
+            error = ""
+        except WorkflowFailed as exc:
+            records, error = exc.records, str(exc)
+        last = next((r for r in records if r.index == len(workflow) - 1), None)
+        if last is not None and last.error:
+            error = last.error
+        output = last.output if last is not None and not error else ""
+        verdict = await score(task, output) if output else None
+        usage = last.usage if last is not None else None
+        row |= {
+            cid: repr(float(verdict.score)) if verdict is not None else "0.0",
+            f"{cid}|model_response": output,
+            f"{cid}|total_cost": repr(sum(r.cost_usd for r in records)),
+            f"{cid}|latency_s": repr(critical_path(records)),
+            f"{cid}|step_cost": repr(last.cost_usd if last is not None else 0.0),
+            f"{cid}|step_latency_s": repr(last.latency_s if last is not None else 0.0),
+            f"{cid}|input_tokens": str(usage.input_tokens if usage else 0),
+            f"{cid}|output_tokens": str(usage.output_tokens if usage else 0),
+            f"{cid}|cached_input_tokens": str(usage.cached_input_tokens if usage else 0),
+            f"{cid}|finish_reason": last.finish_reason if last is not None else "",
+            f"{cid}|error": error,
+        }
+    return row
+
+
+def _eval_name(task: Task) -> str:
+    return task.source or task.id.split("/", 1)[0]
+
+
+def record_bank(
+    catalogue: Catalogue,
+    tasks: Sequence[Task],
+    pool: Sequence[Worker],
+    out: Path,
+    *,
+    score: Callable[[Task, str], Any],
+    step_timeout_s: float = 600.0,
+    cache_hits: Callable[[], int] = lambda: 0,
+    on_start: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[RecordProgress], None] | None = None,
+) -> int:
+    """Record ``tasks`` (those not yet in ``out/matrix.csv``) into the bank at ``out``.
+
+    Args:
+        catalogue: the columns to record.
+        tasks: questions; ones already recorded in the matrix are skipped (resume).
+        pool: the workers, by name (the catalogue's workers must all be there), normally each
+            behind the request cache.
+        score: async ``(task, answer) -> Verdict`` (the verifiers).
+        step_timeout_s: time limit per step, seconds (a sub-workflow of n steps gets n times it).
+        cache_hits: returns the request cache's hit count so far (for progress).
+        on_start: called with (questions to record, questions already in the bank).
+        on_progress: called after each question's row is written.
+
+    Returns the number of questions in the bank afterwards.
+
+    Raises ConfigError when the pool lacks a catalogue worker, the matrix has another header,
+    or a worker cannot be set up (e.g. a model not installed).
+    """
+    names = {w.name for w in pool}
+    missing = [w for w in catalogue.workers() if w not in names]
+    if missing:
+        raise ConfigError(
+            f"catalogue {catalogue.name!r} needs worker(s) {', '.join(missing)}, which the pool lacks "
+            f"(it has {', '.join(sorted(names))})"
+        )
+    path = out / "matrix.csv"
+    header, rows = read_rows(path)
+    expected = catalogue.header()
+    if header and header != expected:
+        raise ConfigError(f"{path} has other columns than catalogue {catalogue.name!r}: use another --out")
+    write_sidecar(out, catalogue)
+    done = {r["sample_id"] for r in rows}
+    todo = [t for t in tasks if t.id not in done]
+    if on_start:
+        on_start(len(todo), len(done))
+    new = not path.exists()
+    with path.open("a", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=expected)
+        if new:
+            writer.writeheader()
+            handle.flush()
+        for n, task in enumerate(todo, 1):
+            started, hits = time.perf_counter(), cache_hits()
+            row = asyncio.run(_record_task(task, catalogue, pool, score, step_timeout_s))
+            writer.writerow(row)
+            handle.flush()
+            if on_progress:
+                on_progress(RecordProgress(task.id, time.perf_counter() - started, cache_hits() - hits, n, len(todo)))
+    return len(done) + len(todo)

@@ -1,0 +1,142 @@
+"""Roles: the fixed subtask templates that workflows are composed of.
+
+A workflow step is (worker, subtask, access list) in the ordinary format (DESIGN.md §2). A
+**role** is a subtask template with a meaning podium knows, so that conductors can compose
+multi-step workflows whose steps are recorded, replayed and learned exactly:
+
+==============  =================================================================  ============
+role            what the step does                                                 usual access
+==============  =================================================================  ============
+``solve``       answer the question (the single-worker baseline's subtask)         none
+``sample``      answer independently at temperature :data:`SAMPLE_TEMPERATURE`,    none
+                with a seed of its own, so several samples differ
+``program``     write a Python program that computes and prints the answer —       none
+                program-aided reasoning (Gao et al. 2023, "PAL", ICML)
+``test``        write the requested code followed by the question's tests as      none
+                asserts (for coding tasks)
+``run``         a **tool** step: the Python sandbox runs the program it sees       the program
+``state``       state the final answer from a program and its output               program, run
+``fix``         correct code that its run shows failing (self-debugging, Chen     code, run
+                et al. 2024, "Teaching LLMs to Self-Debug", ICLR)
+``verify``      check the previous answer and correct it                           the previous
+``aggregate``   combine the answers it sees into one (Mixture-of-Agents)           all
+``vote``        a **tool** step: the majority answer of the steps it sees          the voters
+                (self-consistency, Wang et al. 2023; :func:`podium.answers.tally`)
+==============  =================================================================  ============
+
+A step *has* a role when its subtask is that role's template (whitespace-insensitive); any
+other subtask is free text and runs with the worker's own decoding settings. Decoding settings
+per step (:func:`step_settings`): a ``sample`` step runs at :data:`SAMPLE_TEMPERATURE` with
+seed ``worker seed + 1 + k``, where ``k`` counts the earlier ``sample`` steps on the same worker
+in the same workflow, so the first three samples of a five-sample workflow are exactly the
+three samples of a three-sample one (and share their calls through the request cache).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from podium.workers.base import WorkerSettings
+from podium.workflow import Step
+
+__all__ = [
+    "ROLES",
+    "SAMPLE_TEMPERATURE",
+    "Role",
+    "RoleName",
+    "role_of",
+    "step_settings",
+    "subtask",
+]
+
+RoleName = Literal["solve", "sample", "program", "test", "run", "state", "fix", "verify", "aggregate", "vote"]
+
+SAMPLE_TEMPERATURE = 0.7
+"""Temperature of a ``sample`` step (self-consistency samples at 0.5–0.7 in Wang et al. 2023)."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """One role.
+
+    Attributes:
+        name: the role's name.
+        subtask: the exact subtask text a step of this role carries.
+        tool: ``"python"`` or ``"vote"`` when the step must run on that kind of tool worker,
+            else None (a model step).
+    """
+
+    name: RoleName
+    subtask: str
+    tool: Literal["python", "vote"] | None = None
+
+
+_CODE_FORM = "for a coding task, the complete code in one ```python code block"
+
+ROLES: dict[RoleName, Role] = {
+    role.name: role
+    for role in (
+        # the single-worker baseline's subtask (podium.conductor.baselines.ANSWER), unchanged
+        Role("solve", "Answer the question. End with the final answer."),
+        Role("sample", "Answer the question independently. End with the final answer."),
+        Role(
+            "program",
+            "Write a Python program that computes the answer to the question and prints it. "
+            "Reply with the program in one ```python code block.",
+        ),
+        Role(
+            "test",
+            "Write the code the question asks for, then its tests as assert statements, then "
+            "print('all tests passed'). Reply with all of it in one ```python code block.",
+        ),
+        Role("run", "Run the Python program of the step above and report what it printed.", tool="python"),
+        Role(
+            "state",
+            "The program above was run and its output is shown. Give the answer to the question that the "
+            "output shows. End with the final answer.",
+        ),
+        Role(
+            "fix",
+            "The code above was run and its output is shown. If the output shows an error or a failed test, "
+            "correct the code. Reply with the complete final code in one ```python code block.",
+        ),
+        Role(
+            "verify",
+            f"Check the previous answer step by step. If it is wrong, correct it. End with the final answer; "
+            f"{_CODE_FORM}.",
+        ),
+        Role(
+            "aggregate",
+            f"Combine the answers above into the single best answer. End with the final answer; {_CODE_FORM}.",
+        ),
+        Role("vote", "Return the answer that most of the steps above agree on.", tool="vote"),
+    )
+}
+"""Every role by name, in the order of the module docstring's table."""
+
+_BY_TEXT = {" ".join(role.subtask.split()): role for role in ROLES.values()}
+
+
+def subtask(name: RoleName) -> str:
+    """The subtask template of role ``name``; KeyError for an unknown role."""
+    return ROLES[name].subtask
+
+
+def role_of(text: str) -> Role | None:
+    """The role whose template ``text`` is (whitespace-insensitive), or None for free text."""
+    return _BY_TEXT.get(" ".join(text.split()))
+
+
+def step_settings(steps: Sequence[Step], index: int, base: WorkerSettings) -> WorkerSettings | None:
+    """The decoding settings of step ``index`` of ``steps`` given its worker's ``base`` settings:
+    for a ``sample`` step, ``base`` at :data:`SAMPLE_TEMPERATURE` with its own seed (see the
+    module docstring); None (the worker's own settings) for every other step."""
+    step = steps[index]
+    role = role_of(step.subtask)
+    if role is None or role.name != "sample":
+        return None
+    k = sum(1 for s in steps[:index] if s.worker == step.worker and role_of(s.subtask) is role)
+    return dataclasses.replace(base, temperature=SAMPLE_TEMPERATURE, seed=base.seed + 1 + k)

@@ -1,0 +1,77 @@
+"""The vote tool: a deterministic worker (no model) that returns the majority answer.
+
+Self-consistency (Wang et al. 2023): several independent answers are sampled and the answer most
+of them reach wins. A ``vote`` step (:mod:`podium.roles`) sees those answers through its access
+list; this worker reads the outputs of exactly the steps its message shows (in step order),
+groups them by :func:`podium.answers.answer_key` — math by the final number, a choice by its
+letter, code by its normalised syntax tree, other text by its last line — and returns the
+**whole text** of the earliest answer of the largest group (ties: the group whose first answer
+came earliest). Returning a whole earlier output, never a new text, is what makes a vote replay
+exactly on any outcome matrix that records responses: its score is the selected response's.
+
+What it sees is what the executor put in its message: the steps its access list grants, framed
+by :func:`podium.messages.worker_messages`, whose neutralisation guarantees that an output
+cannot close its own ``<output>`` section, so the outputs are read back exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import ClassVar
+
+from podium.answers import tally
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+
+__all__ = ["VoteToolWorker", "granted_outputs"]
+
+_OPEN = "\n<output>\n"
+_CLOSE = "\n</output>\n"
+_QUESTION_END = "</question>"
+
+
+def granted_outputs(message: str) -> list[str]:
+    """The outputs of the steps shown in a worker message, in order (one pass, linear)."""
+    start = message.find(_QUESTION_END)
+    pos = 0 if start == -1 else start
+    outputs: list[str] = []
+    while (opened := message.find(_OPEN, pos)) != -1:
+        body = opened + len(_OPEN)
+        closed = message.find(_CLOSE, body - 1)
+        if closed == -1:
+            break
+        outputs.append(message[body:closed] if closed >= body else "")
+        pos = closed + len(_CLOSE) - 1
+    return outputs
+
+
+class VoteToolWorker:
+    """A tool worker that returns the majority answer of the steps it sees (module docstring).
+
+    Args:
+        name: its name in the pool.
+        description: what the conductor reads about it.
+
+    ``complete`` never calls a model and costs nothing; with no step to vote on it answers with
+    an error line (a workflow error the conductor can learn from, not an exception).
+    """
+
+    backend: ClassVar[str] = "vote"
+    """The backend's name in pool files (``backend = "vote"``); part of the request-cache key."""
+
+    def __init__(self, name: str, *, description: str = "") -> None:
+        self.name = name
+        self.description = description
+        self.price = Price()
+        self.settings = WorkerSettings(max_tokens=0, temperature=0.0)
+        self.system_prompt: str | None = None
+        self.is_tool = True
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        started = time.perf_counter()
+        outputs = granted_outputs(messages[-1]["content"] if messages else "")
+        if not outputs:
+            text = "error: no earlier step to vote on (give the vote step access to the answers)"
+        else:
+            text = outputs[tally(outputs).winner]
+        return Completion(text=text, usage=Usage(), cost_usd=0.0, latency_s=time.perf_counter() - started)

@@ -1,0 +1,108 @@
+"""The workflow outcome bank: recording (resumable), its files, and reading it back.
+
+The model workers are fakes (ScriptedWorker); the Python tool and the verifiers are real."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from podium.errors import ConfigError
+from podium.eval.bank import local_catalogue, read_bank
+from podium.eval.record import record_bank
+from podium.eval.tasks import Task
+from podium.eval.verifiers import verify
+from podium.testing import ScriptedWorker
+from podium.workers.base import Message, Worker
+from podium.workers.python_tool import PythonToolWorker
+
+TASKS = [
+    Task(id="t/1", question="What is 6 * 7?", task_type="math", reference="42", split="train", source="toy"),
+    Task(id="t/2", question="What is 5 + 5?", task_type="math", reference="10", split="train", source="toy"),
+]
+
+
+def _reply(messages: Sequence[Message]) -> str:
+    text = messages[-1]["content"]
+    subtask = text.rsplit("<your_subtask>", 1)[1]
+    if "Python program" in subtask or "assert statements" in subtask:
+        return "```python\nprint(6 * 7)\n```"  # right for t/1 only
+    if "program above was run" in subtask:
+        return "The program printed 42. The final answer is 42."
+    return "The final answer is 42."
+
+
+def _pool() -> list[Worker]:
+    names = ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"]
+    return [*(ScriptedWorker(n, reply=_reply) for n in names), PythonToolWorker("python")]
+
+
+def test_record_writes_one_row_per_question_and_resumes(tmp_path: Path) -> None:
+    catalogue = local_catalogue()
+    pool = _pool()
+    total = record_bank(catalogue, TASKS[:1], pool, tmp_path, score=verify)
+    assert total == 1
+    calls_after_first = sum(len(w.calls) for w in pool if isinstance(w, ScriptedWorker))
+    # every model column's own step calls a model once; dependencies re-run (no cache here)
+    assert calls_after_first >= 18
+    total = record_bank(catalogue, TASKS, pool, tmp_path, score=verify)  # t/1 is skipped
+    assert total == 2
+    bank = read_bank(tmp_path)
+    assert [r["sample_id"] for r in bank.rows] == ["t/1", "t/2"]
+    row1, row2 = bank.rows
+    assert float(row1["solve@1.5b"]) == 1.0 and float(row2["solve@1.5b"]) == 0.0  # "42" is wrong for 5 + 5
+    # the sandbox really ran the program: its printed output is the run column's response
+    assert "stdout:\n42" in row1["run(program@1.5b)|model_response"]
+    assert float(row1["run(program@1.5b)"]) == 1.0
+    # a sub-workflow's total cost covers its dependencies; the step cost only itself
+    state = "state@0.5b(program@1.5b)"
+    assert float(row1[f"{state}|total_cost"]) > float(row1[f"{state}|step_cost"]) > 0
+    sidecar = json.loads((tmp_path / "workflows.json").read_text())
+    assert [s["column"] for s in sidecar["columns"][state]["workflow"]] == [
+        "program@1.5b",
+        "run(program@1.5b)",
+        state,
+    ]
+    assert sidecar["columns"][state]["workflow"][2]["access"] == [0, 1]
+
+
+def test_a_failing_step_is_recorded_with_its_error(tmp_path: Path) -> None:
+    pool = _pool()
+    pool[2] = ScriptedWorker("smollm2-135m", error=RuntimeError("boom"))
+    with pytest.raises(RuntimeError):  # not a podium error: a bug, surfaced, not recorded as data
+        record_bank(local_catalogue(), TASKS[:1], pool, tmp_path, score=verify)
+    from podium.errors import WorkerTimeout
+
+    pool[2] = ScriptedWorker("smollm2-135m", error=WorkerTimeout("slow", worker="smollm2-135m"))
+    record_bank(local_catalogue(), TASKS[:1], pool, tmp_path / "b", score=verify)
+    row = read_bank(tmp_path / "b").rows[0]
+    assert row["solve@135m"] == "0.0" and "WorkerTimeout" in row["solve@135m|error"]
+    assert row["solve@1.5b|error"] == ""
+
+
+def test_a_bank_of_other_columns_is_refused(tmp_path: Path) -> None:
+    record_bank(local_catalogue(), TASKS[:1], _pool(), tmp_path, score=verify)
+    with pytest.raises(ConfigError, match="other columns"):
+        record_bank(local_catalogue(samples=(3, 3)), TASKS, _pool(), tmp_path, score=verify)
+
+
+def test_a_pool_without_the_catalogue_workers_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="python"):
+        record_bank(local_catalogue(), TASKS, _pool()[:3], tmp_path, score=verify)
+
+
+def test_read_bank_names_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no workflows\.json"):
+        read_bank(tmp_path)
+    record_bank(local_catalogue(), TASKS[:1], _pool(), tmp_path, score=verify)
+    matrix = tmp_path / "matrix.csv"
+    rows = list(csv.reader(matrix.open()))
+    rows[0][4] = "renamed"
+    with matrix.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    with pytest.raises(ConfigError, match="do not match"):
+        read_bank(tmp_path)
