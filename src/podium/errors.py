@@ -105,6 +105,7 @@ PlanErrorKind = Literal[
     "invalid_subtask",
     "empty_workflow",
     "too_many_steps",
+    "unsafe_subtask",
 ]
 
 

@@ -8,9 +8,13 @@ multi-line lists with trailing commas — and then validates strictly with
 It takes the **last** parseable occurrence of each list, so lists quoted earlier (from the
 question, from a ``<think>`` block, from a draft) never win over the conductor's final ones.
 
-Hostile text cannot hang or crash it: input is capped, there are no backtracking-prone regular
-expressions, the literal reader is a small linear recursive-descent parser with a depth limit,
-and every failure surfaces as :class:`~podium.errors.PlanParseError`.
+Hostile text cannot hang or crash it, by construction: input is capped; the label patterns
+cannot backtrack past their own whitespace; ``<think>`` blocks are removed by one forward scan;
+the literal reader is a small recursive-descent parser with a depth limit that shares one
+**work budget** per field (:data:`_WORK_FACTOR` characters per character of input), so however
+many broken lists an output holds, parsing it reads each character a bounded number of times
+— linear time (a property test checks it). Only ASCII digits are numbers (``²`` and ``①`` are
+not), and every failure, for any input, surfaces as :class:`~podium.errors.PlanParseError`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ MAX_OUTPUT_CHARS = 100_000
 
 _MAX_DEPTH = 8
 _MAX_ITEMS = 256
+_WORK_FACTOR = 4
+"""Characters the literal reader may read per field, per character of input (plus a constant):
+a field whose occurrences need more is unparseable."""
+_DIGITS = frozenset("0123456789")
 
 _FIELDS: dict[str, str] = {
     "model_id": r"model[ _-]?ids?(?:[ _-]?list)?|worker[ _-]?ids?",
@@ -38,11 +46,15 @@ _LABEL = {
     name: re.compile(rf"[\"'`*]?\b(?:{alts})\b[\"'`*]?[ \t]*[:=][ \t\r\n]*\[", re.IGNORECASE)
     for name, alts in _FIELDS.items()
 }
-_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 
 # Opening quote -> the characters that may close it.
 _QUOTES = {'"': '"', "'": "'", "\u201c": '\u201d"', "\u2018": "\u2019", "\u201e": '\u201c\u201d"'}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 4 and all(c in _HEX for c in text)
 
 
 def parse_workflow(
@@ -73,17 +85,24 @@ def parse_workflow(
     values: dict[str, Any] = {}
     broken: list[str] = []
     missing: list[str] = []
+    _WORK.clear()
     for name, label in _LABEL.items():
         starts = [m.end() - 1 for m in label.finditer(text)]
         if not starts:
             missing.append(name)
             continue
+        budget = _Budget(_WORK_FACTOR * len(text) + 10_000)
+        _WORK.append(budget)
         for start in reversed(starts):
-            value = _read_literal(text, start)
+            value = _read_literal(text, start, budget)
             if value is not _FAIL:
                 values[name] = value
                 break
+            if budget.spent():
+                break
         else:
+            broken.append(name)
+        if name not in values and name not in broken:
             broken.append(name)
     if broken:
         raise PlanParseError("unparseable", f"could not read {', '.join(broken)} (truncated or malformed)")
@@ -111,13 +130,43 @@ def try_parse_workflow(
 
 
 def _strip_thinking(text: str) -> str:
-    """Drop ``<think>…</think>`` blocks; an unclosed ``<think>`` hides everything after it
-    unless a closing tag follows later."""
-    text = _THINK.sub(" ", text)
+    """Drop ``<think>…</think>`` blocks (case-insensitive) in one forward scan; an unclosed
+    ``<think>`` hides everything after it; a stray ``</think>`` hides everything before it."""
     lower = text.lower()
-    if "</think>" in lower:  # a stray closing tag: the answer is what follows it
-        text = text[lower.rindex("</think>") + len("</think>") :]
-    return text
+    last_close = lower.rfind("</think>")
+    if last_close != -1 and lower.rfind("<think>", 0, last_close) == -1:
+        return text[last_close + len("</think>") :]  # a stray closing tag: the answer follows it
+    parts: list[str] = []
+    pos = 0
+    while (opened := lower.find("<think>", pos)) != -1:
+        parts.append(text[pos:opened])
+        closed = lower.find("</think>", opened)
+        if closed == -1:
+            return " ".join(parts)
+        pos = closed + len("</think>")
+        parts.append(" ")
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+_WORK: list[_Budget] = []
+"""The budgets of the last parse in this thread of control (tests read how much was used)."""
+
+
+class _Budget:
+    """Characters the reader may still read (shared by every attempt on one field)."""
+
+    def __init__(self, chars: int) -> None:
+        self.limit = chars
+        self.left = chars
+
+    def take(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise _Broken
+
+    def spent(self) -> bool:
+        return self.left <= 0
 
 
 class _Fail:
@@ -127,9 +176,10 @@ class _Fail:
 _FAIL: Any = _Fail()
 
 
-def _read_literal(text: str, start: int) -> Any:
-    """Read the list literal that starts at ``text[start] == '['``; ``_FAIL`` if it is broken."""
-    reader = _Reader(text, start)
+def _read_literal(text: str, start: int, budget: _Budget) -> Any:
+    """Read the list literal that starts at ``text[start] == '['``; ``_FAIL`` if it is broken
+    or the budget runs out."""
+    reader = _Reader(text, start, budget)
     try:
         value = reader.value(0)
     except _Broken:
@@ -145,14 +195,17 @@ class _Reader:
     """Linear recursive-descent reader for Python/JSON-ish literals: lists, strings, ints,
     and bare words (``all``). Depth and item counts are bounded."""
 
-    def __init__(self, text: str, pos: int) -> None:
+    def __init__(self, text: str, pos: int, budget: _Budget) -> None:
         self.text = text
         self.pos = pos
+        self.budget = budget
 
     def _skip_space(self) -> None:
-        text, pos = self.text, self.pos
+        text, start = self.text, self.pos
+        pos = start
         while pos < len(text) and text[pos] in " \t\r\n":
             pos += 1
+        self.budget.take(pos - start)
         self.pos = pos
 
     def value(self, depth: int) -> Any:
@@ -164,7 +217,7 @@ class _Reader:
             return self._list(depth)
         if ch in _QUOTES:
             return self._string()
-        if ch == "-" or ch.isdigit():
+        if ch == "-" or ch in _DIGITS:
             return self._number()
         if ch.isalpha() or ch == "_":
             return self._word()
@@ -174,6 +227,7 @@ class _Reader:
         if depth >= _MAX_DEPTH:
             raise _Broken
         self.pos += 1  # '['
+        self.budget.take()
         items: list[Any] = []
         while True:
             self._skip_space()
@@ -200,15 +254,22 @@ class _Reader:
         self.pos += 1
         out: list[str] = []
         while self.pos < len(text):
+            self.budget.take()
             ch = text[self.pos]
             if ch == "\\" and self.pos + 1 < len(text):
                 nxt = text[self.pos + 1]
+                if nxt == "u" and _is_hex(text[self.pos + 2 : self.pos + 6]):
+                    out.append(chr(int(text[self.pos + 2 : self.pos + 6], 16)))  # JSON \uXXXX
+                    self.pos += 6
+                    continue
                 out.append(_ESCAPES.get(nxt, "\\" + nxt))
                 self.pos += 2
                 continue
             if ch in closers:
                 self.pos += 1
-                return "".join(out)
+                # JSON writes characters outside the BMP as surrogate pairs; a lone one is no text
+                joined = "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                return joined
             if ch == "\n" and closers in ("'", '"'):
                 raise _Broken  # a Python/JSON string never spans a raw newline
             out.append(ch)
@@ -218,8 +279,9 @@ class _Reader:
     def _number(self) -> int | float:
         start = self.pos
         self.pos += 1
-        while self.pos < len(self.text) and (self.text[self.pos].isdigit() or self.text[self.pos] == "."):
+        while self.pos < len(self.text) and (self.text[self.pos] in _DIGITS or self.text[self.pos] == "."):
             self.pos += 1
+        self.budget.take(self.pos - start)
         token = self.text[start : self.pos]
         try:
             return int(token)
@@ -233,4 +295,5 @@ class _Reader:
         start = self.pos
         while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_ "):
             self.pos += 1
+        self.budget.take(self.pos - start)
         return self.text[start : self.pos].strip()

@@ -137,14 +137,15 @@ def validate_lists(
 
 
 def _worker_index(raw: Any) -> int | None:
-    """Accept 2, "2" and "Model 2"; reject everything else."""
+    """Accept 2, "2" and "Model 2" (ASCII digits, at most 6 of them); reject everything else,
+    "²", "①" and "٣" included."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
         return raw
     if isinstance(raw, str):
         text = raw.strip().lower().removeprefix("model").strip()
-        if text.isdigit():
+        if text and len(text) <= 6 and text.isascii() and text.isdigit():
             return int(text)
     return None
 

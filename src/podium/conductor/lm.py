@@ -9,6 +9,7 @@ backends get one unconstrained call, read by the tolerant parser.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import zlib
 from collections.abc import Sequence
@@ -17,7 +18,14 @@ from typing import cast
 
 from podium.conductor.base import PreviousRound
 from podium.conductor.grammar import max_plan_chars, workflow_grammar
-from podium.conductor.prompt import FEW_SHOT, REASONING_PREFIX, conductor_messages, recursion_messages
+from podium.conductor.prompt import (
+    FEW_SHOT,
+    REASONING_PREFIX,
+    conductor_messages,
+    recursion_messages,
+    unsafe_subtask,
+)
+from podium.errors import PlanParseError
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
@@ -105,7 +113,12 @@ class LMConductor:
             raw, calls = reply.text, [reply]
         usage = sum((c.usage for c in calls), Usage())
         cost = sum(c.cost_usd for c in calls)
-        workflow, failure = try_parse_workflow(raw, pool_size=len(pool), max_steps=max_steps, allow_empty=recursing)
+        # parsing is CPU work (linear, up to 100k characters): keep it off the event loop
+        workflow, failure = await asyncio.to_thread(
+            try_parse_workflow, raw, pool_size=len(pool), max_steps=max_steps, allow_empty=recursing
+        )
+        if workflow is not None and (problem := unsafe_subtask(workflow.subtasks, messages, question)):
+            workflow, failure = None, PlanParseError("unsafe_subtask", problem)
         return PlanAttempt(
             attempt=attempt,
             messages=tuple(messages),

@@ -8,6 +8,7 @@ code), as in the paper, so they teach the format without leaking solutions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,11 +17,13 @@ from podium.workers.base import Message
 
 __all__ = [
     "FEW_SHOT",
+    "LEAK_WORDS",
     "REASONING_PREFIX",
     "TOOL",
     "FewShot",
     "conductor_messages",
     "recursion_messages",
+    "unsafe_subtask",
     "workflow_text",
 ]
 
@@ -203,3 +206,46 @@ def recursion_messages(base: Sequence[Message], previous_lists: str, answer: str
         {"role": "assistant", "content": previous_lists},
         {"role": "user", "content": _REVIEW.format(round=round, answer=neutralise(answer))},
     ]
+
+
+LEAK_WORDS = 8
+"""A subtask that repeats this many consecutive words of the conductor's own prompt (its
+instructions or examples) that the question does not contain has leaked prompt text."""
+
+_PLAN_SYNTAX = re.compile(r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)\s*[:=]", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
+
+
+def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
+    words = _WORD.findall(text.lower())
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], question: str) -> str | None:
+    """Why an LM conductor's subtasks may not be sent to workers, or None when they may.
+
+    Two rules, checked per step (the conductor reads untrusted text, so a steered conductor must
+    not carry it further):
+
+    * a subtask may not contain workflow syntax (``model_id =``, ``subtasks:``,
+      ``access_list =``): no worker is ever asked to write, or shown, a plan — an injected plan in
+      the question stays data;
+    * a subtask may not repeat :data:`LEAK_WORDS` consecutive words of the conductor's prompt
+      (``messages``) that the question does not contain: the prompt's instructions and few-shot
+      examples never reach a worker.
+
+    Role templates (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
+    """
+    from podium.roles import role_of
+
+    prompt = _grams("\n".join(m["content"] for m in messages)) - _grams(question)
+    for index, subtask in enumerate(subtasks):
+        if role_of(subtask) is not None:
+            continue
+        if _PLAN_SYNTAX.search(subtask):
+            return f"step {index}: a subtask may not contain workflow syntax (model_id / subtasks / access_list)"
+        copied = _grams(subtask) & prompt
+        if copied:
+            words = " ".join(sorted(copied)[0])
+            return f"step {index}: the subtask repeats the conductor's own prompt ({words!r} …)"
+    return None
