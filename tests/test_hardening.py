@@ -6,17 +6,20 @@ the input under test; everything around them is podium's real code."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
+from podium.budget import Limits, PeriodBudget
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.conductor.prompt import FEW_SHOT
 from podium.orchestrator import Fallback, Orchestrator
 from podium.parse import try_parse_workflow
 from podium.testing import ScriptedConductor, ScriptedWorker
-from podium.workers.base import Message
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
 from tests.conftest import SHARED_DATA, read_jsonl
 
 ADVERSARIAL = {c["id"]: c for c in read_jsonl(SHARED_DATA / "adversarial" / "cases.jsonl")}
@@ -147,3 +150,250 @@ def test_plan_injection_ends_with_valid_workers_and_a_real_answer() -> None:
     sent: Sequence[Message] = [m for call in worker.calls for m in call]
     assert not any("model_id = 99" in m["content"].split("</question>")[-1] for m in sent)
     assert not any("You are the conductor" in m["content"] for m in sent)
+
+
+# --- 3. cost caps and budgets ------------------------------------------------------------------
+
+
+class _OverReporting(ScriptedWorker):
+    """A fake provider that reports ``factor`` times more completion tokens than ``max_tokens``
+    (what a misbehaving server did: 500 tokens against max_tokens 100)."""
+
+    def __init__(self, name: str, factor: float = 5.0) -> None:
+        super().__init__(name, reply="the answer is 4", price=Price(input=10.0, output=200.0))
+        self.settings = WorkerSettings(max_tokens=100)
+        self.factor = factor
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        result = await super().complete(messages, settings)
+        usage = Usage(result.usage.input_tokens, int(self.settings.max_tokens * self.factor))
+        return Completion(result.text, usage, self.price.cost(usage), result.latency_s)
+
+
+def test_an_overshooting_call_is_an_incident_and_the_request_stops_calling() -> None:
+    worker = _OverReporting("liar")
+    plan = 'model_id = [0, 0, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0], [1]]'
+    orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=0.05))
+    record = asyncio.run(orch.run("2+2?"))
+    assert len(worker.calls) == 1  # the overshoot stopped every later call, the fallback's too
+    assert record.status == "error" and "made no further call" in (record.error or "")
+    (incident,) = record.totals.incidents
+    assert incident.worker == "liar" and incident.actual_usd > incident.reserved_usd
+    # the money was spent: it is on the record, not hidden
+    assert record.totals.total_cost_usd == pytest.approx(incident.actual_usd)
+
+
+def test_a_day_budget_overshoots_by_at_most_one_call_then_refuses() -> None:
+    day = PeriodBudget(0.05, scope="pool:x/day")
+    worker = _OverReporting("liar")
+    orch = Orchestrator([worker], ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']),
+                        Fallback(0, "Answer."), periods=[day])  # fmt: skip
+    records = [asyncio.run(orch.run(f"q{i}")) for i in range(20)]
+    one_call = records[0].totals.total_cost_usd
+    assert day.spent_usd <= day.cap_usd + one_call  # the old code: $0.1155 against $0.05
+    assert sum(r.status != "error" for r in records) <= 1 + int(day.cap_usd // one_call)
+    assert day.reserved_usd == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_call_cancelled_before_it_was_sent_releases_its_reservation() -> None:
+    """Queued behind a busy local model and cancelled there: nothing was spent, nothing stays."""
+    from podium.budget import mark_pending
+
+    class Queued(ScriptedWorker):
+        async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+            mark_pending()  # a backend that knows it has not sent yet (llama.cpp: waiting for its lock)
+            await asyncio.sleep(10)
+            raise AssertionError("never reached")
+
+    day = PeriodBudget(1.0, scope="pool:x/day")
+    worker = Queued("busy", price=Price(input=100.0, output=100.0))
+    orch = Orchestrator([worker], ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']),
+                        Fallback(0, "Answer."), periods=[day])  # fmt: skip
+
+    async def cancelled() -> None:
+        task = asyncio.create_task(orch.run("q"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    assert day.reserved_usd == pytest.approx(0.0) and day.spent_usd == pytest.approx(0.0)
+
+
+def test_caps_hold_without_harden() -> None:
+    """A library user who builds Orchestrator(limits=...) over plain workers gets the cap."""
+    pricey = ScriptedWorker("pricey", price=Price(input=1000.0, output=1000.0))
+    plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], "all"]'
+    orch = Orchestrator([pricey], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=0.1))
+    record = asyncio.run(orch.run("q"))
+    assert record.totals.total_cost_usd <= 0.1  # was $1.90 against the $0.10 cap
+    assert pricey.calls == [] and record.status == "error"
+
+
+def test_a_period_budget_refusal_ends_the_request_without_the_fallback() -> None:
+    day = PeriodBudget(0.000001, scope="key:team/day")
+    worker = ScriptedWorker("w", price=Price(input=10.0, output=10.0))
+    orch = Orchestrator([worker], ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']),
+                        Fallback(0, "Answer."), periods=[day])  # fmt: skip
+    record = asyncio.run(orch.run("q"))
+    assert record.status == "error" and record.fallback is None and worker.calls == []
+    assert "key:team/day" in (record.error or "")
+
+
+# --- 4. a per-call timeout bounds the whole call ---------------------------------------------
+
+
+def test_a_trickling_stream_ends_at_the_workers_timeout(tmp_path: Path) -> None:
+    """An OpenAI-compatible server that sends one chunk every 0.3 s, forever: with timeout_s = 1
+    the call ends near 1 s (the SDK's per-read timeout let it run 15 s)."""
+    import json as json_module
+
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    from podium.errors import WorkerTimeout
+    from podium.workers.openai_compat import OpenAICompatWorker
+    from tests.conftest import ThreadedUvicorn
+
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def chunks():  # type: ignore[no-untyped-def]
+            for _ in range(100):
+                body = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                        "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]}  # fmt: skip
+                yield f"data: {json_module.dumps(body)}\n\n"
+                await asyncio.sleep(0.3)
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    server = ThreadedUvicorn(app)
+    try:
+        worker = OpenAICompatWorker(
+            "slow",
+            "m",
+            base_url=server.url + "/v1",
+            settings=WorkerSettings(),
+            price=Price(),
+            stream=True,
+            timeout_s=1.0,
+        )
+        started = time.perf_counter()
+        with pytest.raises(WorkerTimeout):
+            asyncio.run(worker.complete([{"role": "user", "content": "hi"}]))
+        assert time.perf_counter() - started < 3.0
+    finally:
+        server.stop()
+
+
+# --- 7. server input ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    from podium.serve.app import Server, create_app
+    from podium.trace.store import TraceStore
+    from tests.conftest import ThreadedUvicorn
+    from tests.test_serve import POOL, fake_pool
+
+    server = ThreadedUvicorn(
+        create_app(Server(pool=POOL, traces=TraceStore(tmp_path / "t.sqlite3"), workers=fake_pool()))
+    )
+    yield server.url
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [("", 400), ("   \n ", 400), (None, 400), ("x" * 120_000, 400)],
+)
+def test_bad_questions_are_400_in_the_openai_shape(served: str, content: object, status: int) -> None:
+    import httpx
+
+    r = httpx.post(
+        served + "/v1/chat/completions", json={"model": "podium", "messages": [{"role": "user", "content": content}]}
+    )
+    assert r.status_code == status and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_lone_surrogate_and_deep_json_are_400_not_500(served: str) -> None:
+    import httpx
+
+    lone = b'{"model": "podium", "messages": [{"role": "user", "content": "hi \\ud800"}]}'
+    r = httpx.post(served + "/v1/chat/completions", content=lone, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "surrogate" in r.json()["error"]["message"]
+    deep = b"[" * 100_000 + b"]" * 100_000
+    r = httpx.post(served + "/v1/chat/completions", content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "deeper" in r.json()["error"]["message"]
+    r = httpx.post(served + "/v1/chat/completions", content=b"\xff\xfe{}", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
+
+
+def test_a_huge_body_is_413_before_it_is_read(served: str) -> None:
+    import httpx
+
+    r = httpx.post(
+        served + "/v1/chat/completions", content=b"x" * (5 << 20), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the server stops reading at the limit
+        for _ in range(50):
+            yield b"x" * (1 << 20)
+
+    r = httpx.post(served + "/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+# --- 8. the CLI ---------------------------------------------------------------------------------
+
+
+def test_undecodable_bytes_in_the_question_are_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from podium.cli import cli
+
+    traces = str(tmp_path / "t.sqlite3")
+    assert cli(["run", "hej \udcff", "--traces", traces]) == 2  # how Python passes a non-UTF-8 argv byte
+    assert "not valid text" in capsys.readouterr().err
+    stdin = io.TextIOWrapper(io.BytesIO(b"hej \xff\n"), encoding="utf-8", errors="surrogateescape")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert cli(["run", "-", "--traces", traces]) == 2
+    err = capsys.readouterr().err
+    assert "not valid text" in err and "Traceback" not in err
+
+
+# --- 9. telemetry -------------------------------------------------------------------------------
+
+
+def test_spans_whose_export_timed_out_are_unconfirmed_not_lost() -> None:
+    """A collector that answers after the client gave up may still have the spans."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from podium.telemetry import _CountingExporter
+
+    class SlowCollector:
+        def export(self, spans: object) -> SpanExportResult:
+            time.sleep(0.25)  # the OTLP exporter gives up at its timeout and reports failure
+            return SpanExportResult.FAILURE
+
+        def shutdown(self) -> None: ...
+
+        def force_flush(self, timeout_millis: int = 0) -> bool:
+            return True
+
+    class Refused(SlowCollector):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.FAILURE  # connection refused: at once
+
+    slow = _CountingExporter(SlowCollector(), timeout_s=0.25)
+    slow.export([object(), object()])  # type: ignore[list-item]
+    assert (slow.unconfirmed, slow.failed) == (2, 0)
+    refused = _CountingExporter(Refused(), timeout_s=0.25)
+    refused.export([object()])  # type: ignore[list-item]
+    assert (refused.unconfirmed, refused.failed) == (0, 1)

@@ -34,16 +34,19 @@ def test_every_target_parses_within_the_step_limit(max_steps: int) -> None:
 
 
 def test_access_lists_are_the_shapes() -> None:
-    """Solve → check sees everything before it; the compare step of the three-step shape reads
-    exactly the two independent solutions, which read nothing."""
+    """Solve → verify sees the solution; the aggregate step of the three-step shape reads exactly
+    the two independent samples, which read nothing; every subtask is a role template."""
     rng = random.Random(1)
     seen: dict[int, list[object]] = {}
     for _ in range(100):
         workflow = parse_workflow(format_target(3, 3, rng), pool_size=3, max_steps=3)
         seen[len(workflow)] = [s.access for s in workflow.steps]
     assert seen[1] == [()]
-    assert seen[2] == [(), "all"]
+    assert seen[2] == [(), (0,)]
     assert seen[3] == [(), (), (0, 1)]
+    from podium.roles import role_of
+
+    assert all(role_of(s.subtask) is not None for s in workflow.steps)
 
 
 def test_worker_choices_are_uniform() -> None:

@@ -7,6 +7,18 @@ ledgers of a reservation (the request's and each period budget) are checked and 
 one lock, so caps hold with any number of concurrent requests, as long as a call never costs more
 than its worst case (which the token bound below guarantees for byte-level BPE tokenizers).
 
+**Every path releases**: a call that succeeds settles at its real cost; a call that fails before
+anything was sent (refused connection, 4xx, a circuit open, cancelled while queued for a local
+model) settles at 0; a call cut off after it was sent (timeout, cancellation, 5xx) keeps its worst
+case, since the provider may bill it. Backends say when a call leaves with :func:`mark_sent`.
+
+**Overshoot** (a provider reporting more tokens than the worst case allowed: more completion
+tokens than ``max_tokens``, more prompt tokens than the byte bound) is settled at the real cost —
+the money is spent — and recorded as a :class:`BudgetIncident` naming the worker; the request then
+makes no further call (its later reservations are refused), and a period budget pushed over its
+cap refuses every call until its next period. So a misreporting provider can overshoot a cap by at
+most its own calls already in flight.
+
 The current request's budget travels in a :class:`contextvars.ContextVar`, so the budget guard
 wrapping each worker (and threads started with :func:`asyncio.to_thread`) can see it without
 the executor passing it around.
@@ -23,16 +35,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
+from podium.records import BudgetIncident
 from podium.workers.base import Message, Price
 
 __all__ = [
+    "BudgetIncident",
+    "CallTicket",
     "CostLedger",
     "Limits",
     "PeriodBudget",
     "RequestBudget",
     "Reservation",
     "budget_scope",
+    "call_ticket",
     "current_budget",
+    "mark_pending",
+    "mark_sent",
     "prompt_token_bound",
     "worst_case_cost",
 ]
@@ -126,6 +144,11 @@ class Reservation:
         self.amount_usd = amount_usd
         self._open = True
 
+    @property
+    def open(self) -> bool:
+        """Whether it still holds its amount (not settled yet)."""
+        return self._open
+
     def settle(self, actual_usd: float) -> None:
         """Replace the reservation by the real cost (USD). A second call does nothing."""
         with _LOCK:
@@ -135,6 +158,46 @@ class Reservation:
             for ledger in self.ledgers:
                 ledger.reserved_usd -= self.amount_usd
                 ledger.spent_usd += actual_usd
+
+
+class CallTicket:
+    """One worker call's state for the budget guard: whether the request has left.
+
+    ``sent`` starts True (a backend that says nothing may have billed a call it did not finish).
+    Backends that know better call :func:`mark_pending` when a call starts and :func:`mark_sent`
+    right before the request goes out (HTTP) or the model starts on it (in-process, after its
+    queue), so a call cancelled before that releases its reservation."""
+
+    def __init__(self) -> None:
+        self.sent = True
+
+
+_TICKET: contextvars.ContextVar[CallTicket | None] = contextvars.ContextVar("podium_call", default=None)
+
+
+@contextmanager
+def call_ticket() -> Iterator[CallTicket]:
+    """A fresh :class:`CallTicket` for the enclosed call (the budget guard opens one per call)."""
+    ticket = CallTicket()
+    token = _TICKET.set(ticket)
+    try:
+        yield ticket
+    finally:
+        _TICKET.reset(token)
+
+
+def mark_pending() -> None:
+    """Backends: the current call has not been sent yet (see :class:`CallTicket`)."""
+    ticket = _TICKET.get()
+    if ticket is not None:
+        ticket.sent = False
+
+
+def mark_sent() -> None:
+    """Backends: the current call's request is leaving now (see :class:`CallTicket`)."""
+    ticket = _TICKET.get()
+    if ticket is not None:
+        ticket.sent = True
 
 
 class RequestBudget:
@@ -158,6 +221,14 @@ class RequestBudget:
         self.deadline = None if self.limits.deadline_s is None else self.started + self.limits.deadline_s
         self.ledger = CostLedger(self.limits.cost_cap_usd, "request")
         self.periods = tuple(periods)
+        self.incidents: list[BudgetIncident] = []
+        """Calls of this request that cost more than their reservation."""
+
+    def overshoot(self, incident: BudgetIncident) -> None:
+        """Record a call that cost more than reserved; under any cap, the request then makes no
+        further call."""
+        with _LOCK:
+            self.incidents.append(incident)
 
     def remaining_s(self) -> float | None:
         """Seconds left before the deadline (may be negative), or None without a deadline."""
@@ -189,6 +260,15 @@ class RequestBudget:
         """
         ledgers = (self.ledger, *self.periods)
         with _LOCK:
+            if self.incidents and any(ledger.cap_usd is not None for ledger in ledgers):
+                first = self.incidents[0]
+                raise CostCapExceeded(
+                    f"the request made no further call after worker {first.worker!r} cost "
+                    f"${first.actual_usd:.6f} against a reservation of ${first.reserved_usd:.6f}",
+                    needed_usd=amount_usd,
+                    remaining_usd=0.0,
+                    scope="request",
+                )
             for ledger in ledgers:
                 remaining = ledger._remaining()
                 if amount_usd > remaining:

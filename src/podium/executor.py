@@ -41,12 +41,16 @@ class WorkflowFailed(PodiumError):
         records: every step record made, in step order (failed and cut-off ones included).
         error_type: the exception class name that ended the workflow (e.g. ``"WorkerTimeout"``,
             ``"CostCapExceeded"``, ``"DeadlineExceeded"``).
+        cause: the exception the failing step's worker raised (None for the workflow's deadline).
     """
 
-    def __init__(self, message: str, records: tuple[StepRecord, ...], error_type: str) -> None:
+    def __init__(
+        self, message: str, records: tuple[StepRecord, ...], error_type: str, cause: BaseException | None = None
+    ) -> None:
         super().__init__(message)
         self.records = records
         self.error_type = error_type
+        self.cause = cause
 
 
 async def run_step(
@@ -61,6 +65,7 @@ async def run_step(
     round: int = 0,
     previous: Sequence[StepRecord] = (),
     settings: WorkerSettings | None = None,
+    errors: dict[int, BaseException] | None = None,
 ) -> StepRecord:
     """Execute one step whose visible steps are all in ``done``.
 
@@ -70,6 +75,7 @@ async def run_step(
             (Nielsen et al. 2026 §3.2), tagged with their round.
         settings: this step's decoding settings (a ``sample`` step's own temperature and seed,
             :func:`podium.roles.step_settings`); None: the worker's own.
+        errors: where a failed call's exception is kept, by step index (for the caller's policy).
 
     The record's ``messages`` are the exact messages sent: pseudonymized ones when the worker is
     external (:mod:`podium.workers.pii_guard`), with its ``disclosures``.
@@ -123,8 +129,12 @@ async def run_step(
             if sink is not None:
                 sink[index] = record(Completion(""), exc)
             raise
+        if errors is not None:
+            errors[index] = exc
         return record(Completion(""), exc)
     except (PodiumError, OSError) as exc:
+        if errors is not None:
+            errors[index] = exc
         return record(Completion(""), exc)
     return record(result, None)
 
@@ -156,6 +166,7 @@ async def execute(
     limit passes.
     """
     done: dict[int, StepRecord] = {}
+    errors: dict[int, BaseException] = {}
     finished: dict[int, asyncio.Event] = {i: asyncio.Event() for i in range(len(workflow))}
 
     async def one(index: int, step: Step) -> None:
@@ -166,13 +177,22 @@ async def execute(
         with streaming_to(stream if index == len(workflow) - 1 else None):
             settings = step_settings(workflow.steps, index, pool[step.worker].settings)
             record = await run_step(
-                index, step, question, pool, done, sink=done, round=round, previous=previous, settings=settings
+                index,
+                step,
+                question,
+                pool,
+                done,
+                sink=done,
+                round=round,
+                previous=previous,
+                settings=settings,
+                errors=errors,
             )
         done[index] = record
         if on_step:
             on_step("end", index, step)
         if record.error is not None:
-            raise _StepError(record.error_type or "Error", record.error)
+            raise _StepError(record.error_type or "Error", record.error, errors.get(index))
         finished[index].set()
 
     tasks = [asyncio.create_task(one(i, s)) for i, s in enumerate(workflow.steps)]
@@ -185,7 +205,7 @@ async def execute(
         await asyncio.gather(*tasks, return_exceptions=True)
         records = tuple(done[i] for i in sorted(done))
         if isinstance(exc, _StepError):
-            raise WorkflowFailed(f"step failed: {exc.message}", records, exc.error_type) from None
+            raise WorkflowFailed(f"step failed: {exc.message}", records, exc.error_type, exc.cause) from None
         raise WorkflowFailed(
             f"the workflow's time limit of {timeout_s:.1f} s passed", records, "DeadlineExceeded"
         ) from None
@@ -193,7 +213,8 @@ async def execute(
 
 
 class _StepError(Exception):
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: str, message: str, cause: BaseException | None) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.message = message
+        self.cause = cause

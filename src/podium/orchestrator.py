@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,13 +29,14 @@ from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
 from podium.conductor.base import Conductor, PreviousRound
-from podium.errors import ConfigError, DeadlineExceeded, InvalidQuestion, PodiumError
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidQuestion, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog, call_log, pii_scope
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream, streaming_to
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
+from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
 
 __all__ = ["EventHook", "Fallback", "Orchestrator", "RecordExporter", "validate_question"]
@@ -62,11 +64,21 @@ class Fallback:
     subtask: str
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def validate_question(question: object, *, max_chars: int) -> str:
-    """The question, stripped; raises InvalidQuestion if it is not text, empty, or longer than
-    ``max_chars`` characters (nothing is sent to any worker then)."""
+    """The question, stripped; raises InvalidQuestion if it is not text, empty, longer than
+    ``max_chars`` characters, or not valid Unicode — a lone surrogate, which is what Python makes
+    of bytes that are not UTF-8 in argv or stdin (nothing is sent to any worker then)."""
     if not isinstance(question, str):
         raise InvalidQuestion(f"the question must be text, got {type(question).__name__}")
+    bad = _SURROGATE.search(question)
+    if bad is not None:
+        raise InvalidQuestion(
+            f"the question is not valid text: character {bad.start()} is a byte that is not UTF-8 or a lone "
+            "surrogate; give the question as UTF-8 text"
+        )
     text = question.strip()
     if not text:
         raise InvalidQuestion("the question is empty; pass the question as an argument or on stdin")
@@ -118,7 +130,7 @@ class Orchestrator:
     ) -> None:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
-        self.pool = list(pool)
+        self.pool = [budget_guarded(w) for w in pool]  # caps hold whether or not harden() was applied
         self.conductor = conductor
         self.fallback = fallback
         self.pool_name = pool_name
@@ -259,7 +271,7 @@ class Orchestrator:
                 attempts=tuple(attempts),
                 workflows=tuple(workflows),
                 steps=tuple(steps),
-                totals=Totals.of(tuple(attempts), tuple(steps), time.perf_counter() - t0),
+                totals=Totals.of(tuple(attempts), tuple(steps), time.perf_counter() - t0, tuple(budget.incidents)),
                 fallback=fallback,
                 error=error,
                 tags=meta.tags,
@@ -296,9 +308,13 @@ class Orchestrator:
                 except WorkflowFailed as exc:
                     steps.extend(exc.records)
                     fallback = FallbackInfo(_REASONS.get(exc.error_type, "worker_error"), str(exc))
+                    _stop_if_period_budget(exc.cause)
             if fallback is not None:
                 emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
                 answer, status, error = await self._fallback(question, steps, budget, meta.stream)
+            return finish()
+        except _PeriodBudgetSpent as spent:  # no fallback: it would draw on the same budget
+            status, error, fallback = "error", f"CostCapExceeded: {spent.cause}", None
             return finish()
         except BaseException as exc:  # record the request (one trace, always), then let it surface
             status, error = "error", f"{type(exc).__name__}: {exc}"
@@ -345,7 +361,10 @@ class Orchestrator:
         workflow), finds no valid plan, fails or runs out of time ends the recursion with the
         previous answer — it never turns an answered request into a failed one."""
         for round_ in range(1, self.recursion_rounds + 1):
-            workflow, stopped = await self._plan(question, attempts, emit, budget, previous=previous)
+            try:
+                workflow, stopped = await self._plan(question, attempts, emit, budget, previous=previous)
+            except _PeriodBudgetSpent:  # a review round is optional: keep the answer
+                break
             if workflow is None or stopped is not None:
                 break
             workflows.append(workflow)
@@ -426,6 +445,7 @@ class Orchestrator:
             except ConfigError:
                 raise
             except PodiumError as exc:
+                _stop_if_period_budget(exc)
                 reason = _REASONS.get(type(exc).__name__, "conductor_error")
                 cost = budget.ledger.spent_usd - spent_before  # e.g. its first pass ran, the second did not fit
                 if calls.disclosures or cost > 0:  # data left, or money was spent: keep it on record
@@ -468,6 +488,22 @@ class _Meta:
     tags: tuple[str, ...]
     subject: str | None
     stream: AnswerStream | None
+
+
+class _PeriodBudgetSpent(Exception):
+    """A period budget (a key's, the pool's) refused a call: the request ends without the
+    fallback pipeline, which would draw on the same budget; the caller must hear it (serve
+    answers 429), not get a cheaper answer silently."""
+
+    def __init__(self, cause: CostCapExceeded) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _stop_if_period_budget(exc: BaseException | None) -> None:
+    """Raises _PeriodBudgetSpent when ``exc`` is a period budget's refusal."""
+    if isinstance(exc, CostCapExceeded) and exc.scope != "request":
+        raise _PeriodBudgetSpent(exc)
 
 
 def _is_request_id(value: str) -> bool:

@@ -161,9 +161,10 @@ class _Budget:
         self.left = chars
 
     def take(self, n: int = 1) -> None:
-        self.left -= n
-        if self.left < 0:
+        if n > self.left:
+            self.left = 0
             raise _Broken
+        self.left -= n
 
     def spent(self) -> bool:
         return self.left <= 0

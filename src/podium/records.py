@@ -14,7 +14,16 @@ from typing import Any, Literal
 from podium.workers.base import Message, Usage
 from podium.workflow import Workflow
 
-__all__ = ["Disclosure", "FallbackInfo", "PlanAttempt", "RunRecord", "StepRecord", "Totals", "utc_now"]
+__all__ = [
+    "BudgetIncident",
+    "Disclosure",
+    "FallbackInfo",
+    "PlanAttempt",
+    "RunRecord",
+    "StepRecord",
+    "Totals",
+    "utc_now",
+]
 
 
 def utc_now() -> str:
@@ -144,6 +153,21 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class BudgetIncident:
+    """A call that cost more than its reservation — the provider reported more tokens than the
+    worst case allowed (more than ``max_tokens``, or a prompt over the byte bound).
+
+    Attributes:
+        worker: the worker's name.
+        reserved_usd: what was reserved for the call, USD; actual_usd: what it cost, USD.
+    """
+
+    worker: str
+    reserved_usd: float
+    actual_usd: float
+
+
+@dataclass(frozen=True)
 class Totals:
     """Totals of a request. Worker figures exclude the conductor, which is counted apart.
 
@@ -154,6 +178,7 @@ class Totals:
             the conductor's own inference over all attempts.
         total_cost_usd: workers plus conductor, USD.
         wall_time_s: the request's wall time, seconds.
+        incidents: calls that cost more than their reservation (:class:`BudgetIncident`).
     """
 
     worker_calls: int = 0
@@ -168,9 +193,22 @@ class Totals:
     conductor_cost_usd: float = 0.0
     total_cost_usd: float = 0.0
     wall_time_s: float = 0.0
+    incidents: tuple[BudgetIncident, ...] = ()
 
     @classmethod
-    def of(cls, attempts: tuple[PlanAttempt, ...], steps: tuple[StepRecord, ...], wall_time_s: float) -> Totals:
+    def from_json(cls, data: dict[str, Any]) -> Totals:
+        """Read the plain-JSON form (traces written before ``incidents`` existed included)."""
+        incidents = tuple(BudgetIncident(**i) for i in data.get("incidents", ()))
+        return cls(**{**data, "incidents": incidents})
+
+    @classmethod
+    def of(
+        cls,
+        attempts: tuple[PlanAttempt, ...],
+        steps: tuple[StepRecord, ...],
+        wall_time_s: float,
+        incidents: tuple[BudgetIncident, ...] = (),
+    ) -> Totals:
         calls = [s for s in steps if s.error is None or s.usage.input_tokens]
         worker_cost = sum(s.cost_usd for s in steps)
         conductor_cost = sum(a.cost_usd for a in attempts)
@@ -187,6 +225,7 @@ class Totals:
             conductor_cost_usd=conductor_cost,
             total_cost_usd=worker_cost + conductor_cost,
             wall_time_s=wall_time_s,
+            incidents=incidents,
         )
 
 

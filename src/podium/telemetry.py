@@ -102,7 +102,11 @@ class TelemetryStats:
         requests: records handed to :meth:`Telemetry.export`.
         spans_queued: spans accepted into the export queue.
         spans_exported: spans the exporter accepted (collector answered 2xx).
-        spans_failed: spans in export requests that failed (collector down, refused, timed out).
+        spans_failed: spans in export requests that failed (collector down, refused, an error
+            status): the collector does not have them.
+        spans_unconfirmed: spans whose export request timed out: the collector may still have
+            received them (a slow collector answers after the client gave up), so they are not
+            counted as lost; check the collector's own count.
         spans_dropped: spans never queued because the queue was full (or telemetry was shut
             down); ``requests_dropped`` requests were dropped whole for it.
         spans_unsent: spans still queued or in flight when shutdown gave up waiting.
@@ -113,6 +117,7 @@ class TelemetryStats:
     spans_queued: int = 0
     spans_exported: int = 0
     spans_failed: int = 0
+    spans_unconfirmed: int = 0
     spans_dropped: int = 0
     requests_dropped: int = 0
     spans_unsent: int = 0
@@ -126,6 +131,8 @@ class TelemetryStats:
     def summary(self) -> str:
         """One line, e.g. ``telemetry: 12 spans exported, 5 lost (export failed: 5)``."""
         line = f"telemetry: {self.spans_exported} spans exported"
+        if self.spans_unconfirmed:
+            line += f", {self.spans_unconfirmed} unconfirmed (export timed out; the collector may have them)"
         if not self.spans_lost:
             return line
         causes = []
@@ -466,26 +473,36 @@ class _RequestTraceIds(RandomIdGenerator):
 
 
 class _CountingExporter(SpanExporter):
-    """Wraps the real exporter and counts what happened to every span handed to it."""
+    """Wraps the real exporter and counts what happened to every span handed to it.
 
-    def __init__(self, inner: Any) -> None:
+    A failed export that took the exporter's whole timeout (``timeout_s``, ±10 %) is counted as
+    *unconfirmed*, not failed: the OTLP exporter gives up at its deadline, and a slow collector
+    may still have received and stored the spans."""
+
+    def __init__(self, inner: Any, timeout_s: float | None = None) -> None:
         self.inner = inner
+        self.timeout_s = timeout_s
         self.taken = 0  # handed to export() (out of the queue)
         self.exported = 0
         self.failed = 0
+        self.unconfirmed = 0
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> Any:
         with self._lock:
             self.taken += len(spans)
+        started = time.monotonic()
         try:
             result = self.inner.export(spans)
         except Exception:
             _log.exception("telemetry: exporting %d spans raised", len(spans))
             result = SpanExportResult.FAILURE
+        timed_out = self.timeout_s is not None and time.monotonic() - started >= 0.9 * self.timeout_s
         with self._lock:
             if result == SpanExportResult.SUCCESS:
                 self.exported += len(spans)
+            elif timed_out:
+                self.unconfirmed += len(spans)
             else:
                 self.failed += len(spans)
         if result != SpanExportResult.SUCCESS:
@@ -545,7 +562,7 @@ class Telemetry:
         self.capture_content = capture_content
         self.max_queue_size = max_queue_size
         self.export_timeout_s = export_timeout_s
-        self._exporter = _CountingExporter(exporter)
+        self._exporter = _CountingExporter(exporter, export_timeout_s)
         attributes: dict[str, Any] = {"service.version": __version__}
         if service_name is not None:
             attributes["service.name"] = service_name
@@ -634,6 +651,7 @@ class Telemetry:
                 spans_queued=self._queued,
                 spans_exported=self._exporter.exported,
                 spans_failed=self._exporter.failed,
+                spans_unconfirmed=self._exporter.unconfirmed,
                 spans_dropped=self._dropped,
                 requests_dropped=self._requests_dropped,
                 spans_unsent=self._unsent,
@@ -654,7 +672,8 @@ class Telemetry:
         stopper.start()
         stopper.join(self.export_timeout_s if timeout_s is None else timeout_s)
         with self._lock:
-            self._unsent = self._queued - self._exporter.exported - self._exporter.failed
+            done = self._exporter.exported + self._exporter.failed + self._exporter.unconfirmed
+            self._unsent = self._queued - done
         stats = self.stats()
         self._final = stats
         if report and stats.spans_lost:

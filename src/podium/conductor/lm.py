@@ -29,7 +29,7 @@ from podium.errors import PlanParseError
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
-from podium.workers.resilience import grammar_capable
+from podium.workers.resilience import budget_guarded, grammar_capable
 
 __all__ = ["LMConductor", "LMConductorSettings"]
 
@@ -78,7 +78,7 @@ class LMConductor:
     """
 
     def __init__(self, model: Worker, settings: LMConductorSettings | None = None, *, name: str | None = None) -> None:
-        self.model = model
+        self.model = budget_guarded(model)  # the conductor's calls count against the request's cap
         self.settings = settings or LMConductorSettings()
         self.name = name or f"lm:{model.name}"
 

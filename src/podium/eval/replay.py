@@ -243,6 +243,11 @@ class ReplayWorker:
         self.settings = WorkerSettings()
         self.system_prompt: str | None = None
 
+    def worst_case_usd(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> float:
+        """What a call costs, USD: the recorded cost for the current task (budgets reserve it)."""
+        task_id = _current.get()
+        return 0.0 if task_id is None else self.matrix.outcome(task_id, self.model).cost_usd
+
     async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
         task_id = _current.get()
         if task_id is None:

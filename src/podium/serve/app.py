@@ -50,7 +50,7 @@ from podium.conductor.baselines import FixedConductor
 from podium.conductor.lm import LMConductor
 from podium.conductor.named import named_conductor
 from podium.errors import ConfigError, InvalidQuestion
-from podium.orchestrator import Orchestrator
+from podium.orchestrator import Orchestrator, validate_question
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
 from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
@@ -339,6 +339,7 @@ class Server:
             periods.append(ledger)
         try:
             question = question_from_messages([m.model_dump() for m in body.messages])
+            question = validate_question(question, max_chars=orchestrator.max_question_chars)
         except InvalidQuestion as exc:
             raise ApiError(400, str(exc), param="messages") from None
         tags = [f"model:{model}", *options.tags] + ([f"key:{key.name}"] if key else [])
@@ -566,6 +567,87 @@ async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
             task.cancel()  # the client went away: stop the work; the trace records it
 
 
+# ------------------------------------------------------------------------------- input edge
+
+MAX_JSON_DEPTH = 32
+"""Deepest JSON nesting a request body may have (a chat request needs about 5)."""
+
+
+async def _read_json(request: Request, limit: int) -> Any:
+    """The request body as JSON, read at most ``limit`` bytes far. Raises ApiError: 413 when
+    the body is larger (Content-Length is checked before reading), 400 when it is not UTF-8
+    JSON, nests deeper than :data:`MAX_JSON_DEPTH`, or holds a lone surrogate (``\\ud800``, text
+    no store can keep)."""
+    declared = request.headers.get("content-length")
+    too_large = ApiError(
+        413, f"the body is larger than {limit:,} bytes (max_body_bytes in the server config)", code="body_too_large"
+    )
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"the body is not UTF-8 (byte {exc.start})") from None
+    if _nesting(text) > MAX_JSON_DEPTH:
+        raise ApiError(400, f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        payload = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ApiError(400, "the body is not JSON") from None
+    where = _lone_surrogate(payload)
+    if where is not None:
+        raise ApiError(400, f"{where or 'body'}: a lone surrogate escape (\\ud800–\\udfff) is not text", param=where)
+    return payload
+
+
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting of a JSON text outside strings (one pass)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """Where in a parsed JSON value a string holds a surrogate code point, or None."""
+    if isinstance(value, str):
+        return where if any("\ud800" <= c <= "\udfff" for c in value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _lone_surrogate(k, where) if isinstance(k, str) else None
+            found = found if found is not None else _lone_surrogate(v, f"{where}.{k}" if where else str(k))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _lone_surrogate(v, f"{where}.{i}" if where else str(i))
+            if found is not None:
+                return found
+    return None
+
+
 # ---------------------------------------------------------------------------------------- app
 
 
@@ -640,10 +722,7 @@ def create_app(server: Server) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         key = server.authenticate(request)
-        try:
-            payload = await request.json()
-        except ValueError:
-            raise ApiError(400, "the body is not JSON") from None
+        payload = await _read_json(request, server.current.config.max_body_bytes)
         if not isinstance(payload, dict):
             raise ApiError(400, "the body must be a JSON object with 'model' and 'messages'")
         try:

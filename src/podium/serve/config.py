@@ -92,6 +92,7 @@ class ServeConfig(_Strict):
         max_in_flight: requests served at once; more get HTTP 503 with Retry-After.
         graceful_shutdown_s: on SIGTERM/SIGINT, seconds in-flight requests may still take
             before they are cancelled (their traces are written either way).
+        max_body_bytes: larger request bodies are refused with HTTP 413 before they are read.
     """
 
     pool: str | None = None
@@ -100,6 +101,7 @@ class ServeConfig(_Strict):
     models: dict[str, ModelPreset] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
     max_in_flight: int = Field(default=64, ge=1)
     graceful_shutdown_s: float = Field(default=120.0, gt=0)
+    max_body_bytes: int = Field(default=4 << 20, ge=1024, description="larger bodies get 413")
 
     @field_validator("models")
     @classmethod

@@ -810,7 +810,7 @@ class TraceStore:
             attempts=attempts,
             workflows=tuple(_workflow(w) for w in json.loads(r["workflows"])),
             steps=steps,
-            totals=Totals(**json.loads(r["totals"])) if r["totals"] else Totals(),
+            totals=Totals.from_json(json.loads(r["totals"])) if r["totals"] else Totals(),
             fallback=FallbackInfo(r["fallback_reason"], r["fallback_detail"] or "") if r["fallback_reason"] else None,
             error=error,
             tags=tuple(json.loads(r["tags"])),

@@ -7,7 +7,8 @@ workflow (measured in docs/training.md: SmolLM2-135M 0/16, Qwen2.5-Coder-0.5B 0â
 from them has nothing to learn from. The warm start fine-tunes the same LoRA adapter that GRPO then
 trains (TRL's ``SFTTrainer``, loss on the completion only) on workflows written in the format
 whose **decisions are random**: each step's worker is drawn uniformly from the pool shown, and
-the shape (one step; solve then check; two solves then compare) is drawn at random too. So after
+the shape (one step; solve then verify; two samples then aggregate â€” role templates of
+:mod:`podium.roles`) is drawn at random too. So after
 the warm start the conductor writes the format and chooses like a coin; what it learns about
 *which* workers to use and how many steps pay off comes from GRPO's reward alone. (The paper
 trains a 7B base that already writes the format; this step stands in for that capacity.)
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.conductor.prompt import workflow_text
+from podium.roles import subtask
 
 __all__ = ["SHAPES", "Shape", "format_target", "warm_start"]
 
@@ -38,21 +40,16 @@ class Shape:
     access_list: tuple[str, ...]
 
 
-_FINAL = "give the complete final answer (for code: the complete code; for math: the reasoning and the final number)"
 SHAPES: tuple[Shape, ...] = (
-    Shape("One worker solves the whole question in a single step.", (f"Solve the question and {_FINAL}.",), ("[]",)),
+    Shape("One worker solves the whole question in a single step.", (subtask("solve"),), ("[]",)),
     Shape(
         "One worker solves the question, a second checks the solution and gives the final answer.",
-        ("Solve the question step by step.", f"Check the earlier solution, fix any mistake, and {_FINAL}."),
-        ("[]", '"all"'),
+        (subtask("solve"), subtask("verify")),
+        ("[]", "[0]"),
     ),
     Shape(
-        "Two workers solve the question independently, a third compares them and gives the final answer.",
-        (
-            "Solve the question step by step.",
-            "Solve the question independently, step by step.",
-            f"Compare both solutions, resolve any disagreement, and {_FINAL}.",
-        ),
+        "Two workers answer the question independently, a third combines them into the final answer.",
+        (subtask("sample"), subtask("sample"), subtask("aggregate")),
         ("[]", "[]", "[0, 1]"),
     ),
 )

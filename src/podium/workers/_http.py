@@ -3,9 +3,10 @@ podium's deadline, and the one translation of HTTP failures into podium's typed 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from podium.budget import current_budget
+from podium.budget import current_budget, mark_pending, mark_sent
 from podium.errors import (
     ClientError,
     ConfigError,
@@ -51,11 +52,13 @@ async def post_json(
     budget = current_budget()
     limit = budget.call_timeout_s() if budget else None
     timeout = timeout_s if limit is None else max(0.001, min(timeout_s, limit))
+    mark_pending()
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        async with asyncio.timeout(timeout), httpx.AsyncClient(timeout=timeout) as client:  # the whole call
+            mark_sent()
             response = await client.post(url, headers=headers, json=body)
-    except httpx.TimeoutException:
-        raise WorkerTimeout(f"worker {worker!r}: request timed out", worker=worker) from None
+    except (httpx.TimeoutException, TimeoutError):
+        raise WorkerTimeout(f"worker {worker!r}: no complete reply within {timeout:.1f} s", worker=worker) from None
     except httpx.TransportError as exc:
         raise TransportError(f"worker {worker!r}: connection failed ({type(exc).__name__})", worker=worker) from None
     try:

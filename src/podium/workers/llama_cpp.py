@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from podium.budget import current_budget
+from podium.budget import current_budget, mark_pending, mark_sent
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
 from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
 from podium.streaming import current_stream
@@ -183,6 +183,7 @@ class LlamaCppWorker:
         stop: Sequence[str] = (),
     ) -> Completion:
         cancel = threading.Event()
+        mark_pending()  # queued for the model until _generate holds its lock
         try:
             return await asyncio.to_thread(
                 self._generate, list(messages), prefix, settings, grammar, list(stop), cancel
@@ -214,6 +215,7 @@ class LlamaCppWorker:
         with model.lock:
             if should_stop():  # timed out or cancelled while queued for the model
                 raise WorkerTimeout(f"worker {self.name!r} waited past its deadline for the model", worker=self.name)
+            mark_sent()  # the model works on it from here
             llama = model.llama
             tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=not formatted.added_special, special=True)
             room = model.n_ctx - len(tokens)

@@ -12,12 +12,13 @@ the first call is made; it is never stored in traces or logs.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from podium.budget import current_budget
+from podium.budget import current_budget, mark_pending, mark_sent
 from podium.errors import (
     ClientError,
     ConfigError,
@@ -68,6 +69,7 @@ class OpenAICompatWorker(RemoteWorker):
     async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
         s = settings or self.settings
         started = time.perf_counter()
+        mark_pending()
         budget = current_budget()
         limit = budget.call_timeout_s() if budget else None
         timeout = self.timeout_s if limit is None else max(0.001, min(self.timeout_s, limit))
@@ -85,28 +87,35 @@ class OpenAICompatWorker(RemoteWorker):
             request["reasoning_effort"] = s.reasoning_effort
         if self.extra_body:
             request["extra_body"] = self.extra_body
+        client = self._api()
         try:
             reported = True
-            if self.stream or current_stream() is not None:  # stream the answer step to the caller
-                text, maybe_usage, finish = await self._streamed(request)
-                usage, reported = maybe_usage or Usage(), maybe_usage is not None
-            else:
-                response = await self._api().chat.completions.create(**request)
-                choice = response.choices[0]
-                text, finish = choice.message.content or "", choice.finish_reason or "stop"
-                usage = _usage(response.usage)
+            # `timeout` bounds the whole call, not each read: a stream trickling one chunk every
+            # half second must still end at the limit (the SDK's timeout is per read)
+            async with asyncio.timeout(timeout):
+                mark_sent()
+                if self.stream or current_stream() is not None:  # stream the answer step to the caller
+                    text, maybe_usage, finish = await self._streamed(client, request)
+                    usage, reported = maybe_usage or Usage(), maybe_usage is not None
+                else:
+                    response = await client.chat.completions.create(**request)
+                    choice = response.choices[0]
+                    text, finish = choice.message.content or "", choice.finish_reason or "stop"
+                    usage = _usage(response.usage)
+        except TimeoutError:
+            raise WorkerTimeout(
+                f"worker {self.name!r}: no complete reply within {timeout:.1f} s", worker=self.name
+            ) from None
         except openai.OpenAIError as exc:
             raise _translate(exc, self.name) from None
         return dataclasses.replace(self.completion(text, usage, finish, started), usage_reported=reported)
 
-    async def _streamed(self, request: dict[str, Any]) -> tuple[str, Usage | None, str]:
+    async def _streamed(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> tuple[str, Usage | None, str]:
         """Text, usage (None when the server sent none) and finish reason of a streamed reply."""
         parts: list[str] = []
         usage: Usage | None = None
         finish = "stop"
-        response = await self._api().chat.completions.create(
-            **request, stream=True, stream_options={"include_usage": True}
-        )
+        response = await client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
         stream = current_stream()  # the answer step of a streamed request: pass the text on
         async for chunk in response:
             if chunk.usage is not None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from podium.budget import current_budget, prompt_token_bound, worst_case_cost
+from podium.budget import call_ticket, current_budget, prompt_token_bound, worst_case_cost
 from podium.errors import (
     TRANSIENT_ERRORS,
     ClientError,
@@ -32,7 +33,10 @@ from podium.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
+from podium.records import BudgetIncident
 from podium.workers.base import Completion, Message, TextCompleter, Worker, WorkerSettings
+
+_log = logging.getLogger("podium")
 
 __all__ = [
     "BudgetGuard",
@@ -40,6 +44,7 @@ __all__ = [
     "Failover",
     "ResiliencePolicy",
     "Retrying",
+    "budget_guarded",
     "grammar_capable",
     "harden",
     "unwrap",
@@ -87,6 +92,18 @@ def unwrap(worker: Worker) -> Worker:
     return worker
 
 
+def budget_guarded(worker: Worker) -> Worker:
+    """``worker`` itself when a :class:`BudgetGuard` is among its wrappers, else the worker in
+    one: the orchestrator (and the LM conductor for its model) applies this, so request caps and
+    period budgets hold for any pool, hardened by :func:`harden` or not."""
+    inner: Worker = worker
+    while isinstance(inner, _Wrapper):
+        if isinstance(inner, BudgetGuard):
+            return worker
+        inner = inner.inner
+    return BudgetGuard(worker)
+
+
 def grammar_capable(worker: Worker) -> bool:
     """Whether the worker (under its wrappers) supports grammar-constrained continuation."""
     return isinstance(unwrap(worker), TextCompleter)
@@ -100,7 +117,9 @@ class BudgetGuard(_Wrapper):
     not fit raises CostCapExceeded and nothing is sent. During the call: it is cancelled at the
     step timeout or the request deadline (WorkerTimeout / DeadlineExceeded). After: the
     reservation is settled to the real cost — or kept in full when a failed call may still
-    have been billed (timeouts, 5xx), released when nothing was sent (connection refused, 4xx).
+    have been billed (cut off after it was sent: timeouts, cancellation, 5xx), released when
+    nothing was sent (connection refused, 4xx, cancelled while queued). A call that cost more
+    than its reservation is a :class:`~podium.budget.BudgetIncident` (see :mod:`podium.budget`).
     """
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
@@ -112,31 +131,52 @@ class BudgetGuard(_Wrapper):
             return await super()._call(method, *args, **kwargs)
         messages: Sequence[Message] = args[0]
         settings: WorkerSettings = (args[2] if method == "continue_text" else args[1]) or self.settings
+        per_call = getattr(unwrap(self.inner), "worst_case_usd", None)  # priced per call (replay), not per token
         counter = getattr(self.inner, "count_tokens", None)
         prefix = args[1] if method == "continue_text" else ""
-        if counter is not None:  # may load a model: keep it off the event loop
-            prompt = await asyncio.to_thread(counter, messages, prefix)
+        if per_call is not None:
+            amount = float(per_call(messages, settings))
+        elif counter is not None:  # may load a model: keep it off the event loop
+            amount = worst_case_cost(
+                self.price, await asyncio.to_thread(counter, messages, prefix), settings.max_tokens
+            )
         else:
             prompt = prompt_token_bound([*messages, _as_message(prefix)])
-        reservation = budget.reserve(worst_case_cost(self.price, prompt, settings.max_tokens))
+            amount = worst_case_cost(self.price, prompt, settings.max_tokens)
+        reservation = budget.reserve(amount)
         timeout = budget.call_timeout_s()
-        try:
-            async with asyncio.timeout(timeout):
-                result = await super()._call(method, *args, **kwargs)
-        except TimeoutError:
+        with call_ticket() as ticket:
+            try:
+                async with asyncio.timeout(timeout):
+                    result = await super()._call(method, *args, **kwargs)
+            except TimeoutError:
+                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+                remaining = budget.remaining_s()
+                if remaining is not None and remaining <= 0:
+                    budget.check_deadline()
+                raise WorkerTimeout(
+                    f"worker {self.name!r} took longer than {timeout:.1f} s", worker=self.name
+                ) from None
+            except (TransportError, ClientError, WorkerUnavailable):
+                reservation.settle(0.0)
+                raise
+            except BaseException:  # cancelled, a 5xx, a bug: billed only if it was sent
+                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+                raise
+        if not result.usage_reported:  # the real cost is unknown: keep the worst case so caps still hold
             reservation.settle(reservation.amount_usd)
-            remaining = budget.remaining_s()
-            if remaining is not None and remaining <= 0:
-                budget.check_deadline()
-            raise WorkerTimeout(f"worker {self.name!r} took longer than {timeout:.1f} s", worker=self.name) from None
-        except (TransportError, ClientError, WorkerUnavailable):
-            reservation.settle(0.0)
-            raise
-        except BaseException:
-            reservation.settle(reservation.amount_usd)
-            raise
-        # without reported usage the real cost is unknown: keep the worst case so caps still hold
-        reservation.settle(result.cost_usd if result.usage_reported else reservation.amount_usd)
+            return result
+        reservation.settle(result.cost_usd)
+        if result.cost_usd > reservation.amount_usd * (1 + 1e-9) + 1e-12:
+            incident = BudgetIncident(self.name, reservation.amount_usd, result.cost_usd)
+            budget.overshoot(incident)
+            _log.warning(
+                "budget incident: worker %r cost $%.6f against a reservation of $%.6f (it reported more tokens "
+                "than max_tokens or the prompt bound allows); the request makes no further call",
+                self.name,
+                result.cost_usd,
+                reservation.amount_usd,
+            )
         return result
 
 
