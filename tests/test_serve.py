@@ -163,7 +163,9 @@ def test_request_options_restrict_workers_and_are_traced(running: Running, trace
 
 def test_keys_are_required_once_one_exists_and_budgets_hold(tmp_path: Path, traces: TraceStore) -> None:
     keys = KeyStore(tmp_path / "keys.sqlite3")
-    budget = 0.01
+    # a request reserves its conductor call's worst case (~$0.02 at $5/M: the prompt's bytes plus 800
+    # tokens) and its steps', then spends ~$0.003: a few requests fit, then the key is refused
+    budget = 0.05
     secret = keys.create("team-a", budget_usd=budget, period="day")
     assert secret.startswith("pk-podium-")
     assert secret.encode() not in (tmp_path / "keys.sqlite3").read_bytes()  # only its digest is stored
@@ -177,7 +179,7 @@ def test_keys_are_required_once_one_exists_and_budgets_hold(tmp_path: Path, trac
         assert httpx.get(running.url + "/v1/models").status_code == 401  # every /v1 endpoint needs the key
         assert running.client(secret).models.list().data
         answered, refused = [], None
-        for _ in range(30):  # each request costs ~$0.0015 (fake tokens × $5/M): the budget runs out
+        for _ in range(40):  # each request costs ~$0.003 (fake tokens × $5/M): the budget runs out
             try:
                 answered.append(running.client(secret).chat.completions.create(model="podium", messages=messages))
             except openai.RateLimitError as exc:

@@ -302,9 +302,8 @@ class Orchestrator:
                     if not answer:
                         fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
                     else:
-                        answer = await self._recurse(
-                            question, PreviousRound(0, workflow, answer), done, attempts, steps, workflows, emit, budget
-                        )
+                        first = PreviousRound(0, workflow, answer, tuple(s.output for s in done))
+                        answer = await self._recurse(question, first, done, attempts, steps, workflows, emit, budget)
                 except WorkflowFailed as exc:
                     steps.extend(exc.records)
                     fallback = FallbackInfo(_REASONS.get(exc.error_type, "worker_error"), str(exc))
@@ -379,7 +378,8 @@ class Orchestrator:
             steps.extend(done)
             if not done[-1].output:
                 break
-            previous, previous_steps = PreviousRound(round_, workflow, done[-1].output), done
+            previous = PreviousRound(round_, workflow, done[-1].output, tuple(s.output for s in done))
+            previous_steps = done
         return previous.answer
 
     async def _fallback(

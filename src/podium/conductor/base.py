@@ -22,11 +22,14 @@ class PreviousRound:
         round: the previous round's number (0 = the first workflow).
         workflow: the workflow it executed.
         answer: its final answer.
+        outputs: the output of each of its steps, in step order (a light conductor's cascade
+            reads its vote's agreement from them).
     """
 
     round: int
     workflow: Workflow
     answer: str
+    outputs: tuple[str, ...] = ()
 
 
 @runtime_checkable

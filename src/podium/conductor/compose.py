@@ -33,7 +33,7 @@ from podium.errors import ConfigError
 from podium.roles import ROLES, RoleName
 from podium.workflow import Step, Workflow
 
-__all__ = ["Column", "NotReplayable", "Plan", "plan_workflow", "sub_workflow"]
+__all__ = ["Column", "NotReplayable", "Plan", "layout", "plan_workflow", "sub_workflow"]
 
 
 class NotReplayable(ConfigError):
@@ -126,13 +126,7 @@ def plan_workflow(
             come first); or a member's worker is not in ``pool``.
         ConfigError: several members and no vote worker.
     """
-    order: list[str] = []
-    # members whose sub-workflow has dependent steps go first, so their indices match
-    chained = [m for m in members if len(sub_workflow(m, columns)) > 1 and _has_access(m, columns)]
-    for member in [*chained, *(m for m in members if m not in chained)]:
-        for cid in sub_workflow(member, columns):
-            if cid not in order:
-                order.append(cid)
+    order = layout(members, columns)
     steps: list[Step] = []
     for index, cid in enumerate(order):
         col = columns[cid]
@@ -151,6 +145,19 @@ def plan_workflow(
             raise ConfigError("a plan with several members needs a vote tool worker in the pool (backend = 'vote')")
         steps.append(Step(pool.index(vote_worker), ROLES["vote"].subtask, tuple(order.index(m) for m in members)))
     return Workflow(tuple(steps))
+
+
+def layout(members: Sequence[str], columns: Mapping[str, Column]) -> list[str]:
+    """The column ids of a plan's round-1 steps in execution order: the members' sub-workflows
+    merged (shared steps once), members with dependent steps first so that their indices match
+    their recordings (the vote step, when there is one, comes after these)."""
+    order: list[str] = []
+    chained = [m for m in members if len(sub_workflow(m, columns)) > 1 and _has_access(m, columns)]
+    for member in [*chained, *(m for m in members if m not in chained)]:
+        for cid in sub_workflow(member, columns):
+            if cid not in order:
+                order.append(cid)
+    return order
 
 
 def _has_access(column: str, columns: Mapping[str, Column]) -> bool:

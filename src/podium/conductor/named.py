@@ -108,6 +108,11 @@ def light_conductor(ref: str, embeddings: Path | None = None, *, name: str | Non
         if version.train_info().get("policy") == "lm":
             raise ConfigError(f"{version.ref} is a GRPO-trained LM conductor; name it lm:{ref}")
         path, shown = version.policy_path, version.ref
+    from podium.conductor.plans import PlanConductor, PlanPolicy, is_plan_policy
+
+    if is_plan_policy(path):  # a composition per question (podium train --policy plans)
+        plans = PlanPolicy.load(path)
+        return PlanConductor(plans, shared_embedder(embeddings, plans.embedder), name=name or f"light:{shown}")
     policy = LightPolicy.load(path)
     return LightConductor(policy, shared_embedder(embeddings, policy.embedder), name=name or f"light:{shown}")
 

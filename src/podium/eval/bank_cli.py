@@ -56,6 +56,19 @@ def add_parsers(sub: Any) -> None:
     rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
     rec.add_argument("--cache", type=Path, help="request cache (default: podium's eval cache)")
     rec.add_argument("--step-timeout", type=float, default=600.0, metavar="SECONDS", help="per step (default 600)")
+    restore = bank.add_parser(
+        "restore-cache",
+        help="put a bank's recorded calls into the request cache (a warm cache on a new machine)",
+        description=(
+            "Rebuild every recorded call of a bank as the request cache stores it, so that workflows over the "
+            "bank's steps run from the cache: what was recorded, replayed through the real executor."
+        ),
+    )
+    restore.add_argument("bank", type=Path, help="the bank's folder")
+    restore.add_argument(
+        "--pool", default="local-tools", help="the pool the bank was recorded on (default local-tools)"
+    )
+    restore.add_argument("--cache", type=Path, help="request cache (default: podium's eval cache)")
     show = bank.add_parser("show", help="per column: mean score, cost and latency of a bank")
     show.add_argument("bank", type=Path, help="the bank's folder (or its matrix.csv)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
@@ -65,7 +78,24 @@ def cmd_bank(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run ``podium bank record`` / ``show``."""
     if args.bank_command == "record":
         return _record(args, err)
+    if args.bank_command == "restore-cache":
+        return _restore(args, err)
     return _show(args, out)
+
+
+def _restore(args: argparse.Namespace, err: Console) -> int:
+    from podium.eval.bank import read_bank
+    from podium.eval.record import restore_cache
+    from podium.local_models import cache_dir
+    from podium.pool import load_pool
+    from podium.workers import build_pool_workers
+    from podium.workers.cache import RequestCache
+
+    bank = read_bank(args.bank)
+    cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
+    stored = restore_cache(bank, build_pool_workers(load_pool(args.pool)), cache)
+    err.print(Text(f"stored {stored} recorded calls of {len(bank.rows)} question(s) in {cache.path}", style="green"))
+    return 0
 
 
 def _read_ids(path: Path) -> list[str]:

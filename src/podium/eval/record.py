@@ -24,13 +24,16 @@ from typing import Any
 
 from podium.conductor.compose import plan_workflow, sub_workflow
 from podium.errors import ConfigError
-from podium.eval.bank import Catalogue, column_order, read_rows, write_sidecar
+from podium.eval.bank import Bank, Catalogue, column_order, read_rows, write_sidecar
 from podium.eval.tasks import Task
 from podium.executor import WorkflowFailed, execute
+from podium.messages import GrantedStep, worker_messages
 from podium.records import StepRecord
-from podium.workers.base import Worker
+from podium.roles import step_settings
+from podium.workers.base import Completion, Usage, Worker
+from podium.workers.cache import RequestCache, request_key
 
-__all__ = ["RecordProgress", "critical_path", "record_bank"]
+__all__ = ["RecordProgress", "critical_path", "record_bank", "restore_cache"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ async def _record_task(
         workflow = plan_workflow([cid], catalogue.columns, names)
         n = len(sub_workflow(cid, catalogue.columns))
         try:
-            records = await execute(workflow, task.question, pool, timeout_s=step_timeout_s * n)
+            records = await execute(workflow, task.question.strip(), pool, timeout_s=step_timeout_s * n)
             error = ""
         except WorkflowFailed as exc:
             records, error = exc.records, str(exc)
@@ -157,3 +160,54 @@ def record_bank(
             if on_progress:
                 on_progress(RecordProgress(task.id, time.perf_counter() - started, cache_hits() - hits, n, len(todo)))
     return len(done) + len(todo)
+
+
+def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> int:
+    """Put every recorded call of ``bank`` into ``cache`` as the request cache would have stored
+    it, so that executing a workflow over the bank's columns on ``pool`` (the pool the bank was
+    recorded on, unwrapped workers) answers from the cache — a live run of what was recorded,
+    on a machine whose cache is gone. Each step's request is rebuilt exactly as the executor
+    builds it (:func:`podium.messages.worker_messages` from the question, the outputs of the steps
+    it sees and its subtask; :func:`podium.roles.step_settings` for its decoding settings), keyed
+    by :func:`podium.workers.cache.request_key`. Steps recorded with an error are skipped (errors
+    are never cached). Returns the number of calls stored.
+
+    Raises ConfigError when the pool lacks a worker of the bank's catalogue."""
+    by_name = {w.name: w for w in pool}
+    missing = [w for w in bank.catalogue.workers() if w not in by_name]
+    if missing:
+        raise ConfigError(f"the pool lacks worker(s) {', '.join(missing)} that bank {bank.path} was recorded with")
+    columns = bank.catalogue.columns
+    stored = 0
+    for row in bank.rows:
+        question = row["prompt"].strip()
+        for cid in column_order(bank.catalogue):
+            if row[f"{cid}|error"]:
+                continue
+            sub = sub_workflow(cid, columns)
+            workflow = plan_workflow(sub[-1:], columns, [w.name for w in pool])
+            index = len(sub) - 1
+            step = workflow.steps[index]
+            worker = by_name[columns[cid].worker]
+            granted = [
+                GrantedStep(j, workflow.steps[j].subtask, row[f"{sub[j]}|model_response"]) for j in step.visible(index)
+            ]
+            messages = worker_messages(
+                question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None)
+            )
+            settings = step_settings(workflow.steps, index, worker.settings) or worker.settings
+            usage = Usage(
+                int(row[f"{cid}|input_tokens"] or 0),
+                int(row[f"{cid}|output_tokens"] or 0),
+                int(row[f"{cid}|cached_input_tokens"] or 0),
+            )
+            completion = Completion(
+                text=row[f"{cid}|model_response"],
+                usage=usage,
+                cost_usd=float(row[f"{cid}|step_cost"] or 0.0),
+                latency_s=float(row[f"{cid}|step_latency_s"] or 0.0),
+                finish_reason=row[f"{cid}|finish_reason"] or "stop",
+            )
+            cache.put(request_key(worker, {"messages": messages, "settings": settings}), worker.name, completion)
+            stored += 1
+    return stored

@@ -40,8 +40,16 @@ def add_parsers(sub: Any) -> None:
             "(replay: no model is called). The result is stored in the conductor registry."
         ),
     )
-    t.add_argument("--replay", type=Path, required=True, metavar="MATRIX.csv", help="outcome matrix to train on")
-    t.add_argument("--policy", choices=["light", "lm"], default="light", help="light (default) or lm (GRPO)")
+    t.add_argument(
+        "--replay", type=Path, required=True, metavar="MATRIX.csv", help="outcome matrix (or, for plans, a bank folder)"
+    )
+    t.add_argument(
+        "--policy",
+        choices=["light", "plans", "lm"],
+        default="light",
+        help="light (default: CMA-ES, worker and role per step), plans (a composition per question, on a workflow "
+        "bank: podium bank record) or lm (GRPO)",
+    )
     t.add_argument("--name", default="light", help="registry name (default: light); each run adds a version")
     t.add_argument("--lam", type=float, default=0.0, help="cost penalty λ in the reward, 1/USD (default 0)")
     t.add_argument(
@@ -55,6 +63,9 @@ def add_parsers(sub: Any) -> None:
     )
     t.add_argument("--popsize", type=int, help="candidates per generation (default: CMA-ES's)")
     t.add_argument("--dims", type=int, default=16, help="PCA dimensions of the question embedding (default 16)")
+    t.add_argument(
+        "--ensemble", type=int, default=5, help="plans: heads trained on bootstrap resamples, averaged (default 5)"
+    )
     t.add_argument(
         "--embedder",
         default="minilm",
@@ -139,6 +150,10 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
     if args.policy == "lm":
         return _train_lm(args, out, err)
+    if args.policy == "plans":
+        from podium.train.plans_cli import train_plans_command
+
+        return train_plans_command(args, out, err)
     for flag, value, low in (("--generations", args.generations, 0), ("--dims", args.dims, 1),
                              ("--max-steps", args.max_steps, 1)):  # fmt: skip
         if value < low:

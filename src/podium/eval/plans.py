@@ -1,0 +1,188 @@
+"""Plans over an outcome bank: what each composition scores, costs and takes, per question.
+
+A :class:`~podium.conductor.compose.Plan` composes recorded columns (a single column; a vote over
+several; a cascade that escalates when the vote's agreement is low). Replayed on a bank
+(:mod:`podium.eval.bank`) or on any outcome matrix with responses (RouterBench's
+``|model_response``), a plan's outcome follows from the recorded cells alone, exactly:
+
+* **score** — the recorded score of the response the plan ends with: the member itself; for a
+  vote, the member :func:`podium.answers.tally` selects from the recorded responses (the vote
+  tool makes the same choice live, so live and replay agree); for a cascade, the escalation
+  column's score when round 1's agreement is below the threshold;
+* **cost** — USD of every distinct step the plan runs (shared steps once: five samples and a vote
+  over the first three share three calls), plus the escalation's when it happens;
+* **latency** — the critical path of those steps from their recorded seconds (independent steps
+  in parallel, as the executor runs them; a cascade's second round after its first).
+
+:func:`plan_outcomes` computes all three for every (question, plan) as arrays, for training
+(thousands of policy evaluations) and for replay reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from podium.answers import tally
+from podium.conductor.compose import Column, Plan, sub_workflow
+from podium.errors import ConfigError
+
+__all__ = ["PlanOutcomes", "local_plans", "matrix_plans", "plan_outcomes"]
+
+Array = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PlanOutcomes:
+    """Per question and plan: ``score`` in [0, 1], ``cost`` (USD), ``latency`` (seconds);
+    arrays of shape (questions, plans). ``escalated`` (bool, same shape) marks cascades that
+    went to their second round. ``ids``: the questions; ``plans``: the plans, in column order."""
+
+    ids: tuple[str, ...]
+    plans: tuple[Plan, ...]
+    score: Array
+    cost: Array
+    latency: Array
+    escalated: npt.NDArray[np.bool_]
+
+    def subset(self, rows: Sequence[int]) -> PlanOutcomes:
+        """The outcomes of the questions at ``rows`` (indices)."""
+        idx = np.asarray(rows, dtype=np.intp)
+        return PlanOutcomes(
+            tuple(self.ids[i] for i in idx),
+            self.plans,
+            self.score[idx],
+            self.cost[idx],
+            self.latency[idx],
+            self.escalated[idx],
+        )
+
+
+def plan_outcomes(
+    plans: Sequence[Plan],
+    columns: Mapping[str, Column],
+    rows: Sequence[Mapping[str, str]],
+) -> PlanOutcomes:
+    """Outcomes of ``plans`` on bank ``rows`` (see the module docstring).
+
+    Args:
+        plans: the compositions.
+        columns: the bank's columns (a plan's members and their dependencies must be there).
+        rows: matrix rows as read (``c``, ``c|model_response``, ``c|step_cost``,
+            ``c|step_latency_s`` per column ``c``; a RouterBench matrix without step fields
+            uses ``c|total_cost`` and ``c|latency_s``).
+
+    Raises ConfigError naming a plan that uses a column the bank lacks.
+    """
+    for plan in plans:
+        for cid in (*plan.members, *([plan.escalate] if plan.escalate else [])):
+            if cid not in columns:
+                raise ConfigError(f"plan {plan.id!r} uses column {cid!r}, which the bank does not have")
+    n, m = len(rows), len(plans)
+    score, cost, latency = np.zeros((n, m)), np.zeros((n, m)), np.zeros((n, m))
+    escalated = np.zeros((n, m), dtype=bool)
+    subs = {cid: sub_workflow(cid, columns) for cid in columns}
+    for i, row in enumerate(rows):
+        step_cost = {cid: _number(row, cid, "step_cost", "total_cost") for cid in columns}
+        step_latency = {cid: _number(row, cid, "step_latency_s", "latency_s") for cid in columns}
+        for j, plan in enumerate(plans):
+            s, c, lat, agreement = _round(plan.members, row, columns, subs, step_cost, step_latency)
+            if plan.escalate is not None and agreement < plan.threshold:
+                e_s, e_c, e_lat, _ = _round((plan.escalate,), row, columns, subs, step_cost, step_latency)
+                s, c, lat = e_s, c + e_c, lat + e_lat
+                escalated[i, j] = True
+            score[i, j], cost[i, j], latency[i, j] = s, c, lat
+    return PlanOutcomes(tuple(r["sample_id"] for r in rows), tuple(plans), score, cost, latency, escalated)
+
+
+def _number(row: Mapping[str, str], cid: str, field: str, fallback: str) -> float:
+    value = row.get(f"{cid}|{field}")
+    if value is None or value == "":
+        value = row.get(f"{cid}|{fallback}") or "0"
+    return float(value)
+
+
+def _round(
+    members: Sequence[str],
+    row: Mapping[str, str],
+    columns: Mapping[str, Column],
+    subs: Mapping[str, list[str]],
+    step_cost: Mapping[str, float],
+    step_latency: Mapping[str, float],
+) -> tuple[float, float, float, float]:
+    """(score, cost, latency, agreement) of one round whose answers are ``members``."""
+    steps: list[str] = []
+    for member in members:
+        for cid in subs[member]:
+            if cid not in steps:
+                steps.append(cid)
+    finish: dict[str, float] = {}
+    for cid in steps:  # sub-workflows list dependencies first
+        finish[cid] = step_latency[cid] + max((finish[d] for d in columns[cid].sees), default=0.0)
+    cost = sum(step_cost[cid] for cid in steps)
+    latency = max((finish[mb] for mb in members), default=0.0)
+    if len(members) == 1:
+        return float(row[members[0]]), cost, latency, 1.0
+    outcome = tally([row.get(f"{mb}|model_response", "") for mb in members])
+    return float(row[members[outcome.winner]]), cost, latency, outcome.agreement
+
+
+def matrix_plans(models: Sequence[str], *, votes: bool = True) -> list[Plan]:
+    """Plans over a plain outcome matrix's models (e.g. RouterBench's): each model alone, and —
+    with ``votes`` and at least three models — the vote of all of them."""
+    plans = [Plan(m, (m,)) for m in models]
+    if votes and len(models) >= 3:
+        plans.append(Plan(f"vote({','.join(models)})", tuple(models)))
+    return plans
+
+
+def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
+    """The compositions the light conductor chooses among on the local bank
+    (:func:`podium.eval.bank.local_catalogue`), from cheapest to dearest in spirit: each worker
+    alone; program-aided (the sandbox's printed output as the answer, or the answer stated from
+    it); the 1.5B's tested code, fixed from its run; solve → verify; self-consistency votes of 3
+    and 5 samples; votes mixing a program with direct solves; and cheap-first cascades that
+    escalate to the 1.5B worker when the 0.5B worker's answers disagree.
+
+    Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
+    s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
+    pal15, pal05 = "run(program@1.5b)", "run(program@0.5b)"
+    st15, st05 = "state@0.5b(program@1.5b)", "state@0.5b(program@0.5b)"
+    fix = "fix@1.5b(test@1.5b)"
+    samples15 = [f"sample{k}@1.5b" for k in range(1, 6)]
+    samples05 = [f"sample{k}@0.5b" for k in range(1, 4)]
+    plans = [
+        Plan(s15, (s15,)),
+        Plan(s05, (s05,)),
+        Plan(s135, (s135,)),
+        Plan(pal15, (pal15,)),
+        Plan(st15, (st15,)),
+        Plan(pal05, (pal05,)),
+        Plan(st05, (st05,)),
+        Plan("test@1.5b", ("test@1.5b",)),
+        Plan(fix, (fix,)),
+        Plan("verify@1.5b(solve@1.5b)", ("verify@1.5b(solve@1.5b)",)),
+        Plan("verify@1.5b(solve@0.5b)", ("verify@1.5b(solve@0.5b)",)),
+        Plan("vote(sample×3@1.5b)", tuple(samples15[:3])),
+        Plan("vote(sample×5@1.5b)", tuple(samples15)),
+        Plan("vote(sample×3@0.5b)", tuple(samples05)),
+        Plan("vote(solve@1.5b,sample×2@1.5b)", (s15, *samples15[:2])),
+        Plan("vote(solve@1.5b,sample×4@1.5b)", (s15, *samples15[:4])),
+        Plan("vote(state@0.5b(program@1.5b),solve@1.5b,solve@0.5b)", (st15, s15, s05)),
+        Plan("vote(run(program@1.5b),solve@1.5b,solve@0.5b)", (pal15, s15, s05)),
+        Plan("vote(state@0.5b(program@1.5b),solve@1.5b,sample×2@1.5b)", (st15, s15, *samples15[:2])),
+        Plan("vote(fix@1.5b(test@1.5b),solve@1.5b,sample×2@1.5b)", (fix, s15, *samples15[:2])),
+        Plan("vote(state@0.5b(program@0.5b),solve@0.5b,sample×2@0.5b)", (st05, s05, *samples05[:2])),
+        Plan("cascade(vote(sample×3@0.5b)→solve@1.5b)", tuple(samples05), s15, 1.0),
+        Plan("cascade(vote(solve@0.5b,state@0.5b(program@0.5b))→solve@1.5b)", (st05, s05), s15, 1.0),
+        Plan("cascade(vote(solve@0.5b,run(program@0.5b))→state@0.5b(program@1.5b))", (pal05, s05), st15, 1.0),
+        Plan("cascade(vote(solve@0.5b,run(program@0.5b))→solve@1.5b)", (pal05, s05), s15, 1.0),
+    ]
+    missing = sorted({c for p in plans for c in (*p.members, p.escalate or p.members[0]) if c not in columns})
+    if missing:
+        raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")
+    return plans

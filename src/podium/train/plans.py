@@ -1,0 +1,196 @@
+"""Training the plan conductor (:mod:`podium.conductor.plans`) on a workflow bank.
+
+The bank records, for every training question, what every plan scores, costs and takes
+(:func:`podium.eval.plans.plan_outcomes`), so the policy is trained with *full information*: the
+objective is the exact expected reward of the softmax policy over plans,
+
+    J(W) = mean_q Σ_p π_W(p | q) · r(q, p) − α ‖W‖²,   π_W(· | q) = softmax([x_q, 1] Wᵀ / τ),
+    r(q, p) = score − λ · cost − μ · latency      (Nielsen et al. 2026's reward with its cost term,
+                                                    plus podium's latency term; USD, seconds)
+
+maximised by gradient ascent (Adam) from W = 0 — a policy gradient with the expectation computed
+exactly instead of sampled, so training is deterministic given its data. An **ensemble** of heads
+is trained on bootstrap resamples of the questions and their scores averaged (bagging), which
+makes the chosen plans far less sensitive to which questions happened to be in the training set;
+``seed`` picks the resamples. With ``dims = 0`` the head has only the constant feature: the best
+single plan for every question.
+
+:func:`lambda_sweep` spreads λ over the plans' cost range: the break-even λ between neighbouring
+plans on the upper hull of mean cost vs mean score, so every operating point of the sweep is a
+different trade-off rather than the same cheapest plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from podium.conductor.compose import Column
+from podium.conductor.plans import PlanPolicy
+from podium.errors import ConfigError
+from podium.eval.plans import PlanOutcomes
+
+__all__ = ["PlanTrainConfig", "PlanTrainResult", "lambda_sweep", "reward", "train_plans"]
+
+Array = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PlanTrainConfig:
+    """How to train.
+
+    Attributes:
+        lam: cost penalty λ, 1/USD. mu: latency penalty μ, 1/second.
+        dims: PCA dimensions of the question embedding (0: a constant policy).
+        ensemble: heads trained on bootstrap resamples (1: one head on all questions).
+        steps: gradient steps per head. learning_rate: Adam's step size.
+        l2: α, the weight penalty. temperature: τ of the training softmax.
+        seed: picks the bootstrap resamples.
+    """
+
+    lam: float = 0.0
+    mu: float = 0.0
+    dims: int = 8
+    ensemble: int = 5
+    steps: int = 400
+    learning_rate: float = 0.05
+    l2: float = 1e-3
+    temperature: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("lam", "mu", "l2"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{name} must be ≥ 0, got {getattr(self, name)!r}")
+        if self.dims < 0 or self.ensemble < 1 or self.steps < 0 or not self.temperature > 0:
+            raise ConfigError("dims ≥ 0, ensemble ≥ 1, steps ≥ 0 and temperature > 0 are required")
+
+
+@dataclass(frozen=True)
+class PlanTrainResult:
+    """The trained policy and its learning curve (mean training reward of the greedy ensemble
+    policy after each tenth of the steps, per head)."""
+
+    policy: PlanPolicy
+    curve: list[tuple[int, float]] = field(default_factory=list)
+
+
+def reward(outcomes: PlanOutcomes, lam: float, mu: float) -> Array:
+    """r(q, p) = score − λ·cost − μ·latency, shape (questions, plans)."""
+    return np.asarray(outcomes.score - lam * outcomes.cost - mu * outcomes.latency, dtype=np.float64)
+
+
+def train_plans(
+    outcomes: PlanOutcomes,
+    vectors: npt.NDArray[np.floating],
+    columns: dict[str, Column],
+    embedder: str,
+    config: PlanTrainConfig,
+    on_step: Callable[[int, float], None] | None = None,
+) -> PlanTrainResult:
+    """Train a plan policy on ``outcomes`` (training questions only) and their embeddings.
+
+    Args:
+        outcomes: per question and plan, from :func:`podium.eval.plans.plan_outcomes`.
+        vectors: the questions' embeddings, shape (questions, e), in ``outcomes.ids`` order.
+        columns: the bank columns the plans use (stored in the policy).
+        embedder: the embedding model's id (stored; checked at load).
+        config: see :class:`PlanTrainConfig`.
+        on_step: called with (step, mean training reward) as training goes.
+
+    Raises ConfigError for fewer than 2 questions or mismatched shapes.
+    """
+    v = np.asarray(vectors, dtype=np.float64)
+    n = len(outcomes.ids)
+    if n < 2 or v.shape[0] != n:
+        raise ConfigError(f"training needs at least 2 questions with an embedding each (got {n}, {v.shape[0]})")
+    r = reward(outcomes, config.lam, config.mu)
+    mean = v.mean(axis=0)
+    dims = min(config.dims, n - 1, v.shape[1])
+    if dims > 0:
+        _, _, vt = np.linalg.svd(v - mean, full_matrices=False)
+        components = vt[:dims]
+        projected = (v - mean) @ components.T
+        scale = projected.std(axis=0) + 1e-9
+    else:
+        components, scale = np.zeros((0, v.shape[1])), np.zeros(0)
+    features = np.hstack([(v - mean) @ components.T / scale if dims else np.zeros((n, 0)), np.ones((n, 1))])
+    rng = np.random.default_rng(config.seed)
+    heads = []
+    curve: list[tuple[int, float]] = []
+    for b in range(config.ensemble):
+        rows = np.arange(n) if config.ensemble == 1 else rng.integers(0, n, n)
+        w, head_curve = _ascend(features[rows], r[rows], config, features, r)
+        heads.append(w)
+        if b == 0:
+            curve = head_curve
+            if on_step:
+                for step, value in head_curve:
+                    on_step(step, value)
+    policy = PlanPolicy(
+        outcomes.plans, dict(columns), mean, components, scale if dims else np.ones(0), np.stack(heads), embedder
+    )
+    return PlanTrainResult(policy, curve)
+
+
+def _ascend(
+    x: Array, r: Array, config: PlanTrainConfig, x_all: Array, r_all: Array
+) -> tuple[Array, list[tuple[int, float]]]:
+    """Adam ascent of the exact expected reward (module docstring) from zero weights."""
+    n, f = x.shape
+    m = r.shape[1]
+    w = np.zeros((m, f))
+    first, second = np.zeros_like(w), np.zeros_like(w)
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    curve = []
+    for t in range(1, config.steps + 1):
+        logits = x @ w.T / config.temperature
+        logits -= logits.max(axis=1, keepdims=True)
+        pi = np.exp(logits)
+        pi /= pi.sum(axis=1, keepdims=True)
+        expected = (pi * r).sum(axis=1, keepdims=True)
+        grad_logits = pi * (r - expected) / config.temperature  # d E[r] / d logits
+        grad = grad_logits.T @ x / n - 2 * config.l2 * w
+        first = beta1 * first + (1 - beta1) * grad
+        second = beta2 * second + (1 - beta2) * grad**2
+        w += config.learning_rate * (first / (1 - beta1**t)) / (np.sqrt(second / (1 - beta2**t)) + eps)
+        if config.steps >= 10 and t % (config.steps // 10) == 0:
+            greedy = (x_all @ w.T).argmax(axis=1)
+            curve.append((t, float(r_all[np.arange(len(r_all)), greedy].mean())))
+    return w, curve
+
+
+def lambda_sweep(outcomes: PlanOutcomes, points: int = 12) -> tuple[float, ...]:
+    """λ values (1/USD) from 0 to past the cheapest plan, at the break-even points of the upper
+    hull of (mean cost, mean score) over plans — each λ makes a different plan the best constant
+    choice — thinned to at most ``points`` values (module docstring)."""
+    cost, score = outcomes.cost.mean(axis=0), outcomes.score.mean(axis=0)
+    front: list[int] = []  # Pareto front: each plan scores more than every cheaper one
+    for p in np.argsort(cost, kind="stable"):
+        if not front or score[p] > score[front[-1]]:
+            front.append(int(p))
+    hull: list[int] = []  # its upper concave hull: the plans that are best for some λ
+    for p in front:
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            cross = (cost[b] - cost[a]) * (score[p] - score[a]) - (score[b] - score[a]) * (cost[p] - cost[a])
+            if cross >= 0:  # b lies on or below the chord a–p
+                hull.pop()
+            else:
+                break
+        hull.append(p)
+    breaks = []
+    for a, b in itertools.pairwise(hull):  # a cheaper, b dearer and better
+        dc, ds = cost[b] - cost[a], score[b] - score[a]
+        if dc > 0 and ds > 0:
+            breaks.append(float(ds / dc))
+    values = sorted(set(breaks))
+    if len(values) > points - 2:
+        picks = np.linspace(0, len(values) - 1, points - 2).round().astype(int)
+        values = [values[i] for i in sorted(set(picks))]
+    top = (max(values) * 3) if values else 1.0
+    return (0.0, *values, top)

@@ -1,0 +1,159 @@
+"""``podium train --policy plans``: the plan conductor on a workflow bank or an outcome matrix.
+
+The source is a bank folder (``podium bank record``; its catalogue's plans,
+:func:`podium.eval.plans.local_plans`) or a RouterBench-convention CSV (each model alone, and a
+vote of all models when there are three or more). Training uses the ``--split`` rows only
+(default ``train``); a k-fold cross-validation on those rows reports how the policy does on
+training questions it did not see (mean ± spread over folds), the figure to select λ, ``--dims``
+and ``--ensemble`` by — never the test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.text import Text
+
+from podium._render import progress_bar
+from podium.conductor.compose import Column, Plan
+from podium.errors import ConfigError
+from podium.eval.plans import PlanOutcomes, local_plans, matrix_plans, plan_outcomes
+
+__all__ = ["cross_validate", "load_source", "train_plans_command"]
+
+
+def load_source(path: Path) -> tuple[str, dict[str, Column], list[dict[str, str]], list[Plan]]:
+    """(name, columns, rows, plans) of a bank folder or an outcome-matrix CSV.
+
+    Raises ConfigError for a missing or malformed source."""
+    from podium.eval.bank import read_bank
+
+    if path.is_dir() or (path.name == "matrix.csv" and (path.parent / "workflows.json").is_file()):
+        bank = read_bank(path)
+        columns = bank.catalogue.columns
+        plans = local_plans(columns) if bank.catalogue.name == "local" else matrix_plans(list(columns))
+        return f"bank {bank.path}", columns, bank.rows, plans
+    from podium.eval.replay import OutcomeMatrix
+
+    matrix = OutcomeMatrix.load(path)
+    rows = []
+    for row in matrix.rows.values():
+        cells: dict[str, str] = {"sample_id": row.sample_id, "eval_name": row.eval_name, "split": row.split}
+        cells["prompt"] = row.prompt
+        for m, o in row.outcomes.items():
+            cells |= {m: repr(o.score), f"{m}|model_response": o.response, f"{m}|total_cost": repr(o.cost_usd)}
+            cells[f"{m}|latency_s"] = repr(o.latency_s)
+        rows.append(cells)
+    columns = {m: Column(m, m, "solve") for m in matrix.models}
+    return f"matrix {matrix.path.name}", columns, rows, matrix_plans(matrix.models)
+
+
+def cross_validate(
+    outcomes: PlanOutcomes, vectors: Any, columns: dict[str, Column], embedder: str, config: Any, folds: int = 5
+) -> dict[str, Any]:
+    """Held-out figures of ``config`` by ``folds``-fold cross-validation over the questions
+    (seeded split): per fold the greedy policy's mean reward, quality and cost on its held-out
+    part; returns their means and standard deviations."""
+    from podium.train.plans import reward, train_plans
+
+    n = len(outcomes.ids)
+    order = np.random.default_rng(config.seed).permutation(n)
+    parts = [order[k::folds] for k in range(folds) if len(order[k::folds])]
+    r = reward(outcomes, config.lam, config.mu)
+    per_fold = []
+    for held in parts:
+        train = np.setdiff1d(order, held)
+        policy = train_plans(outcomes.subset(train.tolist()), vectors[train], columns, embedder, config).policy
+        chosen = np.asarray(policy.choose([outcomes.ids[i] for i in held], policy.features(vectors[held])))
+        per_fold.append(
+            (
+                float(r[held, chosen].mean()),
+                float(outcomes.score[held, chosen].mean()),
+                float(outcomes.cost[held, chosen].mean()),
+            )
+        )
+    values = np.array(per_fold)
+    return {
+        "folds": len(parts),
+        "reward": {"mean": float(values[:, 0].mean()), "std": float(values[:, 0].std())},
+        "quality": {"mean": float(values[:, 1].mean()), "std": float(values[:, 1].std())},
+        "cost_usd": {"mean": float(values[:, 2].mean()), "std": float(values[:, 2].std())},
+    }
+
+
+def train_plans_command(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium train --policy plans`` (see the module docstring)."""
+    from podium.embed import Embedder
+    from podium.eval.session import EvalSpec
+    from podium.registry import Registry
+    from podium.train.cli import _encoder
+    from podium.train.plans import PlanTrainConfig, train_plans
+
+    name, columns, rows, plans = load_source(args.replay)
+    rows = [r for r in rows if r["split"] == args.split]
+    if args.tag:
+        rows = [r for r in rows if r["eval_name"] in args.tag or r["eval_name"].split("-", 1)[0] in args.tag]
+    if len(rows) < 10:
+        splits = Counter(r["split"] for r in load_source(args.replay)[2])
+        raise ConfigError(
+            f"{name}: {len(rows)} question(s) in split {args.split!r}{' with those tags' if args.tag else ''}; the "
+            f"plan conductor needs at least 10 (the source has {dict(splits)}; pick one with --split)"
+        )
+    config = PlanTrainConfig(
+        lam=args.lam, mu=args.mu, dims=args.dims, ensemble=args.ensemble, steps=args.steps or 400, seed=args.seed
+    )
+    outcomes = plan_outcomes(plans, columns, rows)
+    if args.mu > 0 and not outcomes.latency.any():
+        raise ConfigError(f"{name} records no latencies: μ > 0 needs them (a bank, or |latency_s columns)")
+    embedder = Embedder(EvalSpec().embeddings, encoder=_encoder(args.embedder))
+    progress = progress_bar("train", err)
+    with progress:
+        progress.add_task(f"embedding {len(rows)} questions ({embedder.name})", total=None)
+        vectors = embedder.embed([r["prompt"] for r in rows])
+    result = train_plans(outcomes, vectors, columns, embedder.name, config)
+    cv = cross_validate(outcomes, vectors, columns, embedder.name, config)
+    policy = result.policy
+    chosen = policy.choose(list(outcomes.ids), policy.features(vectors))
+    rows_idx = np.arange(len(rows))
+    usage = Counter(plans[i].id for i in chosen)
+    registry = Registry()
+    version = registry.create(args.name)
+    policy.save(version.policy_path)
+    record = {
+        "policy": "plans",
+        "source": str(args.replay),
+        "split": args.split,
+        "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "embedder": embedder.name,
+        "data": {"questions": len(rows), "plans": len(plans)},
+        "train": {
+            "quality": float(outcomes.score[rows_idx, chosen].mean()),
+            "cost_usd": float(outcomes.cost[rows_idx, chosen].mean()),
+            "latency_s": float(outcomes.latency[rows_idx, chosen].mean()),
+        },
+        "cross_validation": cv,
+        "plans_chosen": dict(usage.most_common()),
+        "curve": result.curve,
+    }
+    (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
+        return 0
+    q, c = cv["quality"], cv["cost_usd"]
+    out.print(
+        f"[green]trained {version.ref}[/] on {len(rows)} questions of {name} ({len(plans)} plans, λ = {args.lam:g})"
+    )
+    out.print(
+        f"cross-validated ({cv['folds']} folds): quality {q['mean']:.3f} ± {q['std']:.3f}, "
+        f"cost ${c['mean']:.6f} ± {c['std']:.6f} per request"
+    )
+    out.print("plans chosen on the training questions: " + ", ".join(f"{p} ×{k}" for p, k in usage.most_common(6)))
+    out.print(f"stored in {version.path} (policy.npz, train.json)")
+    out.print(Text(f"use it: [conductor] light = {str(version.policy_path)!r} in a pool file", style="dim"))
+    return 0

@@ -1,0 +1,205 @@
+"""Plans over a workflow bank: replayed outcomes agree with live execution; the plan conductor
+and its trainer.
+
+The bank here is recorded by podium's real recorder over fake model workers (ScriptedWorker,
+unit-test doubles whose answers depend on the subtask and the sample seed) and the real Python
+sandbox and vote tool; live execution then runs through the real orchestrator and request
+cache, restored from the bank's files alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from podium.conductor.compose import Plan
+from podium.conductor.plans import PlanConductor, PlanPolicy
+from podium.errors import ConfigError
+from podium.eval.bank import local_catalogue, read_bank
+from podium.eval.plans import local_plans, plan_outcomes
+from podium.eval.record import record_bank, restore_cache
+from podium.eval.tasks import Task
+from podium.eval.verifiers import verify
+from podium.orchestrator import Fallback, Orchestrator
+from podium.testing import ScriptedWorker
+from podium.workers.base import Completion, Message, Price, Worker, WorkerSettings
+from podium.workers.cache import CachedWorker, RequestCache
+from podium.workers.python_tool import PythonToolWorker
+from podium.workers.vote_tool import VoteToolWorker
+
+TASKS = [
+    Task(id=f"t/{i}", question=f"What is {i} * 7?", task_type="math", reference=str(i * 7), split="train", source="toy")
+    for i in range(2, 8)
+]
+NAMES = ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m", "python", "vote"]
+
+
+class _Fake(ScriptedWorker):
+    """Answers depend on the worker, the subtask and the sample seed: the 1.5B is right on even
+    questions, samples vary with their seed, programs compute the product (unit-test double)."""
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        text = messages[-1]["content"]
+        question = text.split("<question>\n", 1)[1].split("\n</question>", 1)[0]
+        a = int(question.split()[2])
+        subtask = text.rsplit("<your_subtask>", 1)[1]
+        seed = (settings or self.settings).seed
+        strong = self.name.endswith("1.5b")
+        if "Python program" in subtask or "assert statements" in subtask:
+            reply = f"```python\nprint({a} * 7)\n```"
+        elif "program above was run" in subtask:
+            reply = f"The program printed {a * 7}. The final answer is {a * 7}."
+        else:
+            right = (a % 2 == 0) if strong else (a % 3 == 0)
+            if seed:
+                right = (a + seed) % 2 == 0
+            reply = f"The final answer is {a * 7 if right else a * 7 + 1}."
+        self.reply = reply
+        return await super().complete(messages, settings)
+
+
+def _pool() -> list[Worker]:
+    prices = {"qwen2.5-coder-1.5b": 2.0, "qwen2.5-coder-0.5b": 1.0, "smollm2-135m": 0.5}
+    models: list[Worker] = [_Fake(n, price=Price(p, p)) for n, p in prices.items()]
+    return [*models, PythonToolWorker("python"), VoteToolWorker("vote")]
+
+
+@pytest.fixture(scope="module")
+def bank_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("bank")
+    record_bank(local_catalogue(), TASKS, _pool()[:4], folder, score=verify)
+    return folder
+
+
+class _NoCalls:
+    """A worker that must not be called: every request has to come from the cache."""
+
+    def __init__(self, inner: Worker) -> None:
+        self.name, self.description, self.price, self.settings = inner.name, "", inner.price, inner.settings
+        self.system_prompt = getattr(inner, "system_prompt", None)
+        self.backend = getattr(inner, "backend", type(inner).__name__)
+        self.kind = type(inner).__name__
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        raise AssertionError(f"{self.name} was called: the bank did not hold this request")
+
+
+def _live(plan: Plan, bank_dir: Path, task: Task, cache: RequestCache) -> tuple[float, float]:
+    """(score, cost) of ``plan`` executed live over the restored cache, by the orchestrator."""
+    bank = read_bank(bank_dir)
+    pool = [CachedWorker(_NoCalls(w), cache) if w.name != "vote" else w for w in _pool()]
+    from podium.conductor.baselines import FixedConductor
+    from podium.conductor.compose import plan_workflow
+
+    workflow = plan_workflow(plan.members, bank.catalogue.columns, NAMES, vote_worker="vote")
+    conductor = FixedConductor("plan", lambda _q, _p, _m: workflow.steps)
+    orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), max_steps=10, recursion_rounds=0)
+    record = asyncio.run(orchestrator.run(task.question))
+    assert record.status == "ok", record.error
+    verdict = asyncio.run(verify(task, record.answer))
+    return verdict.score, record.totals.cost_usd
+
+
+def test_restored_cache_replays_every_plan_exactly_as_the_outcome_arrays_say(bank_dir: Path, tmp_path: Path) -> None:
+    bank = read_bank(bank_dir)
+    cache = RequestCache(tmp_path / "restored.sqlite3")
+    stored = restore_cache(bank, _pool()[:4], cache)
+    assert stored == len(TASKS) * len(bank.catalogue.columns)
+    plans = [p for p in local_plans(bank.catalogue.columns) if p.escalate is None]
+    outcomes = plan_outcomes(plans, bank.catalogue.columns, bank.rows)
+    for i, task in enumerate(TASKS[:3]):
+        for j, plan in enumerate(plans):
+            score, cost = _live(plan, bank_dir, task, cache)
+            assert score == outcomes.score[i, j], plan.id
+            assert cost == pytest.approx(outcomes.cost[i, j]), plan.id
+
+
+def test_votes_pick_the_majority_of_recorded_answers(bank_dir: Path) -> None:
+    bank = read_bank(bank_dir)
+    cols = bank.catalogue.columns
+    plans = [Plan("v", ("sample1@1.5b", "sample2@1.5b", "sample3@1.5b"))]
+    out = plan_outcomes(plans, cols, bank.rows)
+    for i, row in enumerate(bank.rows):
+        scores = [float(row[f"sample{k}@1.5b"]) for k in (1, 2, 3)]
+        assert out.score[i, 0] == (1.0 if sum(scores) >= 2 else 0.0)  # two of three agree on the right answer
+        # three samples: three calls (the k-th sample's sub-workflow includes the earlier ones once)
+        assert out.cost[i, 0] == pytest.approx(sum(float(row[f"sample{k}@1.5b|step_cost"]) for k in (1, 2, 3)))
+
+
+def test_a_cascade_escalates_only_when_its_vote_disagrees(bank_dir: Path) -> None:
+    bank = read_bank(bank_dir)
+    cascade = Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0)
+    out = plan_outcomes([cascade], bank.catalogue.columns, bank.rows)
+    for i, row in enumerate(bank.rows):
+        answers = {row[f"sample{k}@0.5b|model_response"] for k in (1, 2, 3)}
+        assert bool(out.escalated[i, 0]) == (len(answers) > 1)
+        if len(answers) > 1:
+            assert out.score[i, 0] == float(row["solve@1.5b"])
+
+
+def _policy(bank_dir: Path, weights: np.ndarray, plans: list[Plan]) -> PlanPolicy:
+    bank = read_bank(bank_dir)
+    return PlanPolicy(tuple(plans), bank.catalogue.columns, np.zeros(3), np.zeros((0, 3)), np.ones(0), weights, "fake")
+
+
+class _Embed:
+    name = "fake"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([[float(len(t)), 1.0, 0.0] for t in texts])
+
+
+def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(bank_dir: Path, tmp_path: Path) -> None:
+    bank = read_bank(bank_dir)
+    cache = RequestCache(tmp_path / "c.sqlite3")
+    restore_cache(bank, _pool()[:4], cache)
+    cascade = Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0)
+    conductor = PlanConductor(_policy(bank_dir, np.zeros((1, 1, 1)), [cascade]), _Embed())
+    pool = [CachedWorker(_NoCalls(w), cache) if w.name != "vote" else w for w in _pool()]
+    orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), recursion_rounds=1)
+    out = plan_outcomes([cascade], bank.catalogue.columns, bank.rows)
+    for i, task in enumerate(TASKS):
+        record = asyncio.run(orchestrator.run(task.question))
+        escalated = len(record.workflows) == 2 and len(record.workflows[1]) > 0
+        assert escalated == bool(out.escalated[i, 0])
+        assert asyncio.run(verify(task, record.answer)).score == out.score[i, 0]
+
+
+def test_the_untrained_policy_does_not_depend_on_the_order_of_its_plans(bank_dir: Path) -> None:
+    plans = local_plans(read_bank(bank_dir).catalogue.columns)
+    forward = PlanConductor(_policy(bank_dir, np.zeros((1, len(plans), 1)), plans), _Embed())
+    backward = PlanConductor(_policy(bank_dir, np.zeros((1, len(plans), 1)), plans[::-1]), _Embed())
+    pool = _pool()
+    for task in TASKS:
+        assert forward.choose(task.question, pool, 10)[0].id == backward.choose(task.question, pool, 10)[0].id
+
+
+def test_a_pool_without_the_vote_tool_only_gets_single_column_plans(bank_dir: Path) -> None:
+    plans = local_plans(read_bank(bank_dir).catalogue.columns)
+    weights = np.zeros((1, len(plans), 1))
+    weights[0, next(i for i, p in enumerate(plans) if len(p.members) > 1), 0] = 5.0  # prefers a vote
+    conductor = PlanConductor(_policy(bank_dir, weights, plans), _Embed())
+    chosen, workflow = conductor.choose("What is 2 * 7?", _pool()[:4], 10)
+    assert len(chosen.members) == 1 and len(workflow) >= 1
+    with pytest.raises(ConfigError, match="none of its plans"):
+        conductor.choose("What is 2 * 7?", [ScriptedWorker("other")], 10)
+
+
+def test_policy_files_round_trip(bank_dir: Path, tmp_path: Path) -> None:
+    plans = local_plans(read_bank(bank_dir).catalogue.columns)
+    rng = np.random.default_rng(0)
+    policy = PlanPolicy(
+        tuple(plans), read_bank(bank_dir).catalogue.columns, rng.normal(size=3), rng.normal(size=(2, 3)),
+        np.ones(2), rng.normal(size=(3, len(plans), 3)), "fake",
+    )  # fmt: skip
+    policy.save(tmp_path / "p.npz")
+    again = PlanPolicy.load(tmp_path / "p.npz")
+    assert again.plans == policy.plans and again.columns == policy.columns
+    x = policy.features(_Embed().embed(["What is 3 * 7?"]))
+    assert np.allclose(again.scores(x), policy.scores(x))
+    (tmp_path / "bad.npz").write_bytes(b"nope")
+    with pytest.raises(ConfigError, match="not a plan policy"):
+        PlanPolicy.load(tmp_path / "bad.npz")
