@@ -4,7 +4,8 @@ The workflow is drawn as an inline SVG graph computed here (no JavaScript, nothi
 one node per step labelled with its worker, an edge from every step whose output a step was
 shown (its *visible* steps, and in later rounds the previous round's), steps of equal
 dependency depth in one column (they could run in parallel), one band per round and one for
-the fallback pipeline, and the answer. Below it: the conductor's attempts and, per step, the
+the fallback pipeline, and the answer. Edges are routed around the boxes (:func:`_routes`), so
+none is hidden behind one. Below it: the conductor's attempts and, per step, the
 exact input messages, the output, tokens, cost and latency.
 
 Questions and outputs are untrusted text: everything is HTML-escaped, and the page carries a
@@ -24,7 +25,7 @@ from podium.workflow import ALL, Workflow
 __all__ = ["render_html"]
 
 NODE_W, NODE_H = 210, 66
-COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 46
+COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 64
 TOP, LEFT = 48, 16
 
 
@@ -144,12 +145,147 @@ def _layout(record: RunRecord) -> tuple[list[_Band], list[tuple[str, str, str]],
             height = max(height, TOP + len(column) * (NODE_H + ROW_GAP))
         band.width = len(band.columns) * (NODE_W + COL_GAP) - COL_GAP
         x += band.width + BAND_GAP
-    return bands, edges, max(x - BAND_GAP + LEFT, 320), height + 8 + _below_room(edges)
+    return bands, edges, max(x - BAND_GAP + LEFT, 320), height + 8
 
 
-def _below_room(edges: Sequence[tuple[str, str, str]]) -> float:
-    """Height kept under the nodes for the curves of previous-round edges."""
-    return 48.0 if any("previous" in css for _, _, css in edges) else 0.0
+LANE_GAP = 8
+"""Vertical distance between two lanes above (or below) the boxes, px."""
+
+
+@dataclass
+class _Route:
+    """How one edge is drawn: a curve through the gap between two adjacent columns, or a path
+    along a lane above (``"over"``) or below (``"under"``) every box."""
+
+    source: _Node
+    target: _Node
+    css: str
+    side: str = "direct"  # direct, over, under
+    lane: int = 0
+    out_x: float = 0.0
+    in_x: float = 0.0
+    out_y: float = 0.0
+    in_y: float = 0.0
+
+
+def _blocked(a: _Node, b: _Node, nodes: Iterable[_Node]) -> bool:
+    """Whether a direct curve from ``a``'s right side to ``b``'s left side could pass through
+    another box: a box meets the rectangle the curve stays in (the hull of its control points)."""
+    x1, x2 = a.x + NODE_W, b.x
+    y1, y2 = min(a.y, b.y), max(a.y, b.y) + NODE_H  # wherever on their sides the curve's ends sit
+    margin = 4.0
+    return any(
+        n is not a
+        and n is not b
+        and n.x < x2 + margin
+        and n.x + NODE_W > x1 - margin
+        and n.y < y2 + margin
+        and n.y + NODE_H > y1 - margin
+        for n in nodes
+    )
+
+
+def _routes(nodes: Sequence[_Node], edges: Sequence[tuple[str, str, str]]) -> list[_Route]:
+    """Route every edge so that no box hides it (a layered layout's edge routing).
+
+    An edge between adjacent columns is a curve through the empty gap between them. An edge that
+    would cross another box (it skips a column: step 0 → step 2 past step 1) leaves its source to
+    the right, climbs in the gap beside it to a lane of its own above all boxes, runs along it and
+    comes down in the gap left of its target; previous-round edges do the same below the boxes.
+    Gaps hold no boxes, and each edge has its own lane and its own place in every gap it uses, so
+    every edge stays visible and tells itself apart from the others. Longer edges get the outer
+    lanes, so lanes nest. Moves the nodes down to make room for the lanes above."""
+    at = {n.key: n for n in nodes}
+    routes = [_Route(at[s], at[t], css) for s, t, css in edges if s in at and t in at]
+    for r in routes:
+        if "previous" in r.css:
+            r.side = "under"
+        elif _blocked(r.source, r.target, nodes):
+            r.side = "over"
+    for side in ("over", "under"):
+        lanes = sorted((r for r in routes if r.side == side), key=lambda r: (r.source.x - r.target.x, r.source.y))
+        for k, r in enumerate(lanes):  # k = 0: the longest edge, on the outermost lane
+            r.lane = k
+    over = sum(r.side == "over" for r in routes)
+    if over:
+        for n in nodes:
+            n.y += over * LANE_GAP + 6
+    _ports(routes)
+    lefts = sorted({n.x for n in nodes})
+    # every vertical stretch in a gap gets its own x: per gap (keyed by its left edge), edges
+    # leaving the column on its left, then edges entering the column on its right
+    users: dict[float, list[tuple[int, _Route, str]]] = {}
+    for r in routes:
+        if r.side == "direct":
+            continue
+        users.setdefault(r.source.x + NODE_W, []).append((0 if r.side == "over" else 1, r, "out"))
+        before = max((x for x in lefts if x < r.target.x), default=r.target.x - BAND_GAP)
+        users.setdefault(before + NODE_W, []).append((3 if r.side == "over" else 2, r, "in"))
+    for left, group in users.items():
+        right = min((x for x in lefts if x > left), default=left + BAND_GAP)
+        group.sort(key=lambda u: (u[0], u[1].lane if u[0] < 2 else -u[1].lane))  # outer lanes: outside
+        lo, hi = left + 8, right - 12  # room for the arrowhead after the last turn
+        for i, (_, r, end) in enumerate(group):
+            x = lo + (i + 1) * (hi - lo) / (len(group) + 1)
+            if end == "out":
+                r.out_x = x
+            else:
+                r.in_x = x
+    return routes
+
+
+def _ports(routes: Sequence[_Route]) -> None:
+    """Where each edge leaves its source (right side) and enters its target (left side): the
+    edges of one side spread over it, ordered as they run (from above, level, from below), so
+    no two arrowheads meet at one point."""
+    rank = {"over": 0, "direct": 1, "under": 2}
+    outs: dict[str, list[_Route]] = {}
+    ins: dict[str, list[_Route]] = {}
+    for r in routes:
+        outs.setdefault(r.source.key, []).append(r)
+        ins.setdefault(r.target.key, []).append(r)
+    for group in outs.values():
+        group.sort(key=lambda r: (rank[r.side], r.lane if r.side == "over" else -r.lane, r.target.y, r.target.x))
+        for k, r in enumerate(group):
+            r.out_y = r.source.y + NODE_H * (k + 1) / (len(group) + 1)
+    for group in ins.values():
+        group.sort(key=lambda r: (rank[r.side], r.lane if r.side == "over" else -r.lane, r.source.y, r.source.x))
+        for k, r in enumerate(group):
+            r.in_y = r.target.y + NODE_H * (k + 1) / (len(group) + 1)
+
+
+def _rounded(points: Sequence[tuple[float, float]], radius: float = 6.0) -> str:
+    """An SVG path through ``points`` (an orthogonal polyline) with rounded corners."""
+    (x0, y0), *rest = points
+    d = [f"M{x0:.0f},{y0:.0f}"]
+    for i in range(1, len(points) - 1):
+        (ax, ay), (px, py), (bx, by) = points[i - 1], points[i], points[i + 1]
+        into, out = abs(px - ax) + abs(py - ay), abs(bx - px) + abs(by - py)
+        r = min(radius, into / 2, out / 2)
+        if r <= 0:
+            continue
+        sx, sy = px - r * _sign(px - ax), py - r * _sign(py - ay)
+        ex, ey = px + r * _sign(bx - px), py + r * _sign(by - py)
+        d.append(f"L{sx:.1f},{sy:.1f} Q{px:.1f},{py:.1f} {ex:.1f},{ey:.1f}")
+    xn, yn = rest[-1]
+    d.append(f"L{xn:.0f},{yn:.0f}")
+    return " ".join(d)
+
+
+def _sign(value: float) -> float:
+    return (value > 0) - (value < 0)
+
+
+def _path(r: _Route, top: float, bottom: float) -> str:
+    """The SVG path of ``r``; ``top``: the top of the first lane above the boxes, ``bottom``:
+    the y of the first lane below them."""
+    a, b = r.source, r.target
+    x1, y1, x2, y2 = a.x + NODE_W, r.out_y, b.x, r.in_y
+    if r.side == "direct":
+        bend = max(30.0, (x2 - x1) / 2)
+        return f"M{x1:.0f},{y1:.0f} C{x1 + bend:.0f},{y1:.0f} {x2 - bend:.0f},{y2:.0f} {x2:.0f},{y2:.0f}"
+    lane = top + 2 + r.lane * LANE_GAP if r.side == "over" else bottom + r.lane * LANE_GAP
+    return _rounded([(x1, y1), (r.out_x, y1), (r.out_x, lane), (r.in_x, lane), (r.in_x, y2), (x2, y2)])
 
 
 def _clip(text: str, width: int) -> str:
@@ -159,6 +295,11 @@ def _clip(text: str, width: int) -> str:
 def _svg(record: RunRecord) -> str:
     bands, edges, width, height = _layout(record)
     at = {n.key: n for b in bands for col in b.columns for n in col}
+    routes = _routes(list(at.values()), edges)
+    under = sum(r.side == "under" for r in routes)
+    bottom = max(n.y + NODE_H for n in at.values()) + 14  # the first lane under the boxes
+    over = sum(r.side == "over" for r in routes)
+    height = max(height + (over * LANE_GAP + 6 if over else 0), bottom + under * LANE_GAP)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="workflow graph">',
@@ -172,20 +313,10 @@ def _svg(record: RunRecord) -> str:
             if len(column) > 1 and band.label.startswith(("round", "workflow")):
                 x = band.x + c * (NODE_W + COL_GAP)
                 out.append(f'<text class="group" x="{x:.0f}" y="38">parallel: {len(column)} steps</text>')
-    below = height - _below_room(edges)  # previous-round edges run under the nodes, not through them
-    for k, (source, target, css) in enumerate(e for e in edges if e[0] in at and e[1] in at):
-        a, b = at[source], at[target]
-        if "previous" in css:  # out to the right, down the gap, along the bottom, up the target's left gap
-            x1, y1, x2, y2 = a.x + NODE_W, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2
-            lane = 5 * (k % 5)
-            out_x, in_x, dip = x1 + 10 + lane, x2 - 12 - lane, below + 10 + lane
-            path = f"M{x1:.0f},{y1:.0f} H{out_x:.0f} V{dip:.0f} H{in_x:.0f} V{y2:.0f} H{x2:.0f}"
-        else:
-            x1, y1, x2, y2 = a.x + NODE_W, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2
-            bend = max(30.0, (x2 - x1) / 2)
-            path = f"M{x1:.0f},{y1:.0f} C{x1 + bend:.0f},{y1:.0f} {x2 - bend:.0f},{y2:.0f} {x2:.0f},{y2:.0f}"
+    for r in routes:
         out.append(
-            f'<path class="{css}" data-from="{_e(source)}" data-to="{_e(target)}" d="{path}" marker-end="url(#arrow)"/>'
+            f'<path class="{r.css}" data-from="{_e(r.source.key)}" data-to="{_e(r.target.key)}" '
+            f'data-route="{r.side}" d="{_path(r, TOP, bottom)}" marker-end="url(#arrow)"/>'
         )
     for node in at.values():
         body = [
@@ -330,8 +461,8 @@ def render_html(record: RunRecord) -> str:
 {summary}
 <h2>Workflow</h2>
 <p class="dim">Steps in one column have the same dependency depth and could run in parallel; an arrow means the
-target step was shown the source step's output (dashed violet: from the previous round). Click a step for its
-messages and output.</p>
+target step was shown the source step's output (dashed violet: from the previous round); arrows that skip a
+column run above the boxes. Click a step for its messages and output.</p>
 <div class="graph">{_svg(record)}</div>
 {fallback}
 <h2 id="answer">Answer</h2>{answer}
