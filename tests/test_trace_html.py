@@ -11,10 +11,8 @@ import asyncio
 import re
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -62,19 +60,6 @@ def two_rounds(store: TraceStore) -> RunRecord:
         traces=store,
     )
     return stored(store, orch, "What is 6 x 7? " + INJECTED)
-
-
-@pytest.fixture
-def skipping(store: TraceStore) -> RunRecord:
-    """A chain of three steps where step 2 sees steps 0 and 1: the 0 → 2 edge skips a column,
-    and step 1's box lies on the straight way between them."""
-    orch = Orchestrator(
-        [ScriptedWorker("qwen-1.5b", reply="a"), ScriptedWorker("qwen-0.5b", reply="b"), ScriptedWorker("smol")],
-        ScriptedConductor(['model_id = [0, 1, 2]\nsubtasks = ["A.", "B.", "C."]\naccess_list = [[], [0], [0, 1]]']),
-        Fallback(0, "Answer."),
-        traces=store,
-    )
-    return stored(store, orch, "Chain?")
 
 
 @pytest.fixture
@@ -173,13 +158,15 @@ def _browser() -> tuple[str, str]:
     return binary, driver
 
 
-@contextmanager
-def _chromium() -> Iterator[Any]:
-    """A headless Chromium driven by Selenium (skips when none is installed)."""
+@pytest.mark.browser
+def test_the_page_in_a_real_browser(two_rounds: RunRecord, tmp_path: Path) -> None:
     binary, driver_path = _browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
 
+    page = tmp_path / "trace.html"
+    page.write_text(render_html(two_rounds), encoding="utf-8")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for flag in (
@@ -192,77 +179,6 @@ def _chromium() -> Iterator[Any]:
         options.add_argument(flag)
     browser = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     try:
-        yield browser
-    finally:
-        browser.quit()
-
-
-_SAMPLE_EDGES = """
-// For every edge: walk its path every 2 px (skipping its first 4 px, inside the source's border,
-// and its last 12, under the arrowhead), scroll the point into view, and ask the browser which
-// element is drawn on top there.
-const graph = document.querySelector('.graph');
-const screen = (path, pt) => {
-  const m = path.getScreenCTM();
-  return [pt.x * m.a + pt.y * m.c + m.e, pt.x * m.b + pt.y * m.d + m.f];
-};
-return Array.from(document.querySelectorAll('svg path.edge')).map(path => {
-  const length = path.getTotalLength();
-  let total = 0, own = 0, others = 0;
-  const covered = new Set();
-  for (let d = 4; d < length - 12; d += 2) {
-    const pt = path.getPointAtLength(d);
-    let [x, y] = screen(path, pt);
-    const box = graph.getBoundingClientRect();
-    if (x < box.left + 20 || x > box.right - 20) graph.scrollLeft += x - (box.left + box.width / 2);
-    if (y < 20 || y > innerHeight - 20) window.scrollBy(0, y - innerHeight / 2);
-    [x, y] = screen(path, pt);
-    const top = document.elementFromPoint(x, y);
-    total += 1;
-    const node = top && top.closest('g.node');
-    if (node) covered.add(node.dataset.key);
-    else if (top === path) own += 1;
-    else if (top && top.matches('path.edge')) others += 1;
-  }
-  return {edge: path.dataset.from + ' -> ' + path.dataset.to, total, own, others, covered: Array.from(covered)};
-});
-"""
-
-
-def _edge_visibility(browser: Any, page: Path) -> list[dict[str, Any]]:
-    browser.get(page.as_uri())
-    return list(browser.execute_script(_SAMPLE_EDGES))
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("scenario", ["skipping", "two_rounds"])
-def test_every_edge_is_visible_in_a_real_browser(scenario: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """No edge runs behind a box: at no sampled point of any edge is a node drawn on top (the
-    step 0 → step 2 edge of a chain used to run straight behind step 1's box). Nor does an edge
-    run along another one: at most a tenth of its points have another edge drawn over them
-    (crossings take a few), and the edge itself is the topmost element at a third of them at
-    least (dashed edges show the background between their dashes)."""
-    record: RunRecord = request.getfixturevalue(scenario)
-    page = tmp_path / "trace.html"
-    page.write_text(render_html(record), encoding="utf-8")
-    with _chromium() as browser:
-        edges = _edge_visibility(browser, page)
-    expected = {f"{s} -> {t}" for s, t, _ in graph(render_html(record)).edges}
-    assert {e["edge"] for e in edges} == expected
-    for e in edges:
-        assert e["total"] >= 10, e  # long enough to see
-        assert e["covered"] == [], f"{e['edge']} runs behind {e['covered']}"
-        assert e["others"] <= 0.1 * e["total"], f"{e['edge']} runs along other edges: {e}"
-        assert e["own"] >= e["total"] / 3, f"{e['edge']} is not drawn where it runs: {e}"
-
-
-@pytest.mark.browser
-def test_the_page_in_a_real_browser(two_rounds: RunRecord, tmp_path: Path) -> None:
-    from selenium.webdriver.common.by import By
-
-    page = tmp_path / "trace.html"
-    page.write_text(render_html(two_rounds), encoding="utf-8")
-    with _chromium() as browser:
         browser.get(page.as_uri())
         assert browser.execute_script("return typeof window.__pwned") == "undefined"  # no injected code ran
         assert browser.execute_script("return document.scripts.length + document.images.length") == 0
@@ -278,3 +194,5 @@ def test_the_page_in_a_real_browser(two_rounds: RunRecord, tmp_path: Path) -> No
         browser.find_element(By.CSS_SELECTOR, "#node-r0-s2").click()  # nodes link to their step's details
         assert browser.execute_script("return location.hash") == "#step-r0-s2"
         assert "merged: 42" in browser.find_element(By.CSS_SELECTOR, "#step-r0-s2 pre.output").text
+    finally:
+        browser.quit()
