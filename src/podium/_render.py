@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from podium.dataflow import Register
 
 __all__ = [
+    "PIPED_WIDTH",
+    "output_console",
     "progress_bar",
     "render_plan",
     "render_register",
@@ -28,6 +30,22 @@ __all__ = [
     "render_trace_list",
     "shorten",
 ]
+
+
+PIPED_WIDTH = 120
+"""Columns of tables printed to a pipe or file (CI logs, ``| less``): wide enough that a
+question column stays readable, as a terminal's width would be."""
+
+
+def output_console() -> Console:
+    """The console of the CLI's standard output. In a terminal: its own width. Piped: at least
+    :data:`PIPED_WIDTH` columns for tables, and lines of plain text are never hard-wrapped, so a
+    path or a command in them stays whole (copyable, greppable); a pipe reader wraps as it
+    likes."""
+    probe = Console()
+    if probe.is_terminal:
+        return probe
+    return Console(width=max(probe.width, PIPED_WIDTH), soft_wrap=True)
 
 
 def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress:

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from podium import __version__
-from podium._render import render_plan, render_run, render_search, render_trace_list
+from podium._render import output_console, render_plan, render_run, render_search, render_trace_list
 from podium.budget import Limits
 from podium.errors import ConfigError, PodiumError
 from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
@@ -587,13 +587,36 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
         or f"{c.light_name} (trained light conductor)"
     )
     out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")
+    out.print(
+        f"  conductor recursion_rounds {c.recursion_rounds} (extra review rounds) · resamples {c.resamples}",
+        highlight=False,
+    )
+    out.print(f"  limits per request (--deadline / --cost-cap override): {_limits_line(config)}", highlight=False)
     return 0
+
+
+def _limits_line(config: PoolConfig) -> str:
+    """The limits a request of ``config`` runs under, as ``podium run`` applies them (``[limits]``;
+    unset means unlimited)."""
+    lim = config.limits
+
+    def given(value: float | None, unit: str) -> str:
+        if value is None:
+            return "unlimited"
+        return f"${value:g}" if unit == "$" else f"{value:g} {unit}"
+
+    reserve = f" ({lim.fallback_reserve:.0%} kept for the fallback)" if lim.deadline_s is not None else ""
+    return (
+        f"deadline {given(lim.deadline_s, 's')}{reserve} · step timeout {given(lim.step_timeout_s, 's')} · "
+        f"cost cap {given(lim.cost_cap_usd, '$')} · daily budget {given(lim.daily_budget_usd, '$')} (pool, UTC day)"
+    )
 
 
 def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
     args = _parser().parse_args(argv)
-    out, err = Console(), Console(stderr=True, soft_wrap=True)  # errors never hard-wrapped: commands stay pasteable
+    # piped output is wide and plain lines are never hard-wrapped; errors never are: commands stay pasteable
+    out, err = output_console(), Console(stderr=True, soft_wrap=True)
     try:
         if args.command in ("run", "plan"):
             return _cmd_request(args, out, err)
