@@ -162,7 +162,10 @@ def _trace_parser(sub: Any) -> None:
         help="one request as a static HTML page: workflow graph, messages, outputs, tokens, cost, latency",
     )
     t_export.add_argument("id", help="request id or a unique prefix of it")
-    t_export.add_argument("--html", type=Path, required=True, metavar="FILE", help="write the page here")
+    t_export.add_argument(
+        "--html", type=Path, nargs="?", const=None, metavar="FILE",
+        help="write the page here (default: <trace id>.html in the current folder)",
+    )  # fmt: skip
     for p in (t_list, t_search, t_show, t_purge, t_export):
         p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -358,6 +361,8 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
         hits = store.search(query, where=_trace_filter(args), fields=args.field, limit=args.limit, raw=args.fts)
         if args.json:
             print(json.dumps([_hit_json(h) for h in hits], indent=2, ensure_ascii=False))
+        elif not hits:
+            out.print(Text(_nothing_matched(args, query)))
         else:
             render_search(out, hits)
         return 0
@@ -367,6 +372,8 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
         rows = store.list(limit=args.limit, where=_trace_filter(args))
         if args.json:
             print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, ensure_ascii=False))
+        elif not rows:
+            out.print(Text(_nothing_matched(args, "")))
         else:
             render_trace_list(out, rows)
         return 0
@@ -376,20 +383,31 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.trace_command == "export":
         from podium.trace.html import render_html
 
+        target = args.html or Path(f"{record.id}.html")
         try:
-            args.html.write_text(render_html(record), encoding="utf-8")
+            target.write_text(render_html(record), encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+            raise ConfigError(f"cannot write {target}: {exc.strerror or exc}") from None
         if args.json:
-            print(json.dumps({"id": record.id, "html": str(args.html)}))
+            print(json.dumps({"id": record.id, "html": str(target)}))
         else:
-            out.print(f"wrote {args.html} (trace {record.id})")
+            out.print(f"wrote {target} (trace {record.id})")
         return 0
     if args.json:
         _print_record(record, True, out)
     else:
         render_run(out, record, messages=args.messages)
     return 0
+
+
+def _nothing_matched(args: argparse.Namespace, query: str) -> str:
+    """The line printed instead of an empty table: what was asked, and that nothing matched."""
+    filtered = _trace_filter(args) != TraceFilter()
+    fields = f" in {', '.join(args.field)}" if getattr(args, "field", None) else ""
+    if query:
+        where = " among the requests that pass the filters" if filtered else ""
+        return f"nothing matched {query!r}{fields}{where} (search is case- and accent-insensitive; word* for prefixes)"
+    return "no stored request passes these filters" if filtered else "no requests stored yet"
 
 
 def _hit_json(hit: SearchHit) -> dict[str, Any]:

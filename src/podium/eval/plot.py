@@ -18,6 +18,8 @@ from podium.eval.metrics import MetricInputError, Point, pareto_front
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
 
 __all__ = ["MethodPoint", "learning_curve_plot", "pareto_plot"]
 
@@ -80,7 +82,22 @@ def pareto_plot(
 
     Raises MetricInputError when there is nothing to plot; ImportError when matplotlib is missing.
     """
-    curves = curves or {}
+    fig = _pareto_figure(methods, curves=curves or {}, title=title, log_cost=log_cost, front=front)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=_DPI, format="png")
+    return out
+
+
+def _pareto_figure(
+    methods: Sequence[MethodPoint],
+    *,
+    curves: Mapping[str, Sequence[Point]],
+    title: str,
+    log_cost: bool,
+    front: Sequence[Point] | None,
+) -> Figure:
+    """The laid-out figure of :func:`pareto_plot` (an Agg canvas, not saved)."""
     if not methods and not any(curves.values()):
         raise MetricInputError("pareto_plot: nothing to plot — pass at least one method or a non-empty curve")
     try:
@@ -107,8 +124,10 @@ def pareto_plot(
             capsize=3,
             label=m.label or None,
         )
-    for (cost, quality), text in _annotations(methods).items():
+    labels = [
         ax.annotate(text, (cost, quality), xytext=(4, 4), textcoords="offset points", fontsize=8)
+        for (cost, quality), text in _annotations(methods).items()
+    ]
 
     best = pareto_front(list(front) if front is not None else [Point(m.cost, m.quality, m.label) for m in methods])
     if len(best) >= 2:
@@ -130,11 +149,26 @@ def pareto_plot(
         ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never over a point
+    _keep_inside(fig, ax, labels)
+    return fig
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=_DPI, format="png")
-    return out
+
+def _keep_inside(fig: Figure, ax: Axes, labels: Sequence[Annotation]) -> None:
+    """Keep the point labels inside the axes, so none runs into the legend beside them: a label
+    that would cross the right edge goes to the left of its point instead, and one still too
+    wide (a long merged "a = b" label) breaks after each "=". Measured on the laid-out figure."""
+    fig.canvas.draw()  # constrained layout has placed the axes: extents are final
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    box = ax.get_window_extent(renderer)
+    for label in labels:
+        if label.get_window_extent(renderer).x1 <= box.x1:
+            continue
+        label.set_horizontalalignment("right")
+        label.xyann = (-4, 4)
+        extent = label.get_window_extent(renderer)
+        if extent.x0 < box.x0 or extent.x1 > box.x1:
+            label.set_text(label.get_text().replace(" = ", " =\n"))
+    fig.canvas.draw()  # the layout again, with the labels where they now are
 
 
 def _annotations(methods: Sequence[MethodPoint]) -> dict[tuple[float, float], str]:

@@ -1,0 +1,107 @@
+"""Output for people and pipes: tables stay readable when piped, ``trace export`` names its file
+itself, empty results say so, and the Pareto plot's point labels stay clear of its legend."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from podium.cli import cli
+from podium.orchestrator import Fallback, Orchestrator
+from podium.testing import ScriptedConductor, ScriptedWorker
+from podium.trace.store import TraceStore
+
+QUESTION = "How many eggs does the farmer sell at the market on a rainy Saturday in November?"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "t.sqlite3"
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="12 eggs")],
+        ScriptedConductor(['model_id = [0]\nsubtasks = ["Count."]\naccess_list = [[]]']),
+        Fallback(0, "Answer."),
+        traces=TraceStore(path),
+    )
+    asyncio.run(orch.run(QUESTION))
+    return path
+
+
+def test_a_piped_trace_list_keeps_the_question_readable(
+    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped (as here: capsys is no terminal) at the default 80 columns, the question column was
+    squeezed to 11 characters; piped output is now 120 columns wide."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert cli(["trace", "list", "--traces", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert QUESTION[:50] in out
+    assert max(len(line) for line in out.splitlines()) <= 120
+
+
+def test_piped_plain_lines_are_not_hard_wrapped(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A long path in a plain line stays whole (it used to be broken at column 80, mid-word)."""
+    folder = tmp_path / ("a-rather-long-folder-name-" * 4)
+    folder.mkdir()
+    pool = folder / "pool.toml"
+    pool.write_text(
+        "[conductor]\nworker = 'py'\n[fallback]\nworker = 'py'\n[[workers]]\nname = 'py'\nbackend = 'python'\n"
+        f"description = 'runs code in {folder}'\n",
+        encoding="utf-8",
+    )
+    assert cli(["pool", "show", "--pool", str(pool)]) == 0
+    assert f"the conductor reads: runs code in {folder}\n" in capsys.readouterr().out
+
+
+def test_trace_export_defaults_to_the_trace_id(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    request_id = TraceStore(db).list()[0].id
+    assert cli(["trace", "export", request_id[:8], "--traces", str(db)]) == 0
+    page = tmp_path / f"{request_id}.html"
+    assert page.is_file() and "<svg" in page.read_text(encoding="utf-8")
+    assert f"wrote {request_id}.html" in capsys.readouterr().out
+    os.remove(page)
+    assert cli(["trace", "export", request_id[:8], "--html", "--traces", str(db)]) == 0  # --html alone: the same
+    assert page.is_file()
+    assert cli(["trace", "export", request_id[:8], "--html", "mine.html", "--traces", str(db)]) == 0
+    assert (tmp_path / "mine.html").is_file()
+
+
+def test_empty_results_say_nothing_matched(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["trace", "search", "volcanoes", "--traces", str(db)]) == 0
+    assert "nothing matched 'volcanoes'" in capsys.readouterr().out
+    assert cli(["trace", "list", "--tag", "nope", "--traces", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "no stored request passes these filters" in out and "┏" not in out  # a line, not an empty table
+    assert cli(["trace", "search", "--tag", "nope", "--traces", str(db)]) == 0
+    assert "no stored request passes these filters" in capsys.readouterr().out
+
+
+def test_a_merged_pareto_label_stays_clear_of_the_legend() -> None:
+    """Live MBPP: the conductor sent everything to the 1.5B worker, so both share the right-most
+    point and one long 'a = b' label, which ran out of the axes into the legend beside them."""
+    pytest.importorskip("matplotlib")
+    from podium.eval.plot import MethodPoint, _pareto_figure
+
+    methods = [
+        MethodPoint("single:smollm2-135m", 0.00002, 0.10, 0.05, 0.15),
+        MethodPoint("single:qwen2.5-coder-0.5b", 0.0001, 0.30, 0.2, 0.4),
+        MethodPoint("pipeline", 0.0003, 0.40, 0.3, 0.5),
+        MethodPoint("conductor", 0.0004, 0.467, 0.3, 0.6),
+        MethodPoint("single:qwen2.5-coder-1.5b", 0.0004, 0.467, 0.3, 0.6),
+    ]
+    fig = _pareto_figure(methods, curves={}, title="", log_cost=True, front=None)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    axes = ax.get_window_extent(renderer)
+    labels = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+    assert "conductor = single:qwen2.5-coder-1.5b" in labels
+    for text, box in labels.items():
+        assert not box.overlaps(legend), f"{text!r} runs into the legend"
+        assert axes.x0 <= box.x0 and box.x1 <= axes.x1, f"{text!r} leaves the axes"
