@@ -11,7 +11,7 @@ import pytest
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
-from podium.trace.store import TraceStore, TraceStoreError
+from podium.trace.store import SCHEMA_VERSION, TraceStore, TraceStoreError
 from tests.conftest import v2_trace_database
 
 PLAN = 'model_id = [0, 1]\nsubtasks = ["Draft.", "Finish."]\naccess_list = [[], "all"]'
@@ -106,7 +106,7 @@ def test_a_version_2_database_is_upgraded_in_place_and_keeps_its_rows(tmp_path: 
     new = run_one(store, "new question")  # the new columns are written too
     assert store.get(new) is not None
     version = sqlite3.connect(path).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert version == ("3",)
+    assert version == (str(SCHEMA_VERSION),)
 
 
 def test_tags_subject_and_a_given_request_id_round_trip(tmp_path: Path) -> None:

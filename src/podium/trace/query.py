@@ -10,9 +10,11 @@ form (``2026-11-30T14:00:00.000Z``), so comparing strings compares instants.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from podium.errors import ConfigError
@@ -25,8 +27,11 @@ __all__ = [
     "SearchHit",
     "TraceFilter",
     "TraceSummary",
+    "fold",
+    "fold_map",
     "fts_query",
     "parse_utc",
+    "restore_snippet",
     "unmark",
 ]
 
@@ -148,18 +153,60 @@ class TraceFilter:
         return (" AND ".join(parts) or "1"), params
 
 
+LETTERS = {
+    "ø": "o", "Ø": "O", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ß": "ss", "ẞ": "SS",
+    "ð": "d", "Ð": "D", "þ": "th", "Þ": "TH", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D",
+    "ħ": "h", "Ħ": "H", "ı": "i", "ŧ": "t", "Ŧ": "T", "ŀ": "l", "Ŀ": "L",
+}  # fmt: skip
+"""Letters Unicode does not decompose into a base letter and accents, and what search reads
+them as (Danish/Norwegian ø, æ; French œ; German ß; Icelandic ð, þ; Polish ł; Croatian đ;
+Maltese ħ; Turkish dotless ı; Sami ŧ; Catalan ŀ)."""
+
+
+@lru_cache(maxsize=4096)
+def _fold_char(char: str) -> str:
+    special = LETTERS.get(char)
+    if special is not None:
+        return special
+    return "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+
+
+def fold_map(text: str) -> tuple[str, tuple[int, ...]]:
+    """``text`` as the search index reads it (see :func:`fold`), and for each character of the
+    result the index of the character of ``text`` it came from."""
+    if text.isascii():
+        return text, tuple(range(len(text)))
+    folded: list[str] = []
+    source: list[int] = []
+    for i, char in enumerate(text):
+        piece = char if char.isascii() else _fold_char(char)
+        folded.append(piece)
+        source.extend([i] * len(piece))
+    return "".join(folded), tuple(source)
+
+
+def fold(text: str) -> str:
+    """``text`` without accents, as the search index holds it and queries are read: every
+    character in its compatibility decomposition (NFKD: é → e, å → a, ü → u, ﬁ → fi, fullwidth
+    Ａ → A) with the combining marks dropped, and the letters that do not decompose spelled as
+    :data:`LETTERS` says (ø → o, æ → ae, ß → ss, ł → l, ...). Case is left to the index's
+    tokenizer. So ``lørdag`` and ``lordag`` are one word, as are ``Æblegrød`` and ``aeblegrod``."""
+    return text if text.isascii() else "".join(c if c.isascii() else _fold_char(c) for c in text)
+
+
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 
 
 def fts_query(text: str) -> str:
     """Plain search words as an FTS5 query that always parses: every word must occur (any
-    order, any case); a ``"quoted phrase"`` must occur as written; a word ending in ``*``
-    matches as a prefix (``retr*``). Operators, column filters and punctuation are just text.
+    order, any case, any accents: the words are :func:`fold` ed as the index is); a ``"quoted
+    phrase"`` must occur as written; a word ending in ``*`` matches as a prefix (``retr*``).
+    Operators, column filters and punctuation are just text.
 
     Raises ConfigError when ``text`` holds no word.
     """
     parts: list[str] = []
-    for phrase, word in _TOKEN.findall(text):
+    for phrase, word in _TOKEN.findall(fold(text)):
         term = phrase if phrase else word
         prefix = not phrase and len(word) > 1 and word.endswith("*")
         term = term[:-1] if prefix else term
@@ -241,6 +288,44 @@ transaction: raising aborts the purge (nothing is deleted)."""
 
 MARK_ON, MARK_OFF = "\ue000", "\ue001"
 """Private-use characters snippet() puts around matched words (never in real text)."""
+
+
+def restore_snippet(
+    snippet: str, highlights: tuple[tuple[int, int], ...], original: str, ellipsis: str = "…"
+) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A snippet of the folded text (:func:`fold`) as the same excerpt of ``original``, with the
+    highlights moved onto it: what the index matched, shown as it was written (``lørdag``, not
+    ``lordag``). The snippet may start and end with ``ellipsis`` (text left out). When the excerpt
+    cannot be found in the folded original (it always can, unless Unicode's tables changed
+    between writing and reading), the snippet is returned as it is."""
+    folded, source = fold_map(original)
+    if folded == original:
+        return snippet, highlights
+    for lead in (0, len(ellipsis)):
+        for trail in (0, len(ellipsis)):
+            if (lead and not snippet.startswith(ellipsis)) or (trail and not snippet.endswith(ellipsis)):
+                continue
+            core = snippet[lead : len(snippet) - trail]
+            at = folded.find(core)
+            if not core or at < 0:
+                continue
+            begin, end = _back(source, original, at, at + len(core))
+            text = snippet[:lead] + original[begin:end] + snippet[len(snippet) - trail :]
+            moved = []
+            for a, b in highlights:
+                if lead <= a < b <= lead + len(core):
+                    x, y = _back(source, original, at + a - lead, at + b - lead)
+                    moved.append((x - begin + lead, y - begin + lead))
+            return text, tuple(moved)
+    return snippet, highlights
+
+
+def _back(source: tuple[int, ...], original: str, start: int, end: int) -> tuple[int, int]:
+    """Folded characters [start, end) → the original's [start, end), accents after the end kept."""
+    first, last = source[start], source[end - 1] + 1
+    while last < len(original) and unicodedata.combining(original[last]):
+        last += 1
+    return first, last
 
 
 def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:

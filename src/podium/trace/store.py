@@ -10,8 +10,10 @@ workflows, access lists and disclosures (third-party recipients of a call and th
 received; never PII values unless the pool file says ``record_values``). Times are UTC ISO 8601.
 
 Full-text search: ``search_text`` holds the searchable texts of each request (question, answer,
-conductor output, subtasks, outputs, errors; see :data:`~podium.trace.query.FIELDS`) and
-``search_index`` is its SQLite FTS5 index (external content, kept in step by triggers). Both are
+conductor output, subtasks, outputs, errors; see :data:`~podium.trace.query.FIELDS`), each as
+written and folded (:func:`~podium.trace.query.fold`: no accents, ø → o, æ → ae), and
+``search_index`` is an SQLite FTS5 index of the folded texts (external content, kept in step by
+triggers); queries are folded alike, and snippets are shown in the text as written. Both are
 written in the same transaction as the rows they index, and the foreign key's ``ON DELETE
 CASCADE`` takes a request's texts and index entries with it, so the index cannot drift.
 
@@ -46,7 +48,9 @@ from podium.trace.query import (
     SearchHit,
     TraceFilter,
     TraceSummary,
+    fold,
     fts_query,
+    restore_snippet,
     unmark,
 )
 from podium.workers.base import Message, Usage
@@ -67,10 +71,15 @@ class TraceStoreError(ConfigError):
     """The trace database cannot be opened, read or written (names the file and the fix)."""
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the tables below. An older database is upgraded in place by additive migrations
-(new columns and indexes only, in one transaction, announced on stderr); a newer one is refused
-with the fix, never altered. (Version 1 was a development schema that never shipped.)"""
+(new columns and indexes, and a rebuilt search index; in one transaction, announced on stderr);
+a newer one is refused with the fix, never altered. (Version 1 was a development schema that
+never shipped.)"""
+
+_FOLDED_SINCE = 4
+"""The first version whose search index holds folded text (:func:`~podium.trace.query.fold`);
+the search tables of an older file are rebuilt from its rows when it is upgraded."""
 
 _MIGRATIONS: dict[int, str] = {
     # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge; when
@@ -84,6 +93,16 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE plan_attempts ADD COLUMN finished_at TEXT;
     ALTER TABLE plan_attempts ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE steps ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
+    """,
+    # 3 → 4: the index holds folded text (ø → o, æ → ae, é → e, ...), so search finds "lørdag"
+    # for "lordag"; the search tables are dropped here, created by _SCHEMA and filled from the
+    # rows in the same transaction (nothing else changes: rows are kept as they are).
+    3: """
+    DROP TRIGGER IF EXISTS search_text_insert;
+    DROP TRIGGER IF EXISTS search_text_delete;
+    DROP TABLE IF EXISTS search_index;
+    DROP VIEW IF EXISTS search_content;
+    DROP TABLE IF EXISTS search_text;
     """,
 }
 """SQL that upgrades version ``k`` to ``k + 1``."""
@@ -166,15 +185,17 @@ CREATE TABLE IF NOT EXISTS search_text (
     request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
     field TEXT NOT NULL,
     location TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    folded TEXT
 );
 CREATE INDEX IF NOT EXISTS search_text_request ON search_text (request_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5 (text, content='search_text', content_rowid='id');
+CREATE VIEW IF NOT EXISTS search_content AS SELECT id, COALESCE(folded, text) AS folded FROM search_text;
+CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5 (folded, content='search_content', content_rowid='id');
 CREATE TRIGGER IF NOT EXISTS search_text_insert AFTER INSERT ON search_text BEGIN
-    INSERT INTO search_index (rowid, text) VALUES (new.id, new.text);
+    INSERT INTO search_index (rowid, folded) VALUES (new.id, COALESCE(new.folded, new.text));
 END;
 CREATE TRIGGER IF NOT EXISTS search_text_delete AFTER DELETE ON search_text BEGIN
-    INSERT INTO search_index (search_index, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO search_index (search_index, rowid, folded) VALUES ('delete', old.id, COALESCE(old.folded, old.text));
 END;
 """
 
@@ -197,11 +218,17 @@ _INDEX = (
 
 def _index(db: sqlite3.Connection, request_id: str | None) -> None:
     """Fill ``search_text`` (and so ``search_index``) from the stored rows of one request, or
-    of every request when ``request_id`` is None (an upgrade)."""
+    of every request when ``request_id`` is None (an upgrade). Each text is stored as written
+    (for display) and, where folding changes it, folded (``podium_fold``,
+    :func:`~podium.trace.query.fold`); the index reads the folded form (view ``search_content``)."""
     requests, steps = ("id = ?", "request_id = ?") if request_id else ("1", "1")
     params = (request_id,) if request_id else ()
     for select in _INDEX:
-        sql = "INSERT INTO search_text (request_id, field, location, text) " + select
+        sql = (
+            f"WITH texts (request_id, field, location, text) AS ({select}) "
+            "INSERT INTO search_text (request_id, field, location, text, folded) "
+            "SELECT request_id, field, location, text, NULLIF(podium_fold(text), text) FROM texts"
+        )
         db.execute(sql.format(requests=requests, steps=steps), params)
 
 
@@ -284,6 +311,7 @@ class TraceStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.create_function("podium_fold", 1, fold, deterministic=True)
             found, tables = self._check_version()  # before anything that writes, WAL mode included
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL's recommended durability: a commit survives a crash of podium, and the file
@@ -317,8 +345,8 @@ class TraceStore:
                 self._migrate(found)
             for statement in _statements(_SCHEMA):
                 self._db.execute(statement)
-            if found is not None and "search_text" not in tables:
-                _index(self._db, None)
+            if found is not None and ("search_text" not in tables or found < _FOLDED_SINCE):
+                _index(self._db, None)  # a file from before search, or before folding: index its rows
             self._db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
@@ -516,14 +544,14 @@ class TraceStore:
         unknown = [f for f in fields if f not in FIELDS]
         if unknown:
             raise ConfigError(f"unknown search field(s) {', '.join(unknown)}; use {', '.join(FIELDS)}")
-        match = query.strip() if raw else fts_query(query)
+        match = fold(query.strip()) if raw else fts_query(query)
         if not match:
             raise ConfigError("the search query is empty")
         condition, params = (where or TraceFilter()).sql()
         in_fields = f" AND t.field IN ({', '.join('?' for _ in fields)})" if fields else ""
         sql = f"""
             WITH hits AS (
-                SELECT t.request_id, t.field, t.location, bm25(search_index) AS score,
+                SELECT t.request_id, t.field, t.location, bm25(search_index) AS score, t.text,
                        snippet(search_index, 0, '{MARK_ON}', '{MARK_OFF}', '…', 12) AS snip
                 FROM search_index JOIN search_text t ON t.id = search_index.rowid
                 JOIN requests r ON r.id = t.request_id
@@ -533,7 +561,7 @@ class TraceStore:
                        COUNT(*) OVER (PARTITION BY request_id) AS matches
                 FROM hits
             )
-            SELECT {_SUMMARY}, h.field, h.location, h.snip, h.matches, h.score
+            SELECT {_SUMMARY}, h.field, h.location, h.snip, h.matches, h.score, h.text
             FROM ranked h JOIN requests r ON r.id = h.request_id
             WHERE h.n = 1 ORDER BY h.score, r.started_at DESC LIMIT ?"""
         try:
@@ -546,7 +574,7 @@ class TraceStore:
             ) from None
         hits: builtins.list[SearchHit] = []
         for row in rows:
-            snippet, highlights = unmark(row[13])
+            snippet, highlights = restore_snippet(*unmark(row[13]), row[16])  # shown as written, not folded
             hits.append(SearchHit(_summary(row[:11]), row[11], row[12], snippet, highlights, row[14], row[15]))
         return hits
 
