@@ -162,7 +162,7 @@ def _slices(methods: Sequence[Method], results: Mapping[str, Sequence[TaskResult
     for method in methods:
         by_tag: dict[str, list[TaskResult]] = {}
         for r in results[method.name]:
-            for tag in r.tags:
+            for tag in dict.fromkeys(r.tags):  # a result counts once per slice, even if a tag repeats
                 by_tag.setdefault(tag, []).append(r)
         for tag, rs in by_tag.items():
             mean, low, high = mean_ci([r.score for r in rs])

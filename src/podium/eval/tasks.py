@@ -260,7 +260,7 @@ def _regression(rec: dict[str, Any], file: Path, line: int) -> Task:
         tests=tests,
         entry_point=rec.get("entry_point"),
         choices=tuple(choices),
-        tags=(task_type, *tags),
+        tags=tuple(dict.fromkeys((task_type, *tags))),  # each once: a tag equal to the type is no second slice
         split=rec.get("split"),
         source=file.stem,
     )
