@@ -68,7 +68,8 @@ def test_frontier_pool_check_without_keys_names_each_variable(
     code = cli(["pool", "check", "--pool", "frontier", "--json"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 1
-    assert {r["worker"]: r["error"].split(" in the environment variable ")[-1] for r in rows} == {
+    workers = [r for r in rows if r["role"] == "worker"]  # the last row checks the conductor
+    assert {r["worker"]: r["error"].split(" in the environment variable ")[-1] for r in workers} == {
         "gpt-5": "OPENAI_API_KEY",
         "claude-sonnet-4": "ANTHROPIC_API_KEY",
         "gemini-2.5-pro": "GEMINI_API_KEY",

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,7 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     p_show = pool.add_parser("show", help="the workers of a pool, as the conductor numbers them")
     p_show.add_argument("--pool", help="pool file (TOML) or preset name")
     p_show.add_argument("--json", action="store_true")
-    p_check = pool.add_parser("check", help="call each worker once; report latency, tokens and errors")
+    p_check = pool.add_parser(
+        "check",
+        help="call each worker once and resolve the conductor; report latency, tokens, errors and model mismatches",
+    )
     p_check.add_argument("--pool", help="pool file (TOML) or preset name")
     p_check.add_argument("--json", action="store_true")
     _eval_parser(sub)
@@ -541,38 +543,35 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
-async def _check_workers(config: PoolConfig) -> list[dict[str, Any]]:
-    """One tiny call per worker (tools get a one-line program)."""
-    from podium.workers import build_pool_workers
-
-    rows = []
-    for worker in build_pool_workers(config):
-        prompt = "```python\nprint('OK')\n```" if getattr(worker, "is_tool", False) else "Reply with the word OK."
-        settings = dataclasses.replace(worker.settings, max_tokens=8)
-        started = time.perf_counter()
-        row: dict[str, Any] = {"worker": worker.name, "ok": True, "reply": "", "error": None}
-        try:
-            result = await worker.complete([{"role": "user", "content": prompt}], settings)
-            row.update(reply=result.text.strip()[:60], input_tokens=result.usage.input_tokens,
-                       output_tokens=result.usage.output_tokens)  # fmt: skip
-        except PodiumError as exc:
-            row.update(ok=False, error=f"{type(exc).__name__}: {exc}")
-        row["latency_s"] = time.perf_counter() - started
-        rows.append(row)
-    return rows
+def _print_check(r: dict[str, Any], out: Console) -> None:
+    """One row of ``podium pool check``: name, time, verdict, reply; each problem and note below."""
+    if r["error"] and not r["problems"]:
+        verdict = Text(r["error"], "red")
+    else:
+        verdict = Text("ok", "green") if r["ok"] else Text("MISMATCH", "bold red")
+    reply = (f"  {r['reply']!r}" if r["role"] == "worker" else f"  {r['reply']}") if r["reply"] else ""
+    served = f"  (served as {r['served_model']})" if r.get("served_model") else ""
+    out.print(Text.assemble(f"{r['worker']:<28} {r['latency_s']:6.2f} s  ", verdict, reply, (served, "dim")))
+    for problem in r["problems"]:
+        out.print(Text(f"    {problem}", "red"))
+    for note in r["notes"]:
+        out.print(Text(f"    {note}", "yellow"))
 
 
 def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
     config = load_pool(args.pool)
     if args.pool_command == "check":
-        rows = asyncio.run(_check_workers(config))
+        from podium.pool_check import check_pool
+
+        rows = asyncio.run(check_pool(config))
         if args.json:
-            print(json.dumps(rows, indent=2))
+            print(json.dumps(rows, indent=2, ensure_ascii=False))
         else:
             for r in rows:
-                status = Text("ok", "green") if r["ok"] else Text(r["error"], "red")
-                reply = Text(f"  {r['reply']!r}") if r["ok"] else Text("")
-                out.print(Text(f"{r['worker']:<28} {r['latency_s']:6.2f} s  "), status, reply)
+                _print_check(r, out)
+            failed = [r["worker"] for r in rows if not r["ok"]]
+            if failed:
+                out.print(Text(f"check failed for {', '.join(failed)}", style="bold red"))
         return 0 if all(r["ok"] for r in rows) else 1
     if args.json:
         print(json.dumps(config.model_dump(mode="json"), indent=2))

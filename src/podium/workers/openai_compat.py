@@ -48,6 +48,10 @@ class OpenAICompatWorker(RemoteWorker):
 
     Args:
         stream: stream the reply (usage is requested with ``stream_options.include_usage``).
+
+    Attributes:
+        last_model: the ``model`` field of the most recent reply (what the server says answered;
+            some servers echo the requested name whatever they serve), or None before any.
     """
 
     backend: ClassVar[str] = "openai"
@@ -58,6 +62,7 @@ class OpenAICompatWorker(RemoteWorker):
     def __init__(self, name: str, model: str, *, stream: bool = False, **fields: Any) -> None:
         super().__init__(name, model, **fields)
         self.stream = stream
+        self.last_model: str | None = None
         self._client: openai.AsyncOpenAI | None = None
 
     def _api(self) -> openai.AsyncOpenAI:
@@ -65,6 +70,15 @@ class OpenAICompatWorker(RemoteWorker):
             key = self.api_key() or _NO_KEY
             self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0)
         return self._client
+
+    async def served_models(self) -> tuple[str, ...]:
+        """The model ids the server lists (``GET /models``). Raises ProviderError as
+        :meth:`complete` does (a server without the endpoint: ClientError, status 404)."""
+        try:
+            page = await self._api().models.list()
+        except openai.OpenAIError as exc:
+            raise _translate(exc, self.name) from None
+        return tuple(m.id for m in page.data)
 
     async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
         s = settings or self.settings
@@ -99,6 +113,7 @@ class OpenAICompatWorker(RemoteWorker):
                     usage, reported = maybe_usage or Usage(), maybe_usage is not None
                 else:
                     response = await client.chat.completions.create(**request)
+                    self.last_model = response.model
                     choice = response.choices[0]
                     text, finish = choice.message.content or "", choice.finish_reason or "stop"
                     usage = _usage(response.usage)
@@ -118,6 +133,7 @@ class OpenAICompatWorker(RemoteWorker):
         response = await client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
         stream = current_stream()  # the answer step of a streamed request: pass the text on
         async for chunk in response:
+            self.last_model = chunk.model or self.last_model
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
             for choice in chunk.choices:
