@@ -92,9 +92,13 @@ def test_streaming_gives_the_same_text_with_usage(server: str) -> None:
     streamed = asyncio.run(worker(server, stream=True).complete(MESSAGES))  # type: ignore[arg-type]
     assert streamed.text == plain.text  # greedy decoding: identical
     assert plain.usage_reported and plain.usage.output_tokens > 0
-    # llama_cpp.server sends no usage in streams even when asked: podium says so instead of
-    # reporting zero tokens as real, and budgets keep the call's worst case
-    assert not streamed.usage_reported and streamed.usage.output_tokens == 0
+    # llama_cpp.server sends no usage in streams even when asked: podium counts the tokens (the
+    # alias is no model podium has a tokenizer for: the UTF-8 byte bound), marks them estimated,
+    # and budgets keep the call's worst case
+    assert not streamed.usage_reported and streamed.usage.estimated
+    assert streamed.usage.input_tokens >= plain.usage.input_tokens  # a bound of the server's real count
+    assert streamed.usage.output_tokens >= plain.usage.output_tokens > 0
+    assert streamed.cost_usd >= plain.cost_usd > 0
 
 
 def test_connection_refused_is_a_transport_error() -> None:

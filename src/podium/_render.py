@@ -123,7 +123,8 @@ def _step_panel(step: StepRecord) -> Panel:
     if step.round:
         label = f"round {step.round} · {label}"
     meta = (
-        f"{step.usage.input_tokens} in / {step.usage.output_tokens} out tokens · "
+        f"{step.usage.input_tokens} in / {step.usage.output_tokens} out tokens"
+        f"{' (estimated: no usage reported)' if step.usage.estimated else ''} · "
         f"${step.cost_usd:.6f} · {step.latency_s:.1f}s"
     )
     if step.finish_reason == "length":
@@ -162,6 +163,11 @@ def _totals(record: RunRecord) -> Table:
     table.add_row("conductor cost", f"${t.conductor_cost_usd:.6f}")
     table.add_row("total cost (USD)", f"${t.total_cost_usd:.6f}")
     table.add_row("wall time", f"{t.wall_time_s:.1f} s")
+    if t.estimated_calls:
+        table.add_row(
+            Text("estimated", style="yellow"),
+            Text(f"tokens and cost of {t.estimated_calls} call(s): their server reported no usage", style="yellow"),
+        )
     return table
 
 

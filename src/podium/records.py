@@ -179,6 +179,8 @@ class Totals:
         total_cost_usd: workers plus conductor, USD.
         wall_time_s: the request's wall time, seconds.
         incidents: calls that cost more than their reservation (:class:`BudgetIncident`).
+        estimated_calls: steps and conductor attempts whose provider reported no usage: their
+            tokens (and so costs) in these totals are podium's estimates (``Usage.estimated``).
     """
 
     worker_calls: int = 0
@@ -194,6 +196,7 @@ class Totals:
     total_cost_usd: float = 0.0
     wall_time_s: float = 0.0
     incidents: tuple[BudgetIncident, ...] = ()
+    estimated_calls: int = 0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Totals:
@@ -226,6 +229,7 @@ class Totals:
             total_cost_usd=worker_cost + conductor_cost,
             wall_time_s=wall_time_s,
             incidents=incidents,
+            estimated_calls=sum(s.usage.estimated for s in steps) + sum(a.usage.estimated for a in attempts),
         )
 
 

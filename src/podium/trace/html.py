@@ -55,7 +55,7 @@ class _Band:
 
 
 def _meta(step: StepRecord) -> str:
-    tokens = f"{step.usage.input_tokens}→{step.usage.output_tokens} tok"
+    tokens = f"{step.usage.input_tokens}→{step.usage.output_tokens} tok{' (est.)' if step.usage.estimated else ''}"
     return f"${step.cost_usd:.6f} · {step.latency_s:.2f} s · {tokens}"
 
 
@@ -359,7 +359,8 @@ def _step_section(step: StepRecord) -> str:
             ("access list", _access(step.access, step.visible, step.visible_previous)),
             (
                 "tokens in (cached) / out",
-                f"{step.usage.input_tokens} ({step.usage.cached_input_tokens}) / {step.usage.output_tokens}",
+                f"{step.usage.input_tokens} ({step.usage.cached_input_tokens}) / {step.usage.output_tokens}"
+                + (" — estimated: the server reported no usage" if step.usage.estimated else ""),
             ),
             ("cost (USD)", f"{step.cost_usd:.6f}"),
             ("latency (s)", f"{step.latency_s:.3f}"),
@@ -420,6 +421,11 @@ def render_html(record: RunRecord) -> str:
             ),
             ("cost (USD)", f"{t.total_cost_usd:.6f} (workers {t.cost_usd:.6f}, conductor {t.conductor_cost_usd:.6f})"),
             ("wall time (s)", f"{t.wall_time_s:.3f}"),
+            *(
+                [("estimated", f"tokens and cost of {t.estimated_calls} call(s): their server reported no usage")]
+                if t.estimated_calls
+                else []
+            ),
         ]
     )
     attempts = []

@@ -71,7 +71,7 @@ class TraceStoreError(ConfigError):
     """The trace database cannot be opened, read or written (names the file and the fix)."""
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the tables below. An older database is upgraded in place by additive migrations
 (new columns and indexes, and a rebuilt search index; in one transaction, announced on stderr);
 a newer one is refused with the fix, never altered. (Version 1 was a development schema that
@@ -103,6 +103,11 @@ _MIGRATIONS: dict[int, str] = {
     DROP TABLE IF EXISTS search_index;
     DROP VIEW IF EXISTS search_content;
     DROP TABLE IF EXISTS search_text;
+    """,
+    # 4 → 5: whether a call's token counts are podium's estimate (its provider reported no usage)
+    4: """
+    ALTER TABLE plan_attempts ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
     """,
 }
 """SQL that upgrades version ``k`` to ``k + 1``."""
@@ -151,6 +156,7 @@ CREATE TABLE IF NOT EXISTS plan_attempts (
     started_at TEXT,
     finished_at TEXT,
     disclosures TEXT NOT NULL DEFAULT '[]',
+    usage_estimated INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (request_id, round, attempt)
 );
 CREATE TABLE IF NOT EXISTS steps (
@@ -178,6 +184,7 @@ CREATE TABLE IF NOT EXISTS steps (
     started_at TEXT NOT NULL,
     finished_at TEXT NOT NULL,
     disclosures TEXT NOT NULL DEFAULT '[]',
+    usage_estimated INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (request_id, phase, round, step_index)
 );
 CREATE TABLE IF NOT EXISTS search_text (
@@ -279,6 +286,17 @@ class DisclosureRow:
     visible_previous: tuple[tuple[int, int], ...]
     system_prompt: bool
     disclosures: tuple[Disclosure, ...]
+
+
+def _usage(row: sqlite3.Row) -> Usage:
+    """A stored attempt's or step's token counts."""
+    return Usage(
+        row["input_tokens"],
+        row["output_tokens"],
+        row["cached_input_tokens"],
+        row["reasoning_tokens"],
+        bool(row["usage_estimated"]),
+    )
 
 
 def _dumps(value: Any) -> str:
@@ -463,6 +481,7 @@ class TraceStore:
                 "output_tokens": a.usage.output_tokens,
                 "cached_input_tokens": a.usage.cached_input_tokens,
                 "reasoning_tokens": a.usage.reasoning_tokens,
+                "usage_estimated": int(a.usage.estimated),
                 "cost_usd": a.cost_usd,
                 "latency_s": a.latency_s,
                 "constrained": int(a.constrained),
@@ -490,6 +509,7 @@ class TraceStore:
                 "output_tokens": s.usage.output_tokens,
                 "cached_input_tokens": s.usage.cached_input_tokens,
                 "reasoning_tokens": s.usage.reasoning_tokens,
+                "usage_estimated": int(s.usage.estimated),
                 "cost_usd": s.cost_usd,
                 "latency_s": s.latency_s,
                 "finish_reason": s.finish_reason,
@@ -781,7 +801,7 @@ class TraceStore:
                 workflow=_workflow(json.loads(a["workflow"])) if a["workflow"] else None,
                 error_kind=a["error_kind"],
                 error=a["error"],
-                usage=Usage(a["input_tokens"], a["output_tokens"], a["cached_input_tokens"], a["reasoning_tokens"]),
+                usage=_usage(a),
                 cost_usd=a["cost_usd"],
                 latency_s=a["latency_s"],
                 constrained=bool(a["constrained"]),
@@ -806,7 +826,7 @@ class TraceStore:
                 visible_previous=tuple((p[0], p[1]) for p in json.loads(s["visible_previous"])),
                 messages=tuple(json.loads(s["messages"])),
                 output=s["output"],
-                usage=Usage(s["input_tokens"], s["output_tokens"], s["cached_input_tokens"], s["reasoning_tokens"]),
+                usage=_usage(s),
                 cost_usd=s["cost_usd"],
                 latency_s=s["latency_s"],
                 finish_reason=s["finish_reason"],

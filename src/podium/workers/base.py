@@ -41,12 +41,16 @@ class Usage:
             billed at ``Price.cached_input``.
         reasoning_tokens: hidden reasoning tokens the provider reports; already counted in
             ``output_tokens`` (and billed there), shown apart for traces.
+        estimated: the provider reported no usage, so the counts are podium's estimate (see
+            :mod:`podium.workers.openai_compat`: the model's tokenizer where podium has it, else
+            an upper bound from UTF-8 bytes); a sum is estimated if any part is.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -54,6 +58,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.estimated or other.estimated,
         )
 
 
@@ -106,7 +111,8 @@ class Completion:
         served_by: the worker that actually answered when a failover wrapper switched to an
             equivalent worker, else None.
         usage_reported: False when the provider sent no usage (some servers omit it in
-            streams); ``usage`` is then zeros and budgets keep the call's full reservation.
+            streams); ``usage`` is then podium's estimate (``usage.estimated``), ``cost_usd``
+            priced from it, and budgets keep the call's full reservation.
         cached: True when a request cache (:mod:`podium.workers.cache`) or a replay pool
             (:mod:`podium.eval.replay`) answered; ``latency_s`` is then the original call's as its
             backend measured it, and traces record that latency (a live step records its whole

@@ -8,17 +8,28 @@ ClientError. The SDK's own retries are off; podium's Retrying wrapper owns that 
 
 The API key is read from the environment variable the pool file names (``api_key_env``) when
 the first call is made; it is never stored in traces or logs.
+
+Usage: a stream asks for it (``stream_options.include_usage``); a server that still sends none
+(llama-cpp-python's server, some proxies) gets its tokens counted by podium and marked
+estimated (``Usage.estimated``, ``Completion.usage_reported = False``) instead of recorded as
+0 tokens and $0: with the model's own tokenizer when the model name is an embedded model that is
+installed (its GGUF vocabulary and chat template, in llama.cpp), else an upper bound — the
+prompt's UTF-8 bytes plus the chat template's markers (:func:`podium.budget.prompt_token_bound`)
+and the reply's UTF-8 bytes plus one end token, since no byte-level BPE token is shorter than one
+byte (a system prompt the server adds on its own is not seen by either count). Budgets keep such
+a call's full reservation all the same.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from podium.budget import current_budget, mark_pending, mark_sent
+from podium.budget import current_budget, mark_pending, mark_sent, prompt_token_bound
 from podium.errors import (
     ClientError,
     ConfigError,
@@ -37,7 +48,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigError("the openai backend needs the openai SDK: pip install 'podium[openai]'") from exc
 
-__all__ = ["OpenAICompatWorker"]
+__all__ = ["OpenAICompatWorker", "estimate_usage"]
 
 _NO_KEY = "sk-no-key-needed"  # local servers ignore the key, but the SDK wants one
 
@@ -102,28 +113,32 @@ class OpenAICompatWorker(RemoteWorker):
         if self.extra_body:
             request["extra_body"] = self.extra_body
         client = self._api()
+        usage: Usage | None
         try:
-            reported = True
             # `timeout` bounds the whole call, not each read: a stream trickling one chunk every
             # half second must still end at the limit (the SDK's timeout is per read)
             async with asyncio.timeout(timeout):
                 mark_sent()
                 if self.stream or current_stream() is not None:  # stream the answer step to the caller
-                    text, maybe_usage, finish = await self._streamed(client, request)
-                    usage, reported = maybe_usage or Usage(), maybe_usage is not None
+                    text, usage, finish = await self._streamed(client, request)
                 else:
                     response = await client.chat.completions.create(**request)
                     self.last_model = response.model
                     choice = response.choices[0]
                     text, finish = choice.message.content or "", choice.finish_reason or "stop"
-                    usage = _usage(response.usage)
+                    usage = _usage(response.usage) if response.usage is not None else None
         except TimeoutError:
             raise WorkerTimeout(
                 f"worker {self.name!r}: no complete reply within {timeout:.1f} s", worker=self.name
             ) from None
         except openai.OpenAIError as exc:
             raise _translate(exc, self.name) from None
-        return dataclasses.replace(self.completion(text, usage, finish, started), usage_reported=reported)
+        done = self.completion(text, usage or Usage(), finish, started)  # its latency: the call's alone
+        if usage is not None:
+            return done
+        # the server sent no usage (though a stream asks for it): count the tokens, and say so
+        counted = await asyncio.to_thread(estimate_usage, self.model, messages, text)
+        return dataclasses.replace(done, usage=counted, cost_usd=self.price.cost(counted), usage_reported=False)
 
     async def _streamed(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> tuple[str, Usage | None, str]:
         """Text, usage (None when the server sent none) and finish reason of a streamed reply."""
@@ -144,6 +159,54 @@ class OpenAICompatWorker(RemoteWorker):
                 if choice.finish_reason:
                     finish = choice.finish_reason
         return "".join(parts), usage, finish
+
+
+def estimate_usage(model: str, messages: Sequence[Message], reply: str) -> Usage:
+    """Token counts of a call whose server reported none, marked ``estimated``: exact for the
+    prompt and reply as ``model``'s tokenizer reads them when ``model`` is an installed embedded
+    model (the server's own chat template may add a few tokens), else an upper bound for
+    byte-level BPE tokenizers (see the module docstring). May load a GGUF vocabulary (fast, no
+    weights): call it off the event loop."""
+    counter = _tokenizer(model)
+    if counter is not None:
+        prompt, output = counter(messages, reply)
+        return Usage(prompt, output, estimated=True)
+    return Usage(prompt_token_bound(messages), len(reply.encode("utf-8")) + 1, estimated=True)
+
+
+@functools.cache
+def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]] | None:
+    """(prompt, reply) → (prompt tokens, reply tokens) with ``model``'s own vocabulary and chat
+    template, or None when podium has no tokenizer for it (not an installed embedded model, or
+    llama-cpp-python missing)."""
+    from podium.local_models import EMBEDDED_MODELS, model_status, resolve_model
+
+    if model not in EMBEDDED_MODELS or model_status(model) != "ready":
+        return None
+    try:
+        import llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    except ImportError:
+        return None
+    vocab = llama_cpp.Llama(model_path=str(resolve_model(model, verify=False)), vocab_only=True, verbose=False)
+    template = vocab.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None
+    eos, bos = vocab.token_eos(), vocab.token_bos()
+    formatter = Jinja2ChatFormatter(
+        template=template,
+        eos_token=vocab.detokenize([eos], special=True).decode("utf-8", "replace"),
+        bos_token=vocab.detokenize([bos], special=True).decode("utf-8", "replace") if bos >= 0 else "",
+        add_generation_prompt=True,
+    )
+
+    def count(messages: Sequence[Message], reply: str) -> tuple[int, int]:
+        formatted = formatter(messages=list(messages))  # type: ignore[arg-type]
+        prompt = vocab.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
+        output = vocab.tokenize(reply.encode("utf-8"), add_bos=False, special=False) if reply else []
+        return len(prompt), len(output) + 1  # the end-of-turn token ends every reply
+
+    return count
 
 
 def _usage(raw: Any) -> Usage:
