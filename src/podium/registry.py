@@ -11,6 +11,13 @@ Layout under ``<data dir>/conductors/`` (``PODIUM_HOME``, default ``~/.local/sha
 Promotions form a stack: a promotion pushes a version, a rollback pops the current one so the
 version promoted before it is current again. Both are appended to ``promotions.jsonl``; nothing is
 ever deleted.
+
+Promotion rule (``podium conductor promote``, :func:`promotion_verdict`): a candidate is promoted
+when its held-out reward beats the current promoted version's (or, for a name never promoted, the
+best single worker's) **and** its quality, on the same questions, is not more than a margin
+(:data:`QUALITY_MARGIN` by default) below the current promoted version's — reward alone trades
+quality for cost, so a cheaper candidate could otherwise lower quality without anyone deciding
+to. Only an explicit override promotes past the quality guard; the promotion log says so.
 """
 
 from __future__ import annotations
@@ -25,7 +32,12 @@ from podium.errors import ConfigError
 from podium.records import utc_now
 from podium.trace import data_dir
 
-__all__ = ["Registry", "Version", "parse_ref"]
+__all__ = ["QUALITY_MARGIN", "Registry", "Verdict", "Version", "parse_ref", "promotion_verdict"]
+
+QUALITY_MARGIN = 0.01
+"""The most mean quality (absolute, on a 0–1 score) a candidate may lose against the current
+promoted version and still be promoted without an override: on a few hundred held-out questions
+this is noise, more is a decision someone should make."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -62,6 +74,81 @@ class Version:
         """The stored ``train.json`` ({} if absent)."""
         file = self.path / "train.json"
         return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a candidate is promoted, and the one line that says why.
+
+    Attributes:
+        promote: promote it.
+        line: the reason, one line, naming the figures it compared.
+        quality_drop: how much lower its quality is than the compared one's (negative: higher).
+        guarded: the quality guard applied (against a promoted version, or a margin was given).
+        overridden: promoted only because the operator overrode the quality guard.
+    """
+
+    promote: bool
+    line: str
+    quality_drop: float
+    guarded: bool
+    overridden: bool = False
+
+
+def promotion_verdict(
+    *,
+    candidate: str,
+    against: str,
+    against_promoted: bool,
+    reward: tuple[float, float],
+    quality: tuple[float, float],
+    questions: int,
+    margin: float | None = None,
+    override: bool = False,
+) -> Verdict:
+    """The promotion rule of the module docstring.
+
+    Args:
+        candidate, against: their names (``light@v3``, ``single:qwen-1.5b``).
+        against_promoted: ``against`` is the currently promoted version (the quality guard then
+            applies by default).
+        reward, quality: (candidate, against) held-out mean reward and mean quality, measured on
+            the same ``questions`` questions.
+        margin: the most quality the candidate may lose; None: :data:`QUALITY_MARGIN` against a
+            promoted version, no guard against a single worker.
+        override: promote even if the quality guard fails (never past a reward that does not beat).
+    """
+    (r_new, r_old), (q_new, q_old) = reward, quality
+    limit = margin if margin is not None else (QUALITY_MARGIN if against_promoted else None)
+    drop = q_old - q_new
+    on = f"on the same {questions} questions"
+    if r_new <= r_old:
+        line = (
+            f"not promoted: {candidate}'s reward {r_new:.4f} does not beat {against}'s {r_old:.4f} "
+            f"(quality {q_new:.4f} vs {q_old:.4f}; {on})"
+        )
+        return Verdict(False, line, drop, limit is not None)
+    if limit is not None and drop > limit + 1e-12:
+        lost = (
+            f"{candidate}'s quality {q_new:.4f} is {drop:.4f} below {against}'s {q_old:.4f} "
+            f"(more than the {limit:g} allowed)"
+        )
+        if override:
+            line = f"promoted despite the quality guard (--allow-quality-drop): {lost}; its reward {r_new:.4f} "
+            return Verdict(True, line + f"beats {r_old:.4f} ({on})", drop, True, True)
+        line = (
+            f"not promoted: {lost} {on}, although its reward {r_new:.4f} beats {r_old:.4f}; to promote anyway "
+            "pass --allow-quality-drop (or set the margin with --max-quality-drop)"
+        )
+        return Verdict(False, line, drop, True)
+    if limit is None:
+        guard = f"quality {q_new:.4f} vs {q_old:.4f}, no quality guard as {against} is no promoted version"
+    else:
+        guard = f"its quality {q_new:.4f} is within {limit:g} of {q_old:.4f}"
+    line = f"promoted: {candidate}'s reward {r_new:.4f} beats {against}'s {r_old:.4f} and {guard} ({on})"
+    if limit is None:
+        line = f"promoted: {candidate}'s reward {r_new:.4f} beats {against}'s {r_old:.4f} ({guard}; {on})"
+    return Verdict(True, line, drop, limit is not None)
 
 
 class Registry:

@@ -1,7 +1,7 @@
 """``podium train`` and ``podium conductor list | show | export | eval | promote | rollback``.
 
 Exit codes: 0 done, 2 bad options or input, 3 promotion refused (the candidate did not beat the
-current conductor on the held-out split).
+current conductor's reward on the held-out split, or its quality fell more than the guard allows).
 """
 
 from __future__ import annotations
@@ -119,7 +119,16 @@ def add_parsers(sub: Any) -> None:
         if name == "promote":
             p.add_argument("--lam", type=float, help="λ of the promotion reward (default: the candidate's training λ)")
             p.add_argument(
-                "--max-quality-drop", type=float, help="optional guard: refuse if quality drops more (absolute)"
+                "--max-quality-drop",
+                type=float,
+                metavar="Q",
+                help="most mean quality the candidate may lose against the current promoted version, on the same "
+                "questions (absolute; default 0.01; also applied against the best single worker when given)",
+            )
+            p.add_argument(
+                "--allow-quality-drop",
+                action="store_true",
+                help="promote even if the quality guard fails (the reward must still beat; logged as an override)",
             )
     rb = c.add_parser("rollback", help="undo the latest promotion of NAME")
     rb.add_argument("name")
@@ -468,8 +477,12 @@ def _promote(
 ) -> int:
     """Promote iff the candidate's held-out reward — the training objective, 0.5 + 0.5 · quality
     − λ · cost (USD), at the candidate's λ unless ``--lam`` — beats the current conductor's (for a
-    name never promoted: the best single worker's by the same reward), and its quality does not
-    drop more than ``--max-quality-drop`` when that guard is given."""
+    name never promoted: the best single worker's by the same reward), and its quality, on the same
+    questions, is not more than ``--max-quality-drop`` (default :data:`~podium.registry.QUALITY_MARGIN`)
+    below the current promoted version's, unless ``--allow-quality-drop`` (the rule:
+    :func:`~podium.registry.promotion_verdict`). Prints one line saying why."""
+    from podium.registry import QUALITY_MARGIN, promotion_verdict
+
     methods = report["methods"]
     lam = args.lam if args.lam is not None else float(candidate.train_info().get("config", {}).get("lam", 0.0))
 
@@ -477,7 +490,8 @@ def _promote(
         return 0.5 + 0.5 * float(summary["quality"]["mean"]) - lam * float(summary["cost_usd"]["mean"])
 
     cand = methods[_method(candidate)]["summary"]
-    if current is not None and current.number != candidate.number:
+    promoted = current is not None and current.number != candidate.number
+    if current is not None and promoted:
         against_name = _method(current)
     else:
         singles = {n: m["summary"] for n, m in methods.items() if n.startswith("single:")}
@@ -487,21 +501,24 @@ def _promote(
     c_new, c_old = cand["cost_usd"]["mean"], against["cost_usd"]["mean"]
     r_new, r_old = reward(cand), reward(against)
     _summary(report, out)
-    verdict = (
-        f"{candidate.ref}: reward {r_new:.4f} vs {r_old:.4f} (λ = {lam:g}; quality {q_new:.4f} vs {q_old:.4f}, "
-        f"cost ${c_new:.6f} vs ${c_old:.6f}) against {against_name} on {report['config'].get('tasks', '')}"
-    )
     if current is not None and current.number == candidate.number:
         out.print(f"{candidate.ref} is already the promoted version")
         return 0
-    failed = []
-    if r_new <= r_old:
-        failed.append(f"its reward {r_new:.4f} does not beat {r_old:.4f}")
-    if args.max_quality_drop is not None and q_new < q_old - args.max_quality_drop:
-        failed.append(f"its quality drops by {q_old - q_new:.4f} > --max-quality-drop {args.max_quality_drop:g}")
-    if failed:
-        out.print(Text(f"not promoted ({'; '.join(failed)}) — {verdict}", style="bold red"))
+    verdict = promotion_verdict(
+        candidate=candidate.ref,
+        against=current.ref if current is not None and promoted else against_name,
+        against_promoted=promoted,
+        reward=(r_new, r_old),
+        quality=(q_new, q_old),
+        questions=int(cand["n"]),
+        margin=args.max_quality_drop,
+        override=args.allow_quality_drop,
+    )
+    details = f" · λ = {lam:g}; cost ${c_new:.6f} vs ${c_old:.6f}; {report['config'].get('tasks', '')}"
+    if not verdict.promote:
+        out.print(Text(verdict.line + details, style="bold red"))
         return EXIT_REFUSED
+    margin = args.max_quality_drop if args.max_quality_drop is not None else (QUALITY_MARGIN if promoted else None)
     evidence = {
         "against": against_name,
         "split": args.split,
@@ -509,10 +526,12 @@ def _promote(
         "lam": lam,
         "candidate": {"quality": q_new, "cost_usd": c_new, "reward": r_new},
         "current": {"quality": q_old, "cost_usd": c_old, "reward": r_old},
-        "max_quality_drop": args.max_quality_drop,
+        "max_quality_drop": margin,
+        "quality_guard_overridden": verdict.overridden,
+        "reason": verdict.line,
     }
     registry.promote(candidate, evidence=evidence)
-    out.print(Text(f"promoted — {verdict}", style="bold green"))
+    out.print(Text(verdict.line + details, style="bold yellow" if verdict.overridden else "bold green"))
     return 0
 
 
