@@ -203,3 +203,95 @@ def test_policy_files_round_trip(bank_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "bad.npz").write_bytes(b"nope")
     with pytest.raises(ConfigError, match="not a plan policy"):
         PlanPolicy.load(tmp_path / "bad.npz")
+
+
+def test_replaying_a_plans_workflow_step_by_step_agrees_with_the_plan_arrays(bank_dir: Path) -> None:
+    """The LM conductor's rollouts are replayed step by step (replay_workflow): on the plans'
+    own workflows it must give exactly what plan_outcomes gives."""
+    from podium.conductor.compose import plan_workflow
+    from podium.eval.plans import replay_workflow
+
+    bank = read_bank(bank_dir)
+    cols = bank.catalogue.columns
+    plans = [p for p in local_plans(cols) if p.escalate is None]
+    outcomes = plan_outcomes(plans, cols, bank.rows)
+    for j, plan in enumerate(plans):
+        workflow = plan_workflow(plan.members, cols, NAMES, vote_worker="vote")
+        for i, row in enumerate(bank.rows):
+            replayed = replay_workflow(workflow, NAMES, row, cols)
+            assert replayed is not None, plan.id
+            assert replayed.score == outcomes.score[i, j] and replayed.cost == pytest.approx(outcomes.cost[i, j])
+
+
+def test_steps_the_bank_never_recorded_are_not_replayable(bank_dir: Path) -> None:
+    from podium.eval.plans import replay_workflow
+    from podium.roles import subtask
+    from podium.workflow import Step, Workflow
+
+    bank = read_bank(bank_dir)
+    cols, row = bank.catalogue.columns, bank.rows[0]
+    free = Workflow((Step(0, "Solve it please.", ()),))
+    assert replay_workflow(free, NAMES, row, cols) is None  # not a role template
+    unrecorded = Workflow((Step(2, subtask("verify"), ()),))  # the 135M never verified anything
+    assert replay_workflow(unrecorded, NAMES, row, cols) is None
+    shifted = Workflow(  # state sees program and run at indices 1, 2: its recorded request saw 0, 1
+        (Step(0, subtask("solve"), ()), Step(0, subtask("program"), ()), Step(3, subtask("run"), (1,)),
+         Step(1, subtask("state"), (1, 2)))
+    )  # fmt: skip
+    assert replay_workflow(shifted, NAMES, row, cols) is None
+    ok = Workflow((Step(0, subtask("program"), ()), Step(3, subtask("run"), (0,)), Step(1, subtask("state"), (0, 1))))
+    replayed = replay_workflow(ok, NAMES, row, cols)
+    assert replayed is not None and replayed.columns[-1] == "state@0.5b(program@1.5b)"
+
+
+def test_grpo_rewards_on_a_bank_score_multi_step_workflows_exactly(bank_dir: Path) -> None:
+    """GRPO's reward on a bank: a sampled workflow that repeats recorded steps scores as the
+    plan arrays say (0.5 + 0.5·score − λ·cost); one that does not is unscored (0); the warm
+    start's random targets are such workflows."""
+    import random
+
+    from podium.conductor.compose import plan_workflow
+    from podium.train.sources import BankSource
+
+    bank = read_bank(bank_dir)
+    cols = bank.catalogue.columns
+    source = BankSource(bank, {n: f"worker {n}" for n in NAMES})
+    shown = ["vote", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "python", "smollm2-135m"]  # any order
+    plan = next(p for p in local_plans(cols) if p.id == "vote(run(program@1.5b),solve@1.5b,solve@0.5b)")
+    outcomes = plan_outcomes([plan], cols, bank.rows)
+    text = "Reasoning: x\n" + plan_workflow(plan.members, cols, shown, vote_worker="vote").lists_text()
+    for i, row in enumerate(bank.rows):
+        reward, parts = source.reward(text, shown, row["sample_id"], lam=10.0, mu=0.0, max_steps=6)
+        assert reward == pytest.approx(0.5 + 0.5 * outcomes.score[i, 0] - 10.0 * outcomes.cost[i, 0])
+        assert parts["replayable"] and parts["steps"] == 5
+    free = 'model_id = [2]\nsubtasks = ["Think hard."]\naccess_list = [[]]'
+    assert source.reward(free, shown, bank.rows[0]["sample_id"], lam=0, mu=0, max_steps=5)[0] == 0.0
+    rng = random.Random(0)
+    for _ in range(20):
+        target = source.target(shown, 5, rng)
+        assert target is not None
+        reward, parts = source.reward(target, shown, bank.rows[0]["sample_id"], lam=0, mu=0, max_steps=5)
+        assert parts.get("replayable") and reward >= 0.5
+
+
+@pytest.mark.model
+def test_grpo_on_a_bank_smoke(
+    bank_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI smoke run of GRPO on a workflow bank (SmolLM2-135M, LoRA): the warm start writes random
+    role compositions, one GRPO step of two short rollouts runs, the rewards come from the bank's
+    step replay, and the version records that it writes role instructions. It checks the loop
+    runs — not that anything was learned."""
+    import json
+
+    from podium.cli import cli
+
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    args = ["train", "--policy", "lm", "--replay", str(bank_dir), "--steps", "1", "--questions-per-step", "1"]
+    args += ["--num-generations", "2", "--max-completion-tokens", "8", "--json"]
+    assert cli(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["config"]["roles"] is True and len(record["history"]) == 1
+    step = record["history"][0]
+    assert 0.0 <= step["replay_rate"] <= step["parse_rate"] <= 1.0
+    assert len(record["warm_start_loss"]) == 3  # 6 questions, 2 per batch

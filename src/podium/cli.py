@@ -515,7 +515,7 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
                 out.print(f"{model_id}: not installed")
                 continue
             try:
-                out.print(f"{model_id}: ok ({resolve_model(model_id)})")
+                out.print(f"{model_id}: ok ({resolve_model(model_id, recheck=True)})")
             except PodiumError as exc:
                 failed += 1
                 out.print(Text(f"{model_id}: {exc}", style="red"))

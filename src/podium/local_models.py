@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from podium.errors import ConfigError, ModelNotInstalled
 
@@ -288,11 +290,14 @@ def _join(model: EmbeddedModel, parts: list[Path], target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def resolve_model(model_id: str, *, verify: bool = True) -> Path:
+def resolve_model(model_id: str, *, verify: bool = True, recheck: bool = False) -> Path:
     """The verified local path of an embedded model's GGUF file.
 
     Joins multi-part models into :func:`cache_dir` on first use. With ``verify`` (the default)
-    the file's sha256 is checked before it is returned (about 1 s per GB here).
+    the file's sha256 is checked before it is returned — once: the result is remembered in
+    ``cache_dir()/verified.json`` by the file's path, size, modification time (ns) and inode, and
+    hashed again only when one of them changes, or with ``recheck`` (``podium models verify``).
+    Hashing takes about 1 s per GB here.
 
     Raises ModelNotInstalled when its packages are missing or the file's sha256 is wrong,
     with the install command in the message; ConfigError for an unknown id.
@@ -304,14 +309,71 @@ def resolve_model(model_id: str, *, verify: bool = True) -> Path:
         path = cache_dir() / "models" / model.filename
         if not path.is_file() or path.stat().st_size != model.size:
             _join(model, _source_paths(model), path)
+            _remember(path, model.sha256)
             return path  # just verified while joining
-    if verify and (path.stat().st_size != model.size or sha256_file(path) != model.sha256):
+    if not verify or (not recheck and _verified(path, model.sha256)):
+        return path
+    if path.stat().st_size != model.size or sha256_file(path) != model.sha256:
+        _forget(path)
         if model.inner_path is None:
             path.unlink(missing_ok=True)  # a corrupt join: rebuild from the packages once
             _join(model, _source_paths(model), path)
+            _remember(path, model.sha256)
             return path
         raise _not_installed(model, f"at {path} fails its sha256 check (reinstall it)")
+    _remember(path, model.sha256)
     return path
+
+
+def _stamp(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+
+
+def _verified_file() -> Path:
+    return cache_dir() / "verified.json"
+
+
+def _load_verified() -> dict[str, Any]:
+    try:
+        data = json.loads(_verified_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _verified(path: Path, sha256: str) -> bool:
+    """Whether ``path`` was hashed to ``sha256`` and has not changed since."""
+    entry = _load_verified().get(str(path.resolve()))
+    try:
+        return isinstance(entry, dict) and entry.get("sha256") == sha256 and entry.get("stamp") == _stamp(path)
+    except OSError:
+        return False
+
+
+def _remember(path: Path, sha256: str) -> None:
+    """Record that ``path`` hashed to ``sha256`` now (atomic rewrite; best effort)."""
+    data = _load_verified()
+    data[str(path.resolve())] = {"sha256": sha256, "stamp": _stamp(path)}
+    _write_verified(data)
+
+
+def _forget(path: Path) -> None:
+    data = _load_verified()
+    if data.pop(str(path.resolve()), None) is not None:
+        _write_verified(data)
+
+
+def _write_verified(data: dict[str, Any]) -> None:
+    target = _verified_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix="verified", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+        Path(tmp).replace(target)
+    except OSError:  # a read-only cache: verify every time instead
+        return
 
 
 def model_status(model_id: str) -> str:

@@ -67,11 +67,13 @@ class Role:
         subtask: the exact subtask text a step of this role carries.
         tool: ``"python"`` or ``"vote"`` when the step must run on that kind of tool worker,
             else None (a model step).
+        brief: what the step does, in a few words (the LM conductor's prompt lists the roles).
     """
 
     name: RoleName
     subtask: str
     tool: Literal["python", "vote"] | None = None
+    brief: str = ""
 
 
 _CODE_FORM = "for a coding task, the complete code in one ```python code block"
@@ -80,39 +82,59 @@ ROLES: dict[RoleName, Role] = {
     role.name: role
     for role in (
         # the single-worker baseline's subtask (podium.conductor.baselines.ANSWER), unchanged
-        Role("solve", "Answer the question. End with the final answer."),
-        Role("sample", "Answer the question independently. End with the final answer."),
+        Role("solve", "Answer the question. End with the final answer.", brief="answer the question directly"),
+        Role(
+            "sample",
+            "Answer the question independently. End with the final answer.",
+            brief="an independent, sampled answer: several samples of one worker differ",
+        ),
         Role(
             "program",
             "Write a Python program that computes the answer to the question and prints it. "
             "Reply with the program in one ```python code block.",
+            brief="a program that prints the answer (the Python tool runs it next)",
         ),
         Role(
             "test",
             "Write the code the question asks for, then its tests as assert statements, then "
             "print('all tests passed'). Reply with all of it in one ```python code block.",
+            brief="coding questions: the requested code with the question's tests (the Python tool runs it next)",
         ),
-        Role("run", "Run the Python program of the step above and report what it printed.", tool="python"),
+        Role(
+            "run",
+            "Run the Python program of the step above and report what it printed.",
+            tool="python",
+            brief="Python tool only: run the program of the one step it sees",
+        ),
         Role(
             "state",
             "The program above was run and its output is shown. Give the answer to the question that the "
             "output shows. End with the final answer.",
+            brief="the answer from a program and its run (sees both)",
         ),
         Role(
             "fix",
             "The code above was run and its output is shown. If the output shows an error or a failed test, "
             "correct the code. Reply with the complete final code in one ```python code block.",
+            brief="coding questions: fix the code its test run shows failing (sees the code and the run)",
         ),
         Role(
             "verify",
             f"Check the previous answer step by step. If it is wrong, correct it. End with the final answer; "
             f"{_CODE_FORM}.",
+            brief="check and correct the one answer it sees",
         ),
         Role(
             "aggregate",
             f"Combine the answers above into the single best answer. End with the final answer; {_CODE_FORM}.",
+            brief="combine the answers it sees into one",
         ),
-        Role("vote", "Return the answer that most of the steps above agree on.", tool="vote"),
+        Role(
+            "vote",
+            "Return the answer that most of the steps above agree on.",
+            tool="vote",
+            brief="vote tool only: the answer most of the steps it sees agree on",
+        ),
     )
 }
 """Every role by name, in the order of the module docstring's table."""

@@ -8,12 +8,16 @@ closed after ``k`` ids only the ``k``-step alternative remains. By construction:
 - the three lists have equal length (1..max_steps, never empty);
 - every id is ``0..pool_size-1``;
 - access entry ``i`` is ``[]``, ``"all"`` (only for ``i > 0``) or at most ``i`` indices ``< i``;
-- subtasks are double-quoted strings of 1..``subtask_chars`` characters without raw newlines,
-  so the whole output has at most :func:`max_plan_chars` characters — and, since a token covers
-  at least one character, a token budget that large can never truncate it.
+- subtasks are double-quoted strings of 1..``subtask_chars`` characters without raw newlines —
+  or, with ``subtasks`` given (the role templates of :mod:`podium.roles`), exactly one of those
+  strings, so every step is a step a workflow bank can replay —, so the whole output has at most
+  :func:`max_plan_chars` characters, and since a token covers at least one character, a token
+  budget that large can never truncate it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 __all__ = ["max_plan_chars", "workflow_grammar"]
 
@@ -22,19 +26,39 @@ def _alts(values: list[str]) -> str:
     return " | ".join(f'"{v}"' for v in values)
 
 
-def workflow_grammar(pool_size: int, max_steps: int, subtask_chars: int = 240, *, allow_empty: bool = False) -> str:
-    """GBNF for the three lists of a ``1..max_steps``-step workflow over ``pool_size`` workers,
-    each subtask at most ``subtask_chars`` characters; with ``allow_empty`` (recursion rounds)
-    also the three empty lists that keep the previous answer.
+def _literal(text: str) -> str:
+    """``text`` as a GBNF string literal (quotes and backslashes escaped)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    Raises ValueError for a pool_size, max_steps or subtask_chars below 1.
+
+def workflow_grammar(
+    pool_size: int,
+    max_steps: int,
+    subtask_chars: int = 240,
+    *,
+    allow_empty: bool = False,
+    subtasks: Sequence[str] | None = None,
+) -> str:
+    """GBNF for the three lists of a ``1..max_steps``-step workflow over ``pool_size`` workers,
+    each subtask at most ``subtask_chars`` characters, or one of ``subtasks`` when given; with
+    ``allow_empty`` (recursion rounds) also the three empty lists that keep the previous answer.
+
+    Raises ValueError for a pool_size, max_steps or subtask_chars below 1, an empty ``subtasks``
+    or one with a newline or a double quote.
     """
     if pool_size < 1 or max_steps < 1 or subtask_chars < 1:
         raise ValueError("pool_size, max_steps and subtask_chars must be at least 1")
+    if subtasks is not None:
+        if not subtasks or any("\n" in t or '"' in t for t in subtasks):
+            raise ValueError("subtasks must be one or more one-line texts without double quotes")
+        body = " | ".join(_literal(t) for t in subtasks)
+        text_rule = f'str ::= "\\"" ( {body} ) "\\""'
+    else:
+        text_rule = f'str ::= "\\"" [^"\\\\\\n]{{1,{subtask_chars}}} "\\""'
     rules = [
         "root ::= " + " | ".join(f"plan{k}" for k in range(0 if allow_empty else 1, max_steps + 1)),
         "id ::= " + _alts([str(i) for i in range(pool_size)]),
-        f'str ::= "\\"" [^"\\\\\\n]{{1,{subtask_chars}}} "\\""',
+        text_rule,
         'acc0 ::= "[]"',
     ]
     for i in range(1, max_steps):

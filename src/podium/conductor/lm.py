@@ -28,6 +28,7 @@ from podium.conductor.prompt import (
 from podium.errors import PlanParseError
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
+from podium.roles import ROLES
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
 from podium.workers.resilience import budget_guarded, grammar_capable
 
@@ -56,6 +57,9 @@ class LMConductorSettings:
             are independent across questions yet reproducible per question. Without it every
             question's first attempt draws the same random numbers, and a policy that is close to
             uniform over workers makes the same choice on every question.
+        roles: write only role instructions (:mod:`podium.roles`) as subtasks: the prompt lists
+            them and, under the grammar, no other subtask can be written — every step is one a
+            workflow bank records, and no text of the question can become an instruction.
     """
 
     temperature: float = 0.7
@@ -66,6 +70,7 @@ class LMConductorSettings:
     subtask_chars: int = 240
     few_shot: bool = True
     seed_per_question: bool = False
+    roles: bool = False
 
 
 class LMConductor:
@@ -93,9 +98,12 @@ class LMConductor:
     ) -> PlanAttempt:
         started = time.perf_counter()
         tool = next((i for i, w in enumerate(pool) if getattr(w, "is_tool", False)), None)
-        examples = FEW_SHOT if self.settings.few_shot else ()
+        examples = FEW_SHOT if self.settings.few_shot and not self.settings.roles else ()
         descriptions = [w.description for w in pool]
-        messages = conductor_messages(question, descriptions, max_steps=max_steps, tool=tool, few_shot=examples)
+        roles = tuple(ROLES.values()) if self.settings.roles else ()
+        messages = conductor_messages(
+            question, descriptions, max_steps=max_steps, tool=tool, few_shot=examples, roles=roles
+        )
         if previous is not None:
             messages = recursion_messages(messages, previous.workflow.lists_text(), previous.answer, previous.round)
         recursing = previous is not None
@@ -160,13 +168,15 @@ class LMConductor:
             calls.append(reasoning)
             prefix += reasoning.text.rstrip() + ("…" if reasoning.finish_reason == "length" else "")
         prefix += "\n"
+        templates = [r.subtask for r in ROLES.values()] if s.roles else None
+        chars = max(len(t) for t in templates) if templates else s.subtask_chars
         lists = await completer.continue_text(
             messages,
             prefix,
             WorkerSettings(
-                max_tokens=max_plan_chars(pool_size, max_steps, s.subtask_chars), temperature=s.temperature, seed=seed
+                max_tokens=max_plan_chars(pool_size, max_steps, chars), temperature=s.temperature, seed=seed
             ),
-            grammar=workflow_grammar(pool_size, max_steps, s.subtask_chars, allow_empty=allow_empty),
+            grammar=workflow_grammar(pool_size, max_steps, chars, allow_empty=allow_empty, subtasks=templates),
         )
         calls.append(lists)
         return prefix + lists.text, calls

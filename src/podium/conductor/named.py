@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from podium.registry import Version
     from podium.workers.llama_cpp import LlamaCppWorker
 
-__all__ = ["NAMED", "light_conductor", "named_conductor", "shared_embedder", "trained_lm"]
+__all__ = ["NAMED", "light_conductor", "named_conductor", "plan_conductor", "shared_embedder", "trained_lm"]
 
-NAMED = ("single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF")
+NAMED = ("single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF", "plan:ID")
 """The names :func:`named_conductor` knows, for help texts and errors."""
 
 
@@ -75,6 +75,8 @@ def named_conductor(
         return SingleWorker(by_name[wanted], name)
     if name.startswith("light:"):
         return light_conductor(name.split(":", 1)[1], embeddings)
+    if name.startswith("plan:"):
+        return plan_conductor(name.split(":", 1)[1])
     if name.startswith("lm:"):
         worker, settings, version = trained_lm(name.split(":", 1)[1])
         return LMConductor(worker, settings, name=f"lm:{version.ref}")
@@ -89,6 +91,20 @@ def named_conductor(
     if name == "moa":
         return MixtureOfAgents([i for i, w in enumerate(pool) if not getattr(w, "is_tool", False)], best)
     raise ConfigError(f"unknown conductor {name!r}; known: {', '.join(NAMED)}")
+
+
+def plan_conductor(plan_id: str) -> Conductor:
+    """``plan:ID``: one composition of the local catalogue's steps, always (``podium bank show``
+    and docs/learned-workflows.md list the plan ids). Raises ConfigError for an unknown id."""
+    from podium.conductor.plans import fixed_plan
+    from podium.eval.bank import local_catalogue
+    from podium.eval.plans import local_plans
+
+    columns = local_catalogue().columns
+    plans = {p.id: p for p in local_plans(columns)}
+    if plan_id not in plans:
+        raise ConfigError(f"plan:{plan_id}: no such plan; known: {', '.join(plans)}")
+    return fixed_plan(plans[plan_id], columns)
 
 
 def light_conductor(ref: str, embeddings: Path | None = None, *, name: str | None = None) -> Conductor:
@@ -175,11 +191,13 @@ def trained_lm(
         lora=version.path / str(exported["file"]),
         lora_sha256=str(exported["sha256"]),
     )
+    roles = bool(config.get("roles", False))
     settings = LMConductorSettings(
         temperature=float(config.get("temperature", 1.0)),
         max_tokens=int(config.get("max_completion_tokens", 160)),
-        constrained=False,
+        constrained=roles,  # trained on role instructions: the roles grammar only keeps it to them
         few_shot=bool(config.get("few_shot", True)),
         seed_per_question=True,  # as in training, each question's rollout draws its own randomness
+        roles=roles,
     )
     return worker, settings, version

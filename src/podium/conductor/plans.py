@@ -42,7 +42,7 @@ from podium.workers.base import Worker
 from podium.workers.resilience import unwrap
 from podium.workflow import Workflow
 
-__all__ = ["FORMAT", "PlanConductor", "PlanPolicy"]
+__all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "fixed_plan", "is_plan_policy"]
 
 Array = npt.NDArray[np.float64]
 
@@ -145,6 +145,13 @@ def _tie(question: str, plan_id: str) -> bytes:
     return hashlib.sha256(f"{question}\0{plan_id}".encode()).digest()
 
 
+def fixed_plan(plan: Plan, columns: dict[str, Column], name: str | None = None) -> PlanConductor:
+    """A conductor that always writes ``plan`` (a baseline: self-consistency of 5, program-aided
+    reasoning, a cascade…), named ``plan:ID`` in reports."""
+    policy = PlanPolicy((plan,), columns, np.zeros(0), np.zeros((0, 0)), np.ones(0), np.zeros((1, 1, 1)), "none")
+    return PlanConductor(policy, None, name=name or f"plan:{plan.id}")
+
+
 def is_plan_policy(path: str | Path) -> bool:
     """Whether ``path`` is a plan policy file (as opposed to another light-conductor file)."""
     try:
@@ -165,8 +172,10 @@ class PlanConductor:
     Raises ConfigError when the embedder does not match the policy.
     """
 
-    def __init__(self, policy: PlanPolicy, embedder: Embedder, name: str | None = None) -> None:
-        if embedder.name != policy.embedder:
+    def __init__(self, policy: PlanPolicy, embedder: Embedder | None, name: str | None = None) -> None:
+        if embedder is None and len(policy.components):
+            raise ConfigError("a plan conductor with a projection needs its embedder")
+        if embedder is not None and embedder.name != policy.embedder:
             raise ConfigError(f"plan conductor was trained on {policy.embedder} vectors, not {embedder.name}")
         self.policy = policy
         self.embedder = embedder
@@ -196,7 +205,10 @@ class PlanConductor:
                 f"plan conductor {self.name} can run none of its plans on the pool {names} "
                 f"(its plans use {workers}, a vote tool for votes, and at most {max_steps} steps)"
             )
-        features = self.policy.features(self.embedder.embed([question]))
+        if self.embedder is None or not len(self.policy.components):  # a constant policy needs no embedding
+            features = np.ones((1, 1))
+        else:
+            features = self.policy.features(self.embedder.embed([question]))
         index = self.policy.choose([question], features, allowed)[0]
         workflow = workflows[index]
         assert workflow is not None  # allowed[index]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podium.messages import neutralise
+from podium.roles import Role, role_of
 from podium.workers.base import Message
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "FewShot",
     "conductor_messages",
     "recursion_messages",
+    "roles_text",
     "unsafe_subtask",
     "workflow_text",
 ]
@@ -148,6 +150,15 @@ def _examples_text(few_shot: Sequence[FewShot], n_workers: int, tool: int | None
     return "\n\nExamples:\n\n" + "\n\n".join(shown) if shown else ""
 
 
+def roles_text(roles: Sequence[Role]) -> str:
+    """The prompt section that lists the role instructions a roles-only conductor writes."""
+    lines = [f'- {r.name}: {r.brief}\n  "{r.subtask}"' for r in roles]
+    return (
+        "\n\nSubtasks: write every subtask as exactly one of these instructions, word for word (the name "
+        "before each is for you, not part of it):\n" + "\n".join(lines)
+    )
+
+
 def conductor_messages(
     question: str,
     descriptions: Sequence[str],
@@ -155,6 +166,7 @@ def conductor_messages(
     max_steps: int,
     few_shot: Sequence[FewShot] = FEW_SHOT,
     tool: int | None = None,
+    roles: Sequence[Role] = (),
 ) -> list[Message]:
     """The conductor's prompt as chat messages.
 
@@ -166,6 +178,7 @@ def conductor_messages(
             section out (a conductor trained with the format warm start needs none).
         tool: index of the pool's first tool worker; examples that use a tool are left out
             without one.
+        roles: the role instructions subtasks must be (:func:`roles_text`); none: free subtasks.
     """
     n = len(descriptions)
     workers = "\n".join(f"- Model {i}" + (f": {d}" if d else "") for i, d in enumerate(descriptions))
@@ -173,7 +186,7 @@ def conductor_messages(
         workers=workers,
         last=n - 1,
         max_steps=max_steps,
-        examples=_examples_text(few_shot, n, tool),
+        examples=(roles_text(roles) if roles else "") + _examples_text(few_shot, n, tool),
     )
     user = f"Question: {neutralise(question)}\n\nWrite the workflow for this question."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -236,7 +249,6 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
 
     Role templates (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
     """
-    from podium.roles import role_of
 
     prompt = _grams("\n".join(m["content"] for m in messages)) - _grams(question)
     for index, subtask in enumerate(subtasks):

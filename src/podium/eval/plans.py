@@ -30,8 +30,18 @@ import numpy.typing as npt
 from podium.answers import tally
 from podium.conductor.compose import Column, Plan, sub_workflow
 from podium.errors import ConfigError
+from podium.roles import role_of
+from podium.workflow import Workflow
 
-__all__ = ["PlanOutcomes", "local_plans", "matrix_plans", "plan_outcomes"]
+__all__ = [
+    "PlanOutcomes",
+    "Replayed",
+    "column_index",
+    "local_plans",
+    "matrix_plans",
+    "plan_outcomes",
+    "replay_workflow",
+]
 
 Array = npt.NDArray[np.float64]
 
@@ -186,3 +196,78 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     if missing:
         raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")
     return plans
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A workflow replayed on one bank row: ``score`` (of its final answer), ``cost`` (USD of
+    its steps), ``latency`` (critical path, seconds), ``columns`` (the recorded step each model
+    or tool step replays; a vote step gives the column whose answer it selects)."""
+
+    score: float
+    cost: float
+    latency: float
+    columns: tuple[str, ...]
+
+
+def column_index(columns: Mapping[str, Column]) -> dict[tuple[str, str, tuple[str, ...], int], str]:
+    """Columns by (worker, role, seen columns, sample ordinal): how a workflow step finds the
+    recorded step it would repeat (:func:`replay_workflow`)."""
+    index: dict[tuple[str, str, tuple[str, ...], int], str] = {}
+    for cid, col in columns.items():
+        ordinal = sum(1 for c in sub_workflow(cid, columns)[:-1] if columns[c].role == "sample")
+        index[(col.worker, col.role, col.sees, ordinal if col.role == "sample" else 0)] = cid
+    return index
+
+
+def replay_workflow(
+    workflow: Workflow,
+    pool: Sequence[str],
+    row: Mapping[str, str],
+    columns: Mapping[str, Column],
+    index: Mapping[tuple[str, str, tuple[str, ...], int], str] | None = None,
+    vote_worker: str = "vote",
+) -> Replayed | None:
+    """``workflow`` (over worker names ``pool``) replayed exactly on one bank row, or None when
+    some step is not a recorded one — a subtask that is no role's template, a role on a worker
+    or with an access list the bank never recorded, or a model step that would see other step
+    indices than its recording (its request would differ). A ``vote`` step on the vote tool
+    selects among the answers it sees as the tool would (:func:`podium.answers.tally`); a
+    ``run`` step replays the recorded run of the program it sees (the sandbox is deterministic).
+    Cost counts every step (a repeated step is a repeated call); latency follows access lists."""
+    index = index if index is not None else column_index(columns)
+    chosen: list[str] = []
+    finish: list[float] = []
+    cost = 0.0
+    samples: dict[str, int] = {}
+    for i, step in enumerate(workflow.steps):
+        role = role_of(step.subtask)
+        if role is None or not 0 <= step.worker < len(pool):
+            return None
+        worker = pool[step.worker]
+        visible = step.visible(i)
+        seen = tuple(chosen[j] for j in visible)
+        start = max((finish[j] for j in visible), default=0.0)
+        if role.name == "vote":
+            if worker != vote_worker or not seen:
+                return None
+            winner = tally([row.get(f"{c}|model_response", "") for c in seen]).winner
+            chosen.append(seen[winner])
+            finish.append(start)
+            continue
+        ordinal = samples.get(worker, 0) if role.name == "sample" else 0
+        if role.name == "sample":
+            samples[worker] = ordinal + 1
+        cid = index.get((worker, role.name, seen, ordinal))
+        if cid is None:
+            return None
+        if role.tool is None and columns[cid].sees:
+            alone = sub_workflow(cid, columns)
+            if list(visible) != [alone.index(s) for s in columns[cid].sees]:
+                return None
+        chosen.append(cid)
+        cost += _number(row, cid, "step_cost", "total_cost")
+        finish.append(start + _number(row, cid, "step_latency_s", "latency_s"))
+    if not chosen:
+        return None
+    return Replayed(float(row[chosen[-1]]), cost, max(finish), tuple(chosen))

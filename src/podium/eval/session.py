@@ -53,7 +53,8 @@ SWEEP_POINTS = 21
 LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
 REPLAY_METHODS = ("single", "random", "router", "oracle")
 KNOWN = (
-    "conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle", "light", "lm"
+    "conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle", "light", "lm",
+    "plan", "plans",
 )  # fmt: skip
 
 
@@ -139,6 +140,10 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
             raise ConfigError("method 'light' needs a trained conductor: light:NAME, light:NAME@vN or light:PATH.npz")
         if base == "lm" and not name.startswith("lm:"):
             raise ConfigError("method 'lm' needs a GRPO-trained conductor: lm:NAME or lm:NAME@vN")
+        if base == "plan" and not name.startswith("plan:"):
+            raise ConfigError(
+                "method 'plan' needs a plan id: plan:ID (or 'plans' for every plan of the local catalogue)"
+            )
         if base not in KNOWN:
             raise ConfigError(
                 f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
@@ -163,7 +168,7 @@ def _same_workers(other: PoolConfig, config: PoolConfig, method: str) -> PoolCon
 
 def _modes(base: str) -> str:
     live = base != "oracle"
-    replay = base not in ("conductor",)
+    replay = base not in ("conductor", "plan", "plans")
     return " and ".join(m for m, ok in (("live", live), ("replay", replay)) if ok)
 
 
@@ -189,10 +194,29 @@ def _baselines(
     for name in names:
         if name == "single":
             methods += [Method(f"single:{w.name}", SingleWorker(i, f"single:{w.name}")) for i, w in enumerate(pool)]
+        elif name == "plans" or name.startswith("plan:"):
+            methods += _plan_methods(name)
         else:
             conductor = named_conductor(name, pool, quality=quality, cost=cost, embeddings=embeddings)
             methods.append(Method(name, conductor))
     return methods
+
+
+def _plan_methods(name: str) -> list[Method]:
+    """``plan:ID`` or ``plans`` (every plan of the local catalogue); cascades get their
+    recursion round."""
+    from podium.conductor.plans import fixed_plan
+    from podium.eval.bank import local_catalogue
+    from podium.eval.plans import local_plans
+
+    columns = local_catalogue().columns
+    plans = local_plans(columns)
+    if name != "plans":
+        wanted = name.split(":", 1)[1]
+        plans = [p for p in plans if p.id == wanted]
+        if not plans:
+            raise ConfigError(f"{name}: no such plan; known: {', '.join(p.id for p in local_plans(columns))}")
+    return [Method(f"plan:{p.id}", fixed_plan(p, columns), rounds=1 if p.escalate else 0) for p in plans]
 
 
 # ---------------------------------------------------------------------------------------- live
@@ -272,7 +296,7 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
     scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in calibration])
     costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
     quality, mean_cost = list(scores.mean(axis=0)), list(costs.mean(axis=0))
-    names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k != "conductor"])
+    names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor", "plan", "plans")])
     methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost, spec.embeddings)
     if "router" in names:
         methods += _fit_router(spec, matrix.models, [t.question for t in calibration], scores, costs, tasks)

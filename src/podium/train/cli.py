@@ -277,7 +277,19 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
         config = replace(config, warm_start_epochs=args.warm_start_epochs)
     if config.generations < 2:
         raise ConfigError("--num-generations must be at least 2 (GRPO's advantage is relative to the group)")
-    matrix = OutcomeMatrix.load(args.replay)
+    source: Any
+    if args.replay.is_dir():  # a workflow bank: multi-step workflows replay exactly, role instructions only
+        from podium.eval.bank import read_bank
+        from podium.pool import load_pool
+        from podium.train.sources import BankSource
+
+        pool = load_pool("local-tools")
+        source = BankSource(read_bank(args.replay), {w.name: w.description for w in pool.workers})
+        config = replace(config, roles=True)
+        data_name = str(args.replay)
+    else:
+        source = OutcomeMatrix.load(args.replay)
+        data_name = source.path.name
     resolve_model(config.model, verify=False)  # an unknown or missing base model fails before a version exists
     registry = Registry()
     version = registry.get(args.resume) if args.resume else registry.create(args.name if args.name != "light" else "lm")
@@ -304,7 +316,7 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
 
         try:
             result = train_grpo(
-                matrix, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
+                source, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
             )
         except ConfigError:
             if not args.resume and not any(version.path.glob("checkpoint-*")):
@@ -314,7 +326,7 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
     record: dict[str, Any] = {
         "policy": "lm",
         "config": asdict(config),
-        "data": {"matrix": matrix.path.name, "split": config.split, "tags": list(config.tags)},
+        "data": {"matrix": data_name, "split": config.split, "tags": list(config.tags)},
         "history": [asdict(m) for m in metrics],
         "warm_start_loss": result.warm_start_loss,
     }

@@ -42,7 +42,9 @@ from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import Task
 from podium.local_models import resolve_model
 from podium.parse import try_parse_workflow
+from podium.roles import ROLES
 from podium.train.export import ExportedAdapter, lora_to_gguf
+from podium.train.sources import MatrixSource, ReplaySource
 from podium.train.warmstart import warm_start
 
 __all__ = ["GRPOResult", "GRPOTrainConfig", "StepMetrics", "conductor_reward", "train_grpo"]
@@ -75,6 +77,8 @@ class GRPOTrainConfig:
         few_shot: show the prompt's example workflows (about 550 of its 900 tokens). The CPU
             preset leaves them out, as the warm start teaches the format; the trained
             conductor then runs without them (:func:`podium.conductor.named.trained_lm`).
+        roles: the conductor writes role instructions only (set by the source: a workflow
+            bank); the trained conductor then runs under the roles grammar.
     """
 
     model: str = "smollm2-135m-instruct"
@@ -98,6 +102,7 @@ class GRPOTrainConfig:
     warm_start_epochs: int = 1
     warm_start_learning_rate: float = 2e-4
     few_shot: bool = False
+    roles: bool = False
 
     @classmethod
     def paper(cls, model: str) -> GRPOTrainConfig:
@@ -115,7 +120,9 @@ class StepMetrics:
         step: 1-based. reward_mean, reward_std: over the step's rollouts. parse_rate: share of
         rollouts that parsed. quality: mean recorded score of parsed rollouts. cost_usd: mean cost
         of parsed rollouts. workflow_steps: mean length of parsed workflows. workers: how often
-        each worker answered last. seconds: wall time of the step.
+        each worker answered last (on a bank: the recorded step that answered). seconds: wall time
+        of the step. replay_rate: share of rollouts a replay scored (on a bank, parsed workflows
+        with a step the bank never recorded are not).
     """
 
     step: int
@@ -127,6 +134,7 @@ class StepMetrics:
     workflow_steps: float
     workers: dict[str, int]
     seconds: float
+    replay_rate: float = 1.0
 
 
 def conductor_reward(
@@ -180,7 +188,7 @@ OnWarmStep = Callable[[int, int, float], None]
 
 
 def train_grpo(
-    matrix: OutcomeMatrix,
+    source: ReplaySource | OutcomeMatrix,
     config: GRPOTrainConfig,
     out: Path,
     *,
@@ -209,15 +217,18 @@ def train_grpo(
     except ImportError as exc:
         raise ConfigError(f"GRPO training needs the train extra: pip install -e '.[train]' ({exc})") from exc
 
+    replay: ReplaySource = MatrixSource(source) if isinstance(source, OutcomeMatrix) else source
+    if replay.roles != config.roles:
+        raise ConfigError(f"{replay.name} {'needs' if replay.roles else 'does not take'} roles = True in the config")
     if config.mu:
-        matrix.require_latency("a latency penalty (μ > 0)")
-    tasks = [t for t in matrix.tasks(config.split) if not config.tags or set(t.tags) & set(config.tags)]
+        replay.require_latency("a latency penalty (μ > 0)")
+    tasks = [t for t in replay.tasks(config.split) if not config.tags or set(t.tags) & set(config.tags)]
     needed = config.steps * config.questions_per_step
     if len(tasks) < config.questions_per_step:
         raise ConfigError(f"{len(tasks)} training questions; need at least {config.questions_per_step}")
     rng = random.Random(config.seed)
     picks = (tasks[i] if i < len(tasks) else tasks[rng.randrange(len(tasks))] for i in range(needed))
-    rows = [_row(task, matrix, config, rng) for task in picks]
+    rows = [_row(task, replay, config, rng) for task in picks]
     rng.shuffle(rows)
     dataset = Dataset.from_list(rows)
 
@@ -236,7 +247,7 @@ def train_grpo(
         else:
             warm_rng = random.Random(config.seed + 1)
             model, warm_loss = warm_start(
-                model, tokenizer, [_row(t, matrix, config, warm_rng) for t in tasks], out,
+                model, tokenizer, [_row(t, replay, config, warm_rng) for t in tasks], out,
                 max_steps=config.max_steps_per_workflow, epochs=config.warm_start_epochs,
                 learning_rate=config.warm_start_learning_rate, lora_r=config.lora_r, lora_alpha=config.lora_alpha,
                 seed=config.seed, on_step=on_warm_step,
@@ -255,10 +266,9 @@ def train_grpo(
         rewards = []
         for completion, tid, shown in zip(completions, task_id, pool, strict=True):
             text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
-            reward, parts = conductor_reward(
-                text, json.loads(shown), matrix, tid, lam=config.lam, mu=config.mu,
-                max_steps=config.max_steps_per_workflow,
-            )  # fmt: skip
+            reward, parts = replay.reward(
+                text, json.loads(shown), tid, lam=config.lam, mu=config.mu, max_steps=config.max_steps_per_workflow
+            )
             rewards.append(reward)
             pending.append({"reward": reward, **parts})
         return rewards
@@ -276,6 +286,7 @@ def train_grpo(
                 return
             rewards = [d["reward"] for d in done]
             parsed = [d for d in done if d["parsed"]]
+            scored = [d for d in parsed if "score" in d]  # a bank leaves unreplayable workflows unscored
             mean = sum(rewards) / len(rewards)
             std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
             now = time.perf_counter()
@@ -284,10 +295,11 @@ def train_grpo(
                 reward_mean=mean,
                 reward_std=std,
                 parse_rate=len(parsed) / len(done),
-                quality=sum(d["score"] for d in parsed) / len(parsed) if parsed else 0.0,
-                cost_usd=sum(d["cost"] for d in parsed) / len(parsed) if parsed else 0.0,
-                workflow_steps=sum(d["steps"] for d in parsed) / len(parsed) if parsed else 0.0,
-                workers=dict(Counter(d["final"] for d in parsed)),
+                quality=sum(d["score"] for d in scored) / len(scored) if scored else 0.0,
+                cost_usd=sum(d["cost"] for d in scored) / len(scored) if scored else 0.0,
+                workflow_steps=sum(d["steps"] for d in scored) / len(scored) if scored else 0.0,
+                workers=dict(Counter(d["final"] for d in scored)),
+                replay_rate=len(scored) / len(done),
                 seconds=now - clock[0],
             )
             clock[0] = now
@@ -342,15 +354,21 @@ def _finish(out: Path, config: GRPOTrainConfig, metrics: list[StepMetrics], warm
     return GRPOResult(metrics, adapter, warm_start_loss=warm_loss)
 
 
-def _row(task: Task, matrix: OutcomeMatrix, config: GRPOTrainConfig, rng: random.Random) -> dict[str, Any]:
+def _row(task: Task, source: ReplaySource, config: GRPOTrainConfig, rng: random.Random) -> dict[str, Any]:
     """One training row: the conductor prompt for ``task`` over the whole pool or, with
-    ``adaptive_pool``, a random non-empty subset of it in random order (paper §4.4)."""
-    models = list(matrix.models)
+    ``adaptive_pool``, a random non-empty subset of it in random order (paper §4.4), each worker
+    shown with what the source says of it; and the warm start's target for that pool."""
+    models = source.workers()
     if config.adaptive_pool and len(models) > 1:
         models = rng.sample(models, rng.randint(1, len(models)))
     examples = FEW_SHOT if config.few_shot else ()
-    prompt = conductor_messages(task.question, models, max_steps=config.max_steps_per_workflow, few_shot=examples)
-    return {"prompt": prompt, "task_id": task.id, "pool": json.dumps(models)}
+    roles = tuple(ROLES.values()) if config.roles else ()
+    descriptions = [source.description(m) for m in models]
+    prompt = conductor_messages(
+        task.question, descriptions, max_steps=config.max_steps_per_workflow, few_shot=examples, roles=roles
+    )
+    target = source.target(models, config.max_steps_per_workflow, rng)
+    return {"prompt": prompt, "task_id": task.id, "pool": json.dumps(models), "target": target or ""}
 
 
 def _drop_gguf_marker(model: Any) -> None:

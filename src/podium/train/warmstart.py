@@ -87,7 +87,8 @@ def warm_start(
 
     Args:
         rows: GRPO's training rows (``prompt`` messages and ``pool`` as a JSON list); each gets
-            one target with random decisions for its pool.
+            one target with random decisions for its pool: the row's own ``target`` when it has
+            one (a workflow bank's random composition), else :func:`format_target`.
         out: the warm start's TRL output folder (``out/warm-start``; no checkpoints are kept).
         epochs: passes over ``rows``; learning_rate: AdamW, constant.
         on_step: called after each optimiser step with (step, total steps, training loss).
@@ -107,7 +108,10 @@ def warm_start(
         {
             "prompt": row["prompt"],
             "completion": [
-                {"role": "assistant", "content": format_target(len(json.loads(row["pool"])), max_steps, rng)}
+                {
+                    "role": "assistant",
+                    "content": row.get("target") or format_target(len(json.loads(row["pool"])), max_steps, rng),
+                }
             ],
         }
         for row in rows
