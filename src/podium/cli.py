@@ -190,7 +190,7 @@ def _eval_parser(sub: Any) -> None:
     src.add_argument("--split", help="keep this split (MBPP: test/validation/train; replay default: test)")
     src.add_argument("--limit", type=int, help="first N tasks")
     src.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
-    src.add_argument("--seed", type=int, default=0, help="sample seed (default 0)")
+    src.add_argument("--seed", type=int, default=0, help="seed of --sample and --matrix-split (default 0)")
     src.add_argument("--tag", action="append", default=[], help="keep tasks with this tag (repeatable)")
     src.add_argument("--from", dest="from_report", type=Path, metavar="EVAL.json",
                      help="do not run: re-render (and gate) a stored report")  # fmt: skip
@@ -225,6 +225,13 @@ def _eval_parser(sub: Any) -> None:
         type=Path,
         metavar="OUT.csv",
         help="also write (or extend) an outcome matrix of the single-worker results, for podium train --replay",
+    )
+    out.add_argument(
+        "--matrix-split",
+        type=float,
+        metavar="SHARE",
+        help="with --matrix: put this share of the file's questions in split 'train', the rest in 'test' "
+        "(a seeded shuffle, --seed; e.g. 0.8). Without it a set with no splits is all 'test'",
     )
     out.add_argument("--summary-only", action="store_true", help="leave per-request results out of eval.json")
     out.add_argument("--json", action="store_true", help="print the summaries (not per-task results) as JSON")

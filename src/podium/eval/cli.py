@@ -72,6 +72,12 @@ def _spec(args: argparse.Namespace) -> EvalSpec:
 
 def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run (or load) a report, write it, print the summary, apply the gate."""
+    if args.matrix_split is not None:
+        if args.matrix is None:
+            raise ConfigError("--matrix-split splits the outcome matrix: give --matrix OUT.csv too")
+        from podium.eval.matrix import assign_splits
+
+        assign_splits((), args.matrix_split)  # a bad share fails before any work
     baseline = load_report(args.baseline) if args.baseline is not None else None  # fail before hours of work
     if args.from_report is not None:
         if args.tasks or args.replay:
@@ -84,11 +90,21 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
         paths = write_report(report, args.out, plot=not args.no_plot, results=not args.summary_only)
         err.print(Text(f"wrote {', '.join(str(p) for p in paths)}", style="dim"))
     if args.matrix is not None:
-        from podium.eval.matrix import write_matrix
+        from podium.eval.matrix import split_counts, write_matrix
 
-        total, left_out = write_matrix(report, args.matrix)
+        total, left_out = write_matrix(report, args.matrix, train_share=args.matrix_split, seed=args.seed)
         skipped = f"; {left_out} question(s) left out (a worker had no result)" if left_out else ""
-        err.print(Text(f"outcome matrix {args.matrix}: {total} question(s){skipped}", style="dim"))
+        splits = ", ".join(f"{n} {split}" for split, n in split_counts(args.matrix).items())
+        how = f", split by --matrix-split {args.matrix_split:g} --seed {args.seed}" if args.matrix_split else ""
+        err.print(Text(f"outcome matrix {args.matrix}: {total} question(s) ({splits}{how}){skipped}", style="dim"))
+        if "train" not in split_counts(args.matrix):
+            err.print(
+                Text(
+                    f"no question of {args.matrix} is in split 'train', which podium train uses by default: "
+                    "add --matrix-split 0.8 (with --seed S) to split it, or train with --split test",
+                    style="yellow",
+                )
+            )
     result = None
     if baseline is not None:
         result = gate(report, baseline, GateMargins(args.max_quality_drop, args.max_cost_rise, args.max_p95_rise))

@@ -15,19 +15,27 @@ replay on a team's own pool (``podium train --replay``, ``podium eval --replay``
 A question is written only when every worker has a result for it. Rows already in the file are
 kept (a train-split run and a test-split run go into one file); the same ``sample_id`` is
 replaced by the newer result. All runs written to one file must have the same workers.
+
+A team's own task set usually has no splits, so every row would be ``test`` while ``podium
+train`` trains on ``train``. ``--matrix-split SHARE`` (with ``--seed``) assigns the whole file's
+rows afresh: a seeded shuffle of the sample ids (in sorted order, so the row order does not
+matter) puts ``round(SHARE · n)`` of them in ``train`` and the rest in ``test`` — at least one in
+each when there are two rows or more (:func:`assign_splits`).
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
 from podium.eval.tasks import mbpp_split
 
-__all__ = ["matrix_rows", "write_matrix"]
+__all__ = ["assign_splits", "matrix_rows", "split_counts", "write_matrix"]
 
 _FIXED = ("sample_id", "eval_name", "split", "prompt")
 
@@ -80,11 +88,39 @@ def matrix_rows(report: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[s
     return workers, rows, left_out
 
 
-def write_matrix(report: Mapping[str, Any], path: Path) -> tuple[int, int]:
-    """Write or extend ``path`` with the report's single-worker outcomes; returns (questions in
-    the file, questions of this report left out for a missing worker result).
+def assign_splits(sample_ids: Iterable[str], train_share: float, seed: int = 0) -> dict[str, str]:
+    """``train`` or ``test`` per sample id: the ids sorted, shuffled with ``seed``, the first
+    ``round(train_share · n)`` train (at least one train and one test row when n ≥ 2).
 
-    Raises ConfigError when the file's workers differ from the report's."""
+    Raises ConfigError unless 0 < ``train_share`` < 1."""
+    if not 0.0 < train_share < 1.0:
+        raise ConfigError(f"--matrix-split is the share of questions for training, between 0 and 1; got {train_share}")
+    ordered = sorted(set(sample_ids))
+    random.Random(seed).shuffle(ordered)
+    n_train = round(train_share * len(ordered))
+    if len(ordered) >= 2:
+        n_train = min(max(n_train, 1), len(ordered) - 1)
+    return {sample_id: "train" if i < n_train else "test" for i, sample_id in enumerate(ordered)}
+
+
+def split_counts(path: Path) -> dict[str, int]:
+    """Rows per split of a matrix file (``{"train": 40, "test": 10}``)."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        return dict(sorted(Counter(row["split"] for row in csv.DictReader(handle)).items()))
+
+
+def write_matrix(
+    report: Mapping[str, Any], path: Path, *, train_share: float | None = None, seed: int = 0
+) -> tuple[int, int]:
+    """Write or extend ``path`` with the report's single-worker outcomes; returns (questions in
+    the file, questions of this report left out for a missing worker result). With
+    ``train_share``, every row of the file is assigned to train or test afresh
+    (:func:`assign_splits` with ``seed``).
+
+    Raises ConfigError when the file's workers differ from the report's, or for a share outside
+    (0, 1)."""
+    if train_share is not None:
+        assign_splits((), train_share)  # a bad share fails before the file is touched
     workers, rows, left_out = matrix_rows(report)
     existing: dict[str, dict[str, str]] = {}
     if path.exists():
@@ -98,6 +134,10 @@ def write_matrix(report: Mapping[str, Any], path: Path) -> tuple[int, int]:
             existing = {rec["sample_id"]: rec for rec in reader}
     for row in rows:
         existing[row["sample_id"]] = row
+    if train_share is not None:
+        splits = assign_splits(existing, train_share, seed)
+        for sample_id, row in existing.items():
+            row["split"] = splits[sample_id]
     columns = [*_FIXED]
     for worker in workers:
         columns += [worker, f"{worker}|model_response", f"{worker}|total_cost", f"{worker}|latency_s"]

@@ -21,6 +21,7 @@ result is not fitted to the questions it is judged on.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -33,7 +34,10 @@ from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 
-__all__ = ["Generation", "LightTrainConfig", "critical_path", "replay_reward", "train_light"]
+__all__ = ["MIN_QUESTIONS", "Generation", "LightTrainConfig", "critical_path", "replay_reward", "train_light"]
+
+MIN_QUESTIONS = 20
+"""The fewest training questions :func:`train_light` accepts (a fifth of them validate)."""
 
 Array = npt.NDArray[np.float64]
 
@@ -163,7 +167,8 @@ def train_light(
 ) -> TrainResult:
     """Train a light conductor on ``matrix``'s ``config.split`` (see the module docstring).
 
-    Raises ConfigError for too few questions (< 20) or a bad configuration."""
+    Raises ConfigError for too few questions (< :data:`MIN_QUESTIONS`), a split with none, or a
+    bad configuration; each message names the fix."""
     try:
         import cma
     except ImportError as exc:
@@ -173,10 +178,25 @@ def train_light(
         matrix.require_latency("a latency penalty (μ > 0)")
     if not 0.0 < config.validation_fraction < 1.0:
         raise ConfigError("validation_fraction must be between 0 and 1")
+    splits = Counter(row.split for row in matrix.rows.values())
+    if not splits.get(config.split):
+        have = ", ".join(f"{n} in {split!r}" for split, n in sorted(splits.items()))
+        raise ConfigError(
+            f"{matrix.path}: no question in split {config.split!r} to train on (it has {have}). Split the matrix "
+            "when you record it: podium eval ... --matrix FILE --matrix-split 0.8 --seed 0 (or from the stored "
+            "report: podium eval --from DIR/eval.json --matrix FILE --matrix-split 0.8), or train on a split it "
+            "has with --split"
+        )
     tasks = [t for t in matrix.tasks(config.split) if not tags or set(t.tags) & set(tags)]
     tasks.sort(key=lambda t: t.id)  # the fit/validation split and the result do not depend on row order
-    if len(tasks) < 20:
-        raise ConfigError(f"{len(tasks)} training questions; the light conductor needs at least 20")
+    if len(tasks) < MIN_QUESTIONS:
+        where = f"split {config.split!r}" + (f" with tag(s) {', '.join(tags)}" if tags else "")
+        raise ConfigError(
+            f"{len(tasks)} training questions in {where} of {matrix.path}; the light conductor needs at least "
+            f"{MIN_QUESTIONS}. Record more: podium eval --tasks MORE.jsonl --methods single --matrix FILE adds "
+            "them to the file; or give training a larger share: --matrix-split 0.9 (docs/training.md, "
+            "'How many questions')"
+        )
     order = np.random.default_rng(config.seed).permutation(len(tasks))
     n_val = max(1, int(len(tasks) * config.validation_fraction))
     val_idx, fit_idx = order[:n_val], order[n_val:]
