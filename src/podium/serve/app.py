@@ -569,6 +569,27 @@ async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
 
 # ------------------------------------------------------------------------------- input edge
 
+
+def _chat_body_schema() -> dict[str, Any]:
+    """The OpenAPI request body of ``POST /v1/chat/completions`` (the body is read and validated
+    by hand, so the schema is declared here, its references inlined): clients and API fuzzers
+    (schemathesis, in the test suite) see what the endpoint accepts."""
+    schema = _ChatRequest.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.rsplit("/", 1)[1]])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return {"required": True, "content": {"application/json": {"schema": inline(schema)}}}
+
+
 MAX_JSON_DEPTH = 32
 """Deepest JSON nesting a request body may have (a chat request needs about 5)."""
 
@@ -719,7 +740,7 @@ def create_app(server: Server) -> FastAPI:
         ]
         return {"object": "list", "data": data}
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra={"requestBody": _chat_body_schema()})
     async def chat(request: Request) -> Response:
         key = server.authenticate(request)
         payload = await _read_json(request, server.current.config.max_body_bytes)
