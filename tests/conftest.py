@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from podium.testing import ThreadedUvicorn  # noqa: F401 - the server helper, re-exported for the tests
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 POOLS = Path(__file__).resolve().parent / "pools"
@@ -41,45 +43,6 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """PODIUM_HOME in a temporary folder, so traces never touch the user's data dir."""
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-class ThreadedUvicorn:
-    """An ASGI app served by a real uvicorn in a thread, on a free loopback port.
-
-    Attributes:
-        uvicorn: the ``uvicorn.Server``; url: ``http://127.0.0.1:PORT``.
-    """
-
-    def __init__(self, app: Any, *, grace_s: float | None = None) -> None:
-        import threading
-        import time
-
-        import uvicorn
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
-            log_level="critical",
-            timeout_graceful_shutdown=grace_s,  # type: ignore[arg-type]
-        )
-        self.uvicorn = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.uvicorn.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        """What SIGTERM does: stop accepting, let in-flight requests finish (up to the grace)."""
-        self.uvicorn.should_exit = True
-        self.thread.join(timeout=30)
 
 
 def v2_trace_database(path: Path, *statements: str) -> None:

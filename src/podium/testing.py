@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from podium.conductor.base import PreviousRound
 from podium.parse import try_parse_workflow
@@ -19,7 +20,7 @@ from podium.records import PlanAttempt
 from podium.streaming import current_stream, report_text
 from podium.workers.base import Completion, Message, Price, Usage, Worker, WorkerSettings
 
-__all__ = ["KEEP_ANSWER", "ScriptedConductor", "ScriptedWorker", "fake_tokens"]
+__all__ = ["KEEP_ANSWER", "ScriptedConductor", "ScriptedWorker", "ThreadedUvicorn", "fake_tokens"]
 
 
 def fake_tokens(text: str) -> int:
@@ -134,3 +135,43 @@ class ScriptedConductor:
             usage=Usage(fake_tokens(question), fake_tokens(raw)),
             cost_usd=self.cost_usd,
         )
+
+
+class ThreadedUvicorn:
+    """An ASGI app served by a real uvicorn in a thread, on a free loopback port (for tests and
+    benchmarks of servers; needs the ``serve`` extra).
+
+    Attributes:
+        uvicorn: the ``uvicorn.Server``; url: ``http://127.0.0.1:PORT``.
+    """
+
+    def __init__(self, app: Any, *, grace_s: float | None = None) -> None:
+        import socket
+        import threading
+
+        import uvicorn  # the serve extra
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="critical",
+            timeout_graceful_shutdown=grace_s,  # type: ignore[arg-type]
+        )
+        self.uvicorn = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.uvicorn.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        """What SIGTERM does: stop accepting, let in-flight requests finish (up to the grace)."""
+        self.uvicorn.should_exit = True
+        self.thread.join(timeout=30)
