@@ -25,7 +25,7 @@ from podium.workflow import ALL, Workflow
 __all__ = ["render_html"]
 
 NODE_W, NODE_H = 210, 66
-COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 64
+COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 50
 TOP, LEFT = 48, 16
 
 
@@ -173,12 +173,12 @@ def _blocked(a: _Node, b: _Node, nodes: Iterable[_Node]) -> bool:
     another box: a box meets the rectangle the curve stays in (the hull of its control points)."""
     x1, x2 = a.x + NODE_W, b.x
     y1, y2 = min(a.y, b.y), max(a.y, b.y) + NODE_H  # wherever on their sides the curve's ends sit
-    margin = 4.0
+    margin = 4.0  # vertically; columns are apart by a gap, so a box beside the source or target is no obstacle
     return any(
         n is not a
         and n is not b
-        and n.x < x2 + margin
-        and n.x + NODE_W > x1 - margin
+        and n.x < x2
+        and n.x + NODE_W > x1
         and n.y < y2 + margin
         and n.y + NODE_H > y1 - margin
         for n in nodes
