@@ -3,17 +3,28 @@
 Presidio normally loads a spaCy NER model, which cannot be downloaded here (no model hubs). The
 engine below runs on a *blank* spaCy pipeline per language (tokenizer only, shipped inside spaCy)
 and registers only recognizers that need no NER: podium's own (:mod:`podium.pii.recognizers`)
-plus Presidio's IBAN, payment-card and IP recognizers. Lemmas are the lowercased tokens, so
-Presidio's context words ("cpr", "tlf", ...) still raise scores.
+plus Presidio's IP recognizer. Lemmas are the lowercased tokens, so Presidio's context words
+("cpr", "tlf", ...) still raise scores.
+
+Glued values: each text is analysed as written and, when it has glue points, once more as its
+segmented view (:mod:`podium.pii.segment`: boundaries inserted between ``a@x.dk`` and
+``b@y.dk``, a card number and a CPR, ``Kjærgaard`` and ``0704912846``, ...); the view's spans are
+mapped back to the text and both sets of detections are merged.
+
+A text longer than :data:`CHUNK_CHARS` is analysed in overlapping chunks, so that detection
+stays linear in the length of the text.
 
 Overlapping detections are resolved before anything is replaced: the higher score wins, then
-the longer span, then the more specific kind (:data:`KIND_PRIORITY`).
+the longer span, then the more specific kind (:data:`KIND_PRIORITY`). A detection that loses
+keeps the part of it that no winner covers (trimmed of spaces and sentence punctuation), so the union of
+what was detected is always masked — no character of a value reaches a worker because a
+neighbour's detection overlapped it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +34,24 @@ try:
     import spacy
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry, RecognizerResult
     from presidio_analyzer.nlp_engine import NlpArtifacts, SpacyNlpEngine
-    from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, IbanRecognizer, IpRecognizer
+    from presidio_analyzer.predefined_recognizers import IpRecognizer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigError(f"PII protection needs Presidio: pip install 'podium[pii]' ({exc})") from None
 
 from podium.pii.recognizers import (
     AddressRecognizer,
+    CardNumberRecognizer,
     CprRecognizer,
+    GluedNumberRecognizer,
+    IbanCodeRecognizer,
     OfflineEmailRecognizer,
     PersonNameRecognizer,
     PhoneNumberRecognizer,
 )
+from podium.pii.segment import segmented_view
 from podium.pii.vault import ENTITY_TYPES
 
-__all__ = ["KIND_PRIORITY", "Detection", "Detector", "resolve_overlaps"]
+__all__ = ["CHUNK_CHARS", "CHUNK_OVERLAP", "KIND_PRIORITY", "Detection", "Detector", "resolve_overlaps"]
 
 KIND_PRIORITY: tuple[str, ...] = (
     "DK_CPR",
@@ -69,9 +84,14 @@ class Detection:
     text: str
 
 
+_TRIM = " \t\r\n.,;:!?"  # spaces and sentence punctuation; brackets may be a value's own: (969) 741-3884
+
+
 def resolve_overlaps(detections: Iterable[Detection]) -> list[Detection]:
     """Non-overlapping detections in text order: among overlapping ones the highest score wins,
-    then the longest span, then the kind earlier in :data:`KIND_PRIORITY`."""
+    then the longest span, then the kind earlier in :data:`KIND_PRIORITY`. What a losing
+    detection covers beyond the winners is kept as a detection of its kind (trimmed of spaces
+    and sentence punctuation; dropped when nothing but those is left)."""
 
     def rank(d: Detection) -> tuple[float, int, int, int]:
         priority = KIND_PRIORITY.index(d.kind) if d.kind in KIND_PRIORITY else len(KIND_PRIORITY)
@@ -79,8 +99,23 @@ def resolve_overlaps(detections: Iterable[Detection]) -> list[Detection]:
 
     kept: list[Detection] = []
     for d in sorted(detections, key=rank):
-        if all(d.end <= k.start or d.start >= k.end for k in kept):
+        overlapping = sorted((k for k in kept if k.start < d.end and d.start < k.end), key=lambda k: k.start)
+        if not overlapping:
             kept.append(d)
+            continue
+        gaps, at = [], d.start
+        for k in overlapping:
+            if k.start > at:
+                gaps.append((at, k.start))
+            at = max(at, k.end)
+        if at < d.end:
+            gaps.append((at, d.end))
+        for start, end in gaps:
+            piece = d.text[start - d.start : end - d.start]
+            left = len(piece) - len(piece.lstrip(_TRIM))
+            right = len(piece.rstrip(_TRIM))
+            if right > left:
+                kept.append(Detection(d.kind, start + left, start + right, d.score, piece[left:right]))
     return sorted(kept, key=lambda d: d.start)
 
 
@@ -151,8 +186,9 @@ class Detector:
                         OfflineEmailRecognizer(lang),
                         PersonNameRecognizer(lang),
                         AddressRecognizer(lang),
-                        IbanRecognizer(supported_language=lang),
-                        CreditCardRecognizer(supported_language=lang),
+                        IbanCodeRecognizer(lang),
+                        CardNumberRecognizer(lang),
+                        GluedNumberRecognizer(lang),
                         IpRecognizer(supported_language=lang),
                     ):
                         registry.add_recognizer(recognizer)
@@ -166,18 +202,72 @@ class Detector:
         self.detect("warm-up")
 
     def detect(self, text: str) -> list[Detection]:
-        """Non-overlapping PII detections in ``text``, in text order (see :func:`resolve_overlaps`).
+        """Non-overlapping PII detections in ``text``, in text order (see :func:`resolve_overlaps`),
+        from the text as written and from its segmented view (glued values).
 
         Raises whatever Presidio raises; callers that send data out treat any exception as a
         detection failure and fail closed.
         """
         if not text.strip():
             return []
+        found = self._analyze(text)
+        view = segmented_view(text)
+        if view is not None:  # only the chunks with a boundary in them differ from the text
+            for d in self._analyze(view.text, only=lambda start, end: -1 in view.origin[start:end]):
+                span = view.span(d.start, d.end)
+                if span is not None:
+                    start, end = span
+                    found.append(Detection(d.kind, start, end, d.score, text[start:end]))
+        return resolve_overlaps(found)
+
+    def _analyze(self, text: str, only: Callable[[int, int], bool] | None = None) -> list[Detection]:
+        """Presidio's detections in each language, chunk by chunk (:func:`_chunks`); with
+        ``only``, just the chunks (start, end) it accepts."""
         engine = self._analyzer()
         found: list[Detection] = []
-        for lang in self.languages:
-            results: list[RecognizerResult] = engine.analyze(
-                text=text, language=lang, entities=list(self.entities), score_threshold=self.score_threshold
-            )
-            found += [Detection(r.entity_type, r.start, r.end, float(r.score), text[r.start : r.end]) for r in results]
-        return resolve_overlaps(found)
+        for offset, chunk in _chunks(text):
+            if only is not None and not only(offset, offset + len(chunk)):
+                continue
+            for lang in self.languages:
+                results: list[RecognizerResult] = engine.analyze(
+                    text=chunk, language=lang, entities=list(self.entities), score_threshold=self.score_threshold
+                )
+                found += [
+                    Detection(r.entity_type, offset + r.start, offset + r.end, float(r.score), chunk[r.start : r.end])
+                    for r in results
+                ]
+        return found
+
+
+CHUNK_CHARS = 2000
+CHUNK_OVERLAP = 400
+"""Long texts are analysed in chunks of about ``CHUNK_CHARS`` characters that overlap by
+``CHUNK_OVERLAP`` (more than any value is long, so each value lies whole in some chunk):
+Presidio's context enhancement walks every token of the text for every result, which is
+quadratic on one long text and linear over chunks."""
+
+
+def _chunks(text: str) -> list[tuple[int, str]]:
+    """(offset, chunk) pieces of ``text`` as described at :data:`CHUNK_CHARS`; each cut is at a
+    line break or a space when there is one near it."""
+    if len(text) <= CHUNK_CHARS:
+        return [(0, text)]
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    while True:
+        end = min(len(text), start + CHUNK_CHARS)
+        if end < len(text):
+            end = _cut(text, end - CHUNK_OVERLAP // 2, end)
+        pieces.append((start, text[start:end]))
+        if end >= len(text):
+            return pieces
+        start = _cut(text, end - CHUNK_OVERLAP, end - CHUNK_OVERLAP // 2)
+
+
+def _cut(text: str, low: int, high: int) -> int:
+    """The offset just after the last line break (else space) in ``text[low:high]``, else ``high``."""
+    for sep in ("\n", " "):
+        at = text.rfind(sep, low, high)
+        if at >= 0:
+            return at + 1
+    return high

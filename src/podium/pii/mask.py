@@ -1,11 +1,12 @@
 """Pseudonymization: detected PII → the request's placeholders, with Presidio's AnonymizerEngine.
 
 Before detection, every value the vault already holds is found again in the text — in any case
-or spacing, digits with or without separators, numeric values with their digits reversed (a
-reversed CPR is still a CPR anyone can reverse back), and a known person's first name or surname
-on its own — so a value seen once in a request stays masked in every later step even where the
-analyzer alone would miss it. Variants that are not the same value (reversed digits, a name part)
-get placeholders of their own, so restoration gives back exactly what was written.
+or spacing, digits with or without separators (and glued to letters), numeric values with their
+digits reversed (a reversed CPR is still a CPR anyone can reverse back), and a known person's
+first name or surname on its own — so a value seen once in a request stays masked in every later
+step even where the analyzer alone would miss it. Every surface form gets a placeholder of its
+own (``070491-2846`` and ``0704912846`` are ``<DK_CPR_1>`` and ``<DK_CPR_2>``), so restoration
+gives back exactly what was written.
 """
 
 from __future__ import annotations
@@ -24,23 +25,35 @@ from podium.pii.vault import NUMERIC_KINDS, Vault
 __all__ = ["Pseudonymizer"]
 
 
+_SEPARATOR = r"[\s./\-\u2010-\u2015\u2212]?"
+_NOT_LETTER_BEFORE, _NOT_LETTER_AFTER = r"(?<![^\W\d_])", r"(?![^\W\d_])"
+
+
 def _known_patterns(vault: Vault) -> list[tuple[str, re.Pattern[str]]]:
-    """(kind, pattern) for every value the vault holds, its variants included."""
+    """(kind, pattern) for every value the vault holds, its variants included.
+
+    Numbers match with any one separator between their characters and only digits as edges (a
+    CPR glued to a name is still that CPR); names and addresses match in any case and spacing
+    with letters as edges; other kinds need a word boundary."""
     patterns: list[tuple[str, re.Pattern[str]]] = []
     for entry in vault:
         if entry.kind in NUMERIC_KINDS:
             chars = re.sub(r"[\W_]", "", entry.value)
             forms = [chars, chars[::-1]] if len(chars) >= 6 and chars[::-1] != chars else [chars]
             for form in forms:
-                body = r"[\s.-]?".join(re.escape(c) for c in form)
-                patterns.append((entry.kind, re.compile(rf"(?<![\w+])\+?{body}(?![\w])", re.IGNORECASE)))
+                body = _SEPARATOR.join(re.escape(c) for c in form)
+                patterns.append((entry.kind, re.compile(rf"(?<![\d+])\+?{body}(?!\d)", re.IGNORECASE)))
+            continue
+        body = r"\s+".join(re.escape(w) for w in entry.value.split())
+        if entry.kind in ("PERSON", "ADDRESS"):
+            patterns.append((entry.kind, re.compile(rf"{_NOT_LETTER_BEFORE}{body}{_NOT_LETTER_AFTER}", re.IGNORECASE)))
         else:
-            body = r"\s+".join(re.escape(w) for w in entry.value.split())
             patterns.append((entry.kind, re.compile(rf"(?<![\w]){body}(?![\w])", re.IGNORECASE)))
         if entry.kind == "PERSON" and len(entry.value.split()) > 1:
             for part in entry.value.split():  # "Mette" alone, capitalised as in the full name
                 if len(part) >= 3 and part[0].isupper() and part.isalpha():
-                    patterns.append(("PERSON", re.compile(rf"(?<![\w]){re.escape(part)}(?![\w])")))
+                    pattern = re.compile(rf"{_NOT_LETTER_BEFORE}{re.escape(part)}{_NOT_LETTER_AFTER}")
+                    patterns.append(("PERSON", pattern))
     return patterns
 
 

@@ -1,23 +1,39 @@
 """The per-request vault: typed, numbered placeholders and their originals, and restoration.
 
 A value gets one placeholder for the whole request (``<PERSON_1>``, ``<DK_CPR_1>``, ...), so every
-step of a workflow — and a nested request — refers to the same person by the same name. The vault
-lives in memory for one request only; it is never written to a trace (see
+step of a workflow — and a nested request — refers to the same person by the same name. The key
+is the value *as written*: ``070491-2846`` and ``0704912846``, or ``Mette Kjærgaard`` and
+``METTE KJÆRGAARD``, get two placeholders, so each comes back exactly as it was written. The
+vault lives in memory for one request only; it is never written to a trace (see
 :mod:`podium.pii.session`).
 
-Restoration is tolerant of what language models do to placeholders — case, spaces, hyphens,
-HTML escaping, square or curly brackets (``<person 1>``, ``&lt;PERSON_1&gt;``, ``[PERSON_1]``)
-and bare ``PERSON_1`` — and strict about the rest: a bracketed placeholder of a known kind whose
-number the vault does not hold raises :class:`UnknownPlaceholder`, so a reply that refers to
-data podium cannot put back fails closed instead of reaching the user half-restored.
+Restoration finds placeholders in a *skeleton* of the reply — format characters (zero-width
+spaces and joiners, U+2060, U+FEFF, bidi marks, soft hyphens) dropped, NFKC applied (fullwidth
+``＜ＰＥＲＳＯＮ＿１＞``), Cyrillic and Greek look-alike letters read as Latin — and replaces
+the matching stretch of the reply itself. It accepts:
+
+- a bracketed placeholder: any of ``< ‹ « 〈 ⟨ 《 ❮ [ {`` (one or two, HTML-escaped or
+  backslash-escaped too) before it and any closing bracket or none after it, in any case, with
+  spaces, underscores, hyphens, dashes or nothing between kind words and number
+  (``‹person\u200b_1>``, ``&lt;DK-CPR-1&gt;``, ``[[PERSON 1]]``, ``<PERSON_1``);
+- a bare one: ``PERSON_1`` as issued (also glued to a word), or ``person_1``, ``PERSON 1``,
+  ``Person-1`` after a non-letter.
+
+What it cannot map fails closed with :class:`UnknownPlaceholder` — a bracketed or ``KIND_n``
+placeholder of a known kind whose number this request never issued, and a bare one with an
+underscore or in capitals — so a reply that refers to data podium cannot put back never
+reaches the user half-restored. A bare prose form that was not issued (``Person 2`` in a puzzle)
+is left as it is. Placeholder look-alikes that were already in the outbound text are reserved
+(:meth:`Vault.reserve_literals`) and come back as the reply wrote them.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 __all__ = ["ENTITY_TYPES", "NUMERIC_KINDS", "Entry", "StreamRestorer", "UnknownPlaceholder", "Vault"]
@@ -35,16 +51,57 @@ ENTITY_TYPES: tuple[str, ...] = (
 """Entity types podium detects (Presidio's names where Presidio has one)."""
 
 NUMERIC_KINDS = frozenset({"DK_CPR", "PHONE_NUMBER", "IBAN_CODE", "CREDIT_CARD"})
-"""Kinds whose value is its letters and digits: ``0704912846`` is the same CPR as ``070491-2846``."""
+"""Kinds whose value is its letters and digits: once ``070491-2846`` is in the vault, masking
+finds ``0704912846`` again as the same CPR (and gives that form a placeholder of its own)."""
 
-_KIND_WORDS = "|".join(sorted((k.replace("_", r"[\s_-]*") for k in ENTITY_TYPES), key=len, reverse=True))
-_BRACKETED_PATTERN = (
-    rf"(?:<|&lt;|\[\[?|\{{\{{?)\s*(?P<kind>{_KIND_WORDS})[\s_-]*(?P<num>\d{{1,5}})\s*(?:>|&gt;|\]\]?|\}}\}}?)"
+_SEP = r"[\s_\-\u2010-\u2015\u2212]"
+_KIND_WORDS = "|".join(sorted((k.replace("_", f"{_SEP}*") for k in ENTITY_TYPES), key=len, reverse=True))
+_OPENERS = "<‹«〈⟨《❮❬❰⟪ᐸ˂⧼"
+_CLOSERS = ">›»〉⟩》❯❭❱⟫ᐳ˃⧽"
+_OPEN = rf"(?:\\?(?:[{_OPENERS}\[{{]|&lt;?|&#0*60;?|&#x0*3c;?)){{1,2}}"
+_CLOSE = rf"(?:\\?(?:[{_CLOSERS}\]}}]|&gt;?|&#0*62;?|&#x0*3e;?)){{1,2}}"
+_PLACEHOLDER = re.compile(
+    rf"(?i:(?P<open>{_OPEN})\s*(?P<kind>{_KIND_WORDS}){_SEP}*(?P<num>\d{{1,6}})\s*(?:{_CLOSE})?)"
+    rf"|(?<!_)(?P<canon>{'|'.join(ENTITY_TYPES)})_(?P<cnum>\d{{1,6}})(?!\d)"
+    rf"|(?i:(?<![^\W\d])(?P<bare>{_KIND_WORDS})(?P<bsep>{_SEP}+)(?P<bnum>\d{{1,6}})(?!\d))"
 )
-_BARE_PATTERN = rf"\b(?P<bare>{'|'.join(ENTITY_TYPES)})_(?P<bnum>\d{{1,5}})\b"
-_PLACEHOLDER = re.compile(rf"(?i:{_BRACKETED_PATTERN})|{_BARE_PATTERN}")
-"""A placeholder as a model may write it: bracketed in any case and spacing, or bare KIND_n."""
-_PLACEHOLDER_START = re.compile(r"(?:<|&(?:l(?:t;?)?)?|\[\[?|\{\{?)[\w\s-]{0,24}$")
+"""A placeholder as a model may write it (matched on the skeleton, see the module docstring):
+bracketed (``open``/``kind``/``num``), as issued without brackets (``canon``/``cnum``), or a
+bare prose form (``bare``/``bsep``/``bnum``)."""
+
+_CONFUSABLES = str.maketrans(
+    "АВЕКМНОРСТХУІЅЈԁаеорсухіѕјΑΒΕΖΗΙΚΜΝΟΡΤΥΧον",
+    "ABEKMHOPCTXYISJdaeopcyxisjABEZHIKMNOPTYXov",
+)
+"""Cyrillic and Greek letters that look like the Latin letters of the kind names."""
+_KIND_LETTERS = tuple(k.replace("_", "") for k in ENTITY_TYPES)  # PERSON, DKCPR, ...
+_PARTIAL_OPENER = re.compile(
+    rf"(?:\\?(?:[{_OPENERS}\[{{]|&lt;?|&#0*60;?|&#x0*3c;?)){{0,2}}\\?(?:&(?:l|#0*6?|#x0*3?)?)?"
+)
+
+
+_PARTIAL_CLOSE = re.compile(rf"\\?(?:[{_CLOSERS}\]}}]|&(?:gt?)?|&#0*6?2?|&#x0*3?e?)?")
+"""What may still grow into (more of) a closing bracket."""
+
+
+def _skeleton(text: str) -> tuple[str, list[int] | None]:
+    """``text`` as matched for placeholders, and per skeleton character its offset in ``text``
+    (None: the identity, for ASCII text)."""
+    if text.isascii():
+        return text, None
+    chars: list[str] = []
+    origin: list[int] = []
+    for i, c in enumerate(text):
+        if c.isascii():
+            chars.append(c)
+            origin.append(i)
+            continue
+        if unicodedata.category(c) == "Cf":  # zero-width space/joiners, U+2060, U+FEFF, bidi marks, soft hyphen
+            continue
+        for x in unicodedata.normalize("NFKC", c).translate(_CONFUSABLES):
+            chars.append(x)
+            origin.append(i)
+    return "".join(chars), origin
 
 
 class UnknownPlaceholder(Exception):
@@ -61,27 +118,23 @@ class UnknownPlaceholder(Exception):
 
 @dataclass(frozen=True)
 class Entry:
-    """One vault entry: ``token`` (e.g. ``<PERSON_1>``) stands for ``value`` of ``kind``."""
+    """One vault entry: ``token`` (e.g. ``<PERSON_1>``) stands for ``value`` of ``kind``; a
+    ``literal`` entry is a look-alike from the outbound text, reserved, never issued."""
 
     kind: str
     value: str
     token: str
-
-
-def _key(kind: str, value: str) -> str:
-    """What makes two surface forms the same value of ``kind``."""
-    if kind in NUMERIC_KINDS:
-        return re.sub(r"[\W_]", "", value).upper()
-    return " ".join(value.casefold().split())
+    literal: bool = False
 
 
 class Vault:
     """Placeholders issued in one request, both ways.
 
     ``placeholder(kind, value)`` returns the value's token, issuing ``<KIND_n>`` with the next
-    free ``n`` the first time; ``restore(text)`` puts originals back. A placeholder look-alike
-    that was already in the outbound text (the user typed ``<PERSON_1>``) is reserved with
-    :meth:`reserve_literal` so it is never issued and restores to itself.
+    free ``n`` the first time the value is seen *written this way*; ``restore(text)`` puts
+    originals back. A placeholder look-alike that was already in the outbound text (the user
+    typed ``<PERSON_1>``) is reserved with :meth:`reserve_literals` so it is never issued and
+    restores to itself.
     """
 
     def __init__(self) -> None:
@@ -99,8 +152,8 @@ class Vault:
             return iter(list(self._by_key.values()))
 
     def placeholder(self, kind: str, value: str) -> str:
-        """The token for ``value`` (same value, same token for the whole request)."""
-        key = (kind, _key(kind, value))
+        """The token for ``value`` (the same text, the same token for the whole request)."""
+        key = (kind, value)
         with self._lock:
             return self._issue(key, kind, value)
 
@@ -117,35 +170,38 @@ class Vault:
         return entry.token
 
     def lookup(self, kind: str, value: str) -> Entry | None:
-        """The entry for ``value`` of ``kind`` if one was issued."""
-        return self._by_key.get((kind, _key(kind, value)))
+        """The entry for ``value`` (exactly as written) of ``kind`` if one was issued."""
+        return self._by_key.get((kind, value))
 
     def reserve_literals(self, text: str) -> None:
         """Reserve every placeholder look-alike in ``text`` that this vault did not issue, so it
         is never issued and restores to itself."""
-        for m in _PLACEHOLDER.finditer(text):
+        skeleton, _ = _skeleton(text)
+        for m in _PLACEHOLDER.finditer(skeleton):
             kind, n = _parts(m)
             with self._lock:
                 if (kind, n) not in self._by_token:
-                    self._by_token[(kind, n)] = Entry(kind, m.group(0), m.group(0))
+                    self._by_token[(kind, n)] = Entry(kind, m.group(0), m.group(0), literal=True)
 
     def restore(self, text: str) -> str:
-        """``text`` with every placeholder replaced by its original.
+        """``text`` with every placeholder replaced by its original (see the module docstring
+        for the forms accepted).
 
-        Raises UnknownPlaceholder for a bracketed placeholder of a known kind that this vault
-        never issued; an unknown *bare* ``KIND_n`` is left as it is (it may be a code
-        identifier).
+        Raises UnknownPlaceholder for a placeholder of a known kind that this vault never
+        issued — bracketed, written ``KIND_n``, or bare with an underscore or in capitals; an
+        unknown bare prose form (``Person 2``) is left as it is.
         """
 
-        def one(m: re.Match[str]) -> str:
+        def one(m: re.Match[str], written: str) -> str:
             entry = self._by_token.get(_parts(m))
             if entry is not None:
-                return entry.value
-            if m.group("kind") is not None:
-                raise UnknownPlaceholder(m.group(0))
-            return m.group(0)
+                return written if entry.literal else entry.value
+            bare = m.group("bare")
+            if bare is None or "_" in m.group("bsep") or bare.isupper():
+                raise UnknownPlaceholder(written)
+            return written
 
-        return _PLACEHOLDER.sub(one, text)
+        return _substitute(text, one)
 
     def kinds(self, text: str) -> Counter[str]:
         """Count of this vault's placeholders per kind in ``text`` (as issued, exact form)."""
@@ -157,11 +213,58 @@ class Vault:
         return counts
 
 
+_KIND_BY_LETTERS = {k.replace("_", ""): k for k in ENTITY_TYPES}
+
+
 def _parts(m: re.Match[str]) -> tuple[str, int]:
-    """(kind, number) of a placeholder match, the kind normalised (``person 1`` → PERSON, 1)."""
-    if m.group("kind") is not None:
-        return re.sub(r"[\s_-]+", "_", m.group("kind").strip()).upper(), int(m.group("num"))
-    return m.group("bare"), int(m.group("bnum"))
+    """(kind, number) of a placeholder match, the kind normalised (``person 1`` → PERSON, 1;
+    ``dk-cpr 2`` and ``DKCPR2`` → DK_CPR, 2)."""
+    for kind, num in (("kind", "num"), ("canon", "cnum"), ("bare", "bnum")):
+        if m.group(kind) is not None:
+            return _KIND_BY_LETTERS[re.sub(f"{_SEP}+", "", m.group(kind)).upper()], int(m.group(num))
+    raise ValueError(m.group(0))  # pragma: no cover - every alternative has a kind
+
+
+def _substitute(text: str, one: Callable[[re.Match[str], str], str]) -> str:
+    """``text`` with each placeholder match on its skeleton replaced by ``one(match, the
+    stretch of text it covers)``."""
+    skeleton, origin = _skeleton(text)
+    out: list[str] = []
+    at = 0
+    for m in _PLACEHOLDER.finditer(skeleton):
+        start, end = (m.start(), m.end()) if origin is None else (origin[m.start()], origin[m.end() - 1] + 1)
+        out.append(text[at:start])
+        out.append(one(m, text[start:end]))
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _may_grow(tail: str) -> bool:
+    """Whether ``tail`` (the end of the text streamed so far) may still become a placeholder."""
+    skeleton, _ = _skeleton(tail)
+    if not skeleton:
+        return False
+    opener = _PARTIAL_OPENER.match(skeleton)
+    rest = skeleton[opener.end() if opener else 0 :]
+    if opener is not None and opener.end() > 0:
+        rest = rest.lstrip()
+        if not rest:
+            return True
+    elif not rest[:1].isalpha():
+        return False
+    if not re.fullmatch(rf"[^\W_]*(?:{_SEP}+[^\W_]*)*{_SEP}*", rest):
+        return False  # punctuation or a closing bracket: decided
+    letters = re.sub(rf"{_SEP}+", "", rest).upper()
+    word = letters.rstrip("0123456789")
+    digits = letters[len(word) :]
+    if digits:
+        return word in _KIND_LETTERS
+    return any(k.startswith(word) for k in _KIND_LETTERS)
+
+
+_HOLD_MAX = 64
+"""At most this many characters are held back while a placeholder may still be growing."""
 
 
 class StreamRestorer:
@@ -180,12 +283,17 @@ class StreamRestorer:
     def feed(self, chunk: str) -> str:
         text = self._held + chunk
         cut = len(text)
-        m = _PLACEHOLDER_START.search(text)
-        if m is not None:
-            cut = m.start()
-        tail = re.search(r"\w+$", text[:cut])  # a bare KIND_n may still be growing
-        if tail is not None:
-            cut = tail.start()
+        for i in range(max(0, len(text) - _HOLD_MAX), len(text)):
+            if _may_grow(text[i:]):
+                cut = i
+                break
+        # a placeholder followed by nothing but the start of a closing bracket may still grow
+        # (``[[PERSON_1]`` before its second ``]``, ``&lt;PERSON_1&g`` before ``t;``)
+        skeleton, origin = _skeleton(text[:cut])
+        matches = list(_PLACEHOLDER.finditer(skeleton))
+        last = matches[-1] if matches else None
+        if last is not None and _PARTIAL_CLOSE.fullmatch(skeleton[last.end() :] + _skeleton(text[cut:])[0]):
+            cut = last.start() if origin is None else origin[last.start()]
         self._held = text[cut:]
         return self.vault.restore(text[:cut])
 

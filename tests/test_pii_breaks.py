@@ -1,0 +1,102 @@
+"""The outside tester's findings, one test each, on the paths the tester used.
+
+Each failed on the code before the fix (commit 6705fd7's ``src/podium/pii``) and passes after it:
+1. a US 7-digit local number (``NNN-NNNN``) reached the worker unmasked;
+2. glued or run-together values leaked (both of ``a@x.dkb@y.dk``, ``…@example.orglars.moller@…``,
+   ``METTE KJÆRGAARD``, ``07.04.91-2846``, a lower-case IBAN, an IBAN glued to a name, a card
+   number glued to a CPR);
+3. placeholders altered by the worker (``person_1``, ``PERSON 1``, ``‹PERSON\\u200b_1>``) were
+   shown unrestored (3a), and a value written two ways came back in its first form (3b).
+
+Only public behaviour is used (the HTTP wire, the orchestrator with fake external workers), so
+the same tests ran against the old code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+from podium.trace.store import TraceStore
+from tests.test_pii import fakes, leaks, pool_file, question_of, run
+from tests.test_pii_http import _run_case
+
+ONE_STEP = 'model_id = [0]\nsubtasks = ["Answer."]\naccess_list = [[]]'
+
+
+def _wire(tmp_path: Path, question: str) -> tuple[str, str]:
+    """The message body the provider received over HTTP (JSON-decoded) and the answer."""
+    bodies, answer = asyncio.run(_run_case(tmp_path, question))
+    assert len(bodies) == 1
+    return json.loads(bodies[0])["messages"][-1]["content"], answer
+
+
+def test_break_1_a_us_seven_digit_local_number_never_reaches_the_worker(tmp_path: Path) -> None:
+    question = "Call me back at 555-0187 tonight, or at 555.0143 tomorrow."
+    wire, answer = _wire(tmp_path, question)
+    for number in ("555-0187", "555.0143"):
+        assert not leaks(wire, number, "PHONE_NUMBER"), wire
+        assert re.sub(r"\D", "", number) not in re.sub(r"\D", "", wire)
+    assert answer == question
+
+
+GLUED = (
+    "Send it to a@x.dkb@y.dk and anna.berg@example.orglars.moller@example.net. "
+    "Kunde: METTE KJÆRGAARD, CPR 07.04.91-2846, konto dk50 0040 0440 1162 43 "
+    "eller DE89370400440532013000Greta Vogel. Kort 41111111111111111502856317."
+)
+GLUED_VALUES = (
+    ("EMAIL_ADDRESS", "a@x.dk"),
+    ("EMAIL_ADDRESS", "b@y.dk"),
+    ("EMAIL_ADDRESS", "anna.berg@example.org"),
+    ("EMAIL_ADDRESS", "lars.moller@example.net"),
+    ("PERSON", "METTE KJÆRGAARD"),
+    ("DK_CPR", "07.04.91-2846"),
+    ("IBAN_CODE", "dk50 0040 0440 1162 43"),
+    ("IBAN_CODE", "DE89370400440532013000"),
+    ("PERSON", "Greta Vogel"),
+    ("CREDIT_CARD", "4111111111111111"),
+    ("DK_CPR", "1502856317"),
+)
+
+
+def test_break_2_glued_and_run_together_values_never_reach_the_worker(tmp_path: Path) -> None:
+    wire, answer = _wire(tmp_path, GLUED)
+    leaked = []
+    for kind, value in GLUED_VALUES:
+        assert value in GLUED
+        if leaks(wire, value, kind):
+            leaked.append(value)
+        if kind == "PERSON":  # every name token on its own counts
+            leaked += [t for t in value.split() if re.search(rf"(?<!\w){t}(?!\w)", wire, re.IGNORECASE)]
+        if kind == "EMAIL_ADDRESS" and value.split("@")[0] + "@" in wire:  # b@y.dk: its local part left
+            leaked.append(value)
+    assert leaked == [], wire
+    assert answer == GLUED  # restored exactly
+
+
+def test_break_3a_altered_placeholders_are_restored_or_fail_closed(tmp_path: Path) -> None:
+    question = "Ring til Søren Østergaard."
+    # the worker writes the placeholder back the ways the tester saw
+    altered = "Hej person_1, PERSON 1 og ‹PERSON\u200b_1>."
+    workers = fakes(a=altered, local="fallback answer")
+    record = run(pool_file(tmp_path), workers, question, ONE_STEP, TraceStore(tmp_path / "t.sqlite3"))
+    assert record.status == "ok", record.error
+    assert record.answer == "Hej Søren Østergaard, Søren Østergaard og Søren Østergaard."
+    # a look-alike of a placeholder this request never issued: not shown, the fallback answers
+    workers = fakes(a="Spørg ‹PERSON\u200b_7> i stedet.", local="fallback answer")
+    record = run(pool_file(tmp_path), workers, question, ONE_STEP, TraceStore(tmp_path / "t2.sqlite3"))
+    assert record.status == "fallback" and record.answer == "fallback answer"
+    assert record.fallback is not None and record.fallback.reason == "pii_protection"
+
+
+def test_break_3b_a_value_written_two_ways_comes_back_as_written(tmp_path: Path) -> None:
+    question = "Mit CPR er 0704912846 (på papir: 070491-2846)."
+    workers = fakes(a=question_of)
+    record = run(pool_file(tmp_path), workers, question, ONE_STEP, TraceStore(tmp_path / "t.sqlite3"))
+    assert record.status == "ok", record.error
+    sent = workers[0].calls[0][-1]["content"]
+    assert "0704912846" not in sent and "070491-2846" not in sent
+    assert record.answer == question
