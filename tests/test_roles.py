@@ -172,3 +172,14 @@ def test_request_key_is_the_documented_format() -> None:
 
 
 _PINNED = "afc82a428d8181a16fd4486850151e13187161d9aac7ce77cf3b03704dc75950"
+
+
+def test_role_names_expand_to_their_instructions() -> None:
+    """A roles-only conductor writes names; the workers receive the full instructions."""
+    from podium.roles import expand
+    from podium.workflow import Workflow
+
+    written = Workflow((Step(0, "program", ()), Step(3, " Run ", (0,)), Step(1, "state", (0, 1)), Step(0, "free", ())))
+    steps = expand(written).steps
+    assert [role_of(s.subtask).name if role_of(s.subtask) else None for s in steps] == ["program", "run", "state", None]
+    assert steps[3].subtask == "free" and steps[1].access == (0,)

@@ -40,13 +40,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from podium.workers.base import WorkerSettings
-from podium.workflow import Step
+from podium.workflow import Step, Workflow
 
 __all__ = [
     "ROLES",
     "SAMPLE_TEMPERATURE",
     "Role",
     "RoleName",
+    "expand",
     "role_of",
     "step_settings",
     "subtask",
@@ -150,6 +151,17 @@ def subtask(name: RoleName) -> str:
 def role_of(text: str) -> Role | None:
     """The role whose template ``text`` is (whitespace-insensitive), or None for free text."""
     return _BY_TEXT.get(" ".join(text.split()))
+
+
+def expand(workflow: Workflow) -> Workflow:
+    """``workflow`` with every subtask that is a role's *name* (``"sample"``, any case) replaced
+    by that role's template. A roles-only conductor writes names — a few tokens instead of a
+    sentence per step — and the workers receive the full instructions."""
+    steps = []
+    for step in workflow.steps:
+        role = ROLES.get(step.subtask.strip().lower())  # type: ignore[call-overload]
+        steps.append(dataclasses.replace(step, subtask=role.subtask) if role is not None else step)
+    return Workflow(tuple(steps))
 
 
 def step_settings(steps: Sequence[Step], index: int, base: WorkerSettings) -> WorkerSettings | None:

@@ -28,7 +28,7 @@ from podium.conductor.prompt import (
 from podium.errors import PlanParseError
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
-from podium.roles import ROLES
+from podium.roles import ROLES, expand
 from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
 from podium.workers.resilience import budget_guarded, grammar_capable
 
@@ -57,9 +57,10 @@ class LMConductorSettings:
             are independent across questions yet reproducible per question. Without it every
             question's first attempt draws the same random numbers, and a policy that is close to
             uniform over workers makes the same choice on every question.
-        roles: write only role instructions (:mod:`podium.roles`) as subtasks: the prompt lists
-            them and, under the grammar, no other subtask can be written — every step is one a
-            workflow bank records, and no text of the question can become an instruction.
+        roles: write only role names (:mod:`podium.roles`) as subtasks, expanded to the roles'
+            instructions before anything runs: the prompt lists them and, under the grammar, no
+            other subtask can be written — every step is one a workflow bank records, and no text
+            of the question can become an instruction.
     """
 
     temperature: float = 0.7
@@ -125,6 +126,8 @@ class LMConductor:
         workflow, failure = await asyncio.to_thread(
             try_parse_workflow, raw, pool_size=len(pool), max_steps=max_steps, allow_empty=recursing
         )
+        if workflow is not None and s.roles:
+            workflow = expand(workflow)
         if workflow is not None and (problem := unsafe_subtask(workflow.subtasks, messages, question)):
             workflow, failure = None, PlanParseError("unsafe_subtask", problem)
         return PlanAttempt(
@@ -168,7 +171,7 @@ class LMConductor:
             calls.append(reasoning)
             prefix += reasoning.text.rstrip() + ("…" if reasoning.finish_reason == "length" else "")
         prefix += "\n"
-        templates = [r.subtask for r in ROLES.values()] if s.roles else None
+        templates = list(ROLES) if s.roles else None  # role names: expanded to their instructions
         chars = max(len(t) for t in templates) if templates else s.subtask_chars
         lists = await completer.continue_text(
             messages,

@@ -151,11 +151,12 @@ def _examples_text(few_shot: Sequence[FewShot], n_workers: int, tool: int | None
 
 
 def roles_text(roles: Sequence[Role]) -> str:
-    """The prompt section that lists the role instructions a roles-only conductor writes."""
-    lines = [f'- {r.name}: {r.brief}\n  "{r.subtask}"' for r in roles]
+    """The prompt section that lists the roles a roles-only conductor writes as subtasks (by
+    name: the workers receive each role's full instruction)."""
+    lines = [f"- {r.name}: {r.brief}" for r in roles]
     return (
-        "\n\nSubtasks: write every subtask as exactly one of these instructions, word for word (the name "
-        "before each is for you, not part of it):\n" + "\n".join(lines)
+        "\n\nSubtasks: write every subtask as one of these role names; each worker then receives that "
+        'role\'s full instruction (for example subtasks = ["program", "run", "state"]):\n' + "\n".join(lines)
     )
 
 

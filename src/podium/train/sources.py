@@ -10,8 +10,8 @@ Two sources, one contract (:class:`ReplaySource`):
   sample seed; :func:`podium.eval.plans.replay_workflow`), so multi-step workflows — programs,
   votes, verification — are scored exactly by what they select, at no worker cost. Workers are
   shown with their descriptions (name, strengths, price, from the pool file), and the conductor
-  writes role instructions only (:mod:`podium.roles`). A parsed workflow with a step the bank
-  never recorded is not scored (reward 0, counted as *unreplayable*).
+  writes role names as subtasks (:mod:`podium.roles`; expanded to their instructions). A parsed
+  workflow with a step the bank never recorded is not scored (reward 0, counted as *unreplayable*).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from podium.eval.plans import column_index, local_plans, replay_workflow
 from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import Task, TaskType
 from podium.parse import try_parse_workflow
-from podium.roles import role_of
+from podium.roles import expand, role_of
 
 __all__ = ["BankSource", "MatrixSource", "ReplaySource"]
 
@@ -151,6 +151,7 @@ class BankSource:
         workflow, failure = try_parse_workflow(output, pool_size=len(shown), max_steps=max_steps)
         if workflow is None:
             return 0.0, {"parsed": False, "error": failure.kind if failure else "unparseable"}
+        workflow = expand(workflow)  # role names, as a roles-only conductor writes them
         if not all(role_of(s.subtask) for s in workflow.steps):
             return 0.0, {"parsed": True, "replayable": False, "error": "a subtask that is no role's instruction"}
         replayed = replay_workflow(
@@ -181,8 +182,8 @@ class BankSource:
             return None
         plan, wf = rng.choice(fitting)
         access = [("[" + ", ".join(str(i) for i in a) + "]") if a != "all" else '"all"' for a in wf.access_list]
-        reasoning = "Compose the steps: " + ", ".join(r.name for s in wf.steps if (r := role_of(s.subtask)))
-        return workflow_text(reasoning + ".", wf.model_id, wf.subtasks, access)
+        names = [r.name for s in wf.steps if (r := role_of(s.subtask))]
+        return workflow_text(f"Compose the steps: {', '.join(names)}.", wf.model_id, names, access)
 
     def require_latency(self, purpose: str) -> None:
         return None  # a bank records every step's latency
