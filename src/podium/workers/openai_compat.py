@@ -23,6 +23,7 @@ a call's full reservation all the same.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import functools
 import time
@@ -189,6 +190,7 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
     except ImportError:
         return None
     vocab = llama_cpp.Llama(model_path=str(resolve_model(model, verify=False)), vocab_only=True, verbose=False)
+    atexit.register(vocab.close)  # freed while llama.cpp is still loaded, not in interpreter teardown
     template = vocab.metadata.get("tokenizer.chat_template")
     if not template:
         return None
