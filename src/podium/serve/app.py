@@ -461,12 +461,16 @@ def _usage(record: RunRecord) -> dict[str, Any]:
     t = record.totals
     prompt = t.input_tokens + t.conductor_input_tokens
     completion = t.output_tokens + t.conductor_output_tokens
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "cost_usd": round(t.total_cost_usd, 10),
     }
+    if t.estimated_calls:  # some upstream sent no usage: its tokens were counted by podium
+        usage["estimated"] = True
+        usage["estimated_calls"] = t.estimated_calls
+    return usage
 
 
 def _podium_info(record: RunRecord) -> dict[str, Any]:

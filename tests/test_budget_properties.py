@@ -1,0 +1,106 @@
+"""Property tests of the budget ledger (hypothesis): whatever mix of calls — answered, over-
+reporting, refused by the network, failing after being sent, cancelled while queued or while
+running, timed out — runs concurrently against a request cap and a shared day budget, every
+reservation is released, the ledgers add up, and caps hold up to the recorded overshoots.
+Fake workers (ScriptedWorker) play the providers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podium.budget import Limits, PeriodBudget, current_budget, mark_pending, mark_sent
+from podium.errors import ServerError, TransportError
+from podium.orchestrator import Fallback, Orchestrator
+from podium.testing import ScriptedConductor, ScriptedWorker
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+
+BEHAVIOURS = ("ok", "overshoot", "refused", "server_error", "queued", "slow")
+
+
+class _Provider(ScriptedWorker):
+    """Each call does what the next behaviour in its script says."""
+
+    def __init__(self, name: str, script: list[str], owed: list[float]) -> None:
+        super().__init__(name, reply="the answer is 4", price=Price(input=20.0, output=60.0))
+        self.settings = WorkerSettings(max_tokens=50)
+        self.script = script
+        self.owed = owed  # what each call should cost the ledger, by its fate (the test's own accounting)
+
+    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+        behaviour = self.script.pop(0) if self.script else "ok"
+        budget = current_budget()
+        assert budget is not None
+        reserved = budget.ledger.reserved_usd  # this request's only call in flight: its reservation
+        mark_pending()
+        await asyncio.sleep(0.001)
+        if behaviour == "refused":
+            raise TransportError("connection refused", worker=self.name)  # nothing sent: owes 0
+        if behaviour == "queued":
+            await asyncio.sleep(30)  # cancelled or timed out while still queued: nothing sent
+        mark_sent()
+        if behaviour in ("server_error", "slow"):
+            self.owed.append(reserved)  # sent, then failed or cut off: may have been billed in full
+        if behaviour == "server_error":
+            raise ServerError("HTTP 503", worker=self.name, status=503)
+        if behaviour == "slow":
+            await asyncio.sleep(30)
+        out = 50 * 4 if behaviour == "overshoot" else 20
+        usage = Usage(100, out)
+        self.owed.append(self.price.cost(usage))
+        return Completion("the answer is 4", usage, self.price.cost(usage), 0.001)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(BEHAVIOURS), min_size=1, max_size=4), min_size=1, max_size=12),
+    st.lists(st.booleans(), min_size=12, max_size=12),
+    st.floats(0.002, 0.05),
+)
+def test_every_reservation_is_released_and_caps_hold_up_to_incidents(
+    scripts: list[list[str]], cancel: list[bool], day_cap: float
+) -> None:
+    day = PeriodBudget(day_cap, scope="pool:test/day")
+    owed: list[float] = []
+    plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [0]]'
+    records = []
+    cap = 0.01
+
+    async def main() -> None:
+        runs = []
+        for script in scripts:
+            worker = _Provider("p", list(script), owed)
+            orch = Orchestrator(
+                [worker], ScriptedConductor([plan]), Fallback(0, "A."),
+                limits=Limits(cost_cap_usd=cap, step_timeout_s=0.05), periods=[day], resamples=0,
+            )  # fmt: skip
+            runs.append(asyncio.create_task(orch.run("q")))
+        await asyncio.sleep(0.02)
+        for task, stop in zip(runs, cancel, strict=False):
+            if stop:
+                task.cancel()
+        for task in runs:
+            with contextlib.suppress(asyncio.CancelledError):
+                records.append(await task)
+
+    asyncio.run(main())
+    assert day.reserved_usd == pytest.approx(0.0, abs=1e-12)  # nothing left held
+    # the ledger holds exactly what the calls owe by their fate: real cost when answered, the
+    # reservation when sent and then cut off, nothing when never sent (queued, refused)
+    assert day.spent_usd == pytest.approx(sum(owed), abs=1e-12)
+    assert day.spent_usd >= -1e-12
+    finished_cost = sum(r.totals.total_cost_usd for r in records)
+    assert finished_cost <= day.spent_usd + 1e-12  # cancelled requests' kept reservations count too
+    excess = sum(max(i.actual_usd - i.reserved_usd, 0.0) for r in records for i in r.totals.incidents)
+    worst_call = (100 * 20.0 + 50 * 60.0) / 1e6  # a call kept at its full reservation (sent, then cut off)
+    # the day budget holds up to the overshoots recorded as incidents (and, for a request cancelled
+    # while a call was in flight, that one call's reservation: it may have been billed)
+    assert day.spent_usd <= day.cap_usd + excess + worst_call * sum(cancel[: len(scripts)]) + 1e-12
+    for r in records:
+        over = sum(max(i.actual_usd - i.reserved_usd, 0.0) for i in r.totals.incidents)
+        assert r.totals.total_cost_usd <= cap + over + 1e-12
