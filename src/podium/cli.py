@@ -185,7 +185,13 @@ def _eval_parser(sub: Any) -> None:
         ),
     )
     src = p.add_argument_group("what to run on")
-    src.add_argument("--tasks", type=Path, help="task set (JSONL): a regression set, GSM8K, HumanEval or MBPP file")
+    src.add_argument(
+        "--tasks",
+        type=Path,
+        action="append",
+        help="task set (JSONL): a regression set, GSM8K, HumanEval or MBPP file; repeat to evaluate several as one",
+    )
+    src.add_argument("--ids", type=Path, help="keep only these task ids (a file, one per line), in that order")
     src.add_argument("--replay", type=Path, metavar="MATRIX.csv", help="outcome matrix (RouterBench columns)")
     src.add_argument("--split", help="keep this split (MBPP: test/validation/train; replay default: test)")
     src.add_argument("--limit", type=int, help="first N tasks")

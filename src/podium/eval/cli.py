@@ -48,7 +48,9 @@ def _spec(args: argparse.Namespace) -> EvalSpec:
         if value < 0:
             raise ConfigError(f"{flag} must be ≥ 0, got {value}")
     spec = EvalSpec(
-        tasks=args.tasks,
+        tasks=args.tasks[0] if args.tasks else None,
+        more_tasks=tuple(args.tasks[1:]) if args.tasks else (),
+        ids=args.ids,
         replay=args.replay,
         split=args.split,
         limit=args.limit,

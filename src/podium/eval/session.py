@@ -64,6 +64,8 @@ class EvalSpec:
 
     Attributes:
         tasks: a task set (live); replay: an outcome matrix (replay). Exactly one is set.
+        more_tasks: further task sets evaluated with ``tasks`` as one set (live).
+        ids: keep only the task ids this file lists (one per line, ``#`` comments), in its order.
         split: keep this split (replay default: ``test``).
         limit, sample, seed: take the first ``limit`` tasks or a seeded ``sample``.
         tags: keep tasks carrying any of these tags (empty: all).
@@ -82,6 +84,8 @@ class EvalSpec:
 
     tasks: Path | None = None
     replay: Path | None = None
+    more_tasks: tuple[Path, ...] = ()
+    ids: Path | None = None
     split: str | None = None
     limit: int | None = None
     sample: int | None = None
@@ -128,6 +132,8 @@ def run_eval(spec: EvalSpec, *, on_start: OnStart | None = None, on_result: OnRe
     if (spec.tasks is None) == (spec.replay is None):
         raise ConfigError("give exactly one of --tasks (a task set, live) or --replay (an outcome matrix)")
     if spec.replay is not None:
+        if spec.ids is not None or spec.more_tasks:
+            raise ConfigError("--ids and a second --tasks apply to task sets (live), not to --replay")
         return _replay(spec, on_start, on_result)
     return _live(spec, on_start, on_result)
 
@@ -170,6 +176,24 @@ def _modes(base: str) -> str:
     live = base != "oracle"
     replay = base not in ("conductor", "plan", "plans")
     return " and ".join(m for m, ok in (("live", live), ("replay", replay)) if ok)
+
+
+def _by_ids(tasks: list[Task], path: Path) -> list[Task]:
+    """The tasks ``path`` lists (one id per line; ``#`` lines are comments), in its order.
+
+    Raises ConfigError for an unreadable file, no id, or an id no task set has."""
+    try:
+        wanted = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read --ids {path}: {exc}") from None
+    wanted = [w for w in wanted if w and not w.startswith("#")]
+    if not wanted:
+        raise ConfigError(f"--ids {path} lists no task id (one per line)")
+    by_id = {t.id: t for t in tasks}
+    missing = [w for w in wanted if w not in by_id]
+    if missing:
+        raise ConfigError(f"--ids {path}: {len(missing)} id(s) are in none of the task sets, e.g. {missing[0]!r}")
+    return [by_id[w] for w in wanted]
 
 
 def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
@@ -229,7 +253,10 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
 
     assert spec.tasks is not None
     config = load_pool(spec.pool)
-    tasks = _filter(load_tasks(spec.tasks, split=spec.split), spec)
+    loaded = [t for path in (spec.tasks, *spec.more_tasks) for t in load_tasks(path, split=spec.split)]
+    if spec.ids is not None:
+        loaded = _by_ids(loaded, spec.ids)
+    tasks = _filter(loaded, spec)
     names = _chosen(spec, LIVE_METHODS, [k for k in KNOWN if k != "oracle"])
     raw = build_pool_workers(config)
     cache = RequestCache(spec.cache) if spec.cache is not None else None
@@ -273,7 +300,7 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     config_json = {**spec.config(), "n": len(tasks), "pool": config.name, "mode": "live"}
     if cache is not None:
         config_json["cache"] = {"path": _shown(cache.path), "hits": cache.hits, "misses": cache.misses}
-    config_json["tasks"] = str(spec.tasks)
+    config_json["tasks"] = " + ".join(str(p) for p in (spec.tasks, *spec.more_tasks))
     return build_report(methods, results, replay=False, config=config_json)
 
 
