@@ -105,3 +105,29 @@ def test_a_merged_pareto_label_stays_clear_of_the_legend() -> None:
     for text, box in labels.items():
         assert not box.overlaps(legend), f"{text!r} runs into the legend"
         assert axes.x0 <= box.x0 and box.x1 <= axes.x1, f"{text!r} leaves the axes"
+
+
+def test_progress_on_a_pipe_is_plain_lines_at_each_tenth() -> None:
+    """Piped into a CI log, rich's bar printed nothing until the end (an eval of 400 requests ran
+    for an hour in silence); a console that is no terminal gets a line when the task starts, at
+    each tenth done and at the end, with done/total and the time left."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from podium._render import PlainProgress, progress_bar
+
+    buffer = StringIO()
+    console = Console(file=buffer, force_terminal=False, width=200)
+    progress = progress_bar("eval", console, remaining=True)
+    assert isinstance(progress, PlainProgress)
+    with progress:
+        task = progress.add_task("starting", total=20)
+        for i in range(20):
+            progress.update(task, advance=1, description=f"solve: {i + 1} done")
+    lines = buffer.getvalue().splitlines()
+    assert lines[0] == "eval: starting (0/20)"
+    # 10 tenths (every 2 requests); the final one repeats at stop only if not yet printed
+    assert [line.split(" ", 2)[1] for line in lines[1:]] == [f"{n}/20" for n in range(2, 21, 2)]
+    assert "left" in lines[1] and "20/20 solve: 20 done" in lines[-1]
+    assert progress_bar("eval", Console(file=StringIO(), force_terminal=True)).__class__.__name__ == "Progress"

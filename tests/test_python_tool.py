@@ -8,6 +8,7 @@ from podium.messages import GrantedStep, worker_messages
 from podium.pool import load_pool
 from podium.workers import build_pool_workers
 from podium.workers.python_tool import PythonToolWorker, extract_code
+from podium.workers.vote_tool import VoteToolWorker
 
 TOOL = PythonToolWorker("py", timeout_s=5, memory_mb=256, output_chars=2000)
 
@@ -67,8 +68,9 @@ def test_environment_and_directory_are_fresh() -> None:
     assert "PODIUM" not in out and "['program.py']" in out
 
 
-def test_local_tools_preset_has_the_tool_as_the_last_worker() -> None:
+def test_local_tools_preset_is_the_local_pool_plus_the_python_and_vote_tools() -> None:
     pool = load_pool("local-tools")
     workers = build_pool_workers(pool)
-    assert isinstance(workers[-1], PythonToolWorker) and workers[-1].is_tool
+    assert isinstance(workers[-2], PythonToolWorker) and workers[-2].is_tool
+    assert isinstance(workers[-1], VoteToolWorker) and workers[-1].is_tool
     assert [w.name for w in pool.workers][:3] == [w.name for w in load_pool().workers]

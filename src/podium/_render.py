@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -48,12 +57,93 @@ def output_console() -> Console:
     return Console(width=max(probe.width, PIPED_WIDTH), soft_wrap=True)
 
 
-def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress:
+def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress | PlainProgress:
     """The progress bar of long commands (eval, train): ``label``, bar, done/total, the task's
-    description, elapsed time and, with ``remaining``, the estimate of time left."""
+    description, elapsed time and, with ``remaining``, the estimate of time left. When
+    ``console`` is not a terminal (output to a file or a CI log) a :class:`PlainProgress`
+    prints plain lines instead, so long runs are never silent."""
+    if not console.is_terminal:
+        return PlainProgress(label, console)
     columns = [TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}")]
     columns += [TimeElapsedColumn(), *([TimeRemainingColumn()] if remaining else [])]
     return Progress(*columns, console=console)
+
+
+class PlainProgress:
+    """Progress as plain lines for a console that is no terminal: a line when a task starts or
+    changes what it is doing, and one at every tenth of its total or every ``every_s`` seconds,
+    with done/total, elapsed time and the estimated time left. The subset of rich's
+    ``Progress`` interface that podium's commands use."""
+
+    def __init__(self, label: str, console: Console, *, every_s: float = 30.0) -> None:
+        self.label = label
+        self.console = console
+        self.every_s = every_s
+        self._tasks: dict[TaskID, dict[str, Any]] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        for task in self._tasks.values():
+            if task["completed"] != task["shown"]:
+                self._line(task, force=True)
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> TaskID:
+        task_id = TaskID(len(self._tasks))
+        now = time.monotonic()
+        self._tasks[task_id] = {"description": description, "total": total, "completed": 0.0, "started": now,
+                                "printed": now, "tenth": 0, "shown": 0.0}  # fmt: skip
+        self.console.print(f"{self.label}: {description}" + (f" (0/{int(total)})" if total else ""), highlight=False)
+        return task_id
+
+    def update(
+        self,
+        task_id: TaskID,
+        *,
+        advance: float | None = None,
+        completed: float | None = None,
+        total: float | None = None,
+        description: str | None = None,
+        **_: Any,
+    ) -> None:
+        task = self._tasks[task_id]
+        if total is not None:
+            task["total"] = total
+        if completed is not None:
+            task["completed"] = completed
+        if advance is not None:
+            task["completed"] += advance
+        changed = description is not None and description != task["description"]
+        if description is not None:
+            task["description"] = description
+        self._line(task, force=changed and not advance)
+
+    def _line(self, task: dict[str, Any], *, force: bool = False) -> None:
+        now = time.monotonic()
+        total, done = task["total"], task["completed"]
+        tenth = int(10 * done / total) if total else 0
+        if not (force or tenth > task["tenth"] or now - task["printed"] >= self.every_s):
+            return
+        task["tenth"], task["printed"], task["shown"] = tenth, now, done
+        elapsed = now - task["started"]
+        left = ""
+        if total and done:
+            left = f", about {_duration(elapsed / done * (total - done))} left"
+        count = f"{int(done)}/{int(total)} " if total else ""
+        line = f"{self.label}: {count}{task['description']} · {_duration(elapsed)} elapsed{left}"
+        self.console.print(line, highlight=False)
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def shorten(text: str, limit: int = 400) -> str:

@@ -138,8 +138,11 @@ def _run_with_progress(spec: EvalSpec, err: Console) -> dict[str, Any]:
         scores.append(result.score)
         progress.update(bar[0], advance=1, description=f"{method}: {sum(scores) / len(scores):.3f} over {len(scores)}")
 
+    def on_stage(line: str) -> None:
+        err.print(Text(line, style="dim"), highlight=False)
+
     try:
-        return run_eval(spec, on_start=on_start, on_result=on_result)
+        return run_eval(spec, on_start=on_start, on_result=on_result, on_stage=on_stage)
     finally:
         if bar:
             progress.stop()

@@ -116,14 +116,23 @@ def _shown(path: Path) -> str:
 
 OnResult = Callable[[str, TaskResult], None]
 OnStart = Callable[[int], None]
+OnStage = Callable[[str], None]
 
 
-def run_eval(spec: EvalSpec, *, on_start: OnStart | None = None, on_result: OnResult | None = None) -> dict[str, Any]:
+def run_eval(
+    spec: EvalSpec,
+    *,
+    on_start: OnStart | None = None,
+    on_result: OnResult | None = None,
+    on_stage: OnStage | None = None,
+) -> dict[str, Any]:
     """Run ``spec``; the report document (:func:`podium.eval.report.build_report`).
 
     Args:
         on_start: called once with the number of requests to run (progress bars).
         on_result: called after each request.
+        on_stage: called with a line saying what long preparation runs now (e.g. embedding the
+            questions for the router), before the requests start.
 
     Raises:
         ConfigError: bad options (both or neither of tasks/replay, unknown method, a method the
@@ -134,8 +143,8 @@ def run_eval(spec: EvalSpec, *, on_start: OnStart | None = None, on_result: OnRe
     if spec.replay is not None:
         if spec.ids is not None or spec.more_tasks:
             raise ConfigError("--ids and a second --tasks apply to task sets (live), not to --replay")
-        return _replay(spec, on_start, on_result)
-    return _live(spec, on_start, on_result)
+        return _replay(spec, on_start, on_result, on_stage)
+    return _live(spec, on_start, on_result, on_stage)
 
 
 def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> list[str]:
@@ -246,7 +255,9 @@ def _plan_methods(name: str) -> list[Method]:
 # ---------------------------------------------------------------------------------------- live
 
 
-def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) -> dict[str, Any]:
+def _live(
+    spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
+) -> dict[str, Any]:
     from podium.runtime import build_orchestrator
     from podium.workers import build_pool_workers
     from podium.workers.cache import CachedWorker, RequestCache
@@ -282,7 +293,7 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
     rest = [n for n in names if n != "router" and n.split(":", 1)[0] != "conductor"]
     methods += _baselines(rest, workers, None, None, spec.embeddings)
     if "router" in names:
-        methods += _live_router_methods(spec, [w.name for w in workers], tasks)
+        methods += _live_router_methods(spec, [w.name for w in workers], tasks, on_stage)
 
     def orchestrator_for(method: Method) -> Orchestrator:
         return build_orchestrator(
@@ -307,7 +318,9 @@ def _live(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) 
 # -------------------------------------------------------------------------------------- replay
 
 
-def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None) -> dict[str, Any]:
+def _replay(
+    spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
+) -> dict[str, Any]:
     import asyncio
 
     assert spec.replay is not None
@@ -326,7 +339,9 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor", "plan", "plans")])
     methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost, spec.embeddings)
     if "router" in names:
-        methods += _fit_router(spec, matrix.models, [t.question for t in calibration], scores, costs, tasks)
+        methods += _fit_router(
+            spec, matrix.models, [t.question for t in calibration], scores, costs, tasks, on_stage=on_stage
+        )
     if "oracle" in names:
 
         def choose(_question: str) -> int:
@@ -367,7 +382,9 @@ def _replay(spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None
     return build_report(methods, results, replay=True, config=config_json, replay_latency=matrix.has_latency)
 
 
-def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence[Task]) -> list[Method]:
+def _live_router_methods(
+    spec: EvalSpec, workers: Sequence[str], tasks: Sequence[Task], on_stage: OnStage | None = None
+) -> list[Method]:
     """Router methods for a live pool, fitted on ``spec.router_data`` (see :class:`EvalSpec`)."""
     from podium.eval.report import load_report
 
@@ -399,16 +416,26 @@ def _live_router_methods(spec: EvalSpec, workers: Sequence[str], tasks: Sequence
     scores = np.array([[row[w][0] for w in workers] for _, row in usable])
     costs = np.array([[row[w][1] for w in workers] for _, row in usable])
     questions = [row["question"] for _, row in usable]
-    return _fit_router(spec, workers, questions, scores, costs, tasks)
+    return _fit_router(spec, workers, questions, scores, costs, tasks, on_stage=on_stage)
 
 
 def _fit_router(
-    spec: EvalSpec, workers: Sequence[str], questions: Sequence[str], scores: Any, costs: Any, tasks: Sequence[Task]
+    spec: EvalSpec,
+    workers: Sequence[str],
+    questions: Sequence[str],
+    scores: Any,
+    costs: Any,
+    tasks: Sequence[Task],
+    *,
+    on_stage: OnStage | None = None,
 ) -> list[Method]:
     """Fit the learned router on (questions, scores, costs) and make one method per λ."""
     from podium.conductor.router import RouterConductor, RouterModel
 
     embedder = shared_embedder(spec.embeddings)
+    if on_stage:
+        n = len(questions) + len(tasks)
+        on_stage(f"router: embedding {n:,} questions with {embedder.name} (cached by text: once per machine)")
     vectors = embedder.embed(questions)
     lengths = [len(q) for q in questions]
     model = RouterModel.fit(workers, vectors, lengths, scores, costs, embedder=embedder.name)
