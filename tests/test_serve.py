@@ -9,6 +9,7 @@ end-to-end test with the real llama.cpp runtime is in test_serve_e2e.py.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -247,6 +248,10 @@ def test_shutdown_lets_an_in_flight_request_finish_with_its_trace(traces: TraceS
     running.stop()  # what SIGTERM does: stop accepting, let in-flight requests finish
     caller.join(timeout=30)
     assert result["answer"] == ANSWER
+    # the shutdown flushed the trace writer: the file holds the finished record, read by SQLite alone
+    assert traces.stats().pending == 0
+    row = sqlite3.connect(traces.path).execute("SELECT status FROM requests WHERE id = ?", (result["id"],))
+    assert row.fetchone() == ("ok",)
     record = traces.get(result["id"])
     assert record is not None and record.status == "ok"
     with pytest.raises(httpx.ConnectError):

@@ -62,6 +62,7 @@ def test_purged_text_is_gone_from_every_file_and_kept_text_stays(tmp_path: Path)
     store = TraceStore(path)
     purged = run_marked(store, subject="customer-1") + run_marked(store, subject="customer-1")
     kept = run_marked(store, subject="customer-2")
+    assert store.flush(timeout=10)  # the bytes below are read from the files, not through the store
     before = file_bytes(path)
     assert all(t in before for t in tails(purged + kept))  # the check below can fail
     result = store.purge(subject="customer-1")
@@ -82,6 +83,7 @@ def test_deleting_rows_alone_would_leave_the_text_in_the_files(tmp_path: Path) -
     path = tmp_path / "t.sqlite3"
     store = TraceStore(path)
     marks = run_marked(store)
+    assert store.flush(timeout=10)  # the raw connection below reads the file, not the store
     db = sqlite3.connect(path)
     db.execute("PRAGMA foreign_keys=ON")
     db.execute("DELETE FROM requests")
@@ -95,6 +97,7 @@ def test_a_purge_also_scrubs_text_that_earlier_plain_deletes_left_behind(tmp_pat
     store = TraceStore(path)
     leftover = run_marked(store, request_id="5" * 32, pad=20_000)[3:]  # the outputs, on pages of their own
     run_marked(store, request_id="6" * 32)
+    assert store.flush(timeout=10)  # the raw connection below works on the file, not through the store
     db = sqlite3.connect(path)
     db.execute("PRAGMA secure_delete=OFF")  # as a connection of a build without it would
     db.execute("PRAGMA foreign_keys=ON")
@@ -142,6 +145,7 @@ def test_a_reader_holding_the_log_is_reported(tmp_path: Path) -> None:
     store = TraceStore(path)
     marks = run_marked(store, request_id="4" * 32)
     run_marked(store)
+    assert store.flush(timeout=10)  # the reader below reads the file, not through the store
     reader = sqlite3.connect(path, isolation_level=None)
     reader.execute("BEGIN")
     reader.execute("SELECT COUNT(*) FROM requests").fetchone()  # an open read transaction

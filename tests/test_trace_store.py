@@ -69,6 +69,7 @@ def test_list_is_newest_first_and_ids_resolve_by_prefix(tmp_path: Path) -> None:
 def test_a_request_cut_off_midway_is_reported_unfinished(tmp_path: Path) -> None:
     store = TraceStore(tmp_path / "t.sqlite3")
     store.begin("abc123", "Q?", started_at="2026-11-30T00:00:00.000Z", pool="p", conductor="c", mode="run")
+    assert store.flush(timeout=10)  # the running row is committed with the writer's next batch
     record = TraceStore(tmp_path / "t.sqlite3").get("abc123")  # a second process opening the file
     assert record is not None and record.status == "error" and record.error == "unfinished"
 

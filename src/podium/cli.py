@@ -326,6 +326,10 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
         with status:
             record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
     finally:
+        if traces is not None:  # store the queued trace writes before exit; losses are reported
+            traces.close()
+            if lost := traces.stats().lost:
+                err.print(Text(f"{lost} trace write(s) could not be stored (logged above)", style="yellow"))
         if telemetry is not None:  # flush the spans; losses are reported, never silent
             sent = telemetry.shutdown(report=False)
             if sent.spans_lost:

@@ -145,6 +145,13 @@ class Orchestrator:
         self.recursion_rounds = recursion_rounds
         self.exporter = exporter
 
+    def close(self) -> None:
+        """Wait until this orchestrator's trace writes are stored (the trace store writes
+        behind the requests, :mod:`podium.trace.writer`). The store itself stays open: it may be
+        shared (derived orchestrators, a server); its owner closes it."""
+        if self.traces is not None:
+            self.traces.flush()
+
     def derive(
         self,
         *,
@@ -218,7 +225,8 @@ class Orchestrator:
                 when nothing was streamed before it. The caller completes it from the record's
                 answer with :meth:`~podium.streaming.AnswerStream.close`.
 
-        Returns the request's RunRecord, also written to the trace store. Every request ends
+        Returns the request's RunRecord, also handed to the trace store (which stores it
+        behind the request: :meth:`close` or the store's ``flush`` waits for it). Every request ends
         with an answer (status ``ok`` / ``fallback``) or status ``error`` and a typed error
         message; the deadline bounds everything, the cost cap every call.
         Raises InvalidQuestion before any work for bad input; ConfigError (e.g. a model not

@@ -696,6 +696,8 @@ def create_app(server: Server) -> FastAPI:
         finally:
             watcher.cancel()
             await server.drain()  # requests cut off by the grace period still write their traces
+            if server.traces is not None:  # the trace writer stores what is queued before we stop
+                await asyncio.to_thread(server.traces.flush)
             if server.telemetry is not None:  # flush the spans; losses are logged, never silent
                 server.telemetry.shutdown()
 
@@ -724,6 +726,7 @@ def create_app(server: Server) -> FastAPI:
             "config_loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(loaded.loaded_at)),
             "reload_error": server.reload_error,
             "telemetry": dataclasses.asdict(server.telemetry.stats()) if server.telemetry else None,
+            "traces": dataclasses.asdict(server.traces.stats()) if server.traces else None,
         }
 
     @app.get("/v1/models")

@@ -216,6 +216,7 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
     try:
         uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning")
     finally:
+        traces.close()  # store the queued trace writes
         if telemetry is not None:
             telemetry.shutdown()
     return 0
@@ -242,11 +243,14 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
         highlight=False,
     )
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    uvicorn.run(
-        create_app(server),
-        host=args.host,
-        port=args.port,
-        log_level="warning",
-        timeout_graceful_shutdown=int(loaded.config.graceful_shutdown_s),
-    )
+    try:
+        uvicorn.run(
+            create_app(server),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            timeout_graceful_shutdown=int(loaded.config.graceful_shutdown_s),
+        )
+    finally:
+        traces.close()  # the lifespan flushed already; this stores anything written after it
     return 0

@@ -4,6 +4,18 @@ A request row is inserted with status ``running`` when the request starts, so ev
 killed mid-request leaves a trace; :meth:`TraceStore.write` then stores the finished record —
 request row, conductor attempts and steps — in one transaction.
 
+Writes are off the request path (write-behind, :mod:`podium.trace.writer`): ``begin`` and
+``write`` queue the operation and return; one writer thread stores whatever is queued in one
+transaction (group commit: rows and search index together; a ``running`` row whose finished
+record is in the same batch is not written at all). Every read of this store object first
+waits for the writes queued before it (:meth:`TraceStore.flush`), so in-process reads see every
+finished request; another process sees a write once its batch commits (milliseconds, unless the
+disk stalls). :meth:`TraceStore.close` — called by ``podium run``'s exit, ``podium serve``'s
+shutdown, and at interpreter exit for stores left open — flushes first, so a clean shutdown
+keeps everything, as before; a crash loses what was still queued (docs/traces.md).
+``write_behind=False`` writes in the caller's thread, one transaction per call, raising on
+failure.
+
 Tables: ``requests`` (one row per request), ``plan_attempts`` (one row per conductor call),
 ``steps`` (one row per executed step, workflow and fallback). JSON columns hold messages,
 workflows, access lists and disclosures (third-party recipients of a call and the PII kinds they
@@ -24,12 +36,14 @@ database files. ``retention_days`` purges old requests automatically.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import json
 import sqlite3
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,6 +67,7 @@ from podium.trace.query import (
     restore_snippet,
     unmark,
 )
+from podium.trace.writer import WriteBehind, WriterStats
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
@@ -64,6 +79,7 @@ __all__ = [
     "TraceStore",
     "TraceStoreError",
     "TraceSummary",
+    "WriterStats",
 ]
 
 
@@ -223,13 +239,21 @@ _INDEX = (
 """What goes into ``search_text`` (one row per text; ``field`` is one of query.FIELDS)."""
 
 
-def _index(db: sqlite3.Connection, request_id: str | None) -> None:
-    """Fill ``search_text`` (and so ``search_index``) from the stored rows of one request, or
-    of every request when ``request_id`` is None (an upgrade). Each text is stored as written
-    (for display) and, where folding changes it, folded (``podium_fold``,
-    :func:`~podium.trace.query.fold`); the index reads the folded form (view ``search_content``)."""
-    requests, steps = ("id = ?", "request_id = ?") if request_id else ("1", "1")
-    params = (request_id,) if request_id else ()
+def _index(db: sqlite3.Connection, request_ids: Sequence[str] | None) -> None:
+    """Fill ``search_text`` (and so ``search_index``) from the stored rows of these requests
+    (one statement per kind of text for the whole batch), or of every request when
+    ``request_ids`` is None (an upgrade). Each text is stored as written (for display) and,
+    where folding changes it, folded (``podium_fold``, :func:`~podium.trace.query.fold`); the
+    index reads the folded form (view ``search_content``)."""
+    if request_ids is None:
+        requests = steps = "1"
+        params: tuple[str, ...] = ()
+    else:
+        if not request_ids:
+            return
+        marks = ", ".join("?" for _ in request_ids)
+        requests, steps = f"id IN ({marks})", f"request_id IN ({marks})"
+        params = tuple(request_ids)
     for select in _INDEX:
         sql = (
             f"WITH texts (request_id, field, location, text) AS ({select}) "
@@ -303,6 +327,43 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class _Begin:
+    """A queued :meth:`TraceStore.begin`."""
+
+    request_id: str
+    question: str
+    started_at: str
+    pool: str
+    conductor: str
+    mode: str
+    tags: tuple[str, ...]
+    subject: str | None
+
+
+_Op = _Begin | RunRecord
+"""A queued trace write."""
+
+
+def _describe(op: _Op) -> str:
+    if isinstance(op, _Begin):
+        return f"request {op.request_id} (its start)"
+    return f"request {op.id} (its finished record)"
+
+
+_OPEN: weakref.WeakSet[TraceStore] = weakref.WeakSet()
+"""Stores with write-behind, flushed and closed at interpreter exit if still open."""
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    for store in list(_OPEN):
+        try:
+            store.close()
+        except Exception as exc:  # exit goes on; say what could not be stored
+            sys.stderr.write(f"podium: closing trace database {store.path} at exit failed: {exc}\n")
+
+
 class TraceStore:
     """A SQLite file of request traces.
 
@@ -311,6 +372,10 @@ class TraceStore:
         retention_days: purge requests that started more than this many days ago (see
             :meth:`purge`): when the store opens, then at most once an hour after a write.
             None (default) keeps everything.
+        write_behind: queue writes for the writer thread (default; see the module doc), or
+            (False) store each in the caller's thread and raise TraceStoreError on failure.
+        max_pending: most writes queued before callers wait for room (``begin`` and ``write``
+            count one each).
 
     Raises ConfigError when the file cannot be opened or is not a podium trace database, or
     ``retention_days`` is not positive.
@@ -319,8 +384,19 @@ class TraceStore:
     RETENTION_CHECK_S = 3600.0
     """Seconds between automatic retention purges of a long-lived store."""
 
-    def __init__(self, path: str | Path, *, retention_days: float | None = None) -> None:
+    MAX_BATCH = 256
+    """Most writes stored in one transaction."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        retention_days: float | None = None,
+        write_behind: bool = True,
+        max_pending: int = 2000,
+    ) -> None:
         self.path = Path(path).expanduser()
+        self._key = str(self.path.resolve())
         if retention_days is not None and not retention_days > 0:
             raise ConfigError(f"retention_days must be positive, got {retention_days}")
         self.retention_days = retention_days
@@ -343,6 +419,12 @@ class TraceStore:
         except (sqlite3.Error, OSError) as exc:
             raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None
         self._retention_checked = time.monotonic()
+        self._writer: WriteBehind[_Op] | None = None
+        if write_behind:
+            self._writer = WriteBehind(
+                self._commit, describe=_describe, max_pending=max_pending, max_batch=self.MAX_BATCH
+            )
+            _OPEN.add(self)
         if retention_days is not None:
             self._retain()
 
@@ -403,7 +485,27 @@ class TraceStore:
                 self._db.execute(statement)
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write queued before this call is stored (or counted lost, see
+        :meth:`stats`); False when ``timeout`` seconds ran out first. Reads call it themselves."""
+        return self._writer.flush(timeout) if self._writer is not None else True
+
+    def _settle(self) -> None:
+        """Before a read: wait for the writes queued by every store of this process on this file
+        (a second store object opened on it sees what the first one's requests wrote)."""
+        for store in list(_OPEN):
+            if store._key == self._key:
+                store.flush()
+
+    def stats(self) -> WriterStats:
+        """What the writer has done: writes pending, stored, batches, full-queue waits, losses."""
+        return self._writer.stats() if self._writer is not None else WriterStats()
+
     def close(self) -> None:
+        """Store every queued write, stop the writer thread and close the file. Idempotent."""
+        if self._writer is not None:
+            self._writer.close()
+            _OPEN.discard(self)
         self._db.close()
 
     @contextmanager
@@ -433,102 +535,59 @@ class TraceStore:
         tags: tuple[str, ...] = (),
         subject: str | None = None,
     ) -> None:
-        """Insert the request row with status ``running`` (its question searchable at once)."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question, tags, subject) "
-                "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-                (request_id, started_at, mode, pool, conductor, question, _dumps(list(tags)), subject),
-            )
-            _index(db, request_id)
+        """Insert the request row with status ``running``, its question searchable (queued:
+        stored with the writer's next batch, unless this request's finished record is in it)."""
+        self._put(_Begin(request_id, question, started_at, pool, conductor, mode, tuple(tags), subject))
 
     def write(self, record: RunRecord) -> None:
         """Store a finished record (replacing its ``running`` row) and its search index
-        entries in one transaction; then, at most once an hour, apply ``retention_days``."""
-        data = record.to_json()
-        request = {
-            "id": record.id,
-            "started_at": record.started_at,
-            "finished_at": record.finished_at,
-            "mode": record.mode,
-            "pool": record.pool,
-            "workers": _dumps(list(record.workers)),
-            "conductor": record.conductor,
-            "status": record.status,
-            "question": record.question,
-            "answer": record.answer,
-            "error": record.error,
-            "workflows": _dumps(data["workflows"]),
-            "fallback_reason": record.fallback.reason if record.fallback else None,
-            "fallback_detail": record.fallback.detail if record.fallback else None,
-            "totals": _dumps(data["totals"]),
-            "total_cost_usd": record.totals.total_cost_usd,
-            "wall_time_s": record.totals.wall_time_s,
-            "tags": _dumps(list(record.tags)),
-            "subject": record.subject,
-        }
-        attempts = [
-            {
-                "request_id": record.id,
-                "round": a.round,
-                "attempt": a.attempt,
-                "messages": _dumps(list(a.messages)),
-                "raw_output": a.raw_output,
-                "workflow": _dumps(a.workflow.to_json()) if a.workflow is not None else None,
-                "error_kind": a.error_kind,
-                "error": a.error,
-                "input_tokens": a.usage.input_tokens,
-                "output_tokens": a.usage.output_tokens,
-                "cached_input_tokens": a.usage.cached_input_tokens,
-                "reasoning_tokens": a.usage.reasoning_tokens,
-                "usage_estimated": int(a.usage.estimated),
-                "cost_usd": a.cost_usd,
-                "latency_s": a.latency_s,
-                "constrained": int(a.constrained),
-                "started_at": a.started_at or None,
-                "finished_at": a.finished_at or None,
-                "disclosures": _dumps(data_attempt["disclosures"]),
-            }
-            for a, data_attempt in zip(record.attempts, data["attempts"], strict=True)
+        entries in one transaction (queued, see the module doc); then, at most once an hour,
+        apply ``retention_days``."""
+        self._put(record)
+
+    def _put(self, op: _Op) -> None:
+        if self._writer is not None:
+            self._writer.put(op)
+        else:
+            self._commit([op])
+
+    def _commit(self, ops: Sequence[_Op]) -> None:
+        """Store a batch of writes in one transaction: the ``running`` rows of requests whose
+        finished record is not in the batch, the finished records (replacing their rows), and
+        the search index entries of all of them."""
+        finished = {op.id: op for op in ops if isinstance(op, RunRecord)}  # the last one of an id wins
+        begins = [
+            (op.request_id, op.started_at, op.mode, op.pool, op.conductor, op.question, _dumps([*op.tags]), op.subject)
+            for op in ops
+            if isinstance(op, _Begin) and op.request_id not in finished
         ]
-        steps = [
-            {
-                "request_id": record.id,
-                "phase": s.phase,
-                "round": s.round,
-                "step_index": s.index,
-                "worker_index": s.worker_index,
-                "worker": s.worker,
-                "subtask": s.subtask,
-                "access": _dumps(s.access),
-                "visible": _dumps(list(s.visible)),
-                "visible_previous": _dumps([list(p) for p in s.visible_previous]),
-                "messages": _dumps(list(s.messages)),
-                "output": s.output,
-                "input_tokens": s.usage.input_tokens,
-                "output_tokens": s.usage.output_tokens,
-                "cached_input_tokens": s.usage.cached_input_tokens,
-                "reasoning_tokens": s.usage.reasoning_tokens,
-                "usage_estimated": int(s.usage.estimated),
-                "cost_usd": s.cost_usd,
-                "latency_s": s.latency_s,
-                "finish_reason": s.finish_reason,
-                "error": s.error,
-                "error_type": s.error_type,
-                "started_at": s.started_at,
-                "finished_at": s.finished_at,
-                "disclosures": _dumps(data_step["disclosures"]),
-            }
-            for s, data_step in zip(record.steps, data["steps"], strict=True)
-        ]
+        request_rows: list[dict[str, Any]] = []
+        attempt_rows: list[dict[str, Any]] = []
+        step_rows: list[dict[str, Any]] = []
+        for record in finished.values():
+            request, attempts, steps = _rows(record)
+            request_rows.append(request)
+            attempt_rows += attempts
+            step_rows += steps
         with self._tx() as db:
-            db.execute("DELETE FROM requests WHERE id = ?", (record.id,))
-            _insert(db, "requests", [request])
-            _insert(db, "plan_attempts", attempts)
-            _insert(db, "steps", steps)
-            _index(db, record.id)
-        if self.retention_days is not None and time.monotonic() - self._retention_checked >= self.RETENTION_CHECK_S:
-            self._retain()  # the record is already stored
+            if begins:
+                db.executemany(
+                    "INSERT INTO requests (id, started_at, mode, pool, conductor, status, question, tags, subject) "
+                    "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                    begins,
+                )
+            if finished:
+                db.executemany("DELETE FROM requests WHERE id = ?", [(i,) for i in finished])
+                _insert(db, "requests", request_rows)
+                _insert(db, "plan_attempts", attempt_rows)
+                _insert(db, "steps", step_rows)
+            _index(db, [b[0] for b in begins] + list(finished))
+        if (
+            finished
+            and self.retention_days is not None
+            and time.monotonic() - self._retention_checked >= self.RETENTION_CHECK_S
+        ):
+            self._retain()  # the records are already stored
 
     def list(self, *, limit: int = 20, where: TraceFilter | None = None) -> list[TraceSummary]:
         """The most recent requests first, narrowed by ``where``."""
@@ -599,7 +658,9 @@ class TraceStore:
         return hits
 
     def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
-        """Rows of a read query; SQLite failures other than a bad query become TraceStoreError."""
+        """Rows of a read query (after the writes queued before it); SQLite failures other than
+        a bad query become TraceStoreError."""
+        self._settle()
         with self._lock:
             try:
                 return self._db.execute(sql, params).fetchall()
@@ -652,6 +713,7 @@ class TraceStore:
         TraceStoreError when SQLite fails (nothing is deleted then).
         """
         condition, params = _selection(before, request_ids, subject)
+        self._settle()  # a request finished before the purge is purged too
         bytes_before = self._bytes()
         if dry_run:
             ids = self.select(before=before, request_ids=request_ids, subject=subject)
@@ -714,6 +776,7 @@ class TraceStore:
     def spent_since(self, pool: str, since: str) -> float:
         """USD spent by requests of ``pool`` started at or after ``since`` (UTC ISO 8601),
         finished or not, conductor included."""
+        self._settle()
         finished = self._db.execute(
             "SELECT COALESCE(SUM(total_cost_usd), 0) FROM requests WHERE pool = ? AND started_at >= ?",
             (pool, since),
@@ -768,6 +831,7 @@ class TraceStore:
         cleaned = prefix.strip().lower()
         if not cleaned or not all(c in "0123456789abcdef" for c in cleaned):
             raise ConfigError(f"{prefix!r} is not a request id (hex); see 'podium trace list'")
+        self._settle()
         rows = self._db.execute(
             "SELECT id FROM requests WHERE id >= ? AND id < ? LIMIT 2", (cleaned, cleaned + "g")
         ).fetchall()
@@ -780,6 +844,7 @@ class TraceStore:
     def get(self, request_id: str) -> RunRecord | None:
         """The stored record, or None. A request still ``running`` (or cut off) comes back with
         status ``"error"`` and error ``"unfinished"`` and whatever was stored."""
+        self._settle()
         db = self._db
         with self._lock:
             db.row_factory = sqlite3.Row
@@ -864,6 +929,87 @@ class TraceStore:
             tags=tuple(json.loads(r["tags"])),
             subject=r["subject"],
         )
+
+
+def _rows(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A finished record's ``requests`` row, ``plan_attempts`` rows and ``steps`` rows."""
+    data = record.to_json()
+    request = {
+        "id": record.id,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "mode": record.mode,
+        "pool": record.pool,
+        "workers": _dumps(list(record.workers)),
+        "conductor": record.conductor,
+        "status": record.status,
+        "question": record.question,
+        "answer": record.answer,
+        "error": record.error,
+        "workflows": _dumps(data["workflows"]),
+        "fallback_reason": record.fallback.reason if record.fallback else None,
+        "fallback_detail": record.fallback.detail if record.fallback else None,
+        "totals": _dumps(data["totals"]),
+        "total_cost_usd": record.totals.total_cost_usd,
+        "wall_time_s": record.totals.wall_time_s,
+        "tags": _dumps(list(record.tags)),
+        "subject": record.subject,
+    }
+    attempts = [
+        {
+            "request_id": record.id,
+            "round": a.round,
+            "attempt": a.attempt,
+            "messages": _dumps(list(a.messages)),
+            "raw_output": a.raw_output,
+            "workflow": _dumps(a.workflow.to_json()) if a.workflow is not None else None,
+            "error_kind": a.error_kind,
+            "error": a.error,
+            "input_tokens": a.usage.input_tokens,
+            "output_tokens": a.usage.output_tokens,
+            "cached_input_tokens": a.usage.cached_input_tokens,
+            "reasoning_tokens": a.usage.reasoning_tokens,
+            "usage_estimated": int(a.usage.estimated),
+            "cost_usd": a.cost_usd,
+            "latency_s": a.latency_s,
+            "constrained": int(a.constrained),
+            "started_at": a.started_at or None,
+            "finished_at": a.finished_at or None,
+            "disclosures": _dumps(data_attempt["disclosures"]),
+        }
+        for a, data_attempt in zip(record.attempts, data["attempts"], strict=True)
+    ]
+    steps = [
+        {
+            "request_id": record.id,
+            "phase": s.phase,
+            "round": s.round,
+            "step_index": s.index,
+            "worker_index": s.worker_index,
+            "worker": s.worker,
+            "subtask": s.subtask,
+            "access": _dumps(s.access),
+            "visible": _dumps(list(s.visible)),
+            "visible_previous": _dumps([list(p) for p in s.visible_previous]),
+            "messages": _dumps(list(s.messages)),
+            "output": s.output,
+            "input_tokens": s.usage.input_tokens,
+            "output_tokens": s.usage.output_tokens,
+            "cached_input_tokens": s.usage.cached_input_tokens,
+            "reasoning_tokens": s.usage.reasoning_tokens,
+            "usage_estimated": int(s.usage.estimated),
+            "cost_usd": s.cost_usd,
+            "latency_s": s.latency_s,
+            "finish_reason": s.finish_reason,
+            "error": s.error,
+            "error_type": s.error_type,
+            "started_at": s.started_at,
+            "finished_at": s.finished_at,
+            "disclosures": _dumps(data_step["disclosures"]),
+        }
+        for s, data_step in zip(record.steps, data["steps"], strict=True)
+    ]
+    return request, attempts, steps
 
 
 def _selection(before: str | None, request_ids: Sequence[str], subject: str | None) -> tuple[str, list[Any]]:

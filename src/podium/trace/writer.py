@@ -1,0 +1,244 @@
+"""Write-behind for a trace store: a bounded queue drained by one thread in group commits.
+
+A request hands its trace writes (``begin``, the finished record) to :class:`WriteBehind` and
+goes on at once; one writer thread takes everything queued — up to ``max_batch`` operations —
+and stores it in **one transaction** (the store's ``commit`` callable), so under load many
+requests share a commit and its index updates instead of paying for one each. Nothing waits
+artificially: an idle writer commits a lone operation right away, and what arrives while a
+commit runs forms the next batch.
+
+Back-pressure, never a silent drop: when ``max_pending`` operations are waiting, the caller
+that finds the queue full waits until the writer has made room (its request still gets its
+answer, a little later); every such wait is counted in :class:`WriterStats` and logged (at most
+once per :attr:`WriteBehind.LOG_EVERY_S`). An operation whose commit fails is retried alone;
+one that fails alone is counted as ``lost`` and logged with its request id and the error.
+
+Durability: :meth:`WriteBehind.flush` returns once everything queued before it is committed;
+:meth:`WriteBehind.close` flushes, then stops the thread (stores are also closed at interpreter
+exit). A crash (SIGKILL, power loss, an interpreter that cannot run exit handlers) loses what was
+still queued: at most ``max_pending`` operations, in practice the last few milliseconds of
+writes.
+
+The class knows nothing about SQLite: a store for another database gives it its own ``commit``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = ["WriteBehind", "WriterStats"]
+
+_log = logging.getLogger("podium.trace")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """What a trace writer has done since the store opened.
+
+    Attributes:
+        pending: operations queued and not yet committed (or failed).
+        written: operations committed.
+        batches: transactions committed (``written / batches`` is the mean batch size).
+        largest_batch: most operations committed in one transaction.
+        full_waits: times a caller found the queue full and waited for room (nothing dropped).
+        full_wait_s: seconds callers spent waiting so, in all.
+        lost: operations that could not be stored even alone (each logged with its error).
+        last_error: the last commit error, or None.
+    """
+
+    pending: int = 0
+    written: int = 0
+    batches: int = 0
+    largest_batch: int = 0
+    full_waits: int = 0
+    full_wait_s: float = 0.0
+    lost: int = 0
+    last_error: str | None = None
+
+
+class WriteBehind(Generic[T]):
+    """A bounded queue of write operations and the thread that commits them in batches.
+
+    Args:
+        commit: stores a batch of operations in one transaction; raises on failure (then
+            nothing of the batch may be stored).
+        describe: names an operation in log lines (e.g. its request id).
+        max_pending: most operations queued; a caller finding it full waits (see module doc).
+        max_batch: most operations per transaction.
+        name: the thread's name.
+
+    The thread starts with the first operation and ends after ``IDLE_S`` seconds with nothing
+    to do (the next operation starts it again), so an idle store holds no thread.
+    """
+
+    IDLE_S = 2.0
+    """Seconds an idle writer thread waits for work before it ends."""
+
+    LOG_EVERY_S = 10.0
+    """Least seconds between two "queue full" log lines (each says how many waits so far)."""
+
+    def __init__(
+        self,
+        commit: Callable[[Sequence[T]], None],
+        *,
+        describe: Callable[[T], str] = repr,
+        max_pending: int = 1000,
+        max_batch: int = 256,
+        name: str = "podium-trace-writer",
+    ) -> None:
+        if max_pending < 1 or max_batch < 1:
+            raise ValueError(f"max_pending and max_batch must be at least 1, got {max_pending}, {max_batch}")
+        self._commit = commit
+        self._describe = describe
+        self.max_pending = max_pending
+        self.max_batch = max_batch
+        self._name = name
+        self._queue: deque[T] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._queued = 0  # operations ever put
+        self._done = 0  # operations committed or lost
+        self._written = self._batches = self._largest = self._waits = self._lost = 0
+        self._waited_s = 0.0
+        self._last_error: str | None = None
+        self._logged_at = -self.LOG_EVERY_S
+
+    # ----------------------------------------------------------------------------- callers
+
+    def put(self, op: T) -> None:
+        """Queue ``op``; waits while the queue is full. After :meth:`close` (or if the thread
+        died) the operation is committed in the caller's thread instead, so it is never lost
+        for want of a writer."""
+        with self._cond:
+            inline = self._closed or not self._writer_alive()
+            if not inline and len(self._queue) >= self.max_pending:
+                self._wait_for_room()
+                inline = not self._writer_alive()
+            if not inline:
+                self._queue.append(op)
+                self._queued += 1
+                self._cond.notify_all()
+        if inline:
+            self._store([op])
+
+    def _writer_alive(self) -> bool:
+        """(Holding the condition.) Start the thread if none runs; False only if it failed."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        return self._thread.is_alive()
+
+    def _wait_for_room(self) -> None:
+        """Block (holding nothing but the condition) until the writer has taken a batch."""
+        self._waits += 1
+        started = time.monotonic()
+        if started - self._logged_at >= self.LOG_EVERY_S:
+            self._logged_at = started
+            _log.warning(
+                "podium: trace writer is behind: %d writes queued (the limit); requests wait for room "
+                "before finishing (%d such waits so far; nothing is dropped)",
+                len(self._queue),
+                self._waits,
+            )
+        while len(self._queue) >= self.max_pending and self._thread is not None and self._thread.is_alive():
+            self._cond.wait(timeout=1.0)
+        self._waited_s += time.monotonic() - started
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every operation queued before this call is committed (or counted lost).
+        Returns False when ``timeout`` (seconds) ran out first. A no-op on the writer thread."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            if threading.current_thread() is self._thread:
+                return True
+            target = self._queued
+            while self._done < target and self._thread is not None and self._thread.is_alive():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(timeout=1.0 if left is None else min(left, 1.0))
+            return self._done >= target
+
+    def close(self) -> None:
+        """Flush, then stop the thread; later operations are committed inline. Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def stats(self) -> WriterStats:
+        with self._cond:
+            return WriterStats(
+                pending=self._queued - self._done,
+                written=self._written,
+                batches=self._batches,
+                largest_batch=self._largest,
+                full_waits=self._waits,
+                full_wait_s=round(self._waited_s, 6),
+                lost=self._lost,
+                last_error=self._last_error,
+            )
+
+    # ------------------------------------------------------------------------------ writer
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue and not self._closed:
+                    self._cond.wait(timeout=self.IDLE_S)
+                if not self._queue:  # closed and drained, or idle: the next put starts a thread
+                    self._thread = None
+                    self._cond.notify_all()
+                    return
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
+                self._cond.notify_all()  # room for callers waiting on a full queue
+            try:
+                self._store(batch)
+            finally:
+                with self._cond:
+                    self._done += len(batch)
+                    self._cond.notify_all()
+
+    def _store(self, batch: list[T]) -> None:
+        """Commit ``batch`` in one transaction; if that fails, each operation alone, counting
+        (and logging) the ones that still fail as lost. Never raises."""
+        try:
+            self._commit(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                self._failed(batch[0], exc)
+                return
+            with self._cond:
+                self._last_error = f"{type(exc).__name__}: {exc}"
+            for op in batch:  # isolate the operation at fault; the others are stored
+                try:
+                    self._commit([op])
+                except Exception as alone:
+                    self._failed(op, alone)
+                else:
+                    self._counted(1)
+            return
+        self._counted(len(batch))
+
+    def _counted(self, n: int) -> None:
+        with self._cond:
+            self._written += n
+            self._batches += 1
+            self._largest = max(self._largest, n)
+
+    def _failed(self, op: T, exc: Exception) -> None:
+        with self._cond:
+            self._lost += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+        _log.error("podium: the trace of %s was not stored: %s", self._describe(op), exc)
