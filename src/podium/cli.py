@@ -102,11 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     _eval_parser(sub)
     from podium.eval.bank_cli import add_parsers as add_bank_parsers
     from podium.serve.cli import add_parsers as add_serve_parsers
+    from podium.traffic.cli import add_parsers as add_traffic_parsers
     from podium.train.cli import add_parsers
 
     add_parsers(sub)
     add_serve_parsers(sub)
     add_bank_parsers(sub)
+    add_traffic_parsers(sub)
     return parser
 
 
@@ -676,6 +678,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             from podium.serve.cli import cmd_keys, cmd_serve, cmd_shadow
 
             return {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow}[args.command](args, out)
+        if args.command == "tasks":
+            from podium.traffic.cli import cmd_tasks
+
+            return cmd_tasks(args, out, err)
         return _cmd_pool(args, out)
     except ConfigError as exc:
         err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)

@@ -13,7 +13,10 @@ A task is one question with what its verifier needs (a reference answer, or test
   function under test; when the tests define ``check(candidate)``, HumanEval-style,
   ``check(entry_point)`` is called after them),
   ``choices`` (``choice`` only, optional: the options' texts), ``tags`` (list of text),
-  ``split`` (optional text).
+  ``split`` (optional text), ``reference_source`` (optional: who gave the reference —
+  ``candidate:podium`` / ``candidate:upstream`` for an unconfirmed answer exported from traffic,
+  ``client``, ``human``, ``judge:<worker>``; see :mod:`podium.traffic.export`), ``origin``
+  (optional: the stored request a task came from, ``trace:<id>`` or ``shadow:<row>``).
 * the shipped benchmarks in their own formats — GSM8K (``question``/``answer`` with
   ``#### n``), HumanEval (``task_id``/``prompt``/``test``/``entry_point``), MBPP
   (``task_id``/``text``/``test_list``; splits by task_id: test 11–510, validation 511–600,
@@ -64,6 +67,9 @@ class Task:
         tags: slice labels (task type, source, and any of the set's own tags).
         split: ``"train"``, ``"test"``, ``"validation"``… or None.
         source: the set it came from (``"gsm8k"``, ``"humaneval"``, ``"mbpp"``, a file stem).
+        reference_source: who gave ``reference`` (a regression set's ``reference_source``:
+            ``candidate:…`` marks an unconfirmed answer exported from traffic), or None.
+        origin: the stored request the task came from (``trace:<id>``, ``shadow:<row>``), or None.
     """
 
     id: str
@@ -77,6 +83,8 @@ class Task:
     tags: tuple[str, ...] = field(default=())
     split: str | None = None
     source: str = ""
+    reference_source: str | None = None
+    origin: str | None = None
 
 
 def load_tasks(path: str | Path, *, split: str | None = None) -> list[Task]:
@@ -226,6 +234,8 @@ def _regression(rec: dict[str, Any], file: Path, line: int) -> Task:
         "choices",
         "tags",
         "split",
+        "reference_source",
+        "origin",
     }
     if unknown:
         raise TaskSetError(f"{where}: unknown field(s) {sorted(unknown)}")
@@ -252,6 +262,9 @@ def _regression(rec: dict[str, Any], file: Path, line: int) -> Task:
     choices = rec.get("choices", [])
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
         raise TaskSetError(f"{where}: 'choices' must be a list of text")
+    for key in ("reference_source", "origin"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise TaskSetError(f"{where}: {key!r} must be text")
     return Task(
         id=rec["id"],
         question=rec["question"],
@@ -263,4 +276,6 @@ def _regression(rec: dict[str, Any], file: Path, line: int) -> Task:
         tags=tuple(dict.fromkeys((task_type, *tags))),  # each once: a tag equal to the type is no second slice
         split=rec.get("split"),
         source=file.stem,
+        reference_source=rec.get("reference_source"),
+        origin=rec.get("origin"),
     )

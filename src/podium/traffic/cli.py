@@ -1,0 +1,253 @@
+"""``podium tasks export``.
+
+Exit codes: 0 done, 2 bad options or input (the message names the fix; nothing is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.text import Text
+
+from podium.errors import ConfigError
+from podium.trace import default_trace_path
+
+if TYPE_CHECKING:
+    from podium.embed import Embedder
+    from podium.traffic.export import Pseudonymize
+
+__all__ = ["add_parsers", "cmd_tasks"]
+
+_STATUSES = "traces: ok, fallback, error, running; shadow: done, failed, over_budget, skipped_budget, dropped, error"
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``tasks`` subcommand."""
+    from podium.serve.cli import default_shadow_path
+
+    tasks = sub.add_parser("tasks", help="regression sets from traffic").add_subparsers(
+        dest="tasks_command", required=True, metavar="SUBCOMMAND"
+    )
+    ex = tasks.add_parser(
+        "export",
+        help="a regression set (JSONL) from stored traces or shadow records",
+        description=(
+            "Write a regression set (the JSONL format podium eval reads, docs/eval.md) from stored traffic: one task "
+            "per distinct question, with the client's reference or the upstream's (shadow) or podium's answer as a "
+            "candidate reference, marked reference_source candidate:…. Questions and candidates are pseudonymized "
+            "(offline Presidio, the pii extra) unless --allow-pii. See docs/loop.md."
+        ),
+    )
+    ex.add_argument("--out", type=Path, required=True, metavar="SET.jsonl", help="the regression set to write")
+    ex.add_argument("--append", action="store_true", help="add only requests not yet in --out (incremental)")
+    ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    src = ex.add_argument_group("what to read")
+    src.add_argument("--source", choices=["traces", "shadow"], default="traces", help="traces (default) or shadow")
+    src.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    src.add_argument("--store", type=Path, help=f"shadow store (default: {default_shadow_path()})")
+    src.add_argument("--since", metavar="WHEN", help="arrived at or after (ISO 8601 date or datetime, UTC)")
+    src.add_argument("--until", metavar="WHEN", help="arrived before (a date alone includes that day)")
+    src.add_argument("--tag", action="append", default=[], help="carries this tag (traces; repeatable: all of them)")
+    src.add_argument("--use-case", metavar="NAME", help="this use case (shadow's X-Podium-Use-Case; traces: the tag)")
+    src.add_argument("--status", help=f"request status ({_STATUSES})")
+    how = ex.add_argument_group("how")
+    how.add_argument(
+        "--task-type",
+        default="open",
+        help="task type of requests whose client and tags name none (default: open; math, choice, exact)",
+    )
+    how.add_argument(
+        "--candidate",
+        choices=["auto", "podium", "upstream"],
+        default="auto",
+        help="whose answer is the candidate reference (default auto: the upstream's for shadow, podium's for traces)",
+    )
+    how.add_argument(
+        "--similar",
+        type=float,
+        metavar="COSINE",
+        help="also drop a question whose embedding's cosine similarity to a kept one is at least this (e.g. 0.95)",
+    )
+    how.add_argument(
+        "--embedder", default="hash", help="for --similar: hash (default, no model), minilm, or a model id"
+    )
+    how.add_argument("--limit", type=int, help="keep the newest N new tasks")
+    how.add_argument(
+        "--allow-pii",
+        action="store_true",
+        help="write questions and answers as stored, personal data in clear (the default pseudonymizes them)",
+    )
+    ex.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+# -------------------------------------------------------------------------------------- tasks
+
+
+def _embedder(choice: str) -> Embedder | None:
+    """``--embedder``: hash, minilm, an embedded model id, or none."""
+    from podium.embed import Embedder, LlamaCppEncoder, MiniLMEncoder
+    from podium.local_models import EMBEDDED_MODELS, cache_dir
+    from podium.traffic.features import HashingEncoder
+
+    if choice == "none":
+        return None
+    if choice == "hash":
+        return Embedder(None, encoder=HashingEncoder())
+    cache = cache_dir() / "traffic" / "embeddings.sqlite3"
+    if choice == "minilm":
+        return Embedder(cache, encoder=MiniLMEncoder())
+    if choice in EMBEDDED_MODELS:
+        return Embedder(cache, encoder=LlamaCppEncoder(choice))
+    raise ConfigError(
+        f"--embedder {choice!r}: use hash, minilm, none or an embedded model id ({', '.join(EMBEDDED_MODELS)})"
+    )
+
+
+def _pseudonymizer() -> Pseudonymize:
+    """Masks one request's texts with one vault (:mod:`podium.pii`); ConfigError without the extra."""
+    from podium.pii.session import PIIProtection
+    from podium.pii.vault import Vault
+
+    try:
+        protection = PIIProtection()
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or pass --allow-pii to export personal data in clear") from None
+    masker = protection.pseudonymizer()
+
+    def mask(texts: Sequence[str]) -> tuple[list[str], Counter[str]]:
+        vault = Vault()
+        counts: Counter[str] = Counter()
+        masked = []
+        for text in texts:
+            out, found = masker.mask(text, vault)
+            masked.append(out)
+            counts.update(found)
+        return masked, counts
+
+    return mask
+
+
+def _window(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    from podium.trace.query import parse_utc
+
+    since = parse_utc(args.since, flag="--since") if args.since else None
+    until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
+    if since and until and since >= until:
+        raise ConfigError(f"--since {since} is not before --until {until}; nothing could match")
+    return since, until
+
+
+def _read(args: argparse.Namespace) -> list[Any]:
+    """The requests ``tasks export`` selected; ConfigError for an unknown tag or use case, or an
+    empty selection."""
+    from podium.traffic import source
+
+    since, until = _window(args)
+    if args.source == "shadow":
+        from podium.serve.cli import default_shadow_path
+
+        if args.tag:
+            raise ConfigError("--tag filters traces; the shadow store has use cases: use --use-case NAME")
+        path = args.store or default_shadow_path()
+        items = source.read_shadow(path, since=since, until=until, status=args.status, use_case=args.use_case)
+        if not items and args.use_case and args.use_case not in (cases := source.shadow_use_cases(path)):
+            raise ConfigError(
+                f"no shadow record has use case {args.use_case!r}; use cases: {', '.join(sorted(cases)) or 'none'}"
+            )
+        return items
+    from podium.trace.query import STATUSES
+
+    if args.status is not None and args.status not in STATUSES:
+        raise ConfigError(f"--status {args.status!r}: a trace's status is one of {', '.join(STATUSES)}")
+    store = source.open_traces(args.traces or default_trace_path())
+    tags = [*args.tag, *([f"use-case:{args.use_case}"] if args.use_case else [])]
+    items = source.read_traces(store, since=since, until=until, status=args.status, tags=tags)
+    if not items and tags:
+        known = source.known_tags(store)
+        unknown = source.unknown_tags(tags, known)
+        if unknown:
+            raise ConfigError(
+                f"no stored request carries tag(s) {', '.join(map(repr, unknown))}; tags in the store: "
+                f"{', '.join(sorted(known)) or 'none'}"
+            )
+    return items
+
+
+def _cmd_export(args: argparse.Namespace, out: Console) -> int:
+    from podium.traffic.export import build_set, read_set, write_jsonl
+
+    if args.out.exists() and not (args.append or args.force):
+        raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
+    if args.append and args.force:
+        raise ConfigError("--append and --force exclude each other")
+    existing = read_set(args.out) if args.append and args.out.exists() else []
+    items = _read(args)
+    if not items:
+        window = f"{args.since or 'the beginning'} → {args.until or 'now'}"
+        what = "shadow record" if args.source == "shadow" else "stored request"
+        raise ConfigError(
+            f"no {what} passes the filters (window {window}"
+            + (f", status {args.status}" if args.status else "")
+            + "); widen --since/--until or drop a filter"
+        )
+    result = build_set(
+        items,
+        existing=existing,
+        task_type=args.task_type,
+        candidate=args.candidate,
+        pseudonymize=None if args.allow_pii else _pseudonymizer(),
+        embedder=_embedder(args.embedder) if args.similar is not None else None,
+        similarity=args.similar,
+        limit=args.limit,
+    )
+    if result.records or not args.append:
+        write_jsonl(args.out, [*existing, *result.records])
+    candidates = sum(1 for r in result.records if str(r.get("reference_source", "")).startswith("candidate:"))
+    summary: dict[str, Any] = {
+        "out": str(args.out),
+        "written": len(result.records),
+        "in_set": len(existing) + len(result.records),
+        "read": result.read,
+        "duplicates": result.duplicates,
+        "similar": result.similar,
+        "already_in_set": result.existing,
+        "retyped_open": result.retyped,
+        "without_reference": result.without_reference,
+        "candidates": candidates,
+        "pii": "in clear (--allow-pii)" if result.pii is None else result.pii,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return 0
+    dropped = f"{result.duplicates} duplicate(s)" + (f", {result.similar} similar" if args.similar is not None else "")
+    already = f", {result.existing} already in the set" if args.append else ""
+    out.print(
+        Text(
+            f"{'added' if args.append else 'wrote'} {len(result.records)} task(s) to {args.out} "
+            f"({summary['in_set']} in the set; read {result.read} request(s); dropped {dropped}{already})"
+        )
+    )
+    out.print(
+        Text(
+            f"references: {candidates} candidate(s) to confirm, "
+            f"{len(result.records) - candidates - result.without_reference} from the client, "
+            f"{result.without_reference} none; {result.retyped} task(s) exported as open (code, or no final answer)"
+        )
+    )
+    if result.pii is None:
+        out.print(Text("personal data: kept in clear (--allow-pii)", style="yellow"))
+    else:
+        found = ", ".join(f"{k} {v}" for k, v in result.pii.items()) or "none found"
+        out.print(Text(f"personal data: pseudonymized ({found})"))
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``podium tasks export``."""
+    return _cmd_export(args, out)
