@@ -1,8 +1,12 @@
-"""From traffic to a better conductor: regression sets from stored traffic.
+"""From traffic to a better conductor: regression sets from stored traffic and the labelling
+round trip.
 
 - :mod:`podium.traffic.source` — traces and shadow records as :class:`TrafficItem` s.
 - :mod:`podium.traffic.export` — ``podium tasks export``: pseudonymized, de-duplicated
   regression sets with candidate references.
+- :mod:`podium.traffic.review` — the review file out and its verdicts back in
+  (``podium tasks import``); :mod:`podium.traffic.label` — candidates confirmed by a judge
+  worker (``podium tasks label --judge``).
 - :mod:`podium.traffic.features` — normalised text, terms, language, format, a model-free
   embedding.
 

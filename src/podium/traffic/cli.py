@@ -1,4 +1,4 @@
-"""``podium tasks export``.
+"""``podium tasks export | import | label``.
 
 Exit codes: 0 done, 2 bad options or input (the message names the fix; nothing is written).
 """
@@ -31,9 +31,9 @@ def add_parsers(sub: Any) -> None:
     """The ``tasks`` subcommand."""
     from podium.serve.cli import default_shadow_path
 
-    tasks = sub.add_parser("tasks", help="regression sets from traffic").add_subparsers(
-        dest="tasks_command", required=True, metavar="SUBCOMMAND"
-    )
+    tasks = sub.add_parser(
+        "tasks", help="regression sets from traffic: export, and the labelling round trip"
+    ).add_subparsers(dest="tasks_command", required=True, metavar="SUBCOMMAND")
     ex = tasks.add_parser(
         "export",
         help="a regression set (JSONL) from stored traces or shadow records",
@@ -47,6 +47,7 @@ def add_parsers(sub: Any) -> None:
     ex.add_argument("--out", type=Path, required=True, metavar="SET.jsonl", help="the regression set to write")
     ex.add_argument("--append", action="store_true", help="add only requests not yet in --out (incremental)")
     ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    ex.add_argument("--review", type=Path, metavar="FILE.csv", help="also write a review file of the exported tasks")
     src = ex.add_argument_group("what to read")
     src.add_argument("--source", choices=["traces", "shadow"], default="traces", help="traces (default) or shadow")
     src.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
@@ -84,6 +85,35 @@ def add_parsers(sub: Any) -> None:
         help="write questions and answers as stored, personal data in clear (the default pseudonymizes them)",
     )
     ex.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    im = tasks.add_parser(
+        "import",
+        help="read a filled-in review file back into its regression set as references",
+        description=(
+            "Apply a review file (from 'podium tasks export --review') to its regression set: verdict accept makes "
+            "the candidate the reference, fix uses the reference column, drop removes the task; confirmed references "
+            "are marked reference_source human. Every row is checked first; on any problem nothing is written."
+        ),
+    )
+    im.add_argument("review", type=Path, metavar="FILE.csv", help="the filled-in review file")
+    im.add_argument("--set", dest="set_path", type=Path, required=True, metavar="SET.jsonl", help="its regression set")
+    im.add_argument("--out", type=Path, metavar="OUT.jsonl", help="write the result here (default: update --set)")
+    im.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    lb = tasks.add_parser(
+        "label",
+        help="confirm candidate references with a judge worker (marked judge-labelled)",
+        description=(
+            "Show each task whose reference is still a candidate to a judge worker of the pool (the eval loop's "
+            "1-10 rubric); a pass (>= 7) marks it reference_source judge:WORKER, anything else leaves it a candidate "
+            "for a person to review. Confirmed tasks are not sent again."
+        ),
+    )
+    lb.add_argument("set_path", type=Path, metavar="SET.jsonl", help="the regression set")
+    lb.add_argument("--judge", required=True, metavar="WORKER", help="the pool worker that judges")
+    lb.add_argument("--pool", help="pool file or preset (default: the embedded local pool)")
+    lb.add_argument("--out", type=Path, metavar="OUT.jsonl", help="write the result here (default: update the set)")
+    lb.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 # -------------------------------------------------------------------------------------- tasks
@@ -181,6 +211,7 @@ def _read(args: argparse.Namespace) -> list[Any]:
 
 def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     from podium.traffic.export import build_set, read_set, write_jsonl
+    from podium.traffic.review import write_review
 
     if args.out.exists() and not (args.append or args.force):
         raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
@@ -208,6 +239,8 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     )
     if result.records or not args.append:
         write_jsonl(args.out, [*existing, *result.records])
+    if args.review is not None:
+        write_review(args.review, result.records)
     candidates = sum(1 for r in result.records if str(r.get("reference_source", "")).startswith("candidate:"))
     summary: dict[str, Any] = {
         "out": str(args.out),
@@ -221,6 +254,7 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
         "without_reference": result.without_reference,
         "candidates": candidates,
         "pii": "in clear (--allow-pii)" if result.pii is None else result.pii,
+        "review": str(args.review) if args.review else None,
     }
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
@@ -245,9 +279,104 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     else:
         found = ", ".join(f"{k} {v}" for k, v in result.pii.items()) or "none found"
         out.print(Text(f"personal data: pseudonymized ({found})"))
+    if args.review is not None:
+        out.print(
+            Text(
+                f"review file {args.review} ({len(result.records)} row(s)): fill in verdict (accept / fix / drop) and "
+                f"reference, then: podium tasks import {args.review} --set {args.out}"
+            )
+        )
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace, out: Console) -> int:
+    from podium.eval.tasks import load_tasks
+    from podium.traffic.export import read_set, write_jsonl
+    from podium.traffic.review import import_review
+
+    if not args.set_path.is_file():
+        raise ConfigError(f"no regression set at {args.set_path}; pass the set the review file was exported with")
+    records = read_set(args.set_path)
+    result = import_review(args.review, records, set_name=str(args.set_path))
+    target = args.out or args.set_path
+    write_jsonl(target, result.records)
+    load_tasks(target)  # the written file loads (write_jsonl replaced it atomically)
+    summary = {
+        "out": str(target),
+        "tasks": len(result.records),
+        "accepted": result.accepted,
+        "fixed": result.fixed,
+        "dropped": result.dropped,
+        "unchanged": result.unchanged,
+        "retyped": result.retyped,
+        "candidates_left": sum(
+            1 for r in result.records if str(r.get("reference_source", "")).startswith("candidate:")
+        ),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    out.print(
+        Text(
+            f"{target}: {result.accepted} accepted, {result.fixed} fixed, {result.dropped} dropped, "
+            f"{result.unchanged} unchanged, {result.retyped} retyped; {len(result.records)} task(s), "
+            f"{summary['candidates_left']} candidate reference(s) still unconfirmed"
+        )
+    )
+    return 0
+
+
+def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import asyncio
+
+    from podium.pool import load_pool
+    from podium.runtime import guard, pii_protection
+    from podium.traffic.export import read_set, write_jsonl
+    from podium.traffic.label import judge_label
+    from podium.workers import build_worker
+
+    if not args.set_path.is_file():
+        raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
+    records = read_set(args.set_path)
+    config = load_pool(args.pool)
+    names = [w.name for w in config.workers]
+    if args.judge not in names:
+        raise ConfigError(f"--judge {args.judge!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
+    index = names.index(args.judge)
+    judge = guard(build_worker(config.merged(config.workers[index])), config, index, pii_protection(config))
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 10 == 0:
+            err.print(f"judged {done}/{total}", highlight=False)
+
+    result = asyncio.run(judge_label(records, judge, on_done=progress))
+    target = args.out or args.set_path
+    write_jsonl(target, result.records)
+    summary = {
+        "out": str(target),
+        "judge": args.judge,
+        "confirmed": result.confirmed,
+        "rejected": result.rejected,
+        "unscored": result.unscored,
+        "skipped": result.skipped,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    out.print(
+        Text(
+            f"{target}: the judge {args.judge} confirmed {result.confirmed} candidate(s) (marked judge:{args.judge}); "
+            f"{result.rejected} scored below the pass mark and {result.unscored} got no score: they stay candidates "
+            f"to review; {result.skipped} task(s) had no candidate"
+        )
+    )
     return 0
 
 
 def cmd_tasks(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """``podium tasks export``."""
-    return _cmd_export(args, out)
+    """``podium tasks export | import | label``."""
+    if args.tasks_command == "export":
+        return _cmd_export(args, out)
+    if args.tasks_command == "label":
+        return _cmd_label(args, out, err)
+    return _cmd_import(args, out)

@@ -1,0 +1,77 @@
+"""Labelling by a judge worker: ``podium tasks label SET.jsonl --judge WORKER``.
+
+Each task whose reference is still a **candidate** (``reference_source: candidate:…``, see
+:mod:`podium.traffic.export`) is shown to the judge as the eval loop's ``open`` verifier shows an
+answer (:func:`podium.eval.verifiers.judge_messages`: the question, the candidate as the answer,
+the 1–10 rubric, no reference). A score of at least
+:data:`~podium.eval.verifiers.JUDGE_PASS_SCORE` confirms the candidate: its
+``reference_source`` becomes ``judge:<worker>``, so the set says who labelled it. A lower score,
+or a reply without a score, leaves the task a candidate — for a person to review
+(``podium tasks export --review`` on the next export, or the set's review file). Tasks already
+confirmed (client, human, judge) are not sent again, so labelling is incremental.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from podium.eval.tasks import Task
+from podium.eval.verifiers import verify
+from podium.traffic.export import CANDIDATE_SOURCES
+from podium.workers.base import Worker
+
+__all__ = ["LabelResult", "judge_label"]
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    """The set after judging.
+
+    Attributes:
+        records: every record, in order; confirmed ones with ``reference_source: judge:<name>``.
+        confirmed: candidates the judge passed.
+        rejected: candidates the judge scored below the pass mark (left as candidates).
+        unscored: replies without a ``Score: N`` line (left as candidates).
+        skipped: tasks that were no candidates (not sent).
+        scores: judge score (1–10) per task id sent.
+    """
+
+    records: list[dict[str, Any]]
+    confirmed: int
+    rejected: int
+    unscored: int
+    skipped: int
+    scores: dict[str, float]
+
+
+async def judge_label(
+    records: Sequence[dict[str, Any]],
+    judge: Worker,
+    *,
+    on_done: Callable[[int, int], None] | None = None,
+) -> LabelResult:
+    """Ask ``judge`` about each candidate reference of ``records`` (module docstring), one call
+    at a time. ``on_done(done, total)`` follows progress. Raises what the judge's call raises
+    (a provider error stops the labelling; nothing is returned half-done)."""
+    todo = [i for i, r in enumerate(records) if r.get("reference_source") in CANDIDATE_SOURCES and r.get("reference")]
+    out = [dict(r) for r in records]
+    scores: dict[str, float] = {}
+    confirmed = rejected = unscored = 0
+    for done, index in enumerate(todo, 1):
+        record = out[index]
+        task = Task(id=str(record["id"]), question=str(record["question"]), task_type="open")
+        verdict = await verify(task, str(record["reference"]), judge=judge)
+        if not verdict.parsed:
+            unscored += 1
+        else:
+            scores[task.id] = float(verdict.extracted or 0)
+            if verdict.correct:
+                confirmed += 1
+                record["reference_source"] = f"judge:{judge.name}"
+            else:
+                rejected += 1
+        if on_done is not None:
+            on_done(done, len(todo))
+    return LabelResult(out, confirmed, rejected, unscored, len(records) - len(todo), scores)

@@ -1,0 +1,269 @@
+"""The labelling round trip: a review file out, references back in.
+
+``podium tasks export --review FILE.csv`` writes one row per exported task (:func:`write_review`):
+
+========================  =================================================================
+column                    meaning
+========================  =================================================================
+``id``                    the task's id in the set (do not edit)
+``task_type``             ``math``, ``choice``, ``exact`` or ``open``; may be changed
+``tags``                  the task's tags, ``;``-separated (not read back)
+``question``              the question as in the set (pseudonymized unless allowed; not read back)
+``candidate``             the reference the set holds now (podium's or the upstream's answer,
+                          or the client's), empty when there is none
+``candidate_source``      where it came from (``candidate:podium``, ``candidate:upstream``, ``client``...)
+``verdict``               empty, for the reviewer: ``accept``, ``fix`` or ``drop``
+``reference``             empty, for the reviewer: the right answer (with ``fix``)
+``note``                  free text (not read back)
+========================  =================================================================
+
+Verdicts: ``accept`` — the candidate is right: it becomes the reference; ``fix`` — the
+``reference`` column is the right answer; ``drop`` — remove the task from the set; empty —
+leave the task as it is (a filled ``reference`` with an empty verdict counts as ``fix``). A
+confirmed reference gets ``reference_source: "human"``.
+
+:func:`import_review` checks **every row before changing anything** — the header names ``id``,
+``verdict`` and ``reference``; each row has as many cells as the header; every id is in the set
+and appears once; each verdict is one of the above and has what it needs; a changed task type is
+known and has a reference when it needs one — and raises :class:`ReviewFileError` listing each
+bad row by its spreadsheet row number (the header is row 1) with the fix. Nothing is written
+unless every row is good. The file is read as UTF-8 (a byte-order mark is fine); the separator
+is the one the header uses (``,``, ``;`` as spreadsheets in Danish or German locales write, or a
+tab). The file is written UTF-8 with a byte-order mark, so spreadsheets show æ, ø and å.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podium.errors import ConfigError
+from podium.eval.tasks import TASK_TYPES
+
+__all__ = ["COLUMNS", "VERDICTS", "ImportResult", "ReviewFileError", "import_review", "write_review"]
+
+COLUMNS = ("id", "task_type", "tags", "question", "candidate", "candidate_source", "verdict", "reference", "note")
+"""The review file's columns, in order."""
+
+REQUIRED = ("id", "verdict", "reference")
+"""The columns :func:`import_review` reads (``task_type`` too, when present)."""
+
+VERDICTS = ("accept", "fix", "drop")
+_NEEDS_REFERENCE = ("math", "choice", "exact")
+_MAX_SHOWN = 20
+
+
+class ReviewFileError(ConfigError):
+    """A review file cannot be imported; the message lists each bad row and its fix."""
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """A review file applied to a set.
+
+    Attributes:
+        records: the whole set after the import, in its order (dropped tasks removed).
+        accepted: candidates confirmed as references.
+        fixed: references given by the reviewer.
+        dropped: tasks removed.
+        unchanged: rows with no verdict and no reference.
+        retyped: tasks whose type the reviewer changed.
+    """
+
+    records: list[dict[str, Any]]
+    accepted: int = 0
+    fixed: int = 0
+    dropped: int = 0
+    unchanged: int = 0
+    retyped: int = 0
+
+
+def write_review(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Write the review file of ``records`` (see the module docstring). Raises ConfigError when
+    the file cannot be written."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for r in records:
+        has_reference = r.get("reference") is not None
+        writer.writerow(
+            [
+                r["id"],
+                r.get("task_type", ""),
+                ";".join(r.get("tags", [])),
+                r["question"],
+                r.get("reference", "") if has_reference else "",
+                r.get("reference_source", "") if has_reference else "",
+                "",
+                "",
+                "",
+            ]
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(buffer.getvalue(), encoding="utf-8-sig")
+    except OSError as exc:
+        raise ConfigError(f"cannot write review file {path}: {exc.strerror or exc}") from None
+
+
+def _rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """(header, [(spreadsheet row number, cells)]) of the file; ReviewFileError when it cannot be
+    read as CSV at all."""
+    if not path.is_file():
+        raise ReviewFileError(f"no review file at {path}; write one with 'podium tasks export --review {path}'")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReviewFileError(
+            f"{path} is not UTF-8 text (byte {exc.start}); save it from the spreadsheet as 'CSV UTF-8'"
+        ) from None
+    except OSError as exc:
+        raise ReviewFileError(f"cannot read review file {path}: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise ReviewFileError(f"review file {path} is empty; its first row must be the header ({', '.join(COLUMNS)})")
+    first = text.splitlines()[0]
+    delimiter = max((",", ";", "\t"), key=first.count)
+    try:
+        reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=True)
+        rows = list(reader)
+    except csv.Error as exc:
+        raise ReviewFileError(f"{path}: not valid CSV near line {reader.line_num}: {exc}") from None
+    header = [h.strip().lower() for h in rows[0]]
+    numbered = [(n, cells) for n, cells in enumerate(rows[1:], start=2) if any(c.strip() for c in cells)]
+    return header, numbered
+
+
+def import_review(path: Path, records: Sequence[dict[str, Any]], *, set_name: str = "the set") -> ImportResult:
+    """``records`` (a regression set's) with the review file at ``path`` applied (see the
+    module docstring). Nothing is changed unless every row is good.
+
+    Raises ReviewFileError listing every problem (missing or repeated columns, rows of the wrong
+    width, unknown or repeated ids, unknown verdicts, a verdict without what it needs, an
+    unknown task type)."""
+    header, rows = _rows(path)
+    missing = [c for c in REQUIRED if c not in header]
+    repeated = sorted({c for c in header if c and header.count(c) > 1})
+    if missing or repeated:
+        problems = []
+        if missing:
+            problems.append(f"missing column(s) {', '.join(missing)}")
+        if repeated:
+            problems.append(f"column(s) {', '.join(repeated)} appear more than once")
+        raise ReviewFileError(
+            f"{path}: {'; '.join(problems)}. The first row must be the header as 'podium tasks export --review' "
+            f"writes it ({', '.join(COLUMNS)}); id, verdict and reference are read"
+        )
+    col = {name: header.index(name) for name in (*REQUIRED, "task_type") if name in header}
+    by_id = {str(r["id"]): r for r in records}
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    changes: dict[str, tuple[str, str | None, str | None]] = {}  # id -> (verdict, reference, task_type)
+    for number, cells in rows:
+        where = f"row {number}"
+        if len(cells) != len(header):
+            errors.append(
+                f"{where}: {len(cells)} cells, the header has {len(header)} (a separator inside an unquoted "
+                "cell? put the cell in double quotes, as the exported file does)"
+            )
+            continue
+
+        def cell(name: str, cells: list[str] = cells) -> str:
+            return cells[col[name]].strip() if name in col else ""
+
+        task_id, verdict, reference, new_type = (
+            cell("id"),
+            cell("verdict").lower(),
+            cell("reference"),
+            cell("task_type"),
+        )
+        if not task_id:
+            errors.append(f"{where}: the id is empty; copy it from the exported file (ids are not to be edited)")
+            continue
+        where = f"row {number} (id {task_id})"
+        if task_id in seen:
+            errors.append(f"{where}: the id is also on row {seen[task_id]}; keep one row per task")
+            continue
+        seen[task_id] = number
+        task = by_id.get(task_id)
+        if task is None:
+            errors.append(
+                f"{where}: no task with this id in {set_name}; was the file made for another set? "
+                "Import it into the set it was exported with"
+            )
+            continue
+        if verdict not in ("", *VERDICTS):
+            errors.append(f"{where}: verdict {verdict!r} is unknown; write accept, fix, drop or leave it empty")
+            continue
+        if not verdict and reference:
+            verdict = "fix"
+        if verdict == "fix" and not reference:
+            errors.append(f"{where}: verdict fix needs the right answer in the reference column")
+            continue
+        if verdict == "accept":
+            if task.get("reference") is None:
+                errors.append(
+                    f"{where}: verdict accept, but the task has no candidate answer; write fix and the answer "
+                    "in the reference column, or drop"
+                )
+                continue
+            if reference and reference != str(task["reference"]).strip():
+                errors.append(
+                    f"{where}: verdict accept, but the reference column differs from the candidate; write fix "
+                    "to use the reference column, or clear it to accept the candidate"
+                )
+                continue
+        kind = new_type or str(task.get("task_type", "open"))
+        if new_type and new_type not in TASK_TYPES:
+            errors.append(f"{where}: task_type {new_type!r} is unknown; use one of {', '.join(TASK_TYPES)}")
+            continue
+        if new_type == "code" and task.get("task_type") != "code":
+            errors.append(f"{where}: a code task needs tests, which a review file cannot hold; keep it open")
+            continue
+        final_reference = reference if verdict == "fix" else task.get("reference")
+        if verdict != "drop" and kind in _NEEDS_REFERENCE and final_reference is None:
+            errors.append(f"{where}: a {kind} task needs a reference; write fix and the answer, or keep it open")
+            continue
+        changes[task_id] = (verdict, reference or None, new_type or None)
+    if errors:
+        shown = errors[:_MAX_SHOWN]
+        more = f"\n  … and {len(errors) - _MAX_SHOWN} more" if len(errors) > _MAX_SHOWN else ""
+        raise ReviewFileError(
+            f"{path}: {len(errors)} row(s) cannot be imported; nothing was changed:\n  " + "\n  ".join(shown) + more
+        )
+    return _apply(records, changes)
+
+
+def _apply(records: Sequence[dict[str, Any]], changes: dict[str, tuple[str, str | None, str | None]]) -> ImportResult:
+    out: list[dict[str, Any]] = []
+    counts = {"accept": 0, "fix": 0, "drop": 0, "": 0}
+    retyped = 0
+    for record in records:
+        change = changes.get(str(record["id"]))
+        if change is None:
+            out.append(record)
+            continue
+        verdict, reference, new_type = change
+        counts[verdict] += 1
+        if verdict == "drop":
+            continue
+        updated = dict(record)
+        if new_type and new_type != record.get("task_type"):
+            updated["task_type"] = new_type
+            retyped += 1
+        if verdict == "fix":
+            updated.update(reference=reference, reference_source="human")
+        elif verdict == "accept":
+            updated["reference_source"] = "human"
+        out.append(updated)
+    return ImportResult(
+        records=out,
+        accepted=counts["accept"],
+        fixed=counts["fix"],
+        dropped=counts["drop"],
+        unchanged=counts[""],
+        retyped=retyped,
+    )
