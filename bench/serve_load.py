@@ -1,20 +1,27 @@
-"""Load benchmark of ``podium serve`` and ``podium shadow`` on loopback (issue: service).
+"""Load benchmark of ``podium serve`` (and ``podium shadow``) on loopback.
 
 A fixed-latency OpenAI-compatible upstream (``podium.serve.fake_upstream``, latency L) is the
-worker. N concurrent clients send R requests each, three ways, in the same run:
+worker. At each client level N (``--clients 1,16,64,256``), N concurrent clients send about
+``--total`` requests in all, to each way in turn, in the same run (the ways' order rotates from
+level to level):
 
 * **direct** — straight to the upstream (the baseline);
 * **serve** — through ``podium serve`` with a one-step fixed conductor (``single:upstream``) over
   that worker: what podium's API, orchestration, budgets and trace writing add per request;
-* **shadow** — through ``podium shadow --mode plan`` in front of the upstream: what the proxy
-  adds to the client's latency (its background plans also call the upstream, as an LM conductor
-  there would).
+* **base** (``--baseline-src DIR``) — the same through another podium checkout's ``src`` (e.g. a
+  ``git worktree`` of an older commit), started the same way: before/after in one run;
+* **shadow** (``--shadow``) — through ``podium shadow --mode plan`` in front of the upstream:
+  what the proxy adds to the client's latency.
 
-Every server is a real process (uvicorn) started as a user starts it. Reported: throughput
-(requests/s), latency p50/p95/p99 (ms) per way, the latency podium adds (its percentile minus
-direct's), failed requests, and for serve that every request left exactly one complete trace.
+Every server is a real process (uvicorn) started as a user starts it. Reported per way and
+level: throughput (requests/s, answered ones), latency p50/p95/p99 (ms), the latency added to
+direct's, answered / refused (503) / failed requests, the server process's CPU milliseconds per
+request (user + system, from /proc, over the level's requests), the throughput ratio to direct
+(and serve/base), and for serve and base that every request — 503s included — left exactly one
+trace, every answered one complete.
 
-    .venv/bin/python bench/serve_load.py [--clients 16] [--requests 25] [--latency-ms 50] [--json OUT]
+    .venv/bin/python bench/serve_load.py [--clients 1,16,64,256] [--total 400] [--latency-ms 50]
+        [--baseline-src DIR] [--shadow] [--config-extra 'max_in_flight = 256'] [--json OUT]
 """
 
 from __future__ import annotations
@@ -59,6 +66,12 @@ def start(args: list[str], port: int, env: dict[str, str]) -> subprocess.Popen[b
     raise SystemExit(f"{args[0]} did not start")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pool_file(folder: Path, upstream_port: int) -> Path:
     path = folder / "bench-pool.toml"
     path.write_text(
@@ -79,13 +92,15 @@ price = {{ input = 1.0, output = 2.0 }}
     return path
 
 
-async def load(url: str, clients: int, requests: int) -> tuple[list[float], int, float, list[str]]:
-    """(latencies s, failures, wall s, request ids) of clients × requests POSTs."""
+async def load(url: str, clients: int, requests: int) -> dict[str, Any]:
+    """clients × requests POSTs: latencies (s) of the answered ones, their ids and the 503s' ids,
+    failures (anything else), wall seconds."""
     latencies: list[float] = []
     ids: list[str] = []
+    refused: list[str] = []
     failures = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
         async def one_client() -> None:
             nonlocal failures
@@ -96,76 +111,131 @@ async def load(url: str, clients: int, requests: int) -> tuple[list[float], int,
                 except httpx.HTTPError:
                     failures += 1
                     continue
-                if response.status_code != 200:
+                if response.status_code == 503:
+                    refused.append(response.headers.get("x-request-id", ""))
+                elif response.status_code != 200:
                     failures += 1
-                    continue
-                latencies.append(time.perf_counter() - started)
-                ids.append(response.headers.get("x-request-id", ""))
+                else:
+                    latencies.append(time.perf_counter() - started)
+                    ids.append(response.headers.get("x-request-id", ""))
 
         started = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
         wall = time.perf_counter() - started
-    return latencies, failures, wall, ids
+    return {"latencies": latencies, "ids": ids, "refused": refused, "failures": failures, "wall": wall}
 
 
-def summary(latencies: list[float], failures: int, wall: float) -> dict[str, Any]:
-    ms = np.array(latencies) * 1000
+def summary(run: dict[str, Any], cpu: float | None) -> dict[str, Any]:
+    ms = np.array(run["latencies"] or [float("nan")]) * 1000
+    sent = len(run["latencies"]) + len(run["refused"]) + run["failures"]
     return {
-        "requests": len(latencies) + failures,
-        "failed": failures,
-        "throughput_rps": round(len(latencies) / wall, 1),
+        "requests": sent,
+        "answered": len(run["latencies"]),
+        "refused_503": len(run["refused"]),
+        "failed": run["failures"],
+        "throughput_rps": round(len(run["latencies"]) / run["wall"], 1),
         "p50_ms": round(float(np.percentile(ms, 50)), 1),
         "p95_ms": round(float(np.percentile(ms, 95)), 1),
         "p99_ms": round(float(np.percentile(ms, 99)), 1),
+        "cpu_ms_per_request": None if cpu is None else round(cpu * 1000 / sent, 2),
+    }
+
+
+def traced(traces: Path, run: dict[str, Any], health_url: str) -> dict[str, Any]:
+    """Whether every request of ``run`` left one trace (complete when answered). Waits until the
+    server's trace writer has nothing pending (another process sees a write once it commits)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        writer = httpx.get(health_url, timeout=5).json().get("traces")
+        if writer is None or writer["pending"] == 0:  # an older podium writes inline
+            break
+        time.sleep(0.05)
+    db = sqlite3.connect(traces)
+    try:
+        rows = dict(db.execute("SELECT id, status FROM requests"))
+        steps = dict(db.execute("SELECT request_id, COUNT(*) FROM steps GROUP BY request_id"))
+    finally:
+        db.close()
+    answered, refused = run["ids"], run["refused"]
+    return {
+        "every_request_traced": all(i in rows for i in answered + refused)
+        and len(set(answered + refused)) == len(answered + refused),
+        "answered_complete": sum(rows.get(i) == "ok" and steps.get(i) == 1 for i in answered),
+        "refused_traced": sum(rows.get(i) == "error" for i in refused),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--requests", type=int, default=25, help="requests per client")
+    parser.add_argument("--clients", default="1,16,64,256", help="client levels, comma-separated")
+    parser.add_argument("--total", type=int, default=400, help="requests per level and way (at least 2 per client)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the upstream's fixed latency")
+    parser.add_argument("--baseline-src", type=Path, help="another checkout's src/ to run as way 'base'")
+    parser.add_argument("--shadow", action="store_true", help="also measure podium shadow --mode plan")
+    parser.add_argument("--config-extra", default="", help="TOML lines added to serve's configuration")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env = {**os.environ, "PODIUM_HOME": str(folder), "PODIUM_BENCH_KEY": "unused"}
-        up_port, serve_port, shadow_port = free_port(), free_port(), free_port()
         config = folder / "serve.toml"
-        config.write_text('[models.podium]\nconductor = "single:upstream"\n')
-        traces = folder / "traces.sqlite3"
+        config.write_text(f'{args.config_extra}\n[models.podium]\nconductor = "single:upstream"\n')
+        up_port = free_port()
         procs = [start(["podium.serve.fake_upstream", "--port", str(up_port), "--latency-ms", str(args.latency_ms)],
                        up_port, env)]  # fmt: skip
+        ways: dict[str, tuple[int, int | None, Path | None]] = {"direct": (up_port, procs[0].pid, None)}
         try:
             pool = str(pool_file(folder, up_port))
-            procs.append(start(["podium", "serve", "--pool", pool, "--config", str(config), "--traces", str(traces),
-                                "--port", str(serve_port)], serve_port, env))  # fmt: skip
-            procs.append(start(["podium", "shadow", "--upstream", f"http://127.0.0.1:{up_port}", "--pool", pool,
-                                "--mode", "plan", "--traces", str(folder / "shadow-traces.sqlite3"),
-                                "--store", str(folder / "shadow.sqlite3"), "--port", str(shadow_port)],
-                               shadow_port, env))  # fmt: skip
-            results: dict[str, Any] = {"config": vars(args) | {"json": None}}
-            for name, port in (("direct", up_port), ("serve", serve_port), ("shadow", shadow_port)):
+            servers = [("serve", env)]
+            if args.baseline_src:
+                servers.append(("base", {**env, "PYTHONPATH": str(args.baseline_src.resolve())}))
+            for name, server_env in servers:
+                port, traces = free_port(), folder / f"{name}-traces.sqlite3"
+                proc = start(["podium", "serve", "--pool", pool, "--config", str(config), "--traces", str(traces),
+                              "--port", str(port)], port, server_env)  # fmt: skip
+                procs.append(proc)
+                ways[name] = (port, proc.pid, traces)
+            if args.shadow:
+                port = free_port()
+                proc = start(["podium", "shadow", "--upstream", f"http://127.0.0.1:{up_port}", "--pool", pool,
+                              "--mode", "plan", "--traces", str(folder / "shadow-traces.sqlite3"),
+                              "--store", str(folder / "shadow.sqlite3"), "--port", str(port)], port, env)  # fmt: skip
+                procs.append(proc)
+                ways["shadow"] = (port, proc.pid, None)
+            for port, _, _ in ways.values():
                 asyncio.run(load(f"http://127.0.0.1:{port}", 2, 3))  # warm-up: connections, imports
-                latencies, failures, wall, ids = asyncio.run(
-                    load(f"http://127.0.0.1:{port}", args.clients, args.requests)
-                )
-                results[name] = summary(latencies, failures, wall)
-                if name == "serve":
-                    db = sqlite3.connect(traces)
-                    complete = db.execute(
-                        "SELECT COUNT(*) FROM requests r WHERE status = 'ok' AND finished_at IS NOT NULL "
-                        "AND (SELECT COUNT(*) FROM steps s WHERE s.request_id = r.id) = 1"
-                    ).fetchone()[0]
-                    wanted = set(ids)
-                    stored = {r[0] for r in db.execute("SELECT id FROM requests")}
-                    results[name]["traces_complete"] = int(complete) - 6  # the warm-up's 6 requests
-                    results[name]["every_request_traced"] = wanted <= stored and len(wanted) == len(ids)
-            for name in ("serve", "shadow"):
-                results[name]["added_ms"] = {
-                    q: round(results[name][f"{q}_ms"] - results["direct"][f"{q}_ms"], 1) for q in ("p50", "p95", "p99")
-                }
+            results: dict[str, Any] = {"config": vars(args) | {"json": None, "baseline_src": str(args.baseline_src)}}
+            names = list(ways)
+            for k, clients in enumerate(levels):
+                per_client = max(2, -(-args.total // clients))
+                level: dict[str, Any] = {}
+                for name in names[k % len(names) :] + names[: k % len(names)]:  # rotate the order
+                    port, pid, trace_file = ways[name]
+                    url = f"http://127.0.0.1:{port}"
+                    cpu0 = cpu_s(pid) if pid else None
+                    run = asyncio.run(load(url, clients, per_client))
+                    cpu = cpu_s(pid) - cpu0 if pid and cpu0 is not None else None
+                    level[name] = summary(run, cpu)
+                    if trace_file is not None:
+                        level[name] |= traced(trace_file, run, url + "/healthz")
+                for name in names[1:]:
+                    level[name]["throughput_vs_direct"] = round(
+                        level[name]["throughput_rps"] / level["direct"]["throughput_rps"], 3
+                    )
+                    level[name]["added_ms"] = {
+                        q: round(level[name][f"{q}_ms"] - level["direct"][f"{q}_ms"], 1) for q in ("p50", "p95", "p99")
+                    }
+                if "base" in level:
+                    level["serve/base"] = {
+                        "throughput": round(level["serve"]["throughput_rps"] / level["base"]["throughput_rps"], 3),
+                        "cpu_ms_per_request": round(
+                            level["serve"]["cpu_ms_per_request"] / level["base"]["cpu_ms_per_request"], 3
+                        ),
+                    }
+                results[f"clients={clients}"] = level
+                print(json.dumps({f"clients={clients}": level}), file=sys.stderr, flush=True)
         finally:
             for proc in procs:
                 proc.terminate()

@@ -145,6 +145,55 @@ class Orchestrator:
         self.recursion_rounds = recursion_rounds
         self.exporter = exporter
 
+    def _keep(self, record: RunRecord) -> None:
+        """Hand a finished record to the trace store, then to the exporter."""
+        if self.traces:
+            self.traces.write(record)
+        if self.exporter is not None:
+            try:
+                self.exporter.export(record)
+            except Exception:  # telemetry never fails a request; the record is stored already
+                _log.exception("exporting request %s failed", record.id)
+
+    def refuse(
+        self,
+        question: str,
+        reason: str,
+        *,
+        request_id: str | None = None,
+        tags: Sequence[str] = (),
+        subject: str | None = None,
+    ) -> RunRecord:
+        """The trace of a request refused before any work (e.g. a busy server's HTTP 503):
+        status ``error`` with ``reason`` as its error, no conductor attempt, no step, no cost;
+        stored and exported like any other request, so refusals are counted where requests are.
+
+        Raises ConfigError for a request id that is not 32 lowercase hex characters."""
+        if request_id is not None and not _is_request_id(request_id):
+            raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
+        now = utc_now()
+        record = RunRecord(
+            id=request_id or uuid.uuid4().hex,
+            question=question,
+            pool=self.pool_name,
+            workers=tuple(w.name for w in self.pool),
+            conductor=self.conductor.name,
+            mode="run",
+            started_at=now,
+            finished_at=now,
+            status="error",
+            answer="",
+            attempts=(),
+            workflows=(),
+            steps=(),
+            totals=Totals(),
+            error=reason,
+            tags=tuple(tags),
+            subject=subject,
+        )
+        self._keep(record)
+        return record
+
     def close(self) -> None:
         """Wait until this orchestrator's trace writes are stored (the trace store writes
         behind the requests, :mod:`podium.trace.writer`). The store itself stays open: it may be
@@ -285,13 +334,7 @@ class Orchestrator:
                 tags=meta.tags,
                 subject=meta.subject,
             )
-            if self.traces:
-                self.traces.write(record)
-            if self.exporter is not None:
-                try:
-                    self.exporter.export(record)
-                except Exception:  # telemetry never fails a request; the record is stored already
-                    _log.exception("exporting request %s failed", request_id)
+            self._keep(record)
             return record
 
         try:

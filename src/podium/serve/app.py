@@ -7,8 +7,13 @@ Endpoints:
   events; only the answering step streams, see :mod:`podium.streaming`). ``usage`` carries
   ``cost_usd`` (USD, workers and conductor); the response ``id`` is the trace id, also sent as
   the ``X-Request-Id`` header, so ``podium trace show ID`` finds the request.
-* ``GET /v1/models`` — the presets; ``GET /healthz`` — serving mode, in-flight requests, the
-  configuration's load time and any reload error.
+* ``GET /v1/models`` — the presets; ``GET /healthz`` — serving mode, requests in flight and
+  waiting, requests refused as busy, the trace writer's counts, the configuration's load time and
+  any reload error.
+
+Admission: at most ``max_in_flight`` requests run; later ones wait for a slot, first come first
+served (at most ``max_queued`` waiting, each at most ``queue_timeout_s``), and one that gets no
+slot is answered 503 — and traced (status error, ``ServerBusy: …``) and counted like any request.
 
 Per-request options, as headers or in the body's ``podium`` object (``extra_body`` in the
 OpenAI SDK): ``deadline_s`` / ``X-Podium-Deadline`` (seconds), ``cost_cap_usd`` /
@@ -18,8 +23,9 @@ OpenAI SDK): ``deadline_s`` / ``X-Podium-Deadline`` (seconds), ``cost_cap_usd`` 
 OpenAI ``user`` field.
 
 Errors use the OpenAI shape ``{"error": {"message", "type", "param", "code"}}``: 400 bad input,
-401 missing or unknown key, 404 unknown model, 429 key over budget, 503 busy, 502/504 when no
-answer could be produced (the trace id is in the message and header).
+401 missing or unknown key, 404 unknown model, 429 key over budget, 503 busy (its trace id in the
+message and header), 502/504 when no answer could be produced (the trace id is in the message and
+header).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import math
 import signal
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +169,68 @@ class _Loaded:
     loaded_at: float = field(default_factory=time.time)
 
 
+class _Busy(Exception):
+    """No slot for a request: every one is taken and the wait queue is full or timed out."""
+
+    def __init__(self, reason: str, waited_s: float) -> None:
+        super().__init__(reason)
+        self.reason, self.waited_s = reason, waited_s
+
+
+class _Admission:
+    """Slots for requests: at most ``limit`` hold one; the others wait first come, first served.
+
+    A freed slot is handed straight to the longest waiter (a request arriving meanwhile cannot
+    take it), so nobody waits past their turn."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    async def enter(self, limit: int, max_queued: int, timeout_s: float) -> float:
+        """Take a slot, waiting at most ``timeout_s``; returns the seconds waited. Raises _Busy."""
+        if self.running < limit and not self._waiters:
+            self.running += 1
+            return 0.0
+        if timeout_s <= 0 or len(self._waiters) >= max_queued:
+            raise _Busy(f"{self.running} requests in flight (max_in_flight {limit}) and {self.waiting} waiting", 0.0)
+        started = time.monotonic()
+        slot = asyncio.get_running_loop().create_future()
+        self._waiters.append(slot)
+        try:
+            await asyncio.wait_for(asyncio.shield(slot), timeout_s)
+        except TimeoutError:
+            if not (slot.done() and not slot.cancelled()):  # handed a slot just as the time ran out: keep it
+                slot.cancel()
+                raise _Busy(
+                    f"no slot within queue_timeout_s {timeout_s:g} s ({self.running} requests in flight, "
+                    f"max_in_flight {limit})",
+                    time.monotonic() - started,
+                ) from None
+        except asyncio.CancelledError:  # the client went away while waiting
+            if slot.done() and not slot.cancelled():
+                self.leave(limit)  # the slot was ours: pass it on
+            slot.cancel()
+            raise
+        finally:
+            if slot in self._waiters:
+                self._waiters.remove(slot)
+        return time.monotonic() - started
+
+    def leave(self, limit: int) -> None:
+        """Give a slot back: to the longest waiter, or free."""
+        self.running -= 1
+        while self._waiters and self.running < limit:
+            slot = self._waiters.popleft()
+            if not slot.done():
+                slot.set_result(None)
+                self.running += 1
+
+
 class FallbackOnly(FixedConductor):
     """The kill switch's conductor: the fallback pipeline's one step, no conductor call."""
 
@@ -197,6 +266,10 @@ class Server:
         self.keys = keys
         self.workers = workers
         self.served = 0
+        self.refused_busy = 0
+        """Requests answered 503 because no slot was free (each also left a trace)."""
+        self.admission = _Admission()
+        self._busy_logged_at = -60.0
         self.tasks: set[asyncio.Task[RunRecord]] = set()
         """Requests being answered: shutdown waits for them, so every one leaves its trace."""
         self.reload_error: str | None = None
@@ -360,8 +433,35 @@ class Server:
         """Requests being answered now."""
         return len(self.tasks)
 
+    async def admit(self, prepared: _Prepared) -> None:
+        """Take a slot for ``prepared`` (waiting for one as configured), to be given back when
+        its task ends (:meth:`start`). Without one: the refusal is traced and counted, and
+        ApiError 503 carries the trace id."""
+        config = self.current.config
+        try:
+            await self.admission.enter(config.max_in_flight, config.max_queued, config.queue_timeout_s)
+        except _Busy as busy:
+            self.refused_busy += 1
+            reason = f"ServerBusy: {busy.reason}; waited {busy.waited_s:.3f} s"
+            prepared.orchestrator.refuse(
+                prepared.question, reason, request_id=prepared.request_id, tags=prepared.tags, subject=prepared.subject
+            )
+            now = time.monotonic()
+            if now - self._busy_logged_at >= 10.0:  # at most one line per 10 s under a burst
+                self._busy_logged_at = now
+                log.warning("podium: busy: %s (%d requests refused with 503 so far, each traced)",
+                            busy.reason, self.refused_busy)  # fmt: skip
+            raise ApiError(
+                503,
+                f"the server is busy (trace {prepared.request_id}): {busy.reason}; retry shortly",
+                type="server_error",
+                code="server_busy",
+                headers={"Retry-After": "1", "X-Request-Id": prepared.request_id},
+            ) from None
+
     def start(self, prepared: _Prepared, stream: AnswerStream | None = None) -> asyncio.Task[RunRecord]:
-        """Run ``prepared`` as a task the server keeps track of until it ends, then book it."""
+        """Run ``prepared`` (admitted: :meth:`admit`) as a task the server keeps track of until
+        it ends, then give its slot back and book it."""
         task = asyncio.create_task(prepared.run(stream))
         self.tasks.add(task)
         task.add_done_callback(lambda done: self._finished(prepared, done))
@@ -377,8 +477,9 @@ class Server:
             await asyncio.wait(pending, timeout=timeout_s)
 
     def _finished(self, prepared: _Prepared, task: asyncio.Task[RunRecord]) -> None:
-        """Forget a finished request and book what it cost against its key."""
+        """Forget a finished request, give its slot back and book what it cost against its key."""
         self.tasks.discard(task)
+        self.admission.leave(self.current.config.max_in_flight)
         self.served += 1
         record = None if task.cancelled() or task.exception() is not None else task.result()
         if prepared.key is not None and self.keys is not None and record is not None:
@@ -527,14 +628,14 @@ def _sse_error(error: ApiError) -> str:
     return _sse({"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}})
 
 
-async def _events(server: Server, prepared: _Prepared) -> AsyncIterator[str]:
-    """The SSE stream of one request: role, the answer's text as it is generated, the finish
-    chunk, usage if asked, ``[DONE]``. A client that goes away cancels the request (its trace
-    is still written, with status error)."""
+async def _events(
+    prepared: _Prepared, task: asyncio.Task[RunRecord], stream: AnswerStream, queue: asyncio.Queue[str]
+) -> AsyncIterator[str]:
+    """The SSE stream of one request (already started, writing its answer's text to ``stream``,
+    which puts it on ``queue``): role, the answer's text as it is generated, the finish chunk,
+    usage if asked, ``[DONE]``. A client that goes away cancels the request (its trace is still
+    written, with status error)."""
     created = int(time.time())
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    stream = AnswerStream(queue.put_nowait)
-    task = server.start(prepared, stream)
     try:
         yield _chunk(prepared, created, {"role": "assistant", "content": ""})
         while not task.done():
@@ -722,7 +823,10 @@ def create_app(server: Server) -> FastAPI:
             "pool": loaded.pool.name,
             "models": list(loaded.models),
             "in_flight": server.in_flight,
+            "waiting": server.admission.waiting,
             "served": server.served,
+            "refused_busy": server.refused_busy,
+            "max_in_flight": loaded.config.max_in_flight,
             "config_loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(loaded.loaded_at)),
             "reload_error": server.reload_error,
             "telemetry": dataclasses.asdict(server.telemetry.stats()) if server.telemetry else None,
@@ -759,12 +863,15 @@ def create_app(server: Server) -> FastAPI:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise ApiError(400, f"{where or 'body'}: {first['msg']}", param=where or None) from None
-        if server.in_flight >= server.current.config.max_in_flight:
-            raise ApiError(503, "the server is busy; retry shortly", type="server_error", headers={"Retry-After": "1"})
         prepared = server.prepare(body, request.headers, key)
         headers = {"X-Request-Id": prepared.request_id}
+        await server.admit(prepared)  # 503 (traced) when no slot frees in time
         if body.stream:
-            return StreamingResponse(_events(server, prepared), media_type="text/event-stream", headers=headers)
+            queue: asyncio.Queue[str] = asyncio.Queue()
+            stream = AnswerStream(queue.put_nowait)
+            task = server.start(prepared, stream)  # started here, so its slot is given back however the stream ends
+            events = _events(prepared, task, stream, queue)
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
         try:
             record = await server.start(prepared)
         except ConfigError as exc:

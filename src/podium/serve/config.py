@@ -89,7 +89,11 @@ class ServeConfig(_Strict):
             the pool's fallback pipeline, no conductor call).
         default_model: used when a request's ``model`` is empty.
         models: the presets, by the name clients send as ``model``.
-        max_in_flight: requests served at once; more get HTTP 503 with Retry-After.
+        max_in_flight: requests answered at once; more wait for a slot (first come, first
+            served), up to ``max_queued`` of them for at most ``queue_timeout_s`` each, then get
+            HTTP 503 with Retry-After — traced (status error, ``ServerBusy``) and counted.
+        max_queued: requests that may wait for a slot at once; beyond that, 503 at once.
+        queue_timeout_s: seconds a request may wait for a slot (0: no waiting, 503 at once).
         graceful_shutdown_s: on SIGTERM/SIGINT, seconds in-flight requests may still take
             before they are cancelled (their traces are written either way).
         max_body_bytes: larger request bodies are refused with HTTP 413 before they are read.
@@ -99,7 +103,9 @@ class ServeConfig(_Strict):
     serving: Literal["conductor", "fallback"] = "conductor"
     default_model: str = "podium"
     models: dict[str, ModelPreset] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
-    max_in_flight: int = Field(default=64, ge=1)
+    max_in_flight: int = Field(default=256, ge=1)
+    max_queued: int = Field(default=1024, ge=0)
+    queue_timeout_s: float = Field(default=30.0, ge=0, allow_inf_nan=False)
     graceful_shutdown_s: float = Field(default=120.0, gt=0)
     max_body_bytes: int = Field(default=4 << 20, ge=1024, description="larger bodies get 413")
 
