@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +17,8 @@ from podium.trace.query import SearchHit, TraceSummary
 from podium.workflow import ALL, Workflow
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from podium.dataflow import Register
 
 __all__ = [
@@ -64,6 +57,15 @@ def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Pr
     prints plain lines instead, so long runs are never silent."""
     if not console.is_terminal:
         return PlainProgress(label, console)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns = [TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}")]
     columns += [TimeElapsedColumn(), *([TimeRemainingColumn()] if remaining else [])]
     return Progress(*columns, console=console)
@@ -96,7 +98,7 @@ class PlainProgress:
                 self._line(task, force=True)
 
     def add_task(self, description: str, total: float | None = None, **_: Any) -> TaskID:
-        task_id = TaskID(len(self._tasks))
+        task_id = cast("TaskID", len(self._tasks))  # rich's TaskID is an int (NewType)
         now = time.monotonic()
         self._tasks[task_id] = {"description": description, "total": total, "completed": 0.0, "started": now,
                                 "printed": now, "tenth": 0, "shown": 0.0}  # fmt: skip

