@@ -45,6 +45,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "bank": ("podium.eval.bank_cli", "record and inspect workflow outcome banks"),
     "tasks": ("podium.traffic.cli", "regression sets from traffic: export, and the labelling round trip"),
+    "drift": (
+        "podium.traffic.cli",
+        "compare recent traffic with a reference window per tag: input and outcome shift",
+    ),
 }
 """Commands whose parsers live in another module (its ``add_parsers(sub)`` defines them), with
 the one-line help ``podium --help`` lists. Only the module of the command being run is imported
@@ -769,10 +773,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
             from podium.serve.cli import cmd_keys, cmd_serve, cmd_shadow
 
             return {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow}[args.command](args, out)
-        if args.command == "tasks":
-            from podium.traffic.cli import cmd_tasks
+        if args.command in ("tasks", "drift"):
+            from podium.traffic.cli import cmd_drift, cmd_tasks
 
-            return cmd_tasks(args, out, err)
+            return (cmd_tasks if args.command == "tasks" else cmd_drift)(args, out, err)
         return _cmd_pool(args, out)
     except ConfigError as exc:
         err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)

@@ -1,5 +1,5 @@
-"""From traffic to a better conductor: regression sets from stored traffic and the labelling
-round trip.
+"""From traffic to a better conductor: regression sets from stored traffic, the labelling round
+trip, and drift monitoring (docs/loop.md).
 
 - :mod:`podium.traffic.source` — traces and shadow records as :class:`TrafficItem` s.
 - :mod:`podium.traffic.export` — ``podium tasks export``: pseudonymized, de-duplicated
@@ -7,10 +7,12 @@ round trip.
 - :mod:`podium.traffic.review` — the review file out and its verdicts back in
   (``podium tasks import``); :mod:`podium.traffic.label` — candidates confirmed by a judge
   worker (``podium tasks label --judge``).
+- :mod:`podium.traffic.drift` and :mod:`podium.traffic.plot` — ``podium drift``.
 - :mod:`podium.traffic.features` — normalised text, terms, language, format, a model-free
   embedding.
 
-Importing this package is light: numpy and Presidio load in the modules that use them.
+Importing this package is light: numpy, Presidio and matplotlib load in the modules that use
+them.
 """
 
 from podium.traffic.source import TrafficItem

@@ -1,6 +1,8 @@
-"""``podium tasks export | import | label``.
+"""``podium tasks export | import | label`` and ``podium drift``.
 
-Exit codes: 0 done, 2 bad options or input (the message names the fix; nothing is written).
+Exit codes: 0 done (drift: no threshold crossed), 2 bad options or input (the message names
+the fix; nothing is written), 3 drift: an input threshold was crossed (the traffic changed),
+4 drift: an outcome threshold was crossed (podium does worse), with or without input shift.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ if TYPE_CHECKING:
     from podium.embed import Embedder
     from podium.traffic.export import Pseudonymize
 
-__all__ = ["add_parsers", "cmd_tasks"]
+__all__ = ["add_parsers", "cmd_drift", "cmd_tasks"]
 
 _STATUSES = "traces: ok, fallback, error, running; shadow: done, failed, over_budget, skipped_budget, dropped, error"
 
 
 def add_parsers(sub: Any) -> None:
-    """The ``tasks`` subcommand."""
+    """The ``tasks`` and ``drift`` subcommands."""
     from podium.serve.cli import default_shadow_path
 
     tasks = sub.add_parser(
@@ -115,6 +117,48 @@ def add_parsers(sub: Any) -> None:
     lb.add_argument("--out", type=Path, metavar="OUT.jsonl", help="write the result here (default: update the set)")
     lb.add_argument("--json", action="store_true", help="print the summary as JSON")
 
+    d = sub.add_parser(
+        "drift",
+        help="compare recent traffic with a reference window per tag: input and outcome shift",
+        description=(
+            "Compare a recent window of traced traffic with a reference window, for all requests and per tag: input "
+            "shift (embedding MMD with a permutation test, mean-vector cosine distance, unseen terms, language and "
+            "format mix, new tags) and outcome shift (cost, p95 latency, fallback, parse-failure and error rates, "
+            "quality where --labels gives references). Exit 0 when no threshold is crossed, 3 input shift only, "
+            "4 outcome shift, 2 bad input. See docs/loop.md."
+        ),
+    )
+    d.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    w = d.add_argument_group("windows (UTC; default: the last --days days against the --days before)")
+    w.add_argument("--days", type=float, default=7.0, help="length of each default window, days (default 7)")
+    w.add_argument("--since", metavar="WHEN", help="recent window start")
+    w.add_argument("--until", metavar="WHEN", help="recent window end, exclusive (default: now)")
+    w.add_argument("--reference-since", metavar="WHEN", help="reference window start")
+    w.add_argument("--reference-until", metavar="WHEN", help="reference window end (default: the recent start)")
+    c = d.add_argument_group("comparison")
+    c.add_argument(
+        "--tag", action="append", default=[], help="report this tag's slice (repeatable; default: every tag)"
+    )
+    c.add_argument("--embedder", default="hash", help="hash (default: no model), minilm, an embedded model id, or none")
+    c.add_argument("--labels", type=Path, metavar="SET.jsonl", help="a labelled regression set (quality per window)")
+    c.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="change a threshold or turn it off (NAME=off); repeatable; names and defaults in docs/loop.md",
+    )
+    c.add_argument("--min-requests", type=int, default=10, help="requests per window before a slice alerts (10)")
+    c.add_argument("--min-labels", type=int, default=5, help="labelled requests per window for quality (5)")
+    c.add_argument("--permutations", type=int, default=500, help="permutations of the MMD test (500)")
+    c.add_argument("--max-sample", type=int, default=300, help="questions per window in the MMD (300)")
+    c.add_argument("--seed", type=int, default=0)
+    o = d.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print the report as JSON (default: Markdown)")
+    o.add_argument("--out", type=Path, metavar="FILE.md", help="also write the Markdown report here")
+    o.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the metrics over time")
+    o.add_argument("--bucket", choices=["hour", "day", "week"], default="day", help="plot bucket (default: day)")
+
 
 # -------------------------------------------------------------------------------------- tasks
 
@@ -196,17 +240,27 @@ def _read(args: argparse.Namespace) -> list[Any]:
     if args.status is not None and args.status not in STATUSES:
         raise ConfigError(f"--status {args.status!r}: a trace's status is one of {', '.join(STATUSES)}")
     store = source.open_traces(args.traces or default_trace_path())
-    tags = [*args.tag, *([f"use-case:{args.use_case}"] if args.use_case else [])]
-    items = source.read_traces(store, since=since, until=until, status=args.status, tags=tags)
-    if not items and tags:
-        known = source.known_tags(store)
-        unknown = source.unknown_tags(tags, known)
-        if unknown:
-            raise ConfigError(
-                f"no stored request carries tag(s) {', '.join(map(repr, unknown))}; tags in the store: "
-                f"{', '.join(sorted(known)) or 'none'}"
-            )
+    try:
+        tags = [*args.tag, *([f"use-case:{args.use_case}"] if args.use_case else [])]
+        items = source.read_traces(store, since=since, until=until, status=args.status, tags=tags)
+        if not items and tags:
+            _check_tags(store, tags)
+    finally:
+        store.close()
     return items
+
+
+def _check_tags(store: Any, tags: Sequence[str]) -> None:
+    """ConfigError naming the tags no stored request carries, and the tags there are."""
+    from podium.traffic import source
+
+    known = source.known_tags(store)
+    unknown = source.unknown_tags(tags, known)
+    if unknown:
+        raise ConfigError(
+            f"no stored request carries tag(s) {', '.join(map(repr, unknown))}; tags in the store: "
+            f"{', '.join(sorted(known)) or 'none'}"
+        )
 
 
 def _cmd_export(args: argparse.Namespace, out: Console) -> int:
@@ -380,3 +434,85 @@ def cmd_tasks(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.tasks_command == "label":
         return _cmd_label(args, out, err)
     return _cmd_import(args, out)
+
+
+# -------------------------------------------------------------------------------------- drift
+
+
+def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``podium drift``: the report, the plot, and the exit code of the alerts."""
+    from podium.traffic import source
+    from podium.traffic.drift import (
+        DriftOptions,
+        drift_report,
+        label_scores,
+        parse_thresholds,
+        report_markdown,
+        windows_for,
+    )
+
+    for flag, value, low in (
+        ("--min-requests", args.min_requests, 2),
+        ("--min-labels", args.min_labels, 1),
+        ("--permutations", args.permutations, 1),
+        ("--max-sample", args.max_sample, 2),
+    ):
+        if value < low:
+            raise ConfigError(f"{flag} must be at least {low}, got {value}")
+    thresholds = parse_thresholds(args.threshold)
+    windows = windows_for(
+        since=args.since,
+        until=args.until,
+        reference_since=args.reference_since,
+        reference_until=args.reference_until,
+        days=args.days,
+    )
+    store = source.open_traces(args.traces or default_trace_path())
+    try:
+        if args.tag:
+            _check_tags(store, args.tag)
+        reference = source.read_traces(store, since=windows["reference"][0], until=windows["reference"][1])
+        recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
+    finally:
+        store.close()
+    scores: dict[str, float] = {}
+    if args.labels is not None:
+        from podium.eval.tasks import load_tasks
+
+        scores = label_scores([*reference, *recent], load_tasks(args.labels))
+    embedder = _embedder(args.embedder)
+    options = DriftOptions(
+        thresholds=thresholds,
+        min_requests=args.min_requests,
+        min_labels=args.min_labels,
+        max_sample=args.max_sample,
+        permutations=args.permutations,
+        seed=args.seed,
+        slices=tuple(args.tag),
+    )
+    report = drift_report(reference, recent, windows=windows, embedder=embedder, options=options, scores=scores)
+    markdown = report_markdown(report)
+    if args.out is not None:
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(markdown, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    if args.plot is not None:
+        from podium.traffic.plot import drift_plot
+
+        questions = sorted({i.question for i in (*reference, *recent)})
+        vectors = dict(zip(questions, embedder.embed(questions), strict=True)) if embedder is not None else {}
+        drift_plot(
+            args.plot, reference, recent, windows=windows, vectors=vectors, slices=tuple(args.tag), bucket=args.bucket
+        )
+        report["plot"] = str(args.plot)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(markdown, end="")
+    code = int(report["exit_code"])
+    if code:
+        kinds = sorted({a["kind"] for a in report["alerts"]})
+        err.print(Text(f"drift: {len(report['alerts'])} alert(s) ({', '.join(kinds)} shift); exit {code}", "yellow"))
+    return code

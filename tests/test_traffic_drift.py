@@ -1,0 +1,233 @@
+"""``podium drift``: input and outcome shift between two windows of real traces.
+
+The trace files are written by the real orchestrator over podium.testing's scripted fakes
+(tests/traffic_support.py) from real questions: GSM8K and MBPP (data/benchmarks), and a
+deterministic Danish, table-formatted rewrite of GSM8K questions for the shift. The statistics'
+unit tests use numpy samples whose answer is known.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from podium.cli import cli
+from podium.errors import ConfigError
+from podium.traffic.drift import DEFAULT_THRESHOLDS, mmd_test, parse_thresholds, windows_for
+from podium.traffic.features import formats, language
+from tests.traffic_support import Request, at, danish_table, gsm8k_questions, mbpp_questions, run_requests
+
+WINDOWS = ["--reference-since", "2026-11-01", "--reference-until", "2026-11-07", "--since", "2026-11-08",
+           "--until", "2026-11-14"]  # fmt: skip
+
+
+def spread(questions: list[str], first_day: int, tags: tuple[str, ...], **kw: object) -> list[Request]:
+    """One request per question, spread over the seven days from ``first_day``, hourly."""
+    return [
+        Request(q, at(first_day + i % 7, 8 + i // 7), tags, **kw)  # type: ignore[arg-type]
+        for i, q in enumerate(questions)
+    ]
+
+
+@pytest.fixture(scope="module")
+def shifted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Reference week: 40 GSM8K (math) and 20 MBPP (code) questions. Recent week: 40 other
+    GSM8K, 20 other MBPP, and 20 Danish support questions over tables, a use case that is new."""
+    path = tmp_path_factory.mktemp("shifted") / "traces.sqlite3"
+    run_requests(
+        path,
+        [
+            *spread(gsm8k_questions(0, 40), 1, ("use-case:math",)),
+            *spread(mbpp_questions(20, 20), 1, ("use-case:code",)),
+            *spread(gsm8k_questions(40, 40), 8, ("use-case:math",)),
+            *spread(mbpp_questions(40, 20), 8, ("use-case:code",)),
+            *spread([danish_table(q, i) for i, q in enumerate(gsm8k_questions(600, 20))], 8, ("use-case:support-da",)),
+        ],
+    )
+    return path
+
+
+def drift(traces: Path, *extra: str) -> int:
+    return cli(["drift", "--traces", str(traces), *WINDOWS, *extra])
+
+
+def report(traces: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, object]]:
+    code = drift(traces, "--json", *extra)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def alerts(data: dict, name: str) -> set[str]:  # type: ignore[type-arg]
+    return {a["metric"] for a in data["slices"][name]["alerts"]}
+
+
+def test_a_new_danish_table_use_case_is_an_input_shift_and_unchanged_slices_stay_quiet(
+    shifted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data = report(shifted, capsys)
+    assert code == 3  # input shift only
+    slices = data["slices"]
+    assert slices["all"]["requests"] == {"reference": 60, "recent": 80}  # type: ignore[index]
+    assert alerts(data, "all") >= {"mmd", "unseen_terms", "language", "format"}
+    assert slices["all"]["input"]["language"]["recent"] == {"en": 0.75, "da": 0.25}  # type: ignore[index]
+    assert slices["all"]["input"]["format"]["moved"] == "table"  # type: ignore[index]
+    new_terms = [t for t, _ in slices["all"]["input"]["unseen_terms"]["new_terms"]]  # type: ignore[index]
+    assert {"antal", "bestilt", "følgende"} <= set(new_terms)  # in every Danish question, in no English one
+    assert alerts(data, "use-case:support-da") == {"new_slice"}
+    # the same kinds of questions in both weeks: nothing to report
+    assert alerts(data, "use-case:math") == set() and alerts(data, "use-case:code") == set()
+    math = slices["use-case:math"]["input"]  # type: ignore[index]
+    assert math["embedding"]["p_adjusted"] > 0.01 and math["unseen_terms"]["excess"] < 0.07
+    assert {a["kind"] for a in data["alerts"]} == {"input"}  # type: ignore[attr-defined]
+
+
+def test_the_markdown_report_names_the_slices_that_moved(shifted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = shifted.parent / "drift.md"
+    assert drift(shifted, "--out", str(out_file)) == 3
+    printed, err = capsys.readouterr()
+    assert printed == out_file.read_text(encoding="utf-8")
+    assert "alert(s): input shift** (exit 3)" in printed
+    assert "- `use-case:support-da` input · new_slice: 20" in printed
+    assert "| `use-case:math` | 40 → 40 |" in printed
+    assert "exit 3" in err
+
+
+def test_the_plot_draws_the_metrics_over_time(shifted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = shifted.parent / "drift.png"
+    assert drift(shifted, "--plot", str(png), "--json") == 3
+    assert json.loads(capsys.readouterr().out)["plot"] == str(png)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+def test_thresholds_change_what_alerts(shifted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    off = [f"{name}=off" for name in ("p", "language", "format", "new_slice")]
+    code, data = report(shifted, capsys, *[x for name in off for x in ("--threshold", name)])
+    assert code == 0 and data["alerts"] == []
+    code, data = report(shifted, capsys, "--tag", "use-case:math", "--tag", "use-case:code")
+    assert list(data["slices"]) == ["all", "use-case:math", "use-case:code"]  # type: ignore[arg-type]
+    assert code == 3 and {a["slice"] for a in data["alerts"]} == {"all"}  # type: ignore[attr-defined]
+    code, data = report(shifted, capsys, "--min-requests", "50")
+    assert {a["slice"] for a in data["alerts"]} == {"all"}  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def worse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The same GSM8K traffic both weeks; in the recent week the conductor fails to plan a
+    quarter of the time (the fallback answers), a worker costs three times as much, and the
+    answers are wrong. Returns the trace file and the labelled set's lines."""
+    path = tmp_path_factory.mktemp("worse") / "traces.sqlite3"
+    ref_q, rec_q = gsm8k_questions(0, 30), gsm8k_questions(30, 30)
+    requests = [
+        *spread(ref_q, 1, ("use-case:math",), answer="The answer is 18."),
+        *[
+            Request(q, at(8 + i % 7, 8 + i // 7), ("use-case:math",), "The answer is 5.",
+                    conductor="broken" if i % 4 == 0 else "flaky" if i % 4 == 1 else "ok", price=3.0)
+            for i, q in enumerate(rec_q)
+        ],
+    ]  # fmt: skip
+    records = run_requests(path, requests)
+    labels = []
+    for k, r in enumerate(records):
+        if k % 3 == 0:  # a human labelled every third request
+            labels.append({"id": f"t{k}", "question": r.question, "task_type": "math", "reference": "18"})
+            labels[-1].update(reference_source="human", origin=f"trace:{r.id}")
+    candidate = {"id": "c", "question": "x", "task_type": "math", "reference": "5"}
+    labels.append({**candidate, "reference_source": "candidate:podium", "origin": f"trace:{records[-1].id}"})
+    return path, [json.dumps(label) for label in labels]
+
+
+def test_worse_outcomes_on_the_same_traffic_are_an_outcome_shift(
+    worse: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, labels = worse
+    labelled = path.parent / "labelled.jsonl"
+    labelled.write_text("\n".join(labels) + "\n")
+    code, data = report(path, capsys, "--labels", str(labelled))
+    assert code == 4
+    found = alerts(data, "use-case:math")
+    assert {"quality_drop", "cost_rise", "fallback_rise", "parse_failure_rise"} <= found
+    assert not found & {"mmd", "unseen_terms", "language", "format"}  # what is asked did not change
+    outcome = data["slices"]["use-case:math"]["outcome"]  # type: ignore[index]
+    assert (outcome["reference"]["quality"], outcome["recent"]["quality"]) == (1.0, 0.0)
+    assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (10, 10)  # the candidate is not used
+    assert outcome["reference"]["fallback_rate"] == 0 and outcome["recent"]["fallback_rate"] == pytest.approx(
+        8 / 30, abs=1e-4
+    )
+    assert outcome["recent"]["parse_failure_rate"] == pytest.approx(
+        16 / 30, abs=1e-4
+    )  # broken and flaky both failed once
+    assert outcome["recent"]["cost_usd"] > 2 * outcome["reference"]["cost_usd"]
+    code, data = report(path, capsys)  # without labels: no quality, the rest still alerts
+    assert code == 4 and "quality_drop" not in alerts(data, "use-case:math")
+
+
+def test_bad_inputs_are_errors_that_name_the_fix(shifted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["drift", "--traces", str(shifted)]
+    cases = [
+        (["--reference-since", "2026-10-01", "--reference-until", "2026-10-07", *WINDOWS[4:]],
+         "the reference window 2026-10-01T00:00:00.000Z → 2026-10-08T00:00:00.000Z has no request"),
+        ([*WINDOWS[:4], "--since", "2026-12-01", "--until", "2026-12-02"], "the recent window"),
+        ([*WINDOWS, "--tag", "use-case:billing"], "no stored request carries tag(s) 'use-case:billing'"),
+        ([*WINDOWS, "--tag", "use-case:support-da"], "no request in the reference window carries it"),
+        (["--reference-since", "2026-11-01", "--reference-until", "2026-11-09", *WINDOWS[4:]], "the windows overlap"),
+        ([*WINDOWS, "--threshold", "mmd=lots"], "must be a non-negative number or off"),
+        ([*WINDOWS, "--threshold", "vibes=1"], "NAME one of p, mmd"),
+        ([*WINDOWS, "--embedder", "bert"], "--embedder 'bert'"),
+        ([*WINDOWS, "--since", "yesterday"], "is not an ISO 8601 date"),
+        ([*WINDOWS, "--min-requests", "1"], "--min-requests must be at least 2"),
+    ]  # fmt: skip
+    for extra, message in cases:
+        assert cli([*base, *extra]) == 2, extra
+        assert message in " ".join(capsys.readouterr().err.split()), extra
+    assert cli(["drift", "--traces", str(shifted.parent / "none.sqlite3")]) == 2
+    assert "no trace database" in capsys.readouterr().err
+
+
+def test_the_default_windows_are_the_last_week_against_the_week_before() -> None:
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    w = windows_for(since=None, until=None, reference_since=None, reference_until=None, days=7, now=now)
+    assert w == {
+        "reference": ("2026-11-16T12:00:00.000Z", "2026-11-23T12:00:00.000Z"),
+        "recent": ("2026-11-23T12:00:00.000Z", "2026-11-30T12:00:00.000Z"),
+    }
+    w = windows_for(since="2026-11-20", until="2026-11-21", reference_since=None, reference_until=None, days=1)
+    assert w["reference"] == ("2026-11-19T00:00:00.000Z", "2026-11-20T00:00:00.000Z")
+    assert w["recent"] == ("2026-11-20T00:00:00.000Z", "2026-11-22T00:00:00.000Z")  # --until's day included
+
+
+def test_the_mmd_permutation_test_separates_shifted_samples_from_alike_ones() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(60, 8)).astype(np.float32)
+    alike = rng.normal(size=(60, 8)).astype(np.float32)
+    moved = (rng.normal(size=(60, 8)) + np.r_[1.0, np.zeros(7)]).astype(np.float32)
+    mmd_alike, p_alike = mmd_test(x, alike, permutations=200, seed=0)
+    mmd_moved, p_moved = mmd_test(x, moved, permutations=200, seed=0)
+    assert p_alike > 0.05 and abs(mmd_alike) < 0.02
+    assert p_moved == pytest.approx(1 / 201) and mmd_moved > 0.05  # no permutation reaches it
+    assert mmd_test(x, moved, permutations=200, seed=0) == (mmd_moved, p_moved)  # seeded
+
+
+def test_language_and_format_of_real_questions() -> None:
+    assert language(gsm8k_questions(0, 1)[0]) == "en"
+    assert language(danish_table(gsm8k_questions(0, 1)[0], 1)) == "da"
+    assert language("Hur många äpplen har hon kvar efter att ha ätit två?") == "sv"
+    assert language("Wie viele Äpfel hat sie noch, nachdem sie zwei gegessen hat?") == "de"
+    assert language("Сколько яблок у неё осталось?") == "cyrillic"
+    assert language("def f(x): return x") == "und"
+    assert formats(danish_table("A 3 b 4 c 5", 1)) == {"table"}
+    assert formats("Fix this:\n```python\nprint(1)\n```") == {"code"}
+    assert formats("Steps:\n1. open\n2. close") == {"list"}
+    assert formats('Parse {"a": 1}') == {"json"}
+    assert formats(gsm8k_questions(0, 1)[0]) == frozenset()
+
+
+def test_threshold_pairs() -> None:
+    t = parse_thresholds(["mmd=0.02", "language=off", "p95-rise=1"])
+    assert (t["mmd"], t["language"], t["p95_rise"]) == (0.02, None, 1.0)
+    assert parse_thresholds([]) == DEFAULT_THRESHOLDS
+    with pytest.raises(ConfigError, match="NAME=VALUE"):
+        parse_thresholds(["mmd"])
