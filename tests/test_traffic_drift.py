@@ -231,3 +231,19 @@ def test_threshold_pairs() -> None:
     assert parse_thresholds([]) == DEFAULT_THRESHOLDS
     with pytest.raises(ConfigError, match="NAME=VALUE"):
         parse_thresholds(["mmd"])
+
+
+def test_p95_latency_alerts_on_a_rise_of_seconds_not_of_milliseconds() -> None:
+    """In-memory requests (TrafficItem built here, not from traces) with chosen wall times."""
+    from podium.traffic.drift import drift_report
+    from podium.traffic.source import TrafficItem
+
+    def window(prefix: str, wall: float) -> list[TrafficItem]:
+        questions = gsm8k_questions(0, 20)
+        return [TrafficItem(f"{prefix}:{k}", None, "t", q, "ok", latency_s=wall) for k, q in enumerate(questions)]
+
+    spans = {"reference": ("a", "b"), "recent": ("c", "d")}
+    slow = drift_report(window("r", 10.0), window("n", 20.0), windows=spans, embedder=None)
+    assert [a["metric"] for a in slow["alerts"]] == ["p95_rise"] and slow["exit_code"] == 4
+    noisy = drift_report(window("r", 0.003), window("n", 0.005), windows=spans, embedder=None)
+    assert noisy["alerts"] == [] and noisy["exit_code"] == 0  # +67 %, but 2 ms

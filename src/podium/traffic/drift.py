@@ -85,6 +85,7 @@ DEFAULT_THRESHOLDS: dict[str, float | None] = {
     "quality_drop": 0.05,
     "cost_rise": 0.25,
     "p95_rise": 0.5,
+    "p95_min_s": 1.0,
     "fallback_rise": 0.05,
     "parse_failure_rise": 0.05,
     "error_rise": 0.05,
@@ -106,6 +107,8 @@ DEFAULT_THRESHOLDS: dict[str, float | None] = {
 * ``quality_drop``: mean score lower by this much (absolute);
 * ``cost_rise``, ``p95_rise``: mean cost per request, p95 wall time higher by this share
   (0.25 = +25 %);
+* ``p95_min_s``: and p95 wall time higher by at least this many seconds (a p95 of 3 ms
+  becoming 5 ms on a busy machine is +67 % and no news; requests of seconds are what it is for);
 * ``fallback_rise``, ``parse_failure_rise``, ``error_rise``: the rate higher by this much
   (absolute)."""
 
@@ -473,7 +476,8 @@ def _alerts(name: str, entry: Mapping[str, Any], opts: DriftOptions) -> list[dic
         before, after = ref[key], rec[key]
         if limit is not None and before is not None and after is not None and before > 0:
             rise = after / before - 1
-            if rise >= limit:
+            floor = t.get("p95_min_s") if metric == "p95_rise" else None
+            if rise >= limit and (floor is None or after - before >= floor):
                 alert(metric, round(rise, 4), limit, f"{key} {before:.6g} → {after:.6g}")
     for metric, key in (
         ("fallback_rise", "fallback_rate"),
