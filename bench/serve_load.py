@@ -9,7 +9,9 @@ level to level):
 * **serve** — through ``podium serve`` with a one-step fixed conductor (``single:upstream``) over
   that worker: what podium's API, orchestration, budgets and trace writing add per request;
 * **base** (``--baseline-src DIR``) — the same through another podium checkout's ``src`` (e.g. a
-  ``git worktree`` of an older commit), started the same way: before/after in one run;
+  ``git worktree`` of an older commit), started the same way, plus ``--base-args``: before/after
+  in one run (``--baseline-src src --base-args '--loop asyncio --http h11'`` compares this
+  checkout's serving stacks);
 * **shadow** (``--shadow``) — through ``podium shadow --mode plan`` in front of the upstream:
   what the proxy adds to the client's latency.
 
@@ -21,7 +23,8 @@ request (user + system, from /proc, over the level's requests), the throughput r
 trace, every answered one complete.
 
     .venv/bin/python bench/serve_load.py [--clients 1,16,64,256] [--total 400] [--latency-ms 50]
-        [--baseline-src DIR] [--shadow] [--config-extra 'max_in_flight = 256'] [--json OUT]
+        [--baseline-src DIR [--base-args '--loop asyncio --http h11']] [--shadow]
+        [--config-extra 'max_in_flight = 256'] [--json OUT]
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=400, help="requests per level and way (at least 2 per client)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the upstream's fixed latency")
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src/ to run as way 'base'")
+    parser.add_argument("--base-args", default="", help="extra podium serve options for 'base' (e.g. --loop asyncio)")
     parser.add_argument("--shadow", action="store_true", help="also measure podium shadow --mode plan")
     parser.add_argument("--config-extra", default="", help="TOML lines added to serve's configuration")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -188,13 +192,14 @@ def main() -> None:
         ways: dict[str, tuple[int, int | None, Path | None]] = {"direct": (up_port, procs[0].pid, None)}
         try:
             pool = str(pool_file(folder, up_port))
-            servers = [("serve", env)]
+            servers: list[tuple[str, dict[str, str], list[str]]] = [("serve", env, [])]
             if args.baseline_src:
-                servers.append(("base", {**env, "PYTHONPATH": str(args.baseline_src.resolve())}))
-            for name, server_env in servers:
+                base_env = {**env, "PYTHONPATH": str(args.baseline_src.resolve())}
+                servers.append(("base", base_env, args.base_args.split()))
+            for name, server_env, extra in servers:
                 port, traces = free_port(), folder / f"{name}-traces.sqlite3"
                 proc = start(["podium", "serve", "--pool", pool, "--config", str(config), "--traces", str(traces),
-                              "--port", str(port)], port, server_env)  # fmt: skip
+                              "--port", str(port), *extra], port, server_env)  # fmt: skip
                 procs.append(proc)
                 ways[name] = (port, proc.pid, traces)
             if args.shadow:

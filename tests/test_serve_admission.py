@@ -6,15 +6,59 @@ Workers take a known time (``delay_s``), so which request must wait, and for how
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from podium.errors import ConfigError
 from podium.serve.app import Server
+from podium.serve.cli import serving_stack
 from podium.trace.store import TraceStore
 from tests.test_serve import POOL, Running, fake_pool
+
+UPSTREAM_POOL = """name = "one"
+[conductor]
+worker = "upstream"
+[fallback]
+worker = "upstream"
+[[workers]]
+name = "upstream"
+backend = "openai"
+model = "fixed"
+base_url = "http://127.0.0.1:{port}/v1"
+api_key_env = "PODIUM_TEST_KEY"
+price = {{ input = 1.0, output = 2.0 }}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(argv: list[str], port: int, health: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``python -m ARGV`` as a process, once ``health`` answers on ``port``."""
+    proc = subprocess.Popen([sys.executable, "-m", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}{health}", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"{argv[0]} did not start")
+
 
 BODY = {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}]}
 
@@ -94,3 +138,34 @@ def test_a_full_wait_queue_refuses_at_once(tmp_path: Path) -> None:
     assert results[2][3] < 0.4
     record = traces.get(results[2][2])
     assert record is not None and record.error is not None and "and 1 waiting" in record.error
+
+
+def test_the_serving_stack_is_uvloop_and_httptools_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed = {"uvloop", "httptools"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name in installed else None)
+    assert serving_stack("auto", "auto") == ("uvloop", "httptools")
+    assert serving_stack("asyncio", "h11") == ("asyncio", "h11")  # asked for by name
+    installed.clear()  # e.g. Windows, PyPy, or an install without the serve extra
+    assert serving_stack("auto", "auto") == ("asyncio", "h11")
+    with pytest.raises(ConfigError, match="uvloop is not installed"):
+        serving_stack("uvloop", "auto")
+
+
+def test_podium_serve_says_which_stack_it_runs_and_answers_on_it(tmp_path: Path) -> None:
+    up_port, port = free_port(), free_port()
+    env = {**os.environ, "PODIUM_HOME": str(tmp_path), "PODIUM_TEST_KEY": "unused"}
+    upstream = ["podium.serve.fake_upstream", "--port", str(up_port), "--latency-ms", "1"]
+    procs = [start(upstream, up_port, "/v1/models", env)]
+    try:
+        (tmp_path / "serve.toml").write_text('[models.podium]\nconductor = "single:upstream"\n')
+        (tmp_path / "pool.toml").write_text(UPSTREAM_POOL.format(port=up_port))
+        argv = ["podium", "serve", "--pool", str(tmp_path / "pool.toml"), "--config", str(tmp_path / "serve.toml")]
+        procs.append(start([*argv, "--port", str(port)], port, "/healthz", env))
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY, timeout=30)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=60)
+    expected = " + ".join(serving_stack("auto", "auto"))  # what this interpreter has installed
+    assert f"; {expected}" in procs[1].stdout.read().decode()  # type: ignore[union-attr]

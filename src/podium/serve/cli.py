@@ -30,6 +30,29 @@ def default_shadow_path() -> Path:
     return data_dir() / "shadow.sqlite3"
 
 
+def _stack_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
+                   help="event loop (default auto: uvloop when installed, as the serve extra does)")  # fmt: skip
+    p.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
+                   help="HTTP parser (default auto: httptools when installed)")  # fmt: skip
+
+
+def serving_stack(loop: str, http: str) -> tuple[str, str]:
+    """The event loop and HTTP implementation uvicorn gets: ``auto`` is uvloop / httptools when
+    importable (the ``serve`` extra installs them where the platform has wheels), else asyncio /
+    h11. Raises ConfigError when one asked for by name is not installed."""
+    import importlib.util
+
+    chosen = []
+    for asked, fast, plain in ((loop, "uvloop", "asyncio"), (http, "httptools", "h11")):
+        found = importlib.util.find_spec(fast) is not None
+        if asked == fast and not found:
+            raise ConfigError(f"--{'loop' if fast == 'uvloop' else 'http'} {fast}: {fast} is not installed; "
+                              "pip install 'podium[serve]' (or leave the option at auto)")  # fmt: skip
+        chosen.append(fast if asked == fast or (asked == "auto" and found) else plain)
+    return chosen[0], chosen[1]
+
+
 def add_parsers(sub: Any) -> None:
     """The ``serve`` and ``keys`` subcommands."""
     s = sub.add_parser(
@@ -47,6 +70,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     s.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     s.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
+    _stack_arguments(s)
 
     k = sub.add_parser("keys", help="API keys of podium serve (stored hashed, with period budgets)").add_subparsers(
         dest="keys_command", required=True, metavar="SUBCOMMAND"
@@ -81,6 +105,7 @@ def add_parsers(sub: Any) -> None:
     sh.add_argument("--port", type=int, default=8001, help="port (default: 8001)")
     sh.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     sh.add_argument("--store", type=Path, help=f"shadow store (default: {default_shadow_path()})")
+    _stack_arguments(sh)
     reports = sh.add_subparsers(dest="shadow_command", metavar="report")
     rep = reports.add_parser("report", help="compare shadow runs with the upstream per use case")
     rep.add_argument(
@@ -213,8 +238,9 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         highlight=False,
     )
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    loop, http = serving_stack(args.loop, args.http)
     try:
-        uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning", loop=loop, http=http)
     finally:
         traces.close()  # store the queued trace writes
         if telemetry is not None:
@@ -232,6 +258,7 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
+    loop, http = serving_stack(args.loop, args.http)
     keys = KeyStore(args.keys or default_key_path())
     traces = TraceStore(args.traces or default_trace_path())
     server = Server(config_path=args.config, pool=args.pool, traces=traces, keys=keys)
@@ -239,7 +266,7 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     auth = "API keys required" if keys.active() else "no API keys (open to anyone who can reach it)"
     out.print(
         f"podium serving pool {loaded.pool.name!r} on http://{args.host}:{args.port}/v1 — models: "
-        f"{', '.join(loaded.models)}; {auth}; serving: {loaded.config.serving}",
+        f"{', '.join(loaded.models)}; {auth}; serving: {loaded.config.serving}; {loop} + {http}",
         highlight=False,
     )
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -250,6 +277,8 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
             port=args.port,
             log_level="warning",
             timeout_graceful_shutdown=int(loaded.config.graceful_shutdown_s),
+            loop=loop,
+            http=http,
         )
     finally:
         traces.close()  # the lifespan flushed already; this stores anything written after it
