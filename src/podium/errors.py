@@ -1,16 +1,25 @@
-"""podium's exceptions: one root, three branches that say who is at fault.
+"""podium's exceptions: one root, branches that say who is at fault.
 
 ::
 
-    PodiumError
-    ├── ConfigError            your input is wrong: fix it and retry
+    PodiumError                                                 fallback reason
+    ├── ConfigError            your input is wrong: fix it and retry        (none: raised)
     │   ├── InvalidQuestion    empty, oversized or unreadable question
     │   ├── ModelNotInstalled  an embedded model file is missing or fails its sha256
-    │   └── ContextOverflow    a prompt does not fit the worker's context window
-    ├── ModelBehaviourError    a model did something unusable
+    │   ├── ContextOverflow    a prompt does not fit the worker's context window; in a
+    │   │                      workflow's step: a step failure instead (worker_error)
+    │   ├── TraceStoreError    the trace database cannot be opened, read or written
+    │   ├── TaskSetError       a task set file is missing, unreadable or malformed
+    │   ├── MetricInputError   a metric was given input it cannot be computed from
+    │   ├── NotReplayable      a plan whose steps cannot all repeat their recorded requests
+    │   └── ReviewFileError    a review file cannot be imported (each bad row named)
+    │                          (each defined beside its code: podium.trace.store,
+    │                          podium.eval.tasks, podium.eval.metrics, podium.conductor.compose,
+    │                          podium.traffic.review)
+    ├── ModelBehaviourError    a model did something unusable               worker_error
     │   ├── PlanParseError     the conductor's text is not a valid workflow (has ``kind``)
     │   └── EmptyOutput        a worker returned nothing
-    ├── ProviderError          the worker's runtime or transport failed (``worker``, ``status``)
+    ├── ProviderError          the worker's runtime or transport failed     worker_error
     │   ├── WorkerTimeout      the call outlived its step or request deadline   (transient)
     │   ├── RateLimited        429, with ``retry_after`` when the provider said  (transient)
     │   ├── ServerError        5xx                                               (transient)
@@ -18,10 +27,19 @@
     │   ├── ClientError        other 4xx (bad request, auth): retrying won't help
     │   └── WorkerUnavailable  the circuit breaker has taken the worker out for a cool-down
     ├── BudgetError            a limit the caller set was reached
-    │   ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget (USD)
-    │   └── DeadlineExceeded   the request's deadline passed (seconds)
-    └── PIIProtectionError     podium refused a third-party call or its reply (fail closed):
-                               PII detection failed, or a reply names a placeholder it never issued
+    │   ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget   cost_cap
+    │   └── DeadlineExceeded   the request's deadline passed (seconds)      deadline
+    ├── PIIProtectionError     podium refused a third-party call or its reply   pii_protection
+    │                          (fail closed): PII detection failed, or a reply names a
+    │                          placeholder it never issued
+    └── WorkflowFailed         a workflow could not finish: its step records and the error
+                               that ended it (``cause``); the orchestrator runs the fallback
+                               pipeline with the cause's reason
+
+Each class's ``fallback_reason`` is the reason a trace records when that error sends a request
+to the fallback pipeline (``FallbackInfo.reason``); a failing conductor call records
+``conductor_error`` instead of ``worker_error``. ``podium serve`` answers errors in OpenAI's
+error shape (``podium.serve.app.ApiError``, an HTTP answer, never raised out of the server).
 
 Every error carries fields, not just a string, so callers and traces can act on them.
 Vendor exceptions are translated once, in the worker backend that raised them.
@@ -29,7 +47,7 @@ Vendor exceptions are translated once, in the worker backend that raised them.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -53,11 +71,19 @@ __all__ = [
     "TransportError",
     "WorkerTimeout",
     "WorkerUnavailable",
+    "WorkflowFailed",
 ]
 
 
 class PodiumError(Exception):
-    """Root of every error podium raises on purpose."""
+    """Root of every error podium raises on purpose.
+
+    Attributes:
+        fallback_reason: the fallback reason a trace records when this error sends a request to
+            the fallback pipeline (class attribute; see the tree above).
+    """
+
+    fallback_reason: str = "worker_error"
 
 
 class ConfigError(PodiumError):
@@ -83,7 +109,12 @@ class ModelNotInstalled(ConfigError):
 
 
 class ContextOverflow(ConfigError):
-    """A prompt plus ``max_tokens`` exceeds a worker's context window (tokens)."""
+    """A prompt plus ``max_tokens`` exceeds a worker's context window (tokens).
+
+    Raised as a configuration error where the pool's ``n_ctx`` cannot hold the conductor's own
+    prompt (fix the pool file). Inside a workflow it is a step failure instead (the plan granted
+    a step more than its worker holds): the executor records it and the fallback pipeline runs
+    with reason ``worker_error``."""
 
     def __init__(self, message: str, *, worker: str, prompt_tokens: int, n_ctx: int) -> None:
         super().__init__(message)
@@ -195,6 +226,8 @@ class CostCapExceeded(BudgetError):
         scope: ``"request"`` or the period budget's name (e.g. ``"pool:local/day"``).
     """
 
+    fallback_reason: str = "cost_cap"
+
     def __init__(self, message: str, *, needed_usd: float, remaining_usd: float, scope: str) -> None:
         super().__init__(message)
         self.needed_usd = needed_usd
@@ -208,6 +241,8 @@ class DeadlineExceeded(BudgetError):
     Attributes:
         deadline_s: the request's latency budget, seconds.
     """
+
+    fallback_reason: str = "deadline"
 
     def __init__(self, message: str, *, deadline_s: float) -> None:
         super().__init__(message)
@@ -226,9 +261,39 @@ class PIIProtectionError(PodiumError):
             ``"unknown_placeholder"`` (the reply names a placeholder this request never issued).
     """
 
+    fallback_reason: str = "pii_protection"
+
     def __init__(
         self, message: str, *, worker: str, reason: Literal["detection_failed", "unknown_placeholder"]
     ) -> None:
         super().__init__(message)
         self.worker = worker
         self.reason = reason
+
+
+class WorkflowFailed(PodiumError):
+    """A step failed or the workflow's time limit passed.
+
+    Attributes:
+        records: every step record made (``podium.records.StepRecord``), in step order, failed
+            and cut-off ones included.
+        error_type: the class name of the error that ended the workflow (e.g.
+            ``"WorkerTimeout"``, ``"CostCapExceeded"``, ``"DeadlineExceeded"``), as traces
+            record it.
+        cause: the exception the failing step's worker raised (None for the workflow's own
+            time limit).
+        fallback_reason: the cause's reason (``deadline`` for the time limit; ``worker_error``
+            for a cause outside podium's tree, e.g. an OSError).
+    """
+
+    def __init__(
+        self, message: str, records: tuple[Any, ...], error_type: str, cause: BaseException | None = None
+    ) -> None:
+        super().__init__(message)
+        self.records = records
+        self.error_type = error_type
+        self.cause = cause
+        if isinstance(cause, PodiumError):
+            self.fallback_reason = cause.fallback_reason
+        elif cause is None and error_type == "DeadlineExceeded":
+            self.fallback_reason = DeadlineExceeded.fallback_reason

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from podium.errors import ConfigError, ContextOverflow, PodiumError
+from podium.errors import ConfigError, ContextOverflow, PodiumError, WorkflowFailed
 from podium.messages import GrantedStep, worker_messages
 from podium.pii.session import CallLog, call_log
 from podium.records import StepRecord, utc_now
@@ -32,25 +32,6 @@ __all__ = ["StepCallback", "WorkflowFailed", "execute", "run_step"]
 
 StepCallback = Callable[[str, int, Step], None]
 """Progress hook: called with (``"start"`` | ``"end"``, step index, step)."""
-
-
-class WorkflowFailed(PodiumError):
-    """A step failed or the deadline passed.
-
-    Attributes:
-        records: every step record made, in step order (failed and cut-off ones included).
-        error_type: the exception class name that ended the workflow (e.g. ``"WorkerTimeout"``,
-            ``"CostCapExceeded"``, ``"DeadlineExceeded"``).
-        cause: the exception the failing step's worker raised (None for the workflow's deadline).
-    """
-
-    def __init__(
-        self, message: str, records: tuple[StepRecord, ...], error_type: str, cause: BaseException | None = None
-    ) -> None:
-        super().__init__(message)
-        self.records = records
-        self.error_type = error_type
-        self.cause = cause
 
 
 async def run_step(
@@ -129,7 +110,7 @@ async def run_step(
             if sink is not None:
                 sink[index] = record(Completion(""), exc)
             raise
-        if errors is not None:
+        if errors is not None:  # the plan granted this step more than its worker's window holds
             errors[index] = exc
         return record(Completion(""), exc)
     except (PodiumError, OSError) as exc:

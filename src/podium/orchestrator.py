@@ -357,7 +357,7 @@ class Orchestrator:
                         answer = await self._recurse(question, first, done, attempts, steps, workflows, emit, budget)
                 except WorkflowFailed as exc:
                     steps.extend(exc.records)
-                    fallback = FallbackInfo(_REASONS.get(exc.error_type, "worker_error"), str(exc))
+                    fallback = FallbackInfo(exc.fallback_reason, str(exc))
                     _stop_if_period_budget(exc.cause)
             if fallback is not None:
                 emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
@@ -497,7 +497,9 @@ class Orchestrator:
                 raise
             except PodiumError as exc:
                 _stop_if_period_budget(exc)
-                reason = _REASONS.get(type(exc).__name__, "conductor_error")
+                # a provider or model failure of the conductor's own call is a conductor error;
+                # budgets and PII protection keep their own reasons
+                reason = "conductor_error" if exc.fallback_reason == "worker_error" else exc.fallback_reason
                 cost = budget.ledger.spent_usd - spent_before  # e.g. its first pass ran, the second did not fit
                 if calls.disclosures or cost > 0:  # data left, or money was spent: keep it on record
                     attempts.append(
@@ -559,15 +561,6 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
 
 def _is_request_id(value: str) -> bool:
     return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
-
-
-_REASONS = {
-    "CostCapExceeded": "cost_cap",
-    "DeadlineExceeded": "deadline",
-    "WorkerTimeout": "worker_error",
-    "PIIProtectionError": "pii_protection",
-}
-"""Fallback reason per error type; anything else from a step is ``worker_error``."""
 
 
 def _until(deadline: float | None) -> float | None:
