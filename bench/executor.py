@@ -4,7 +4,11 @@
    through the full stack (budget guard, retries, circuit breaker, trace store on a real SQLite
    file) — wall time per step, against calling the same fake worker directly in a loop
    (the baseline, measured in the same run).
-2. Parallel efficiency: a fan-out workflow — 4 independent steps, then an aggregator that sees
+2. Per request and per step: the same stack on a 1-step and on the 5-step chain; the 4 extra
+   steps give the cost of a step, the rest of the 1-step request is the per-request cost
+   (conductor call, budget, record, trace hand-off). Wall time on the request's path, and CPU of
+   the whole process (the trace writer thread included, flushed at the end).
+3. Parallel efficiency: a fan-out workflow — 4 independent steps, then an aggregator that sees
    all of them — on workers with a fixed latency L. The critical path is 2·L; efficiency =
    wall time ÷ critical path (1.0 is ideal; fully sequential execution would be 2.5).
 
@@ -26,6 +30,7 @@ from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.resilience import ResiliencePolicy, harden
 
+ONE = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
 CHAIN = (
     'model_id = [0, 0, 0, 0, 0]\nsubtasks = ["a", "b", "c", "d", "e"]\naccess_list = [[], "all", "all", "all", "all"]'
 )
@@ -59,6 +64,29 @@ async def overhead(repeats: int, db: Path) -> tuple[float, float]:
     return per_step, (time.perf_counter() - started) / (repeats * 5)
 
 
+async def per_request_and_step(repeats: int, db: Path) -> dict[str, float]:
+    """Seconds of wall and CPU per request (beyond its steps) and per step, from a 1-step and a
+    5-step chain (cost = per_request + steps × per_step)."""
+    measured: dict[int, tuple[float, float]] = {}
+    for steps, plan in ((1, ONE), (5, CHAIN)):
+        orch = orchestrator(plan, 0.0, db.with_suffix(f".{steps}.sqlite3"))
+        await orch.run("warm-up")
+        orch.close()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        for i in range(repeats):
+            await orch.run(f"Q{i}")
+        wall = time.perf_counter() - wall0
+        orch.close()  # the trace writer's work counts in the CPU
+        measured[steps] = (wall / repeats, (time.process_time() - cpu0) / repeats)
+    step_wall, step_cpu = ((measured[5][k] - measured[1][k]) / 4 for k in (0, 1))
+    return {
+        "per_request_wall": measured[1][0] - step_wall,
+        "per_step_wall": step_wall,
+        "per_request_cpu": measured[1][1] - step_cpu,
+        "per_step_cpu": step_cpu,
+    }
+
+
 async def efficiency(repeats: int, latency_s: float, db: Path) -> list[float]:
     orch = orchestrator(FAN_OUT, latency_s, db)
     ratios = []
@@ -82,12 +110,16 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         per_step, direct = asyncio.run(overhead(args.repeats, Path(tmp) / "a.sqlite3"))
+        split = asyncio.run(per_request_and_step(args.repeats * 5, Path(tmp) / "c.sqlite3"))
         ratios = asyncio.run(efficiency(args.repeats, args.latency, Path(tmp) / "b.sqlite3"))
     print("| measure | value |")
     print("|---|---|")
     print(f"| podium per step, zero-latency worker (5-step chain, traced) | {per_step * 1000:.2f} ms |")
     print(f"| direct fake-worker call (baseline) | {direct * 1000:.3f} ms |")
     print(f"| overhead per step | {(per_step - direct) * 1000:.2f} ms |")
+    for what in ("request", "step"):
+        wall, cpu = split[f"per_{what}_wall"], split[f"per_{what}_cpu"]
+        print(f"| per {what} (1- and 5-step chains): wall / CPU | {wall * 1000:.2f} ms / {cpu * 1000:.2f} ms |")
     print(
         f"| fan-out 4+1, latency {args.latency:g} s: workflow time ÷ critical path | "
         f"median {statistics.median(ratios):.3f}, max {max(ratios):.3f} (sequential would be 2.5) |"

@@ -776,12 +776,10 @@ class TraceStore:
     def spent_since(self, pool: str, since: str) -> float:
         """USD spent by requests of ``pool`` started at or after ``since`` (UTC ISO 8601),
         finished or not, conductor included."""
-        self._settle()
-        finished = self._db.execute(
-            "SELECT COALESCE(SUM(total_cost_usd), 0) FROM requests WHERE pool = ? AND started_at >= ?",
-            (pool, since),
-        ).fetchone()[0]
-        return float(finished)
+        (row,) = self._read(
+            "SELECT COALESCE(SUM(total_cost_usd), 0) FROM requests WHERE pool = ? AND started_at >= ?", (pool, since)
+        )
+        return float(row[0])
 
     def disclosures(self, since: str, until: str) -> tuple[DisclosureRow, ...]:
         """Steps and conductor attempts with third-party recipients, of requests started at or
@@ -831,10 +829,7 @@ class TraceStore:
         cleaned = prefix.strip().lower()
         if not cleaned or not all(c in "0123456789abcdef" for c in cleaned):
             raise ConfigError(f"{prefix!r} is not a request id (hex); see 'podium trace list'")
-        self._settle()
-        rows = self._db.execute(
-            "SELECT id FROM requests WHERE id >= ? AND id < ? LIMIT 2", (cleaned, cleaned + "g")
-        ).fetchall()
+        rows = self._read("SELECT id FROM requests WHERE id >= ? AND id < ? LIMIT 2", (cleaned, cleaned + "g"))
         if not rows:
             raise ConfigError(f"no request with id {prefix!r}; see 'podium trace list'")
         if len(rows) > 1:
