@@ -20,6 +20,7 @@ from rich.text import Text
 from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.registry import Registry, Version
+from podium.train.reward import workflow_reward
 
 if TYPE_CHECKING:
     from podium.embed import Encoder
@@ -499,7 +500,7 @@ def _promote(
     lam = args.lam if args.lam is not None else float(candidate.train_info().get("config", {}).get("lam", 0.0))
 
     def reward(summary: dict[str, Any]) -> float:
-        return 0.5 + 0.5 * float(summary["quality"]["mean"]) - lam * float(summary["cost_usd"]["mean"])
+        return workflow_reward(float(summary["quality"]["mean"]), float(summary["cost_usd"]["mean"]), lam=lam)
 
     cand = methods[_method(candidate)]["summary"]
     promoted = current is not None and current.number != candidate.number

@@ -44,6 +44,7 @@ from podium.local_models import resolve_model
 from podium.parse import try_parse_workflow
 from podium.roles import ROLES
 from podium.train.export import ExportedAdapter, lora_to_gguf
+from podium.train.reward import workflow_reward
 from podium.train.sources import MatrixSource, ReplaySource
 from podium.train.warmstart import warm_start
 
@@ -161,7 +162,7 @@ def conductor_reward(
     for i, (step, outcome) in enumerate(zip(workflow.steps, outcomes, strict=True)):
         finish.append(max((finish[j] for j in step.visible(i)), default=0.0) + outcome.latency_s)
     latency = max(finish)  # the executor waits for every step, not only the answering one
-    reward = 0.5 + 0.5 * score - lam * cost - mu * latency
+    reward = workflow_reward(score, cost, latency, lam=lam, mu=mu)
     parts = {"parsed": True, "final": final, "score": score, "cost": cost, "latency": latency}
     return reward, {**parts, "steps": len(workflow)}
 

@@ -33,6 +33,7 @@ from podium.conductor.light import ROLES, LightPolicy, feature_count, rollout
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
+from podium.train.reward import workflow_reward
 
 __all__ = ["MIN_QUESTIONS", "Generation", "LightTrainConfig", "critical_path", "replay_reward", "train_light"]
 
@@ -125,7 +126,7 @@ def replay_reward(
     final = workers[rows, steps - 1]
     quality = scores[rows, final]
     cost = np.where(taken, costs[rows[:, None], workers.clip(0)], 0.0).sum(axis=1)
-    reward = 0.5 + 0.5 * quality - lam * cost
+    reward = workflow_reward(quality, cost, lam=lam)
     if mu:
         if roles is None or latencies is None:
             raise ValueError("a latency penalty needs the plans' roles and the recorded latencies")

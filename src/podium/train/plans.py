@@ -5,8 +5,8 @@ The bank records, for every training question, what every plan scores, costs and
 objective is the exact expected reward of the softmax policy over plans,
 
     J(W) = mean_q Σ_p π_W(p | q) · r(q, p) − α ‖W‖²,   π_W(· | q) = softmax([x_q, 1] Wᵀ / τ),
-    r(q, p) = score − λ · cost − μ · latency      (Nielsen et al. 2026's reward with its cost term,
-                                                    plus podium's latency term; USD, seconds)
+    r(q, p) = 0.5 + 0.5 · score − λ · cost − μ · latency   (:mod:`podium.train.reward`, the reward
+                                                           every conductor is trained on; USD, s)
 
 maximised by gradient ascent (Adam) from W = 0 — a policy gradient with the expectation computed
 exactly instead of sampled, so training is deterministic given its data. An **ensemble** of heads
@@ -33,6 +33,7 @@ from podium.conductor.compose import Column
 from podium.conductor.plans import PlanPolicy
 from podium.errors import ConfigError
 from podium.eval.plans import PlanOutcomes
+from podium.train.reward import workflow_reward
 
 __all__ = ["PlanTrainConfig", "PlanTrainResult", "lambda_sweep", "reward", "train_plans"]
 
@@ -80,8 +81,10 @@ class PlanTrainResult:
 
 
 def reward(outcomes: PlanOutcomes, lam: float, mu: float) -> Array:
-    """r(q, p) = score − λ·cost − μ·latency, shape (questions, plans)."""
-    return np.asarray(outcomes.score - lam * outcomes.cost - mu * outcomes.latency, dtype=np.float64)
+    """r(q, p), shape (questions, plans): :func:`podium.train.reward.workflow_reward` of each
+    plan's recorded score, cost and latency (every plan is a valid workflow)."""
+    score, cost, latency = (np.asarray(a, dtype=np.float64) for a in (outcomes.score, outcomes.cost, outcomes.latency))
+    return workflow_reward(score, cost, latency, lam=lam, mu=mu)
 
 
 def train_plans(
@@ -186,8 +189,8 @@ def lambda_sweep(outcomes: PlanOutcomes, points: int = 12) -> tuple[float, ...]:
     breaks = []
     for a, b in itertools.pairwise(hull):  # a cheaper, b dearer and better
         dc, ds = cost[b] - cost[a], score[b] - score[a]
-        if dc > 0 and ds > 0:
-            breaks.append(float(ds / dc))
+        if dc > 0 and ds > 0:  # where 0.5·score − λ·cost ties (the reward's score weight)
+            breaks.append(float(0.5 * ds / dc))
     values = sorted(set(breaks))
     if len(values) > points - 2:
         picks = np.linspace(0, len(values) - 1, points - 2).round().astype(int)

@@ -30,6 +30,7 @@ from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import Task, TaskType
 from podium.parse import try_parse_workflow
 from podium.roles import expand, role_of
+from podium.train.reward import workflow_reward
 
 __all__ = ["BankSource", "MatrixSource", "ReplaySource"]
 
@@ -159,7 +160,7 @@ class BankSource:
         )
         if replayed is None:
             return 0.0, {"parsed": True, "replayable": False, "error": "a step the bank never recorded"}
-        reward = 0.5 + 0.5 * replayed.score - lam * replayed.cost - mu * replayed.latency
+        reward = workflow_reward(replayed.score, replayed.cost, replayed.latency, lam=lam, mu=mu)
         parts = {"parsed": True, "replayable": True, "final": replayed.columns[-1], "score": replayed.score}
         return reward, {**parts, "cost": replayed.cost, "latency": replayed.latency, "steps": len(workflow)}
 
