@@ -209,3 +209,18 @@ def test_report_periods_are_validated_and_read_like_the_trace_commands(
     assert count("--since", "2026-11-30") == 1
     assert count("--since", "2026-11-30T09:30:00+02:00") == 1  # the offset is converted: 07:30 UTC
     assert cli(["shadow", "report", "--store", path, "--since", "yesterday"]) == 2
+
+
+def test_shadow_quality_uses_the_eval_loops_verifiers() -> None:
+    """``shadow report`` compared math answers as floats and exact answers as whole texts, so the
+    same answer could count as right in ``podium eval`` and wrong in a shadow report; both now go
+    through podium.eval.verifiers (math-verify for math, the last line for exact)."""
+    from podium.serve.shadow import correct
+
+    math = {"task_type": "math", "reference": "0.5"}
+    assert correct("The share is \\boxed{\\frac{1}{2}}.", math) == 1.0  # float compare: 0
+    assert correct("The share is \\boxed{\\frac{1}{3}}.", math) == 0.0
+    exact = {"task_type": "exact", "reference": "Copenhagen"}
+    assert correct("Let me think.\nAnswer: Copenhagen", exact) == 1.0  # whole-text compare: 0
+    assert correct("Oslo", exact) == 0.0
+    assert correct("anything", {"task_type": "open", "reference": "x"}) is None

@@ -34,7 +34,7 @@ import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 from fastapi import FastAPI, Request
@@ -493,20 +493,21 @@ def _same_number(a: str, b: str) -> bool:
 
 
 def correct(answer: str | None, row: Mapping[str, Any]) -> float | None:
-    """1/0 when the row has a reference and a task type a rule can check, else None."""
-    reference, task_type = row.get("reference"), row.get("task_type")
-    if not answer or not reference:
+    """1/0 when the row has a reference and a task type a rule can check (``math``, ``choice``,
+    ``exact``; none given: ``exact``), else None — by the eval loop's own verifiers
+    (:func:`podium.eval.verifiers.verify`: math-verify for math), so a shadow report's quality and
+    ``podium eval``'s agree on the same answer.
+
+    Raises ConfigError when math-verify, the ``eval`` extra, is missing."""
+    reference, task_type = row.get("reference"), row.get("task_type") or "exact"
+    if not answer or not reference or task_type not in ("math", "choice", "exact"):
         return None
     from podium.eval import verifiers
+    from podium.eval.tasks import Task, TaskType
 
-    if task_type == "math":
-        got = verifiers.extract_math_answer(answer)
-        return float(got is not None and _same_number(got, reference))
-    if task_type == "choice":
-        return float(verifiers.extract_choice(answer) == reference.strip().upper())
-    if task_type in ("exact", None):
-        return float(verifiers.normalize_exact(answer) == verifiers.normalize_exact(reference))
-    return None
+    kind = cast("TaskType", task_type)
+    task = Task(str(row.get("id") or "shadow"), str(row.get("question") or ""), kind, reference=str(reference))
+    return asyncio.run(verifiers.verify(task, answer)).score
 
 
 def shadow_report(rows: Sequence[Mapping[str, Any]], *, top: int = 5) -> dict[str, Any]:
