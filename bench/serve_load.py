@@ -102,6 +102,7 @@ async def load(url: str, clients: int, requests: int) -> dict[str, Any]:
     ids: list[str] = []
     refused: list[str] = []
     failures = 0
+    why: dict[str, int] = {}  # what each failure was: an HTTP status, or the transport error
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
@@ -111,13 +112,15 @@ async def load(url: str, clients: int, requests: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 try:
                     response = await client.post(url + "/v1/chat/completions", json=BODY)
-                except httpx.HTTPError:
+                except httpx.HTTPError as exc:
                     failures += 1
+                    why[type(exc).__name__] = why.get(type(exc).__name__, 0) + 1
                     continue
                 if response.status_code == 503:
                     refused.append(response.headers.get("x-request-id", ""))
                 elif response.status_code != 200:
                     failures += 1
+                    why[str(response.status_code)] = why.get(str(response.status_code), 0) + 1
                 else:
                     latencies.append(time.perf_counter() - started)
                     ids.append(response.headers.get("x-request-id", ""))
@@ -125,7 +128,7 @@ async def load(url: str, clients: int, requests: int) -> dict[str, Any]:
         started = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
         wall = time.perf_counter() - started
-    return {"latencies": latencies, "ids": ids, "refused": refused, "failures": failures, "wall": wall}
+    return {"latencies": latencies, "ids": ids, "refused": refused, "failures": failures, "why": why, "wall": wall}
 
 
 def summary(run: dict[str, Any], cpu: float | None) -> dict[str, Any]:
@@ -136,6 +139,7 @@ def summary(run: dict[str, Any], cpu: float | None) -> dict[str, Any]:
         "answered": len(run["latencies"]),
         "refused_503": len(run["refused"]),
         "failed": run["failures"],
+        "failed_as": run["why"],
         "throughput_rps": round(len(run["latencies"]) / run["wall"], 1),
         "p50_ms": round(float(np.percentile(ms, 50)), 1),
         "p95_ms": round(float(np.percentile(ms, 95)), 1),
