@@ -32,9 +32,8 @@ from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidQuestion, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog, call_log, pii_scope
-from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
+from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream, streaming_to
-from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
@@ -122,7 +121,7 @@ class Orchestrator:
         max_steps: int = 5,
         resamples: int = 2,
         max_question_chars: int = 20_000,
-        traces: TraceStore | None = None,
+        traces: RecordSink | None = None,
         limits: Limits | None = None,
         periods: Sequence[PeriodBudget] = (),
         recursion_rounds: int = 1,

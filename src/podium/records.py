@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from podium.workers.base import Message, Usage
 from podium.workflow import Workflow
@@ -301,3 +301,32 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     return obj
+
+
+class RecordSink(Protocol):
+    """Where the orchestrator writes its requests (the record-sink interface; DESIGN.md §8):
+    ``begin`` when a request starts (a ``running`` row), ``write`` once it finished (the whole
+    :class:`RunRecord`, replacing that row), ``flush`` to wait until everything written so far
+    is stored. :class:`podium.trace.store.TraceStore` (SQLite) implements it; the core never
+    imports a concrete store."""
+
+    def begin(
+        self,
+        request_id: str,
+        question: str,
+        *,
+        started_at: str,
+        pool: str,
+        conductor: str,
+        mode: str,
+        tags: tuple[str, ...] = (),
+        subject: str | None = None,
+    ) -> None:
+        """Record that request ``request_id`` started (ISO-8601 UTC ``started_at``)."""
+
+    def write(self, record: RunRecord) -> None:
+        """Record a finished request."""
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) until everything written is stored; False when
+        the time ran out."""

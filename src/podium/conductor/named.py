@@ -96,11 +96,10 @@ def named_conductor(
 def plan_conductor(plan_id: str) -> Conductor:
     """``plan:ID``: one composition of the local catalogue's steps, always (``podium bank show``
     and docs/learned-workflows.md list the plan ids). Raises ConfigError for an unknown id."""
+    from podium.conductor.catalogue import local_columns, local_plans
     from podium.conductor.plans import fixed_plan
-    from podium.eval.bank import local_catalogue
-    from podium.eval.plans import local_plans
 
-    columns = local_catalogue().columns
+    columns = local_columns()
     plans = {p.id: p for p in local_plans(columns)}
     if plan_id not in plans:
         raise ConfigError(f"plan:{plan_id}: no such plan; known: {', '.join(plans)}")

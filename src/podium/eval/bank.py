@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.conductor.catalogue import local_columns
 from podium.conductor.compose import Column, sub_workflow
 from podium.errors import ConfigError
 from podium.roles import ROLES
@@ -139,14 +140,6 @@ class Catalogue:
             raise ConfigError(f"{where}: malformed bank sidecar ({exc})") from None
 
 
-def _alias(worker: str) -> str:
-    return {
-        "qwen2.5-coder-1.5b": "1.5b",
-        "qwen2.5-coder-0.5b": "0.5b",
-        "smollm2-135m": "135m",
-    }.get(worker, worker)
-
-
 def local_catalogue(
     strong: str = "qwen2.5-coder-1.5b",
     mid: str = "qwen2.5-coder-0.5b",
@@ -154,34 +147,9 @@ def local_catalogue(
     python: str = "python",
     samples: tuple[int, int] = (5, 3),
 ) -> Catalogue:
-    """The catalogue recorded on the embedded local pool (docs/learned-workflows.md).
-
-    Per question, 22 steps, 18 of them model calls: each worker solving alone; ``samples``
-    independent samples of the 1.5B and of the 0.5B worker (5 and 3: votes of 3 and 5); a program of the
-    1.5B and of the 0.5B worker, run in the sandbox, with the answer stated from its output by the
-    0.5B worker (program-aided reasoning); the 1.5B worker's code with tests, run, then fixed by
-    it (self-debugging); and the 1.5B worker verifying the 1.5B's and the 0.5B's answers. Every
-    question gets every step, so a conductor learns from what each composition does on every kind
-    of question. Votes and cascades over these steps cost no further call.
-    """
-    cols: list[Column] = [Column(f"solve@{_alias(w)}", w, "solve") for w in (strong, mid, tiny)]
-    for w, count in zip((strong, mid), samples, strict=True):
-        for k in range(1, count + 1):
-            after = (f"sample{k - 1}@{_alias(w)}",) if k > 1 else ()
-            cols.append(Column(f"sample{k}@{_alias(w)}", w, "sample", after=after))
-    for writer in (strong, mid):
-        prog = f"program@{_alias(writer)}"
-        run = f"run({prog})"
-        cols += [Column(prog, writer, "program"), Column(run, python, "run", sees=(prog,))]
-        cols.append(Column(f"state@{_alias(mid)}({prog})", mid, "state", sees=(prog, run)))
-    code = f"test@{_alias(strong)}"
-    run = f"run({code})"
-    cols += [Column(code, strong, "test"), Column(run, python, "run", sees=(code,))]
-    cols.append(Column(f"fix@{_alias(strong)}({code})", strong, "fix", sees=(code, run)))
-    for solver in (strong, mid):
-        base = f"solve@{_alias(solver)}"
-        cols.append(Column(f"verify@{_alias(strong)}({base})", strong, "verify", sees=(base,)))
-    return Catalogue("local", {c.id: c for c in cols})
+    """The catalogue recorded on the embedded local pool: the steps of
+    :func:`podium.conductor.catalogue.local_columns` (same arguments) as the catalogue ``local``."""
+    return Catalogue("local", local_columns(strong, mid, tiny, python, samples))
 
 
 def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from podium.answers import tally
+from podium.conductor.catalogue import local_plans, matrix_plans
 from podium.conductor.compose import Column, Plan, sub_workflow
 from podium.errors import ConfigError
 from podium.roles import role_of
@@ -139,63 +139,6 @@ def _round(
         return float(row[members[0]]), cost, latency, 1.0
     outcome = tally([row.get(f"{mb}|model_response", "") for mb in members])
     return float(row[members[outcome.winner]]), cost, latency, outcome.agreement
-
-
-def matrix_plans(models: Sequence[str], *, votes: bool = True) -> list[Plan]:
-    """Plans over a plain outcome matrix's models (e.g. RouterBench's): each model alone, and —
-    with ``votes`` and at least three models — the vote of all of them."""
-    plans = [Plan(m, (m,)) for m in models]
-    if votes and len(models) >= 3:
-        plans.append(Plan(f"vote({','.join(models)})", tuple(models)))
-    return plans
-
-
-def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
-    """The compositions the light conductor chooses among on the local bank
-    (:func:`podium.eval.bank.local_catalogue`), from cheapest to dearest in spirit: each worker
-    alone; program-aided (the sandbox's printed output as the answer, or the answer stated from
-    it); the 1.5B's tested code, fixed from its run; solve → verify; self-consistency votes of 3
-    and 5 samples; votes mixing a program with direct solves; and cheap-first cascades that
-    escalate to the 1.5B worker when the 0.5B worker's answers disagree.
-
-    Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
-    s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
-    pal15, pal05 = "run(program@1.5b)", "run(program@0.5b)"
-    st15, st05 = "state@0.5b(program@1.5b)", "state@0.5b(program@0.5b)"
-    fix = "fix@1.5b(test@1.5b)"
-    samples15 = [f"sample{k}@1.5b" for k in range(1, 6)]
-    samples05 = [f"sample{k}@0.5b" for k in range(1, 4)]
-    plans = [
-        Plan(s15, (s15,)),
-        Plan(s05, (s05,)),
-        Plan(s135, (s135,)),
-        Plan(pal15, (pal15,)),
-        Plan(st15, (st15,)),
-        Plan(pal05, (pal05,)),
-        Plan(st05, (st05,)),
-        Plan("test@1.5b", ("test@1.5b",)),
-        Plan(fix, (fix,)),
-        Plan("verify@1.5b(solve@1.5b)", ("verify@1.5b(solve@1.5b)",)),
-        Plan("verify@1.5b(solve@0.5b)", ("verify@1.5b(solve@0.5b)",)),
-        Plan("vote(sample×3@1.5b)", tuple(samples15[:3])),
-        Plan("vote(sample×5@1.5b)", tuple(samples15)),
-        Plan("vote(sample×3@0.5b)", tuple(samples05)),
-        Plan("vote(solve@1.5b,sample×2@1.5b)", (s15, *samples15[:2])),
-        Plan("vote(solve@1.5b,sample×4@1.5b)", (s15, *samples15[:4])),
-        Plan("vote(state@0.5b(program@1.5b),solve@1.5b,solve@0.5b)", (st15, s15, s05)),
-        Plan("vote(run(program@1.5b),solve@1.5b,solve@0.5b)", (pal15, s15, s05)),
-        Plan("vote(state@0.5b(program@1.5b),solve@1.5b,sample×2@1.5b)", (st15, s15, *samples15[:2])),
-        Plan("vote(fix@1.5b(test@1.5b),solve@1.5b,sample×2@1.5b)", (fix, s15, *samples15[:2])),
-        Plan("vote(state@0.5b(program@0.5b),solve@0.5b,sample×2@0.5b)", (st05, s05, *samples05[:2])),
-        Plan("cascade(vote(sample×3@0.5b)→solve@1.5b)", tuple(samples05), s15, 1.0),
-        Plan("cascade(vote(solve@0.5b,state@0.5b(program@0.5b))→solve@1.5b)", (st05, s05), s15, 1.0),
-        Plan("cascade(vote(solve@0.5b,run(program@0.5b))→state@0.5b(program@1.5b))", (pal05, s05), st15, 1.0),
-        Plan("cascade(vote(solve@0.5b,run(program@0.5b))→solve@1.5b)", (pal05, s05), s15, 1.0),
-    ]
-    missing = sorted({c for p in plans for c in (*p.members, p.escalate or p.members[0]) if c not in columns})
-    if missing:
-        raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")
-    return plans
 
 
 @dataclass(frozen=True)

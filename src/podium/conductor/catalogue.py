@@ -1,0 +1,118 @@
+"""The local catalogue: the steps a workflow bank records on the embedded local pool, and the
+plans (compositions of those steps) the plan conductor chooses among. Definitions only — the
+bank's files are :mod:`podium.eval.bank`, replaying plans on it :mod:`podium.eval.plans` — so a
+conductor can name a plan (``plan:ID``) without importing the evaluation layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from podium.conductor.compose import Column, Plan
+from podium.errors import ConfigError
+
+__all__ = ["local_columns", "local_plans", "matrix_plans"]
+
+
+def _alias(worker: str) -> str:
+    return {
+        "qwen2.5-coder-1.5b": "1.5b",
+        "qwen2.5-coder-0.5b": "0.5b",
+        "smollm2-135m": "135m",
+    }.get(worker, worker)
+
+
+def local_columns(
+    strong: str = "qwen2.5-coder-1.5b",
+    mid: str = "qwen2.5-coder-0.5b",
+    tiny: str = "smollm2-135m",
+    python: str = "python",
+    samples: tuple[int, int] = (5, 3),
+) -> dict[str, Column]:
+    """The steps (bank columns, by id, in recording order) of the catalogue recorded on the
+    embedded local pool (docs/learned-workflows.md; :func:`podium.eval.bank.local_catalogue`).
+
+    Per question, 22 steps, 18 of them model calls: each worker solving alone; ``samples``
+    independent samples of the 1.5B and of the 0.5B worker (5 and 3: votes of 3 and 5); a program of the
+    1.5B and of the 0.5B worker, run in the sandbox, with the answer stated from its output by the
+    0.5B worker (program-aided reasoning); the 1.5B worker's code with tests, run, then fixed by
+    it (self-debugging); and the 1.5B worker verifying the 1.5B's and the 0.5B's answers. Every
+    question gets every step, so a conductor learns from what each composition does on every kind
+    of question. Votes and cascades over these steps cost no further call.
+    """
+    cols: list[Column] = [Column(f"solve@{_alias(w)}", w, "solve") for w in (strong, mid, tiny)]
+    for w, count in zip((strong, mid), samples, strict=True):
+        for k in range(1, count + 1):
+            after = (f"sample{k - 1}@{_alias(w)}",) if k > 1 else ()
+            cols.append(Column(f"sample{k}@{_alias(w)}", w, "sample", after=after))
+    for writer in (strong, mid):
+        prog = f"program@{_alias(writer)}"
+        run = f"run({prog})"
+        cols += [Column(prog, writer, "program"), Column(run, python, "run", sees=(prog,))]
+        cols.append(Column(f"state@{_alias(mid)}({prog})", mid, "state", sees=(prog, run)))
+    code = f"test@{_alias(strong)}"
+    run = f"run({code})"
+    cols += [Column(code, strong, "test"), Column(run, python, "run", sees=(code,))]
+    cols.append(Column(f"fix@{_alias(strong)}({code})", strong, "fix", sees=(code, run)))
+    for solver in (strong, mid):
+        base = f"solve@{_alias(solver)}"
+        cols.append(Column(f"verify@{_alias(strong)}({base})", strong, "verify", sees=(base,)))
+    return {c.id: c for c in cols}
+
+
+def matrix_plans(models: Sequence[str], *, votes: bool = True) -> list[Plan]:
+    """Plans over a plain outcome matrix's models (e.g. RouterBench's): each model alone, and —
+    with ``votes`` and at least three models — the vote of all of them."""
+    plans = [Plan(m, (m,)) for m in models]
+    if votes and len(models) >= 3:
+        plans.append(Plan(f"vote({','.join(models)})", tuple(models)))
+    return plans
+
+
+def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
+    """The compositions the light conductor chooses among on the local bank
+    (:func:`local_columns`), from cheapest to dearest in spirit: each worker
+    alone; program-aided (the sandbox's printed output as the answer, or the answer stated from
+    it); the 1.5B's tested code, fixed from its run; solve → verify; self-consistency votes of 3
+    and 5 samples; votes mixing a program with direct solves; and cheap-first cascades that
+    escalate to the 1.5B worker when the 0.5B worker's answers disagree.
+
+    Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
+    s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
+    pal15, pal05 = "run(program@1.5b)", "run(program@0.5b)"
+    st15, st05 = "state@0.5b(program@1.5b)", "state@0.5b(program@0.5b)"
+    fix = "fix@1.5b(test@1.5b)"
+    samples15 = [f"sample{k}@1.5b" for k in range(1, 6)]
+    samples05 = [f"sample{k}@0.5b" for k in range(1, 4)]
+    plans = [
+        Plan(s15, (s15,)),
+        Plan(s05, (s05,)),
+        Plan(s135, (s135,)),
+        Plan(pal15, (pal15,)),
+        Plan(st15, (st15,)),
+        Plan(pal05, (pal05,)),
+        Plan(st05, (st05,)),
+        Plan("test@1.5b", ("test@1.5b",)),
+        Plan(fix, (fix,)),
+        Plan("verify@1.5b(solve@1.5b)", ("verify@1.5b(solve@1.5b)",)),
+        Plan("verify@1.5b(solve@0.5b)", ("verify@1.5b(solve@0.5b)",)),
+        Plan("vote(sample×3@1.5b)", tuple(samples15[:3])),
+        Plan("vote(sample×5@1.5b)", tuple(samples15)),
+        Plan("vote(sample×3@0.5b)", tuple(samples05)),
+        Plan("vote(solve@1.5b,sample×2@1.5b)", (s15, *samples15[:2])),
+        Plan("vote(solve@1.5b,sample×4@1.5b)", (s15, *samples15[:4])),
+        Plan("vote(state@0.5b(program@1.5b),solve@1.5b,solve@0.5b)", (st15, s15, s05)),
+        Plan("vote(run(program@1.5b),solve@1.5b,solve@0.5b)", (pal15, s15, s05)),
+        Plan("vote(state@0.5b(program@1.5b),solve@1.5b,sample×2@1.5b)", (st15, s15, *samples15[:2])),
+        Plan("vote(fix@1.5b(test@1.5b),solve@1.5b,sample×2@1.5b)", (fix, s15, *samples15[:2])),
+        Plan("vote(state@0.5b(program@0.5b),solve@0.5b,sample×2@0.5b)", (st05, s05, *samples05[:2])),
+        Plan("cascade(vote(sample×3@0.5b)→solve@1.5b)", tuple(samples05), s15, 1.0),
+        Plan("cascade(vote(solve@0.5b,state@0.5b(program@0.5b))→solve@1.5b)", (st05, s05), s15, 1.0),
+        Plan("cascade(vote(solve@0.5b,run(program@0.5b))→state@0.5b(program@1.5b))", (pal05, s05), st15, 1.0),
+        Plan("cascade(vote(solve@0.5b,run(program@0.5b))→solve@1.5b)", (pal05, s05), s15, 1.0),
+    ]
+    missing = sorted({c for p in plans for c in (*p.members, p.escalate or p.members[0]) if c not in columns})
+    if missing:
+        raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")
+    return plans

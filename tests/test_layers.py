@@ -1,0 +1,99 @@
+"""Enforced layers (issue 18): the core — the request path, workers and conductors — never imports
+the evaluation, training, serving, telemetry, traffic or trace-store layers, not even lazily
+inside a function; and no module-level import cycle exists anywhere in the package. Read from
+the source with ``ast``, so the test sees every import, taken or not."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import podium
+
+ROOT = Path(podium.__file__).parent
+CORE = ("workflow", "parse", "messages", "budget", "executor", "orchestrator", "workers", "conductor",
+        "roles", "answers", "records", "errors", "streaming")  # fmt: skip
+UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ["podium", *path.relative_to(ROOT).with_suffix("").parts]
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imports(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+    return [(line, name) for line, name in found if name.startswith("podium.")]
+
+
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == f"podium.{p}" or name.startswith(f"podium.{p}.") for p in packages)
+
+
+def test_the_core_imports_no_upper_layer() -> None:
+    wrong = [
+        f"{module} imports {name} (line {line})"
+        for module, path in sorted(_modules().items())
+        if _within(module, CORE)
+        for line, name in _imports(ast.parse(path.read_text(encoding="utf-8")))
+        if _within(name, UPPER)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def _top_level(tree: ast.Module) -> list[str]:
+    """Imports run when the module is imported: module-level statements, and ``if``/``try``
+    blocks at module level except ``if TYPE_CHECKING:``."""
+    names: list[str] = []
+    body = list(tree.body)
+    while body:
+        node = body.pop(0)
+        if isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            body += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            body += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names += [name for _, name in _imports(node)]
+    return names
+
+
+def test_no_module_level_import_cycle() -> None:
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {
+        m: {
+            r
+            for n in _top_level(ast.parse(p.read_text(encoding="utf-8")))
+            if (r := resolve(n)) not in (None, m, "podium")
+        }
+        for m, p in modules.items()
+    }
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
