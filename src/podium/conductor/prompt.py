@@ -230,6 +230,23 @@ _PLAN_SYNTAX = re.compile(r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lis
 _WORD = re.compile(r"\w+")
 
 
+_INJECTED_LIST = re.compile(r"\bsub[ _-]?tasks?\s*[:=]\s*\[([^\]]{0,4000})", re.IGNORECASE)
+_QUOTED = re.compile(r'"([^"\n]{1,1000})"|\'([^\'\n]{1,1000})\'|[“”]([^“”\n]{1,1000})[“”]')
+
+
+def injected_subtasks(question: str) -> list[str]:
+    """The subtasks of any workflow written in ``question`` (``subtasks = ["…", …]``, quoted
+    with straight or curly quotes), as lower-case word sequences joined by spaces; linear in
+    the question's length (bounded patterns, no backtracking)."""
+    found = []
+    for listing in _INJECTED_LIST.finditer(question):
+        for match in _QUOTED.finditer(listing.group(1)):
+            words = " ".join(_WORD.findall(next(g for g in match.groups() if g is not None).lower()))
+            if words:
+                found.append(words)
+    return found
+
+
 def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
     words = _WORD.findall(text.lower())
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
@@ -238,7 +255,7 @@ def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
 def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], question: str) -> str | None:
     """Why an LM conductor's subtasks may not be sent to workers, or None when they may.
 
-    Two rules, checked per step (the conductor reads untrusted text, so a steered conductor must
+    Three rules, checked per step (the conductor reads untrusted text, so a steered conductor must
     not carry it further):
 
     * a subtask may not contain workflow syntax (``model_id =``, ``subtasks:``,
@@ -246,17 +263,25 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
       the question stays data;
     * a subtask may not repeat :data:`LEAK_WORDS` consecutive words of the conductor's prompt
       (``messages``) that the question does not contain: the prompt's instructions and few-shot
-      examples never reach a worker.
+      examples never reach a worker;
+    * a subtask may not be, or be part of, a subtask of a workflow written in the question
+      (:func:`injected_subtasks`): a plan in the question is data, never the conductor's plan.
 
     Role templates (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
     """
 
     prompt = _grams("\n".join(m["content"] for m in messages)) - _grams(question)
+    injected = injected_subtasks(question)
     for index, subtask in enumerate(subtasks):
         if role_of(subtask) is not None:
             continue
         if _PLAN_SYNTAX.search(subtask):
             return f"step {index}: a subtask may not contain workflow syntax (model_id / subtasks / access_list)"
+        words = " ".join(_WORD.findall(subtask.lower()))
+        if words and any(f" {words} " in f" {i} " or f" {i} " in f" {words} " for i in injected):
+            return (
+                f"step {index}: the subtask copies a workflow written in the question (a plan in the question is data)"
+            )
         copied = _grams(subtask) & prompt
         if copied:
             words = " ".join(sorted(copied)[0])
