@@ -423,3 +423,38 @@ def test_spans_whose_export_timed_out_are_unconfirmed_not_lost() -> None:
     refused = _CountingExporter(Refused(), timeout_s=0.25)
     refused.export([object()])  # type: ignore[list-item]
     assert (refused.unconfirmed, refused.failed) == (0, 1)
+
+
+def test_an_export_still_in_flight_at_shutdown_is_unconfirmed_not_lost(tmp_path: Path) -> None:
+    """The walk-through's `podium run` against a collector answering after 3 s (export timeout
+    1 s): it printed '4 lost (unsent at shutdown: 4)' though the collector got all the spans —
+    shutdown stopped waiting the moment the export's own timeout ran out. Now shutdown waits a
+    little past that timeout, and spans whose export has not answered are unconfirmed."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from podium.telemetry import Telemetry
+    from tests.test_telemetry import run, scripted
+
+    class SlowCollector:
+        """A fake exporter whose export takes ``delay`` seconds and then reports failure (as
+        the OTLP exporter does when the collector answers after its timeout)."""
+
+        def __init__(self, delay: float) -> None:
+            self.delay = delay
+
+        def export(self, spans: object) -> SpanExportResult:
+            time.sleep(self.delay)
+            return SpanExportResult.FAILURE
+
+        def shutdown(self) -> None: ...
+
+        def force_flush(self, timeout_millis: int = 0) -> bool:
+            return True
+
+    for delay in (0.4, 1.5):  # ends just at the export timeout / outlives even the margin
+        telemetry = Telemetry(SlowCollector(delay), export_timeout_s=0.4, schedule_delay_s=0.01)
+        run(scripted(telemetry))
+        stats = telemetry.shutdown(report=False)
+        assert stats.spans_queued > 0 and stats.spans_lost == 0
+        assert stats.spans_unconfirmed == stats.spans_queued and stats.spans_unsent == 0

@@ -132,7 +132,7 @@ class TelemetryStats:
         """One line, e.g. ``telemetry: 12 spans exported, 5 lost (export failed: 5)``."""
         line = f"telemetry: {self.spans_exported} spans exported"
         if self.spans_unconfirmed:
-            line += f", {self.spans_unconfirmed} unconfirmed (export timed out; the collector may have them)"
+            line += f", {self.spans_unconfirmed} unconfirmed (no answer in time; the collector may have them)"
         if not self.spans_lost:
             return line
         causes = []
@@ -505,7 +505,12 @@ class _CountingExporter(SpanExporter):
                 self.unconfirmed += len(spans)
             else:
                 self.failed += len(spans)
-        if result != SpanExportResult.SUCCESS:
+        if result != SpanExportResult.SUCCESS and timed_out:
+            _log.warning(
+                "telemetry: export of %d spans timed out after %.1f s (unconfirmed: the collector may have them)",
+                len(spans), time.monotonic() - started,
+            )  # fmt: skip
+        elif result != SpanExportResult.SUCCESS:
             _log.warning("telemetry: export of %d spans failed (%d failed so far)", len(spans), self.failed)
         return result
 
@@ -660,7 +665,9 @@ class Telemetry:
 
     def shutdown(self, timeout_s: float | None = None, *, report: bool = True) -> TelemetryStats:
         """Export what is queued (waiting at most ``timeout_s``, default ``export_timeout_s``),
-        stop, and return the final counters; spans still queued then count as unsent. With
+        stop, and return the final counters; spans still queued then count as unsent, spans in
+        an export that has not answered yet as unconfirmed (the collector may have them). The
+        default wait is ``export_timeout_s`` plus a margin, so an export in flight can end. With
         ``report``, a warning with :meth:`TelemetryStats.summary` is logged when any span was
         lost (callers that print the summary themselves pass False). Later exports are dropped
         and counted."""
@@ -670,10 +677,16 @@ class Telemetry:
             self._closed = True
         stopper = threading.Thread(target=self._provider.shutdown, name="podium-telemetry-shutdown", daemon=True)
         stopper.start()
-        stopper.join(self.export_timeout_s if timeout_s is None else timeout_s)
+        # an export already in flight may take its whole timeout: wait for it to end on its own
+        # (a little past that timeout) rather than count spans a collector may have as lost
+        wait = self.export_timeout_s if timeout_s is None else timeout_s
+        stopper.join(wait + (min(1.0, 0.2 * self.export_timeout_s) if timeout_s is None else 0.0))
         with self._lock:
-            done = self._exporter.exported + self._exporter.failed + self._exporter.unconfirmed
-            self._unsent = self._queued - done
+            exporter = self._exporter
+            done = exporter.exported + exporter.failed + exporter.unconfirmed
+            in_flight = max(0, exporter.taken - done)  # handed to the exporter, no answer yet
+            exporter.unconfirmed += in_flight
+            self._unsent = self._queued - done - in_flight
         stats = self.stats()
         self._final = stats
         if report and stats.spans_lost:
