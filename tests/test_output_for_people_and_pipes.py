@@ -131,3 +131,23 @@ def test_progress_on_a_pipe_is_plain_lines_at_each_tenth() -> None:
     assert [line.split(" ", 2)[1] for line in lines[1:]] == [f"{n}/20" for n in range(2, 21, 2)]
     assert "left" in lines[1] and "20/20 solve: 20 done" in lines[-1]
     assert progress_bar("eval", Console(file=StringIO(), force_terminal=True)).__class__.__name__ == "Progress"
+
+
+def test_a_piped_answer_keeps_every_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Piped, the Answer panel (and each step's) cut a long line at the box's edge and dropped
+    the rest without a marker ('…muffins for her friends ever'); panels now wrap inside their box
+    on a pipe too."""
+    path = tmp_path / "t.sqlite3"
+    answer = " ".join(f"word{i}" for i in range(60)) + " THE-END"
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply=answer)],
+        ScriptedConductor(['model_id = [0]\nsubtasks = ["Count."]\naccess_list = [[]]']),
+        Fallback(0, "Answer."),
+        traces=TraceStore(path),
+    )
+    record = asyncio.run(orch.run(QUESTION))
+    assert cli(["trace", "show", record.id, "--traces", str(path)]) == 0
+    out = capsys.readouterr().out
+    words = " ".join(line.strip("│ ") for line in out.splitlines())
+    answer_box = words[words.index("Answer") :]
+    assert all(f"word{i} " in answer_box for i in range(60)) and "THE-END" in answer_box

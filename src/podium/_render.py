@@ -284,17 +284,19 @@ def render_run(console: Console, record: RunRecord, *, messages: bool = False) -
     render_plan(console, record)
     for step in record.steps:
         if messages:
-            console.print(_messages(step))
-        console.print(_step_panel(step))
+            console.print(_messages(step), soft_wrap=False)  # a boxed panel wraps inside its box,
+        console.print(_step_panel(step), soft_wrap=False)  # even on a pipe (soft wrap would crop it)
     if record.fallback is not None:
         console.print(
             Text(f"Fallback pipeline ran: {record.fallback.reason} — {record.fallback.detail}", style="yellow")
         )
     if record.mode == "run":
         if record.status == "error":
-            console.print(Panel(Text(record.error or "no answer", style="red"), title="No answer", title_align="left"))
+            failed = Panel(Text(record.error or "no answer", style="red"), title="No answer", title_align="left")
+            console.print(failed, soft_wrap=False)
         else:
-            console.print(Panel(Text(record.answer), title="Answer", title_align="left", border_style="green"))
+            answer = Panel(Text(record.answer), title="Answer", title_align="left", border_style="green")
+            console.print(answer, soft_wrap=False)
     elif record.status == "error":
         console.print(Text(record.error or "no valid workflow", style="red"))
     console.print(_totals(record))
