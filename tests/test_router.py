@@ -5,6 +5,7 @@ round-trips through its file."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -78,3 +79,33 @@ def test_router_file_round_trip_and_conductor(router: RouterModel, embedder: Emb
     assert attempt.workflow is not None and attempt.workflow.model_id == [0]
     attempt = asyncio.run(conductor.plan(MATH[11], pool, max_steps=5))
     assert attempt.workflow is not None and attempt.workflow.model_id == [2]
+
+
+def test_a_first_embedding_run_reports_progress_per_chunk(tmp_path: Path) -> None:
+    """The replay eval's first run embedded 15,521 questions in silence for 33 minutes; the
+    embedder now reports after the cache lookup and after each stored chunk, and nothing once
+    everything is cached."""
+    import numpy as np
+
+    from podium.embed import _CHUNK, Embedder
+
+    class CountingEncoder:
+        """A fake encoder (unit test): a one-hot of each text's length modulo its dimension."""
+
+        name, dim = "fake-encoder", 8
+
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            return np.eye(self.dim, dtype=np.float32)[[len(t) % self.dim for t in texts]]
+
+    embedder = Embedder(tmp_path / "v.sqlite3", encoder=CountingEncoder())
+    texts = [f"question {i}" for i in range(2 * _CHUNK + 76)] + ["question 0"]  # one repeat
+    calls: list[tuple[int, int]] = []
+    vectors = embedder.embed(texts, on_progress=lambda done, todo: calls.append((done, todo)))
+    distinct = 2 * _CHUNK + 76
+    assert calls == [(0, distinct), (_CHUNK, distinct), (2 * _CHUNK, distinct), (distinct, distinct)]
+    assert vectors.shape == (len(texts), 8) and (vectors[0] == vectors[-1]).all()
+    again: list[tuple[int, int]] = []
+    Embedder(tmp_path / "v.sqlite3", encoder=CountingEncoder()).embed(
+        texts, on_progress=lambda d, t: again.append((d, t))
+    )
+    assert again == []  # all cached on disk

@@ -26,7 +26,7 @@ import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -218,11 +218,19 @@ class Embedder:
         """The encoder's name (what fitted models record)."""
         return self.encoder.name
 
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit length."""
+    def embed(
+        self, texts: Sequence[str], *, on_progress: Callable[[int, int], None] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit length.
+
+        ``on_progress(done, todo)`` is called once the cache was read (``done = 0``; ``todo``:
+        the distinct texts not cached) and after each chunk of :data:`_CHUNK` texts encoded, so
+        a long first run can show progress; not called when everything was cached."""
         keys = [hashlib.sha256(f"{self.name}\0{t}".encode()).hexdigest() for t in texts]
         found = self._lookup(set(keys))
         todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in found}.items())
+        if todo and on_progress:
+            on_progress(0, len(todo))
         for start in range(0, len(todo), _CHUNK):  # stored chunk by chunk: an interrupted run keeps its work
             chunk = todo[start : start + _CHUNK]
             with self._lock:
@@ -230,6 +238,8 @@ class Embedder:
             new = {k: np.asarray(v, dtype=np.float32).tobytes() for (k, _), v in zip(chunk, vectors, strict=True)}
             self._store(new)
             found.update(new)
+            if on_progress:
+                on_progress(start + len(chunk), len(todo))
         if not keys:
             return np.empty((0, self.encoder.dim), dtype=np.float32)
         return np.stack([np.frombuffer(found[key], dtype=np.float32) for key in keys])

@@ -22,6 +22,7 @@ GRPO-trained LM conductor from the registry, run in llama.cpp with its LoRA adap
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,6 +420,24 @@ def _live_router_methods(
     return _fit_router(spec, workers, questions, scores, costs, tasks, on_stage=on_stage)
 
 
+def _embedding_lines(on_stage: OnStage | None) -> Callable[[int, int], None] | None:
+    """Progress lines of the router's embedding step (what a first run spends most time on):
+    one when it starts, then after each chunk, with the time left."""
+    if on_stage is None:
+        return None
+    started = time.monotonic()
+
+    def progress(done: int, todo: int) -> None:
+        if done == 0:
+            on_stage(f"router: embedding {todo:,} questions not yet cached (cached by text: once per machine)")
+            return
+        elapsed = time.monotonic() - started
+        left = elapsed / done * (todo - done)
+        on_stage(f"router: embedded {done:,}/{todo:,} · {elapsed:.0f} s elapsed, about {left:.0f} s left")
+
+    return progress
+
+
 def _fit_router(
     spec: EvalSpec,
     workers: Sequence[str],
@@ -433,13 +452,11 @@ def _fit_router(
     from podium.conductor.router import RouterConductor, RouterModel
 
     embedder = shared_embedder(spec.embeddings)
-    if on_stage:
-        n = len(questions) + len(tasks)
-        on_stage(f"router: embedding {n:,} questions with {embedder.name} (cached by text: once per machine)")
-    vectors = embedder.embed(questions)
+    # the training questions and the requests' in one batch: cache hits per request later
+    everything = embedder.embed([*questions, *(t.question for t in tasks)], on_progress=_embedding_lines(on_stage))
+    vectors = everything[: len(questions)]
     lengths = [len(q) for q in questions]
     model = RouterModel.fit(workers, vectors, lengths, scores, costs, embedder=embedder.name)
-    embedder.embed([t.question for t in tasks])  # one batch now, cache hits per request later
     lambdas = spec.lambdas
     if lambdas is None:
         quality, cost = model.predict(vectors, lengths)
