@@ -1,7 +1,7 @@
 """Which local model should be the default conductor? Measure, don't guess.
 
 For each candidate conductor model of the embedded local pool, on the first N GSM8K test
-questions (shared/data), this runs the whole main job (conductor → workflow → workers) and
+questions (data/), this runs the whole main job (conductor → workflow → workers) and
 records: plan validity with and without the grammar, end-to-end accuracy, conductor latency,
 request wall time and cost. Results go to a JSON file and a Markdown table (stdout).
 
@@ -34,7 +34,7 @@ from podium.trace.store import TraceStore
 from podium.workers import Worker, build_pool_workers
 
 ROOT = Path(__file__).resolve().parent.parent
-GSM8K = ROOT.parent / "shared" / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
+GSM8K = ROOT / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 

@@ -1,7 +1,7 @@
 """Recall and precision of podium's offline PII detection, per entity type, and leaks.
 
 On a JSONL case file (``{"id", "text", "entities": [{"type", "value"}]}``, default
-``../shared/data/pii/cases.jsonl``) it counts, per entity type, detections whose type and text
+``data/pii/cases.jsonl``) it counts, per entity type, detections whose type and text
 match a listed entity exactly (true positives), detections that match none (false positives) and
 listed entities not found (false negatives).
 
@@ -30,8 +30,8 @@ flagged — false positives that would reach external workers as placeholders.
 
     PYTHONPATH=src python bench/pii_cases.py
     PYTHONPATH=src python bench/pii_cases.py --generated 1000 --seed 1
-    PYTHONPATH=src python bench/pii_cases.py --probe ../shared/data/benchmarks/gsm8k/test.jsonl --limit 500
-    PYTHONPATH=src python bench/pii_cases.py --generated 0 --probe ../shared/data/benchmarks/mbpp/mbpp.jsonl \
+    PYTHONPATH=src python bench/pii_cases.py --probe data/benchmarks/gsm8k/test.jsonl --limit 500
+    PYTHONPATH=src python bench/pii_cases.py --generated 0 --probe data/benchmarks/mbpp/mbpp.jsonl \
         --probe-field text,test_list --limit 974
 """
 
@@ -242,7 +242,7 @@ def _pct(x: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--cases", type=Path, default=ROOT.parent / "shared" / "data" / "pii" / "cases.jsonl")
+    parser.add_argument("--cases", type=Path, default=ROOT / "data" / "pii" / "cases.jsonl")
     parser.add_argument("--generated", type=int, default=500, help="generated glued/split texts (0: none)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated texts")
     parser.add_argument("--probe", type=Path, help="a JSONL file with a 'question' field and no real PII")

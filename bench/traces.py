@@ -1,6 +1,6 @@
 """How fast are trace search and purge on a file of realistic size? Measure, don't guess.
 
-Writes N requests (GSM8K test questions from shared/data, a 3-step workflow whose outputs are
+Writes N requests (GSM8K test questions from data/, a 3-step workflow whose outputs are
 ~1.5 KB each) into a fresh trace file through TraceStore.begin/write, then times a few searches,
 a filtered listing, and a purge of the oldest tenth (delete, FTS5 merge, VACUUM, WAL truncate).
 
@@ -24,7 +24,7 @@ from podium.trace.store import TraceStore
 from podium.workers.base import Usage
 from podium.workflow import ALL, Step, Workflow
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
 
 
 def record(i: int, n: int, question: str, solution: str) -> RunRecord:

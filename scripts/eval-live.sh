@@ -10,9 +10,9 @@
 # so the comparison with the baselines completes first; then with it, which only adds the LM
 # conductor's calls (everything else comes from the cache) and overwrites the first report.
 #
-#   scripts/eval-live.sh [DATA_DIR]   (default: ../shared/data)
+#   scripts/eval-live.sh [DATA_DIR]   (default: data)
 set -euo pipefail
-data="${1:-../shared/data}"
+data="${1:-data}"
 cache="${PODIUM_EVAL_CACHE:-$HOME/.cache/podium/eval/requests.sqlite3}"
 podium=${PODIUM:-podium}
 baselines=conductor,single,pipeline,moa

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Regenerate the transcripts in docs/examples/ with the default local pool:
-# the first three GSM8K test questions and HumanEval/0 from ../shared/data.
+# the first three GSM8K test questions and HumanEval/0 from data.
 # Each file holds the command and its output exactly as printed (rich, 100 columns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PODIUM=${PODIUM:-.venv/bin/podium}
-DATA=${DATA:-../shared/data/benchmarks}
+DATA=${DATA:-data/benchmarks}
 OUT=docs/examples
 mkdir -p "$OUT"
 export COLUMNS=100

@@ -6,7 +6,7 @@
 #   scripts/grpo-gpu.sh [STEPS] [MODEL] [MATRIX]
 #     STEPS   optimiser steps (default 3)
 #     MODEL   embedded base model (default qwen2.5-coder-1.5b-instruct; podium models list)
-#     MATRIX  replay pool (default ../shared/data/outcomes/routellm-gpt4-mixtral.csv)
+#     MATRIX  replay pool (default data/outcomes/routellm-gpt4-mixtral.csv)
 #
 # Needs the train extra with a CUDA build of torch and the base model installed
 # (podium models install MODEL). Writes into $OUT (default /tmp/podium-grpo-gpu): the registry
@@ -14,7 +14,7 @@
 set -euo pipefail
 steps="${1:-3}"
 model="${2:-qwen2.5-coder-1.5b-instruct}"
-matrix="${3:-../shared/data/outcomes/routellm-gpt4-mixtral.csv}"
+matrix="${3:-data/outcomes/routellm-gpt4-mixtral.csv}"
 out="${OUT:-/tmp/podium-grpo-gpu}"
 python="${PYTHON:-.venv/bin/python}"
 podium="${PODIUM:-.venv/bin/podium}"

@@ -3,7 +3,7 @@ calls are all in the request cache (a task-major run finishes a question's other
 the next question's singles, so every question before the last counted one is complete).
 No model is called.
 
-    .venv/bin/python scripts/live-progress.py ../shared/data/benchmarks/gsm8k/test.jsonl 50
+    .venv/bin/python scripts/live-progress.py data/benchmarks/gsm8k/test.jsonl 50
     # then re-render: the eval command with --limit (that number - 1, or that number if its MoA ran)
 """
 

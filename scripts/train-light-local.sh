@@ -14,7 +14,7 @@
 # (scripts/live-progress.py counts them). About 40 s of CPU per train question for the three
 # workers when nothing is cached; seconds when everything is.
 set -euo pipefail
-data="${1:-../shared/data}"
+data="${1:-data}"
 gsm8k_tests="${2:-24}"
 mbpp_tests="${3:-0}"
 cache="${PODIUM_EVAL_CACHE:-$HOME/.cache/podium/eval/requests.sqlite3}"

@@ -6,7 +6,7 @@
 #   PODIUM_HOME=/tmp/podium-docs scripts/train-light-replay.sh [DATA_DIR]
 # (a separate PODIUM_HOME keeps these versions out of your own registry)
 set -euo pipefail
-data="${1:-../shared/data}"
+data="${1:-data}"
 matrix="$data/outcomes/routellm-gpt4-mixtral.csv"
 podium=${PODIUM:-podium}
 name=routellm-light
