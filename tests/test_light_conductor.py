@@ -187,6 +187,7 @@ def test_train_eval_promote_commands(
 
 
 @pytest.mark.model
+@pytest.mark.timeout(2400)  # a hang guard: CPU training takes ~5 min alone, >15 min on a loaded machine
 def test_grpo_smoke_writes_a_loadable_adapter(
     matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -275,6 +275,7 @@ def test_grpo_rewards_on_a_bank_score_multi_step_workflows_exactly(bank_dir: Pat
 
 
 @pytest.mark.model
+@pytest.mark.timeout(2400)  # a hang guard: CPU training takes ~5 min alone, >15 min on a loaded machine
 def test_grpo_on_a_bank_smoke(
     bank_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
