@@ -131,6 +131,15 @@ def test_progress_on_a_pipe_is_plain_lines_at_each_tenth() -> None:
     assert [line.split(" ", 2)[1] for line in lines[1:]] == [f"{n}/20" for n in range(2, 21, 2)]
     assert "left" in lines[1] and "20/20 solve: 20 done" in lines[-1]
     assert progress_bar("eval", Console(file=StringIO(), force_terminal=True)).__class__.__name__ == "Progress"
+    # worker names are not rich markup or emoji codes (a worker "b" showed as "single🅱")
+    buffer = StringIO()
+    plain = PlainProgress("eval", Console(file=buffer, force_terminal=False, width=200))
+    task = plain.add_task("", total=1)
+    plain.update(task, advance=1, description="single:b: 1.000 over 1 [bold]x[/]")
+    assert buffer.getvalue().splitlines() == [
+        "eval: starting (0/1)",
+        "eval: 1/1 single:b: 1.000 over 1 [bold]x[/] · 0m00s elapsed, about 0m00s left",
+    ]
 
 
 def test_a_piped_answer_keeps_every_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -102,7 +102,8 @@ class PlainProgress:
         now = time.monotonic()
         self._tasks[task_id] = {"description": description, "total": total, "completed": 0.0, "started": now,
                                 "printed": now, "tenth": 0, "shown": 0.0}  # fmt: skip
-        self.console.print(f"{self.label}: {description}" + (f" (0/{int(total)})" if total else ""), highlight=False)
+        first = f"{self.label}: {description or 'starting'}" + (f" (0/{int(total)})" if total else "")
+        self.console.print(first, highlight=False, markup=False, emoji=False)
         return task_id
 
     def update(
@@ -140,7 +141,7 @@ class PlainProgress:
             left = f", about {_duration(elapsed / done * (total - done))} left"
         count = f"{int(done)}/{int(total)} " if total else ""
         line = f"{self.label}: {count}{task['description']} · {_duration(elapsed)} elapsed{left}"
-        self.console.print(line, highlight=False)
+        self.console.print(line, highlight=False, markup=False, emoji=False)  # names are not markup: "single:b"
 
 
 def _duration(seconds: float) -> str:
