@@ -42,6 +42,8 @@ def test_pool_show_prints_the_effective_limits_and_recursion_rounds(
     assert "recursion_rounds 2" in out
     assert "deadline 60 s (25% kept for the fallback)" in out  # fallback_reserve's default
     assert "step timeout 20.5 s" in out and "cost cap $0.002" in out and "daily budget $5" in out
+    # decoding settings the pool leaves unset are shown as sent (podium's defaults), not "None"
+    assert "max_tokens 512 · temperature 0.2" in out and "None" not in out
     # the embedded pool sets no limits: each is said to be unlimited, not left out
     assert cli(["pool", "show"]) == 0
     out = capsys.readouterr().out

@@ -685,12 +685,15 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return 0
     out.print(f"pool [bold]{config.name}[/] · max {config.max_steps} steps · presets: {', '.join(packaged_pools())}")
+    from podium.workers import worker_settings
+
     for i, w in enumerate(config.workers):
         m = config.merged(w)
         price = m.price or PriceConfig()
+        sent = worker_settings(m)  # what the requests carry: the pool's values, else podium's defaults
         out.print(
             f"  Model {i}: {w.name} ({w.backend}: {w.model or '-'}) · ${price.input}/${price.output} per 1M in/out · "
-            f"max_tokens {m.max_tokens} · temperature {m.temperature}"
+            f"max_tokens {sent.max_tokens} · temperature {sent.temperature}"
         )
         if w.description and config.conductor.light is None:  # a light conductor reads no descriptions
             out.print(Text(f"      the conductor reads: {w.description}", style="dim"))
