@@ -535,5 +535,7 @@ def test_podium_run_reports_lost_spans_and_still_answers(tmp_path: Path, capsys:
     out, err = capsys.readouterr()
     record = json.loads(out)
     assert code == 0
-    assert "telemetry: 0 spans exported" in err and "lost (export failed: " in err  # reported, not silent
+    # reported, not silent: refused at once -> lost; on a loaded machine the exporter's retries
+    # can use up its 1 s timeout, and a timed-out export is unconfirmed instead
+    assert "telemetry: 0 spans exported" in err and ("lost (export failed: " in err or " unconfirmed (" in err)
     assert TraceStore(db).get(record["id"]) is not None  # the trace itself is never lost
