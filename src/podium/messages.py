@@ -15,8 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from podium.workers.base import Message
+if TYPE_CHECKING:  # annotations only: importing podium.workers here would import this module back
+    from podium.workers.base import Message
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "PREAMBLE", "GrantedStep", "neutralise", "worker_messages"]
 
