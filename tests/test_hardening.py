@@ -209,6 +209,24 @@ def test_an_overshooting_call_is_an_incident_and_the_request_stops_calling() -> 
     assert record.totals.total_cost_usd == pytest.approx(incident.actual_usd)
 
 
+def test_serve_answers_an_overcharging_upstream_with_502_not_the_clients_400() -> None:
+    """The walk-through: a conductor reported 275k tokens, the request stopped calling, and the
+    client got 400 cost_cap_exceeded although its request and key budget were fine."""
+    from podium.serve.app import _failure
+
+    worker = _OverReporting("liar")
+    plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [0]]'
+    orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=0.05))
+    record = asyncio.run(orch.run("2+2?"))
+    error = _failure(record)
+    assert (error.status, error.code) == (502, "upstream_overcharged") and "'liar'" in error.message
+    # a request whose own cap is too small, with no incident, is still the client's 400
+    honest = ScriptedWorker("honest", reply="4", price=Price(input=10.0, output=200.0))
+    tight = Orchestrator([honest], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=1e-9))
+    refused = _failure(asyncio.run(tight.run("2+2?")))
+    assert (refused.status, refused.code) == (400, "cost_cap_exceeded")
+
+
 def test_a_day_budget_overshoots_by_at_most_one_call_then_refuses() -> None:
     day = PeriodBudget(0.05, scope="pool:x/day")
     worker = _OverReporting("liar")

@@ -594,6 +594,17 @@ def _finish_reason(record: RunRecord) -> str:
 def _failure(record: RunRecord) -> ApiError:
     error = record.error or ""
     headers = {"X-Request-Id": record.id}
+    if "CostCapExceeded" in error and record.totals.incidents and " key:" not in error:
+        # a worker reported more usage than its reservation allowed, and the request stopped
+        # calling: the upstream misbehaved, not the client's request or cap
+        worker = record.totals.incidents[0].worker
+        return ApiError(
+            502,
+            f"no answer (trace {record.id}): worker {worker!r} reported more usage than its limits allow; {error}",
+            type="server_error",
+            code="upstream_overcharged",
+            headers=headers,
+        )
     if "CostCapExceeded" in error:
         over_key = " key:" in error  # the key's period budget, else the request's own cap
         return ApiError(
