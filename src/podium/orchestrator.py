@@ -80,7 +80,7 @@ def validate_question(question: object, *, max_chars: int) -> str:
         )
     text = question.strip()
     if not text:
-        raise InvalidQuestion("the question is empty; pass the question as an argument or on stdin")
+        raise InvalidQuestion("the question is empty; give it some text (podium run: as an argument or on stdin)")
     if len(text) > max_chars:
         raise InvalidQuestion(
             f"the question is {len(text):,} characters; the limit is {max_chars:,} "
