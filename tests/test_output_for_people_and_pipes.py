@@ -138,7 +138,7 @@ def test_progress_on_a_pipe_is_plain_lines_at_each_tenth() -> None:
     plain.update(task, advance=1, description="single:b: 1.000 over 1 [bold]x[/]")
     assert buffer.getvalue().splitlines() == [
         "eval: starting (0/1)",
-        "eval: 1/1 single:b: 1.000 over 1 [bold]x[/] · 0m00s elapsed, about 0m00s left",
+        "eval: 1/1 single:b: 1.000 over 1 [bold]x[/] · 0m00s elapsed",  # one unit: no rate yet,
     ]
 
 
@@ -160,3 +160,25 @@ def test_a_piped_answer_keeps_every_word(tmp_path: Path, capsys: pytest.CaptureF
     words = " ".join(line.strip("│ ") for line in out.splitlines())
     answer_box = words[words.index("Answer") :]
     assert all(f"word{i} " in answer_box for i in range(60)) and "THE-END" in answer_box
+
+
+def test_the_time_left_is_measured_from_the_first_finished_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training's first estimate read 'about 39m00s left' for a run that took 43 s: the set-up
+    before the first generation (embedding the questions) was counted as work per unit."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    import podium._render as render
+
+    clock = [0.0]
+    monkeypatch.setattr(render.time, "monotonic", lambda: clock[0])
+    buffer = StringIO()
+    progress = render.PlainProgress("train", Console(file=buffer, force_terminal=False, width=200))
+    task = progress.add_task("embedding questions", total=20)
+    clock[0] = 100.0  # 100 s of set-up, then one unit per second
+    for _ in range(10):
+        progress.update(task, advance=1, description="generation")
+        clock[0] += 1.0
+    last = buffer.getvalue().splitlines()[-1]
+    assert last.startswith("train: 10/20 generation") and "about 0m10s left" in last  # 1 s a unit, 10 to go

@@ -123,6 +123,10 @@ class PlainProgress:
             task["completed"] = completed
         if advance is not None:
             task["completed"] += advance
+        if task.get("base") is None and task["completed"] > 0:
+            # the rate is measured from the first finished unit on: set-up before it (loading a
+            # model, embedding questions) would make the first estimates far too long
+            task["base"] = (time.monotonic(), task["completed"])
         changed = description is not None and description != task["description"]
         if description is not None:
             task["description"] = description
@@ -137,8 +141,10 @@ class PlainProgress:
         task["tenth"], task["printed"], task["shown"] = tenth, now, done
         elapsed = now - task["started"]
         left = ""
-        if total and done:
-            left = f", about {_duration(elapsed / done * (total - done))} left"
+        base = task.get("base")
+        if total and base is not None and done > base[1]:
+            rate = (now - base[0]) / (done - base[1])
+            left = f", about {_duration(rate * (total - done))} left"
         count = f"{int(done)}/{int(total)} " if total else ""
         line = f"{self.label}: {count}{task['description']} · {_duration(elapsed)} elapsed{left}"
         self.console.print(line, highlight=False, markup=False, emoji=False)  # names are not markup: "single:b"
