@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PODIUM=${PODIUM:-.venv/bin/podium}
-DATA=${SHARED_DATA:-../shared/data}/benchmarks
+DATA=${DATA:-data}/benchmarks
 OUT=${OUT:-data/banks/local}
 TRAIN_LIMIT=${TRAIN_LIMIT:-60}
 record() {  # split, extra args
