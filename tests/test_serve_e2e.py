@@ -59,8 +59,17 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]
         proc.wait(timeout=60)
 
 
-def stored(traces: Path, request_id: str) -> tuple[str, str]:
-    row = sqlite3.connect(traces).execute("SELECT status, answer FROM requests WHERE id = ?", (request_id,)).fetchone()
+def stored(traces: Path, request_id: str, wait_s: float = 10.0) -> tuple[str, str]:
+    """The finished trace row, read from another process: the server's background writer commits
+    a finished record within milliseconds (docs/traces.md), longer on a loaded machine, so poll
+    for up to ``wait_s`` seconds until the row is no longer ``running``."""
+    until = time.monotonic() + wait_s
+    while True:
+        with sqlite3.connect(traces) as db:
+            row = db.execute("SELECT status, answer FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if (row is not None and row[0] != "running") or time.monotonic() > until:
+            break
+        time.sleep(0.05)
     assert row is not None, f"no trace {request_id}"
     return row[0], row[1]
 
