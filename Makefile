@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # The question for `make run`: Q="..." on the command line or in the environment, passed to
-# podium verbatim ($, quotes and all). Default: the first GSM8K test question (shared/data).
+# podium verbatim ($, quotes and all). Default: the first GSM8K test question (data/benchmarks).
 override Q := $(value Q)
 ifeq ($(strip $(Q)),)
 override Q := Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her friends every day with four. She sells the remainder at the farmers' market daily for $$2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?
