@@ -19,6 +19,7 @@ __all__ = [
     "Disclosure",
     "FallbackInfo",
     "PlanAttempt",
+    "RecordSink",
     "RunRecord",
     "StepRecord",
     "Totals",

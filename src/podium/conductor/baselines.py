@@ -30,12 +30,17 @@ from podium.workers.base import Worker
 from podium.workflow import ALL, Access, Step, Workflow
 
 __all__ = [
+    "ANSWER",
+    "MOA_AGGREGATE",
+    "MOA_PROPOSE",
+    "PIPELINE_SUBTASKS",
     "FixedConductor",
     "FixedPipeline",
     "MixtureOfAgents",
     "OracleRouter",
     "RandomWorker",
     "SingleWorker",
+    "StepsFn",
     "cheapest",
     "strongest",
 ]

@@ -37,9 +37,18 @@ from podium.errors import ConfigError
 from podium.workers.base import Worker
 from podium.workflow import ALL, Access, Step
 
-__all__ = ["ROLES", "LightConductor", "LightPolicy"]
+__all__ = [
+    "ROLES",
+    "SUBTASKS",
+    "LightConductor",
+    "LightPolicy",
+    "decode",
+    "feature_count",
+    "plan_steps",
+    "rollout",
+]
 
-Array = npt.NDArray[np.float64]
+_Array = npt.NDArray[np.float64]
 
 ROLES = ("solve", "verify", "aggregate")
 SUBTASKS = {
@@ -63,9 +72,9 @@ class LightPolicy:
     """
 
     workers: tuple[str, ...]
-    mean: Array
-    components: Array
-    weights: Array
+    mean: _Array
+    components: _Array
+    weights: _Array
     max_steps: int
     embedder: str
 
@@ -77,11 +86,11 @@ class LightPolicy:
     def n_actions(self) -> int:
         return len(self.workers) * len(ROLES) + 1
 
-    def project(self, vectors: npt.NDArray[np.floating]) -> Array:
+    def project(self, vectors: npt.NDArray[np.floating]) -> _Array:
         """PCA projection of embeddings, shape (n, d)."""
         return np.asarray((np.asarray(vectors, dtype=np.float64) - self.mean) @ self.components.T, dtype=np.float64)
 
-    def decode(self, projected: Array, allowed: Sequence[int] | None = None) -> list[list[tuple[int, int]]]:
+    def decode(self, projected: _Array, allowed: Sequence[int] | None = None) -> list[list[tuple[int, int]]]:
         """Greedy workflows for a batch: per question a list of (worker column, role index).
 
         ``allowed``: the worker columns present in the pool (others are never chosen)."""
@@ -121,7 +130,7 @@ def feature_count(dims: int, workers: int, max_steps: int) -> int:
 
 
 def decode(
-    weights: Array, projected: Array, n_workers: int, max_steps: int, allowed: Sequence[int] | None = None
+    weights: _Array, projected: _Array, n_workers: int, max_steps: int, allowed: Sequence[int] | None = None
 ) -> list[list[tuple[int, int]]]:
     """Greedy workflows (see :meth:`LightPolicy.decode`)."""
     workers, roles = rollout(weights, projected, n_workers, max_steps, allowed)
@@ -130,7 +139,7 @@ def decode(
 
 
 def rollout(
-    weights: Array, projected: Array, n_workers: int, max_steps: int, allowed: Sequence[int] | None = None
+    weights: _Array, projected: _Array, n_workers: int, max_steps: int, allowed: Sequence[int] | None = None
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Vectorised greedy decoding of a batch: (workers, roles), each shape (n, max_steps), with
     −1 after a plan's STOP. Steps of a plan are contiguous from column 0."""

@@ -44,7 +44,7 @@ from podium.workflow import Workflow
 
 __all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "fixed_plan", "is_plan_policy"]
 
-Array = npt.NDArray[np.float64]
+_Array = npt.NDArray[np.float64]
 
 FORMAT = "podium plan policy 1"
 
@@ -64,13 +64,13 @@ class PlanPolicy:
 
     plans: tuple[Plan, ...]
     columns: dict[str, Column]
-    mean: Array
-    components: Array
-    scale: Array
-    weights: Array
+    mean: _Array
+    components: _Array
+    scale: _Array
+    weights: _Array
     embedder: str
 
-    def features(self, vectors: npt.NDArray[np.floating]) -> Array:
+    def features(self, vectors: npt.NDArray[np.floating]) -> _Array:
         """[projection, 1] of embeddings, shape (n, d + 1)."""
         v = np.asarray(vectors, dtype=np.float64)
         projected = (
@@ -78,11 +78,11 @@ class PlanPolicy:
         )
         return np.hstack([projected, np.ones((len(v), 1))])
 
-    def scores(self, features: Array) -> Array:
+    def scores(self, features: _Array) -> _Array:
         """Ensemble-mean score of every plan, shape (n, plans)."""
         return np.asarray(np.einsum("nf,bpf->np", features, self.weights) / len(self.weights), dtype=np.float64)
 
-    def choose(self, questions: Sequence[str], features: Array, allowed: Sequence[bool] | None = None) -> list[int]:
+    def choose(self, questions: Sequence[str], features: _Array, allowed: Sequence[bool] | None = None) -> list[int]:
         """The chosen plan's index per question (highest score; ties by hash, see the module
         docstring); ``allowed`` masks plans the pool cannot run."""
         scores = self.scores(features)

@@ -23,6 +23,7 @@ __all__ = [
     "TOOL",
     "FewShot",
     "conductor_messages",
+    "injected_subtasks",
     "recursion_messages",
     "roles_text",
     "unsafe_subtask",

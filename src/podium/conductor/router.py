@@ -30,7 +30,7 @@ from podium.workflow import Step
 
 __all__ = ["RouterConductor", "RouterModel"]
 
-Array = npt.NDArray[np.float64]
+_Array = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ class RouterModel:
     """
 
     workers: tuple[str, ...]
-    weights: Array
-    bias: Array
-    cost_line: Array
+    weights: _Array
+    bias: _Array
+    cost_line: _Array
     embedder: str
 
     @classmethod
@@ -57,8 +57,8 @@ class RouterModel:
         workers: Sequence[str],
         vectors: npt.NDArray[np.floating],
         lengths: Sequence[int],
-        scores: Array,
-        costs: Array,
+        scores: _Array,
+        costs: _Array,
         *,
         embedder: str,
         c: float = 1.0,
@@ -91,7 +91,7 @@ class RouterModel:
         cost_line = np.asarray(np.linalg.lstsq(design, costs, rcond=None)[0].T, dtype=np.float64)  # (m, 2)
         return cls(tuple(workers), weights, bias, cost_line, embedder)
 
-    def predict(self, vectors: npt.NDArray[np.floating], lengths: Sequence[int]) -> tuple[Array, Array]:
+    def predict(self, vectors: npt.NDArray[np.floating], lengths: Sequence[int]) -> tuple[_Array, _Array]:
         """(quality, cost), each shape (n, m): P(correct) and predicted USD per worker."""
         x = np.asarray(vectors, dtype=np.float64)
         quality = 1.0 / (1.0 + np.exp(-(x @ self.weights.T + self.bias)))
@@ -99,7 +99,7 @@ class RouterModel:
         cost = np.maximum(design @ self.cost_line.T, 0.0)
         return quality, cost
 
-    def choose(self, quality: Array, cost: Array, lam: float) -> npt.NDArray[np.intp]:
+    def choose(self, quality: _Array, cost: _Array, lam: float) -> npt.NDArray[np.intp]:
         """Column index per row of ``argmax q − λ·c`` (ties: lower predicted cost)."""
         utility = quality - lam * cost
         best = utility.max(axis=1, keepdims=True)

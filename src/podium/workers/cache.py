@@ -31,7 +31,12 @@ from podium.errors import ConfigError
 from podium.workers.base import Completion, Message, Usage, Worker, WorkerSettings
 from podium.workers.resilience import _Wrapper, unwrap
 
-__all__ = ["CachedWorker", "RequestCache"]
+__all__ = [
+    "KEY_VERSION",
+    "CachedWorker",
+    "RequestCache",
+    "request_key",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
