@@ -414,31 +414,35 @@ def test_undecodable_bytes_in_the_question_are_a_clear_error(
 # --- 9. telemetry -------------------------------------------------------------------------------
 
 
+class _SlowCollector:
+    """A fake span exporter whose export takes ``delay`` seconds and then reports failure, as the
+    OTLP exporter does when the collector answers after its timeout (``delay`` 0: refused at
+    once)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def export(self, spans: object) -> object:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        time.sleep(self.delay)
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None: ...
+
+    def force_flush(self, timeout_millis: int = 0) -> bool:
+        return True
+
+
 def test_spans_whose_export_timed_out_are_unconfirmed_not_lost() -> None:
     """A collector that answers after the client gave up may still have the spans."""
     pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
     from podium.telemetry import _CountingExporter
 
-    class SlowCollector:
-        def export(self, spans: object) -> SpanExportResult:
-            time.sleep(0.25)  # the OTLP exporter gives up at its timeout and reports failure
-            return SpanExportResult.FAILURE
-
-        def shutdown(self) -> None: ...
-
-        def force_flush(self, timeout_millis: int = 0) -> bool:
-            return True
-
-    class Refused(SlowCollector):
-        def export(self, spans: object) -> SpanExportResult:
-            return SpanExportResult.FAILURE  # connection refused: at once
-
-    slow = _CountingExporter(SlowCollector(), timeout_s=0.25)
+    slow = _CountingExporter(_SlowCollector(0.25), timeout_s=0.25)
     slow.export([object(), object()])  # type: ignore[list-item]
     assert (slow.unconfirmed, slow.failed) == (2, 0)
-    refused = _CountingExporter(Refused(), timeout_s=0.25)
+    refused = _CountingExporter(_SlowCollector(0.0), timeout_s=0.25)  # connection refused: at once
     refused.export([object()])  # type: ignore[list-item]
     assert (refused.unconfirmed, refused.failed) == (0, 1)
 
@@ -449,29 +453,11 @@ def test_an_export_still_in_flight_at_shutdown_is_unconfirmed_not_lost(tmp_path:
     shutdown stopped waiting the moment the export's own timeout ran out. Now shutdown waits a
     little past that timeout, and spans whose export has not answered are unconfirmed."""
     pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
     from podium.telemetry import Telemetry
     from tests.test_telemetry import run, scripted
 
-    class SlowCollector:
-        """A fake exporter whose export takes ``delay`` seconds and then reports failure (as
-        the OTLP exporter does when the collector answers after its timeout)."""
-
-        def __init__(self, delay: float) -> None:
-            self.delay = delay
-
-        def export(self, spans: object) -> SpanExportResult:
-            time.sleep(self.delay)
-            return SpanExportResult.FAILURE
-
-        def shutdown(self) -> None: ...
-
-        def force_flush(self, timeout_millis: int = 0) -> bool:
-            return True
-
     for delay in (0.4, 1.5):  # ends just at the export timeout / outlives even the margin
-        telemetry = Telemetry(SlowCollector(delay), export_timeout_s=0.4, schedule_delay_s=0.01)
+        telemetry = Telemetry(_SlowCollector(delay), export_timeout_s=0.4, schedule_delay_s=0.01)
         run(scripted(telemetry))
         stats = telemetry.shutdown(report=False)
         assert stats.spans_queued > 0 and stats.spans_lost == 0
