@@ -33,7 +33,7 @@ run: setup
 
 # Tests: podium + dev tools + the smallest model (SmolLM2-135M) for the end-to-end tests.
 setup-dev: llama
-	$(BIN)/python -m pip install --quiet -e '.[local,openai,providers,eval,router,train,serve,otel,browser,pii,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[local,openai,providers,eval,router,train,serve,postgres,otel,browser,pii,dev]'
 	$(BIN)/podium models install --quiet smollm2-135m-instruct
 
 lint:

@@ -56,3 +56,38 @@ def v2_trace_database(path: Path, *statements: str) -> None:
         db.execute(statement)
     db.commit()
     db.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server for the session (tests/postgres_support.py); skips, saying why,
+    where PostgreSQL or psycopg is not installed. Its folder is a fresh one under the system's
+    temporary directory (pytest's own is private to root, and the server runs as ``postgres``)."""
+    import shutil
+    import tempfile
+
+    from tests.postgres_support import PostgresServer, find_bindir
+
+    bindir, why = find_bindir()
+    if bindir is None:
+        pytest.skip(why)
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'podium[postgres]')")
+    root = Path(tempfile.mkdtemp(prefix="podium-pg-"))
+    server = PostgresServer(bindir, root)
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store at the current schema on each engine: an SQLite file, and a new database
+    on the session's PostgreSQL server. One suite, both engines."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    server = request.getfixturevalue("postgres_server")
+    url = str(server.new_database())
+    from podium.store.engine import open_store
+
+    open_store(url, migrate=True).dispose()  # what `podium db upgrade` does before replicas start
+    return url

@@ -19,6 +19,12 @@ makes no further call (its later reservations are refused), and a period budget 
 cap refuses every call until its next period. So a misreporting provider can overshoot a cap by at
 most its own calls already in flight.
 
+**Shared period budgets** (:class:`PeriodBudget` subclasses with ``shared = True``, e.g. a
+key's budget in ``podium.store.ledger``) keep their ledger in a database so several processes
+draw on one cap: each reserves with its own :meth:`PeriodBudget.hold` transaction after the
+in-process ledgers took their share, and is settled with :meth:`PeriodBudget.settle_hold`; a
+refusal by one releases what the others took.
+
 The current request's budget travels in a :class:`contextvars.ContextVar`, so the budget guard
 wrapping each worker (and threads started with :func:`asyncio.to_thread`) can see it without
 the executor passing it around.
@@ -91,7 +97,11 @@ class CostLedger:
     Attributes:
         cap_usd: the cap (None = unlimited); scope: a name for errors and traces.
         spent_usd: settled cost; reserved_usd: cost reserved by calls in flight.
+        shared: False for ledgers held in this process (under one lock); True for a ledger
+            kept in a database that reserves and settles through :meth:`PeriodBudget.hold`.
     """
+
+    shared = False
 
     def __init__(self, cap_usd: float | None, scope: str) -> None:
         self.cap_usd = cap_usd
@@ -135,13 +145,41 @@ class PeriodBudget(CostLedger):
         if start != self.period_start:
             self.period_start, self.spent_usd = start, 0.0  # in-flight reservations carry over
 
+    def exhausted(self) -> bool:
+        """Whether this period's settled cost has reached the cap (serve then answers 429
+        before planning)."""
+        self._roll()
+        return self.cap_usd is not None and self.spent_usd >= self.cap_usd
+
+    def hold(self, amount_usd: float) -> object:
+        """Shared ledgers: reserve ``amount_usd`` in one transaction and return a token for
+        :meth:`settle_hold`. Raises CostCapExceeded (scope: this ledger's) when it does not
+        fit, or when the ledger's store cannot be reached (fail closed)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a shared ledger")
+
+    def settle_hold(self, token: object, actual_usd: float) -> None:
+        """Shared ledgers: replace the hold ``token`` by the real cost (USD)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a shared ledger")
+
 
 class Reservation:
-    """Cost held on one or more ledgers for a call in flight; settle it exactly once."""
+    """Cost held on one or more ledgers for a call in flight; settle it exactly once.
 
-    def __init__(self, ledgers: Sequence[CostLedger], amount_usd: float) -> None:
+    Args:
+        ledgers: the in-process ledgers holding ``amount_usd``.
+        amount_usd: the amount held, USD.
+        holds: (shared ledger, its hold token) pairs, settled through the ledger.
+    """
+
+    def __init__(
+        self,
+        ledgers: Sequence[CostLedger],
+        amount_usd: float,
+        holds: Sequence[tuple[PeriodBudget, object]] = (),
+    ) -> None:
         self.ledgers = tuple(ledgers)
         self.amount_usd = amount_usd
+        self.holds = tuple(holds)
         self._open = True
 
     @property
@@ -158,6 +196,8 @@ class Reservation:
             for ledger in self.ledgers:
                 ledger.reserved_usd -= self.amount_usd
                 ledger.spent_usd += actual_usd
+        for shared, token in self.holds:
+            shared.settle_hold(token, actual_usd)
 
 
 class CallTicket:
@@ -259,6 +299,7 @@ class RequestBudget:
         Raises CostCapExceeded naming the ledger that cannot fit it.
         """
         ledgers = (self.ledger, *self.periods)
+        local = tuple(ledger for ledger in ledgers if not ledger.shared)
         with _LOCK:
             if self.incidents and any(ledger.cap_usd is not None for ledger in ledgers):
                 first = self.incidents[0]
@@ -269,7 +310,7 @@ class RequestBudget:
                     remaining_usd=0.0,
                     scope="request",
                 )
-            for ledger in ledgers:
+            for ledger in local:
                 remaining = ledger._remaining()
                 if amount_usd > remaining:
                     raise CostCapExceeded(
@@ -279,9 +320,17 @@ class RequestBudget:
                         remaining_usd=max(remaining, 0.0),
                         scope=ledger.scope,
                     )
-            for ledger in ledgers:
+            for ledger in local:
                 ledger.reserved_usd += amount_usd
-        return Reservation(ledgers, amount_usd)
+        holds: list[tuple[PeriodBudget, object]] = []
+        try:
+            for period in self.periods:
+                if period.shared:
+                    holds.append((period, period.hold(amount_usd)))
+        except BaseException:
+            Reservation(local, amount_usd, holds).settle(0.0)  # release what the others took
+            raise
+        return Reservation(local, amount_usd, holds)
 
 
 _CURRENT: contextvars.ContextVar[RequestBudget | None] = contextvars.ContextVar("podium_budget", default=None)

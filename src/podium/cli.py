@@ -49,11 +49,12 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "podium.traffic.cli",
         "compare recent traffic with a reference window per tag: input and outcome shift",
     ),
+    "db": ("podium.store.cli", "the shared store (SQLite or PostgreSQL): schema upgrade and health check"),
 }
-"""Commands whose parsers live in another module (its ``add_parsers(sub)`` defines them), with
-the one-line help ``podium --help`` lists. Only the module of the command being run is imported
-(as pip loads its commands), so the others' imports cost nothing; a test checks that each
-module defines exactly its commands here, with this help."""
+"""Commands whose parsers live in another module (its ``add_parsers(sub)`` defines them, its
+``run(args, out, err)`` runs them), with the one-line help ``podium --help`` lists. Only the
+module of the command being run is imported (as pip loads its commands), so the others' imports
+cost nothing; a test checks that each module defines exactly its commands here, with this help."""
 
 
 def _command(argv: Sequence[str]) -> str | None:
@@ -760,26 +761,14 @@ def cli(argv: Sequence[str] | None = None) -> int:
             return _cmd_models(args, out)
         if args.command == "dataflow":
             return _cmd_dataflow(args, out)
-        if args.command in ("train", "conductor"):
-            from podium.train.cli import cmd_conductor, cmd_train
-
-            return (cmd_train if args.command == "train" else cmd_conductor)(args, out, err)
         if args.command == "eval":
             from podium.eval.cli import cmd_eval
 
             return cmd_eval(args, out, err)
-        if args.command == "bank":
-            from podium.eval.bank_cli import cmd_bank
-
-            return cmd_bank(args, out, err)
-        if args.command in ("serve", "keys", "shadow"):
-            from podium.serve.cli import cmd_keys, cmd_serve, cmd_shadow
-
-            return {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow}[args.command](args, out)
-        if args.command in ("tasks", "drift"):
-            from podium.traffic.cli import cmd_drift, cmd_tasks
-
-            return (cmd_tasks if args.command == "tasks" else cmd_drift)(args, out, err)
+        if args.command in _SUBCOMMANDS:
+            module = importlib.import_module(_SUBCOMMANDS[args.command][0])
+            code: int = module.run(args, out, err)
+            return code
         return _cmd_pool(args, out)
     except ConfigError as exc:
         err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)

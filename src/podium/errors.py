@@ -9,13 +9,14 @@
     │   ├── ContextOverflow    a prompt does not fit the worker's context window; in a
     │   │                      workflow's step: a step failure instead (worker_error)
     │   ├── TraceStoreError    the trace database cannot be opened, read or written
+    │   ├── StoreError         the shared store (SQLite/PostgreSQL) is unreachable or behind
     │   ├── TaskSetError       a task set file is missing, unreadable or malformed
     │   ├── MetricInputError   a metric was given input it cannot be computed from
     │   ├── NotReplayable      a plan whose steps cannot all repeat their recorded requests
     │   └── ReviewFileError    a review file cannot be imported (each bad row named)
     │                          (each defined beside its code: podium.trace.store,
-    │                          podium.eval.tasks, podium.eval.metrics, podium.conductor.compose,
-    │                          podium.traffic.review)
+    │                          podium.store.engine, podium.eval.tasks, podium.eval.metrics,
+    │                          podium.conductor.compose, podium.traffic.review)
     ├── ModelBehaviourError    a model did something unusable               worker_error
     │   ├── PlanParseError     the conductor's text is not a valid workflow (has ``kind``)
     │   └── EmptyOutput        a worker returned nothing

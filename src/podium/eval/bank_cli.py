@@ -22,7 +22,7 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 
-__all__ = ["add_parsers", "cmd_bank"]
+__all__ = ["add_parsers", "cmd_bank", "run"]
 
 
 def add_parsers(sub: Any) -> None:
@@ -200,3 +200,8 @@ def _show(args: argparse.Namespace, out: Console) -> int:
         table.add_row(cid, f"{s['score']:.3f}", f"{s['total_cost']:.6f}", f"{s['latency_s']:.1f}", str(s["errors"]))
     out.print(table)
     return 0
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium bank``; returns the exit code."""
+    return cmd_bank(args, out, err)

@@ -402,7 +402,7 @@ class Server:
         )
         periods = list(orchestrator.periods)
         if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
-            if ledger.cap_usd is not None and ledger.spent_usd >= ledger.cap_usd:
+            if ledger.exhausted():
                 raise ApiError(
                     429,
                     f"key {key.name!r} has used its budget of ${ledger.cap_usd:g} per {key.period}",

@@ -17,7 +17,16 @@ from rich.table import Table
 from podium.errors import ConfigError
 from podium.trace import data_dir, default_trace_path
 
-__all__ = ["add_parsers", "cmd_keys", "cmd_serve", "cmd_shadow", "default_key_path", "default_shadow_path"]
+__all__ = [
+    "add_parsers",
+    "cmd_keys",
+    "cmd_serve",
+    "cmd_shadow",
+    "default_key_path",
+    "default_shadow_path",
+    "key_store",
+    "run",
+]
 
 
 def default_key_path() -> Path:
@@ -53,6 +62,28 @@ def serving_stack(loop: str, http: str) -> tuple[str, str]:
     return chosen[0], chosen[1]
 
 
+def _database_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="shared store for keys and their budgets, e.g. postgresql://USER:PASSWORD@HOST:PORT/DB, which every "
+        "replica then shares (default: $PODIUM_DATABASE_URL, else the key file)",
+    )
+
+
+def key_store(args: argparse.Namespace) -> Any:
+    """The key store the options ask for: ``--database-url``, else ``--keys FILE``, else
+    ``$PODIUM_DATABASE_URL``, else the key file in podium's data folder."""
+    from podium.serve.keys import KeyStore
+    from podium.store.engine import database_url
+
+    if args.database_url:
+        return KeyStore(url=args.database_url)
+    if args.keys:
+        return KeyStore(args.keys)
+    return KeyStore(default_key_path(), url=database_url())
+
+
 def add_parsers(sub: Any) -> None:
     """The ``serve`` and ``keys`` subcommands."""
     s = sub.add_parser(
@@ -70,6 +101,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     s.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     s.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
+    _database_argument(s)
     _stack_arguments(s)
 
     k = sub.add_parser("keys", help="API keys of podium serve (stored hashed, with period budgets)").add_subparsers(
@@ -85,6 +117,7 @@ def add_parsers(sub: Any) -> None:
     revoke.add_argument("name")
     for p in (create, k_list, revoke):
         p.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
+        _database_argument(p)
 
     sh = sub.add_parser(
         "shadow",
@@ -136,9 +169,8 @@ def _require_serve_extra(command: str) -> None:
 
 
 def cmd_keys(args: argparse.Namespace, out: Console) -> int:
-    from podium.serve.keys import KeyStore
 
-    store = KeyStore(args.keys or default_key_path())
+    store = key_store(args)
     if args.keys_command == "create":
         secret = store.create(args.name, budget_usd=args.budget, period=args.period)
         budget = f"${args.budget:g} per {args.period}" if args.budget else "no budget"
@@ -253,13 +285,12 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     import uvicorn
 
     from podium.serve.app import Server, create_app
-    from podium.serve.keys import KeyStore
     from podium.trace.store import TraceStore
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
     loop, http = serving_stack(args.loop, args.http)
-    keys = KeyStore(args.keys or default_key_path())
+    keys = key_store(args)
     traces = TraceStore(args.traces or default_trace_path())
     server = Server(config_path=args.config, pool=args.pool, traces=traces, keys=keys)
     loaded = server.current
@@ -283,3 +314,8 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     finally:
         traces.close()  # the lifespan flushed already; this stores anything written after it
     return 0
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium serve``, ``keys`` or ``shadow``; returns the exit code."""
+    return {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow}[args.command](args, out)

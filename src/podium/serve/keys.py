@@ -5,25 +5,30 @@ and only its SHA-256 is stored (a random 256-bit secret needs no slow hash: noth
 guessed from the digest). Every answered request's cost is recorded against its key, so the
 key's budget holds across restarts; a key over its budget gets HTTP 429 ``insufficient_quota``.
 
-Tables (SQLite, WAL): ``keys`` (name, digest, budget, period, created/revoked, UTC ISO 8601) and
-``usage`` (one row per request: key, request id = trace id, time, cost USD).
+The keys live in the store (:mod:`podium.store`): the SQLite file ``keys.sqlite3`` by default,
+or the database ``PODIUM_DATABASE_URL`` names (PostgreSQL), which every ``podium serve``
+replica then shares — keys, usage, and each key's period budget, reserved and settled in the
+database (:class:`podium.store.ledger.SharedPeriodBudget`), so replicas together hold the cap.
+Tables: :mod:`podium.store.schema` (``keys``, ``usage``, ``budget_periods``, ``budget_holds``).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from podium.budget import PeriodBudget
 from podium.errors import ConfigError
 from podium.records import utc_now
+from podium.store.schema import keys, usage
 
 __all__ = ["PERIODS", "ApiKey", "KeyStore"]
 
@@ -52,38 +57,36 @@ class ApiKey:
 
 
 class KeyStore:
-    """The key file.
+    """The key store: the embedded SQLite file, or the shared store's database.
 
-    Raises ConfigError when the file cannot be opened.
+    Args:
+        path: the SQLite key file (used when ``url`` is None).
+        url: the shared store's URL (e.g. ``postgresql://…``; see :mod:`podium.store.engine`),
+            which every replica of ``podium serve`` then shares: keys, usage and the period
+            budgets' ledger.
+
+    Raises ConfigError (StoreError) when the store cannot be opened, naming it and the fix.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None = None, *, url: str | None = None) -> None:
+        from podium.store.engine import open_store, sqlite_url
+
+        if url is None and path is None:
+            raise ConfigError("KeyStore needs a key file path or a database URL")
         self.path = path
+        self.url = url or sqlite_url(path)  # type: ignore[arg-type]
         self._lock = threading.Lock()
         self._budgets: dict[str, PeriodBudget] = {}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(
-                """
-                CREATE TABLE IF NOT EXISTS keys (
-                    name TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, budget_usd REAL,
-                    period TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);
-                CREATE TABLE IF NOT EXISTS usage (
-                    key TEXT NOT NULL, request_id TEXT NOT NULL, at REAL NOT NULL, cost_usd REAL NOT NULL);
-                CREATE INDEX IF NOT EXISTS usage_key_at ON usage (key, at);
-                """
-            )
-        except (sqlite3.Error, OSError) as exc:
-            raise ConfigError(f"cannot open key file {path}: {exc}") from None
+        self._db = open_store(self.url)
 
     def create(self, name: str, *, budget_usd: float | None = None, period: str = "day") -> str:
         """A new key called ``name``; returns the secret (shown once, never stored).
 
         Raises ConfigError for an empty or taken name, an unknown period or a budget ≤ 0.
         """
+        from sqlalchemy import insert
+        from sqlalchemy.exc import IntegrityError
+
         name = name.strip()
         if not name or len(name) > 64 or not name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(f"key name {name!r}: use 1-64 letters, digits, '-' or '_'")
@@ -93,76 +96,109 @@ class KeyStore:
             raise ConfigError(f"budget {budget_usd!r}: give a positive USD amount, or no budget")
         secret = _PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
         try:
-            with self._lock:
-                self._db.execute(
-                    "INSERT INTO keys (name, digest, budget_usd, period, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (name, _digest(secret), budget_usd, period, utc_now()),
+            with self._db.begin() as connection:
+                connection.execute(
+                    insert(keys).values(
+                        name=name, digest=_digest(secret), budget_usd=budget_usd, period=period, created_at=utc_now()
+                    )
                 )
-        except sqlite3.IntegrityError:
+        except IntegrityError:
             raise ConfigError(f"a key named {name!r} exists; revoke it or pick another name") from None
         return secret
 
     def revoke(self, name: str) -> None:
         """Revoke key ``name`` (its usage stays). Raises ConfigError when there is none."""
-        with self._lock:
-            changed = self._db.execute(
-                "UPDATE keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (utc_now(), name)
+        from sqlalchemy import update
+
+        with self._db.begin() as connection:
+            changed = connection.execute(
+                update(keys).where(keys.c.name == name, keys.c.revoked_at.is_(None)).values(revoked_at=utc_now())
             ).rowcount
         if not changed:
             raise ConfigError(f"no active key named {name!r}; see 'podium keys list'")
 
     def list(self) -> list[ApiKey]:
-        rows = self._db.execute(
-            "SELECT name, budget_usd, period, created_at, revoked_at FROM keys ORDER BY created_at"
-        ).fetchall()
+        """Every key, oldest first."""
+        from sqlalchemy import select
+
+        with self._db.connect() as connection:
+            rows = connection.execute(
+                select(keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at).order_by(
+                    keys.c.created_at
+                )
+            ).all()
         return [ApiKey(*row) for row in rows]
 
     def active(self) -> bool:
         """Whether any key is active (the server then requires one)."""
-        return self._db.execute("SELECT 1 FROM keys WHERE revoked_at IS NULL LIMIT 1").fetchone() is not None
+        from sqlalchemy import select
+
+        with self._db.connect() as connection:
+            return connection.scalar(select(keys.c.name).where(keys.c.revoked_at.is_(None)).limit(1)) is not None
 
     def verify(self, secret: str) -> ApiKey | None:
         """The active key with this secret, or None."""
+        from sqlalchemy import select
+
         digest = _digest(secret)
-        row = self._db.execute(
-            "SELECT name, budget_usd, period, created_at, revoked_at, digest FROM keys WHERE digest = ?", (digest,)
-        ).fetchone()
+        with self._db.connect() as connection:
+            row = connection.execute(
+                select(
+                    keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at, keys.c.digest
+                ).where(keys.c.digest == digest)
+            ).first()
         if row is None or row[4] is not None or not hmac.compare_digest(row[5], digest):
             return None
         return ApiKey(*row[:5])
 
     def budget(self, key: ApiKey) -> PeriodBudget | None:
-        """The key's period budget, shared by all its requests in this process and starting
-        from what the usage table says it spent this period. None without a budget."""
+        """The key's period budget (None without one): a ledger in this store's database, so
+        every process using the store draws on one cap; its first period starts from what the
+        usage table says the key spent."""
+        from podium.store.ledger import SharedPeriodBudget
+
         if key.budget_usd is None:
             return None
         with self._lock:
             ledger = self._budgets.get(key.name)
             if ledger is None or ledger.cap_usd != key.budget_usd:
-                ledger = PeriodBudget(
-                    key.budget_usd, period_s=PERIODS[key.period], scope=f"key:{key.name}/{key.period}"
+                ledger = SharedPeriodBudget(
+                    self._db,
+                    key.budget_usd,
+                    period_s=PERIODS[key.period],
+                    scope=f"key:{key.name}/{key.period}",
+                    seed=functools.partial(self._seed, key.name),
                 )
-                ledger.spent_usd = self.spent_since(key.name, ledger.period_start)
                 self._budgets[key.name] = ledger
             return ledger
 
     def spent_since(self, name: str, since_epoch_s: float) -> float:
         """USD recorded for key ``name`` since ``since_epoch_s`` (Unix seconds)."""
-        row = self._db.execute(
-            "SELECT COALESCE(SUM(cost_usd), 0) FROM usage WHERE key = ? AND at >= ?", (name, since_epoch_s)
-        ).fetchone()
-        return float(row[0])
+        with self._db.connect() as connection:
+            return self._spent_since(connection, name, since_epoch_s)
+
+    @classmethod
+    def _seed(cls, name: str, connection: Any, period_start: float) -> float:
+        return cls._spent_since(connection, name, period_start)
+
+    @staticmethod
+    def _spent_since(connection: Any, name: str, since_epoch_s: float) -> float:
+        from sqlalchemy import func, select
+
+        spent = func.coalesce(func.sum(usage.c.cost_usd), 0.0)
+        total = connection.scalar(select(spent).where(usage.c.key == name, usage.c.at >= since_epoch_s))
+        return float(total or 0.0)
 
     def record(self, name: str, request_id: str, cost_usd: float) -> None:
         """Record a finished request's cost against key ``name``."""
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO usage (key, request_id, at, cost_usd) VALUES (?, ?, ?, ?)",
-                (name, request_id, time.time(), cost_usd),
-            )
+        from sqlalchemy import insert
+
+        with self._db.begin() as connection:
+            connection.execute(insert(usage).values(key=name, request_id=request_id, at=time.time(), cost_usd=cost_usd))
 
     def close(self) -> None:
-        self._db.close()
+        """Close the store's connections."""
+        self._db.dispose()
 
 
 def _digest(secret: str) -> str:

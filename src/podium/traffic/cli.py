@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from podium.embed import Embedder
     from podium.traffic.export import Pseudonymize
 
-__all__ = ["add_parsers", "cmd_drift", "cmd_tasks"]
+__all__ = ["add_parsers", "cmd_drift", "cmd_tasks", "run"]
 
 _STATUSES = "traces: ok, fallback, error, running; shadow: done, failed, over_budget, skipped_budget, dropped, error"
 
@@ -516,3 +516,8 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         kinds = sorted({a["kind"] for a in report["alerts"]})
         err.print(Text(f"drift: {len(report['alerts'])} alert(s) ({', '.join(kinds)} shift); exit {code}", "yellow"))
     return code
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium tasks`` or ``podium drift``; returns the exit code."""
+    return (cmd_tasks if args.command == "tasks" else cmd_drift)(args, out, err)

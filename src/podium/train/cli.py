@@ -25,7 +25,7 @@ from podium.train.reward import workflow_reward
 if TYPE_CHECKING:
     from podium.embed import Encoder
 
-__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train"]
+__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run"]
 
 EXIT_REFUSED = 3
 
@@ -644,3 +644,8 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
         table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, str(r["data"]), steps)
     out.print(table)
     return 0
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium train`` or ``podium conductor``; returns the exit code."""
+    return (cmd_train if args.command == "train" else cmd_conductor)(args, out, err)

@@ -1,0 +1,82 @@
+"""``podium db upgrade | check``: the shared store's schema and health.
+
+The store is ``--database-url`` or ``$PODIUM_DATABASE_URL`` (e.g. PostgreSQL shared by every
+``podium serve`` replica), else the embedded SQLite key file in podium's data folder.
+
+Exit codes: 0 done (check: reachable and current), 1 check found the store unreachable or behind,
+2 bad options or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["add_parsers", "run", "store_url"]
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``podium db`` on the top-level subparsers."""
+    db = sub.add_parser("db", help="the shared store (SQLite or PostgreSQL): schema upgrade and health check")
+    commands = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    up = commands.add_parser(
+        "upgrade",
+        help="migrate the store's schema to this podium's (run once per release, before starting replicas)",
+    )
+    check = commands.add_parser("check", help="the store's URL (password masked), schema, row counts, reachability")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    for p in (up, check):
+        p.add_argument(
+            "--database-url",
+            metavar="URL",
+            help="postgresql://USER:PASSWORD@HOST:PORT/DB or sqlite:///PATH "
+            "(default: $PODIUM_DATABASE_URL, else the embedded key file)",
+        )
+
+
+def store_url(explicit: str | None = None) -> str:
+    """The store's URL: the option, ``$PODIUM_DATABASE_URL``, else the embedded key file's."""
+    from podium.serve.cli import default_key_path
+    from podium.store.engine import database_url, sqlite_url
+
+    return database_url(explicit) or sqlite_url(default_key_path())
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium db``; returns the exit code. Raises ConfigError for a malformed URL."""
+    from podium.store.engine import _engine, check, mask_url, upgrade
+
+    url = store_url(args.database_url)
+    if args.db_command == "upgrade":
+        engine = _engine(url)
+        try:
+            before, after = upgrade(engine)
+        except Exception as exc:
+            from podium.store.engine import _unavailable
+
+            raise _unavailable(url, exc) from None
+        finally:
+            engine.dispose()
+        what = "already at" if before == after else f"upgraded from {before or 'an empty database'} to"
+        out.print(f"store {mask_url(url)}: {what} schema {after}", highlight=False)
+        return 0
+    report = check(url)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(report) | {"current": report.current}, indent=2))
+        return 0 if report.current else 1
+    table = Table(box=None, show_header=False)
+    table.add_row("store", report.url)
+    table.add_row("engine", report.engine + (f" {report.server_version}" if report.server_version else ""))
+    table.add_row("reachable", "yes" if report.reachable else f"no: {report.error}")
+    if report.reachable:
+        behind = "" if report.current else "  (behind: run 'podium db upgrade')"
+        table.add_row("schema", f"{report.revision or 'none'} (this podium: {report.head}){behind}")
+        for name, count in report.rows.items():
+            table.add_row(f"  {name}", f"{count} rows")
+    out.print(table)
+    return 0 if report.current else 1

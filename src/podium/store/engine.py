@@ -1,0 +1,285 @@
+"""The one place podium opens a database of its shared store: URLs, engines, migrations, checks.
+
+A store is chosen by a URL (SQLAlchemy's form): ``PODIUM_DATABASE_URL`` or a ``--database-url``
+option, e.g. ``postgresql://podium:secret@db.internal:5432/podium``; without one each store is
+an embedded SQLite file in podium's data folder (the default: nothing to set up). PostgreSQL is
+reached through psycopg 3 (``pip install 'podium[postgres]'``); a plain ``postgresql://`` URL
+means ``postgresql+psycopg://``.
+
+SQLite engines open every transaction with ``BEGIN IMMEDIATE`` (the write lock up front, waiting
+up to 5 s for it) in WAL mode, so a read-then-write transaction — a budget reservation — cannot
+fail halfway when another process writes; PostgreSQL transactions lock the rows they change
+(``SELECT … FOR UPDATE``).
+
+The schema is versioned by Alembic (``podium/store/migrations``). :func:`open_store` upgrades an
+embedded SQLite file by itself; a PostgreSQL database is upgraded by ``podium db upgrade`` (one
+operator step per release, never a race between replicas starting together), and a store
+behind the code's schema raises :class:`StoreError` saying so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from podium.errors import ConfigError
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "StoreCheck",
+    "StoreError",
+    "check",
+    "database_url",
+    "head_revision",
+    "insert_ignore",
+    "mask_url",
+    "open_store",
+    "schema_revision",
+    "sqlite_url",
+    "upgrade",
+]
+
+DATABASE_URL_ENV = "PODIUM_DATABASE_URL"
+"""The environment variable naming the shared store's URL."""
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class StoreError(ConfigError):
+    """The store's database cannot be reached or opened, or its schema is older than this
+    podium's (the message names the URL, password masked, and the fix)."""
+
+
+def database_url(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The shared store's URL: ``explicit`` (an option), else ``$PODIUM_DATABASE_URL``, else None
+    (each store uses its embedded SQLite file)."""
+    if explicit:
+        return explicit
+    value = (os.environ if environ is None else environ).get(DATABASE_URL_ENV, "").strip()
+    return value or None
+
+
+def sqlite_url(path: Path) -> str:
+    """The URL of the SQLite file at ``path``."""
+    return f"sqlite:///{path}"
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs, errors and ``db check``)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable URL>"
+
+
+def open_store(url: str, *, migrate: bool | None = None) -> Any:
+    """An SQLAlchemy :class:`~sqlalchemy.engine.Engine` for ``url``, configured as podium needs
+    and at the current schema.
+
+    Args:
+        url: ``sqlite:///PATH`` or ``postgresql://USER:PASSWORD@HOST:PORT/DB``.
+        migrate: upgrade the schema to the current one when it is behind. Default: yes for
+            SQLite (the embedded file), no for PostgreSQL (``podium db upgrade`` does it).
+
+    Raises:
+        ConfigError: the URL is malformed, names an engine other than SQLite or PostgreSQL, or
+            needs a driver that is not installed (names the extra).
+        StoreError: the database cannot be reached or opened, or is behind the code's schema.
+    """
+    engine = _engine(url)
+    if migrate is None:
+        migrate = engine.dialect.name == "sqlite"
+    try:
+        if migrate:
+            upgrade(engine)
+        else:
+            current, head = schema_revision(engine), head_revision()
+            if current != head:
+                engine.dispose()
+                raise StoreError(
+                    f"the store at {mask_url(url)} is at schema {current or 'none'}, this podium needs {head}: "
+                    f"run 'podium db upgrade' (with {DATABASE_URL_ENV} set) once, then start again"
+                )
+    except StoreError:
+        raise
+    except Exception as exc:
+        engine.dispose()
+        raise _unavailable(url, exc) from None
+    return engine
+
+
+def _engine(url: str) -> Any:
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(
+            f"database URL {mask_url(url)!r} is not a URL: use postgresql://USER:PASSWORD@HOST:PORT/DB "
+            "or sqlite:///PATH"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise ConfigError("a PostgreSQL store needs psycopg 3: pip install 'podium[postgres]'") from None
+        return create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    if backend != "sqlite":
+        raise ConfigError(f"database URL {mask_url(url)!r}: podium stores run on sqlite:// or postgresql://")
+    if parsed.database and parsed.database != ":memory:":
+        try:
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder of {parsed.database}: {exc}") from None
+    engine = create_engine(parsed, connect_args={"timeout": 5.0, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # podium issues BEGIN itself (below)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=5000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _alembic_config(connection: Any) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The schema revision this podium's code expects (the newest migration)."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config(None)).get_current_head()
+    assert head is not None, "podium/store/migrations has no revision"
+    return head
+
+
+def schema_revision(engine: Any) -> str | None:
+    """The schema revision the database is at (None: never migrated)."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as connection:
+        revision: str | None = MigrationContext.configure(connection).get_current_revision()
+        return revision
+
+
+def upgrade(engine: Any) -> tuple[str | None, str]:
+    """Migrate the database to :func:`head_revision` in one transaction; returns (before, after)
+    revisions. Nothing happens when it is current."""
+    from alembic import command
+
+    before = schema_revision(engine)
+    head = head_revision()
+    if before != head:
+        with engine.begin() as connection:
+            command.upgrade(_alembic_config(connection), "head")
+    return before, head
+
+
+def insert_ignore(connection: Any, table: Any, values: Mapping[str, Any]) -> None:
+    """``INSERT … ON CONFLICT DO NOTHING`` on either engine."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    connection.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    """What ``podium db check`` reports.
+
+    Attributes:
+        url: the store's URL, password masked.
+        engine: ``sqlite`` or ``postgresql``; server_version: e.g. ``15.8`` (None for SQLite or
+            when unreachable).
+        reachable: whether a connection opened; error: why not.
+        revision, head: the schema revision the database is at / this podium expects.
+        rows: table → row count.
+    """
+
+    url: str
+    engine: str
+    reachable: bool
+    revision: str | None = None
+    head: str | None = None
+    server_version: str | None = None
+    error: str | None = None
+    rows: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def current(self) -> bool:
+        """Reachable and at the schema this podium expects."""
+        return self.reachable and self.revision == self.head
+
+
+def check(url: str) -> StoreCheck:
+    """Connect to ``url`` and report (never raises for an unreachable store; ConfigError for a
+    malformed URL or a missing driver)."""
+    from sqlalchemy import func, inspect, select
+    from sqlalchemy.engine import make_url
+
+    from podium.store.schema import metadata
+
+    engine = _engine(url)
+    name = engine.dialect.name
+    database = make_url(url).database
+    if name == "sqlite" and database and database != ":memory:" and not Path(database).expanduser().exists():
+        engine.dispose()
+        return StoreCheck(
+            mask_url(url), name, False, head=head_revision(),
+            error=f"{database} does not exist yet (its first use or 'podium db upgrade' creates it)",
+        )  # fmt: skip
+    try:
+        revision = schema_revision(engine)
+        rows: dict[str, int] = {}
+        with engine.connect() as connection:
+            present = set(inspect(connection).get_table_names())
+            for table in metadata.sorted_tables:
+                if table.name in present:
+                    rows[table.name] = int(connection.scalar(select(func.count()).select_from(table)) or 0)
+            version = None
+            if name == "postgresql":
+                version = str(connection.exec_driver_sql("SHOW server_version").scalar())
+        return StoreCheck(mask_url(url), name, True, revision, head_revision(), version, rows=rows)
+    except Exception as exc:
+        return StoreCheck(mask_url(url), name, False, head=head_revision(), error=_first_line(exc))
+    finally:
+        engine.dispose()
+
+
+def _unavailable(url: str, exc: BaseException) -> StoreError:
+    hint = (
+        "is the server running and the URL right (host, port, user, password, database)?"
+        if url.startswith("postgres")
+        else "is the folder writable and the file a podium store?"
+    )
+    return StoreError(f"cannot open the store at {mask_url(url)}: {_first_line(exc)}; {hint}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
