@@ -20,12 +20,15 @@ def fake_openai_app(
     answers_as: str | None = None,
     stream_usage: bool = True,
     reply: str = REPLY,
+    prompt_tokens: str = "words",
 ) -> FastAPI:
     """The app. ``listed``: what ``GET /v1/models`` lists (None: 404, as servers without the
     endpoint). ``answers_as``: the reply's ``model`` field (None: echo the requested name, as
     llama-cpp-python's server does whatever it serves). ``stream_usage``: a stream ends with a
     usage chunk when the client asks for one (False: never, as llama-cpp-python's server).
-    Usage counts words (not a tokenizer)."""
+    Usage counts words (not a tokenizer); ``prompt_tokens="bytes"`` reports one prompt token per
+    UTF-8 byte instead, the most podium's worst-case bound allows (so a call costs what it
+    reserved, and a budget binds)."""
     app = FastAPI()
     app.state.bodies = []
 
@@ -40,7 +43,11 @@ def fake_openai_app(
         body = await request.json()
         app.state.bodies.append(body)
         model = answers_as or body.get("model", "")
-        prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        texts = [str(m.get("content", "")) for m in body.get("messages", [])]
+        if prompt_tokens == "bytes":
+            prompt = sum(len(t.encode("utf-8")) for t in texts)
+        else:
+            prompt = sum(len(t.split()) for t in texts)
         usage = {"prompt_tokens": prompt, "completion_tokens": len(reply.split())}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         base: dict[str, Any] = {"id": "chatcmpl-1", "created": 1700000000, "model": model}

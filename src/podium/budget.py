@@ -145,6 +145,10 @@ class PeriodBudget(CostLedger):
         if start != self.period_start:
             self.period_start, self.spent_usd = start, 0.0  # in-flight reservations carry over
 
+    def refresh(self) -> None:
+        """Bring ``spent_usd`` / ``reserved_usd`` up to date (a shared ledger reads its database)."""
+        self._roll()
+
     def exhausted(self) -> bool:
         """Whether this period's settled cost has reached the cap (serve then answers 429
         before planning)."""

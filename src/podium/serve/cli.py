@@ -26,6 +26,7 @@ __all__ = [
     "default_shadow_path",
     "key_store",
     "run",
+    "worker_app",
 ]
 
 
@@ -99,6 +100,14 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--pool", help="pool file or preset (overrides the configuration's; default: the local pool)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port (uvicorn's workers; default 1). They share the trace file, the "
+        "keys and the key budgets (one ledger in the store); each loads its own local models",
+    )
     s.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     s.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
     _database_argument(s)
@@ -184,6 +193,8 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
     rows = []
     for key in store.list():
         ledger = store.budget(key) if key.revoked_at is None else None
+        if ledger is not None:
+            ledger.refresh()
         rows.append(
             {
                 "name": key.name,
@@ -280,39 +291,80 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+_WORKER_ENV = "PODIUM_SERVE_WORKER"
+"""How ``podium serve --workers N`` hands its options to each worker process (JSON)."""
+
+
+def _server(options: dict[str, Any]) -> Any:
+    """The Server the options (``config``, ``pool``, ``traces``, ``keys``, ``database_url``) ask for."""
+    from podium.serve.app import Server
+    from podium.trace.store import TraceStore
+
+    keys = key_store(argparse.Namespace(keys=options["keys"] and Path(options["keys"]),
+                                        database_url=options["database_url"]))  # fmt: skip
+    traces = TraceStore(Path(options["traces"]) if options["traces"] else default_trace_path())
+    config = Path(options["config"]) if options["config"] else None
+    return Server(config_path=config, pool=options["pool"], traces=traces, keys=keys)
+
+
+def worker_app() -> Any:
+    """uvicorn's app factory in each ``--workers`` process: the Server of the options the
+    parent passed in ``$PODIUM_SERVE_WORKER``; its lifespan flushes its traces at shutdown."""
+    import os
+
+    from podium.serve.app import create_app
+
+    return create_app(_server(json.loads(os.environ[_WORKER_ENV])))
+
+
 def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     _require_serve_extra("serve")
+    import os
+
     import uvicorn
 
-    from podium.serve.app import Server, create_app
-    from podium.trace.store import TraceStore
+    from podium.serve.app import create_app
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
+    if not 1 <= args.workers <= 64:
+        raise ConfigError(f"--workers {args.workers}: give 1 to 64 processes")
     loop, http = serving_stack(args.loop, args.http)
-    keys = key_store(args)
-    traces = TraceStore(args.traces or default_trace_path())
-    server = Server(config_path=args.config, pool=args.pool, traces=traces, keys=keys)
+    options = {
+        "config": str(args.config) if args.config else None,
+        "pool": args.pool,
+        "traces": str(args.traces) if args.traces else None,
+        "keys": str(args.keys) if args.keys else None,
+        "database_url": args.database_url,
+    }
+    server = _server(options)  # errors in the configuration surface here, once, before any worker starts
     loaded = server.current
-    auth = "API keys required" if keys.active() else "no API keys (open to anyone who can reach it)"
+    auth = "API keys required" if server.keys.active() else "no API keys (open to anyone who can reach it)"
+    processes = f"; {args.workers} worker processes" if args.workers > 1 else ""
     out.print(
         f"podium serving pool {loaded.pool.name!r} on http://{args.host}:{args.port}/v1 — models: "
-        f"{', '.join(loaded.models)}; {auth}; serving: {loaded.config.serving}; {loop} + {http}",
+        f"{', '.join(loaded.models)}; {auth}; serving: {loaded.config.serving}; {loop} + {http}{processes}",
         highlight=False,
     )
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    common: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "warning",
+        "timeout_graceful_shutdown": int(loaded.config.graceful_shutdown_s),
+        "loop": loop,
+        "http": http,
+    }
+    if args.workers > 1:
+        server.traces.close()
+        server.keys.close()
+        os.environ[_WORKER_ENV] = json.dumps(options)
+        uvicorn.run("podium.serve.cli:worker_app", factory=True, workers=args.workers, **common)
+        return 0
     try:
-        uvicorn.run(
-            create_app(server),
-            host=args.host,
-            port=args.port,
-            log_level="warning",
-            timeout_graceful_shutdown=int(loaded.config.graceful_shutdown_s),
-            loop=loop,
-            http=http,
-        )
+        uvicorn.run(create_app(server), **common)
     finally:
-        traces.close()  # the lifespan flushed already; this stores anything written after it
+        server.traces.close()  # the lifespan flushed already; this stores anything written after it
     return 0
 
 

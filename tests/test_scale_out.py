@@ -1,0 +1,172 @@
+"""Several ``podium serve`` replicas against one PostgreSQL store: a key's budget holds across
+all of them.
+
+Real parts: three ``podium serve`` processes started by the CLI as an operator starts them, a
+real PostgreSQL server (tests/postgres_support.py), the key created with ``podium keys create``,
+and a real OpenAI-compatible HTTP worker on 127.0.0.1. The worker is a fake (tests/fake_openai.py:
+it answers every call with one valid workflow, and reports one prompt token per byte, the most
+podium's worst-case bound allows, so each call costs close to what it reserved and the budget
+binds) so 200 requests take seconds; what is under test is podium's accounting, not a model.
+With a ledger per process (podium before the shared store) the three replicas together spent up
+to three budgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("sqlalchemy", reason="needs podium[serve]")
+
+from podium.store.engine import open_store
+from podium.testing import ThreadedUvicorn
+from tests.fake_openai import fake_openai_app
+from tests.test_backend_openai import _free_port
+
+PLAN = 'model_id = [0]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'
+BUDGET_USD = 0.2
+PRICE = 10.0  # USD per 1M tokens in and out: a conductor call reserves and costs ~$0.02-0.03
+
+
+def _pool(tmp_path: Path, upstream: str) -> Path:
+    pool = tmp_path / "http-fakes.toml"
+    pool.write_text(
+        f"""name = "http-fakes"
+max_steps = 2
+[conductor]
+worker = "fake"
+resamples = 0
+recursion_rounds = 0
+max_tokens = 64
+[fallback]
+worker = "fake"
+[[workers]]
+name = "fake"
+backend = "openai"
+model = "smollm2"
+base_url = "{upstream}/v1"
+max_tokens = 32
+price = {{ input = {PRICE}, output = {PRICE} }}
+"""
+    )
+    return pool
+
+
+def _podium(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "podium", *args], env=env, capture_output=True, text=True, check=False)
+
+
+def _start_serve(port: int, pool: Path, traces: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+    command = ["serve", "--port", str(port), "--pool", str(pool), "--traces", str(traces), *extra]
+    proc = subprocess.Popen([sys.executable, "-m", "podium", *command], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            output = proc.stdout.read().decode() if proc.stdout else ""
+            raise RuntimeError(f"podium serve exited with {proc.returncode}: {output}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("podium serve did not come up within 120 s")
+
+
+@pytest.mark.parametrize("deployment", ["3 replicas + PostgreSQL", "--workers 3 + SQLite"])
+def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: Path, request: Any) -> None:
+    """200 concurrent requests on one key with a $0.20 budget, spread over three processes:
+    separate replicas on three ports against one PostgreSQL database, or one ``podium serve
+    --workers 3`` on the embedded SQLite store. Together they spend at most the budget; every
+    refusal is a 429 in OpenAI's shape; every answer has exactly one trace."""
+    env = {**os.environ, "PODIUM_HOME": str(tmp_path / "home")}
+    replicas = deployment.startswith("3 replicas")
+    if replicas:
+        url = request.getfixturevalue("postgres_server").new_database()
+        env["PODIUM_DATABASE_URL"] = url
+        upgraded = _podium("db", "upgrade", env=env)
+        assert upgraded.returncode == 0, upgraded.stderr
+    else:
+        env.pop("PODIUM_DATABASE_URL", None)
+        url = f"sqlite:///{tmp_path / 'home' / 'keys.sqlite3'}"
+    created = _podium("keys", "create", "team", "--budget", str(BUDGET_USD), env=env)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip().splitlines()[-1]
+
+    upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN, prompt_tokens="bytes"))
+    pool = _pool(tmp_path, upstream.url)
+    if replicas:
+        ports = [_free_port() for _ in range(3)]
+        traces = [tmp_path / f"traces-{i}.sqlite3" for i in range(3)]
+        servers = [_start_serve(p, pool, t, env) for p, t in zip(ports, traces, strict=True)]
+    else:
+        ports, traces = [_free_port()], [tmp_path / "traces.sqlite3"]
+        servers = [_start_serve(ports[0], pool, traces[0], env, "--workers", "3")]
+    try:
+        auth = {"Authorization": f"Bearer {secret}"}
+        model = httpx.get(f"http://127.0.0.1:{ports[0]}/v1/models", headers=auth, timeout=10).json()["data"][0]["id"]
+
+        async def one(client: httpx.AsyncClient, k: int) -> httpx.Response:
+            return await client.post(
+                f"http://127.0.0.1:{ports[k % len(ports)]}/v1/chat/completions",
+                headers=auth,
+                json={"model": model, "messages": [{"role": "user", "content": f"Question {k}: what is {k} + 1?"}]},
+            )
+
+        async def burst() -> list[httpx.Response]:
+            limits = httpx.Limits(max_connections=200)
+            async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+                return await asyncio.gather(*(one(client, k) for k in range(200)))
+
+        responses = asyncio.run(burst())
+    finally:
+        for proc in servers:
+            proc.terminate()
+        for proc in servers:
+            proc.wait(timeout=60)
+        upstream.stop()
+
+    answered = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code != 200]
+    assert answered and refused, "the budget must let some requests through and refuse others"
+    for r in refused:  # OpenAI's error shape, the quota code a client library maps to its error
+        assert r.status_code == 429, r.text[:500]
+        error = r.json()["error"]
+        assert error["code"] == "insufficient_quota" and error["message"]
+
+    # The money: what the three replicas recorded, and what the shared ledger settled, stay within the budget.
+    from sqlalchemy import text
+
+    engine = open_store(url)
+    with engine.connect() as connection:
+        settled = connection.scalar(text("SELECT COALESCE(SUM(spent_usd), 0) FROM budget_periods"))
+        recorded = connection.scalar(text("SELECT COALESCE(SUM(cost_usd), 0) FROM usage"))
+        recorded_n = connection.scalar(text("SELECT COUNT(*) FROM usage"))
+        holds = connection.scalar(text("SELECT COUNT(*) FROM budget_holds"))
+    engine.dispose()
+    print(f"answered {len(answered)}, refused {len(refused)}, spent ${recorded:.6f} of ${BUDGET_USD}")
+    assert recorded <= BUDGET_USD + 1e-9  # what the replicas recorded as spent: within the one budget
+    assert 0.5 * BUDGET_USD < settled <= BUDGET_USD + 1e-9  # the budget bound (and was not left mostly unused)
+    assert recorded == pytest.approx(settled)
+    assert holds == 0  # every reservation settled: none is left to expire
+    assert recorded_n >= len(answered)  # refused mid-request ones record what they spent (often $0)
+
+    # One trace per answered request, in exactly one replica's trace file.
+    ids: dict[str, int] = {}
+    for path in traces:
+        with sqlite3.connect(path) as db:
+            for (request_id,) in db.execute("SELECT id FROM requests WHERE status != 'running'"):
+                ids[request_id] = ids.get(request_id, 0) + 1
+    assert all(n == 1 for n in ids.values())
+    for r in answered:
+        assert r.json()["id"].removeprefix("chatcmpl-") in ids
