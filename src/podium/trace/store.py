@@ -46,13 +46,12 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError
-from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
+from podium.records import RunRecord
 from podium.trace.query import (
     FIELDS,
     MARK_OFF,
@@ -67,9 +66,16 @@ from podium.trace.query import (
     restore_snippet,
     unmark,
 )
+from podium.trace.rows import SUMMARY as _SUMMARY
+from podium.trace.rows import Begin as _Begin
+from podium.trace.rows import DisclosureRow, record_from_rows
+from podium.trace.rows import Op as _Op
+from podium.trace.rows import describe as _describe
+from podium.trace.rows import disclosures_from_json as _disclosures
+from podium.trace.rows import dumps as _dumps
+from podium.trace.rows import rows_of as _rows
+from podium.trace.rows import summary_from_row as _summary
 from podium.trace.writer import WriteBehind, WriterStats
-from podium.workers.base import Message, Usage
-from podium.workflow import ALL, Access, Step, Workflow
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -272,83 +278,6 @@ def _statements(script: str) -> Iterator[str]:
             if pending.strip(" \n;"):
                 yield pending
             pending = ""
-
-
-_SUMMARY = (
-    "r.id, r.started_at, r.status, r.mode, r.question, "
-    "(SELECT COUNT(*) FROM steps s WHERE s.request_id = r.id), r.total_cost_usd, r.wall_time_s, "
-    "r.conductor, r.tags, r.subject"
-)
-
-
-def _summary(row: Sequence[Any]) -> TraceSummary:
-    return TraceSummary(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], tuple(json.loads(row[9])), row[10]
-    )
-
-
-@dataclass(frozen=True)
-class DisclosureRow:
-    """A stored step or conductor attempt whose calls reached third parties.
-
-    Attributes:
-        request_id: the request.
-        at: when (the step's start, or the request's start for a conductor attempt), UTC ISO 8601.
-        source: ``"step"``, ``"fallback"`` or ``"conductor"``.
-        round: the recursion round; index: the step index, or the conductor's attempt number.
-        visible, visible_previous: what its access list granted (steps; empty for the conductor).
-        system_prompt: whether the worker's configured system message was sent too.
-        disclosures: the recipients and PII kinds.
-    """
-
-    request_id: str
-    at: str
-    source: str
-    round: int
-    index: int
-    visible: tuple[int, ...]
-    visible_previous: tuple[tuple[int, int], ...]
-    system_prompt: bool
-    disclosures: tuple[Disclosure, ...]
-
-
-def _usage(row: sqlite3.Row) -> Usage:
-    """A stored attempt's or step's token counts."""
-    return Usage(
-        row["input_tokens"],
-        row["output_tokens"],
-        row["cached_input_tokens"],
-        row["reasoning_tokens"],
-        bool(row["usage_estimated"]),
-    )
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class _Begin:
-    """A queued :meth:`TraceStore.begin`."""
-
-    request_id: str
-    question: str
-    started_at: str
-    pool: str
-    conductor: str
-    mode: str
-    tags: tuple[str, ...]
-    subject: str | None
-
-
-_Op = _Begin | RunRecord
-"""A queued trace write."""
-
-
-def _describe(op: _Op) -> str:
-    if isinstance(op, _Begin):
-        return f"request {op.request_id} (its start)"
-    return f"request {op.id} (its finished record)"
 
 
 _OPEN: weakref.WeakSet[TraceStore] = weakref.WeakSet()
@@ -844,167 +773,19 @@ class TraceStore:
         with self._lock:
             db.row_factory = sqlite3.Row
             try:
-                return self._get(db, request_id)
+                r = db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+                if r is None:
+                    return None
+                attempts = db.execute(
+                    "SELECT * FROM plan_attempts WHERE request_id = ? ORDER BY round, attempt", (request_id,)
+                ).fetchall()
+                steps = db.execute(
+                    "SELECT * FROM steps WHERE request_id = ? ORDER BY phase = 'fallback', round, step_index",
+                    (request_id,),
+                ).fetchall()
+                return record_from_rows(r, attempts, steps)
             finally:
                 db.row_factory = None
-
-    def _get(self, db: sqlite3.Connection, request_id: str) -> RunRecord | None:
-        r = db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
-        if r is None:
-            return None
-        attempts = tuple(
-            PlanAttempt(
-                attempt=a["attempt"],
-                round=a["round"],
-                messages=tuple(cast(list[Message], json.loads(a["messages"]))),
-                raw_output=a["raw_output"],
-                workflow=_workflow(json.loads(a["workflow"])) if a["workflow"] else None,
-                error_kind=a["error_kind"],
-                error=a["error"],
-                usage=_usage(a),
-                cost_usd=a["cost_usd"],
-                latency_s=a["latency_s"],
-                constrained=bool(a["constrained"]),
-                started_at=a["started_at"] or "",
-                finished_at=a["finished_at"] or "",
-                disclosures=_disclosures(a["disclosures"]),
-            )
-            for a in db.execute(
-                "SELECT * FROM plan_attempts WHERE request_id = ? ORDER BY round, attempt", (request_id,)
-            )
-        )
-        steps = tuple(
-            StepRecord(
-                index=s["step_index"],
-                phase=s["phase"],
-                round=s["round"],
-                worker_index=s["worker_index"],
-                worker=s["worker"],
-                subtask=s["subtask"],
-                access=json.loads(s["access"]),
-                visible=tuple(json.loads(s["visible"])),
-                visible_previous=tuple((p[0], p[1]) for p in json.loads(s["visible_previous"])),
-                messages=tuple(json.loads(s["messages"])),
-                output=s["output"],
-                usage=_usage(s),
-                cost_usd=s["cost_usd"],
-                latency_s=s["latency_s"],
-                finish_reason=s["finish_reason"],
-                error=s["error"],
-                error_type=s["error_type"],
-                started_at=s["started_at"],
-                finished_at=s["finished_at"],
-                disclosures=_disclosures(s["disclosures"]),
-            )
-            for s in db.execute(
-                "SELECT * FROM steps WHERE request_id = ? ORDER BY phase = 'fallback', round, step_index",
-                (request_id,),
-            )
-        )
-        status, error = r["status"], r["error"]
-        if status == "running":
-            status, error = "error", "unfinished"
-        return RunRecord(
-            id=r["id"],
-            question=r["question"],
-            pool=r["pool"],
-            workers=tuple(json.loads(r["workers"])),
-            conductor=r["conductor"],
-            mode=r["mode"],
-            started_at=r["started_at"],
-            finished_at=r["finished_at"] or r["started_at"],
-            status=status,
-            answer=r["answer"] or "",
-            attempts=attempts,
-            workflows=tuple(_workflow(w) for w in json.loads(r["workflows"])),
-            steps=steps,
-            totals=Totals.from_json(json.loads(r["totals"])) if r["totals"] else Totals(),
-            fallback=FallbackInfo(r["fallback_reason"], r["fallback_detail"] or "") if r["fallback_reason"] else None,
-            error=error,
-            tags=tuple(json.loads(r["tags"])),
-            subject=r["subject"],
-        )
-
-
-def _rows(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """A finished record's ``requests`` row, ``plan_attempts`` rows and ``steps`` rows."""
-    data = record.to_json()
-    request = {
-        "id": record.id,
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        "mode": record.mode,
-        "pool": record.pool,
-        "workers": _dumps(list(record.workers)),
-        "conductor": record.conductor,
-        "status": record.status,
-        "question": record.question,
-        "answer": record.answer,
-        "error": record.error,
-        "workflows": _dumps(data["workflows"]),
-        "fallback_reason": record.fallback.reason if record.fallback else None,
-        "fallback_detail": record.fallback.detail if record.fallback else None,
-        "totals": _dumps(data["totals"]),
-        "total_cost_usd": record.totals.total_cost_usd,
-        "wall_time_s": record.totals.wall_time_s,
-        "tags": _dumps(list(record.tags)),
-        "subject": record.subject,
-    }
-    attempts = [
-        {
-            "request_id": record.id,
-            "round": a.round,
-            "attempt": a.attempt,
-            "messages": _dumps(list(a.messages)),
-            "raw_output": a.raw_output,
-            "workflow": _dumps(a.workflow.to_json()) if a.workflow is not None else None,
-            "error_kind": a.error_kind,
-            "error": a.error,
-            "input_tokens": a.usage.input_tokens,
-            "output_tokens": a.usage.output_tokens,
-            "cached_input_tokens": a.usage.cached_input_tokens,
-            "reasoning_tokens": a.usage.reasoning_tokens,
-            "usage_estimated": int(a.usage.estimated),
-            "cost_usd": a.cost_usd,
-            "latency_s": a.latency_s,
-            "constrained": int(a.constrained),
-            "started_at": a.started_at or None,
-            "finished_at": a.finished_at or None,
-            "disclosures": _dumps(data_attempt["disclosures"]),
-        }
-        for a, data_attempt in zip(record.attempts, data["attempts"], strict=True)
-    ]
-    steps = [
-        {
-            "request_id": record.id,
-            "phase": s.phase,
-            "round": s.round,
-            "step_index": s.index,
-            "worker_index": s.worker_index,
-            "worker": s.worker,
-            "subtask": s.subtask,
-            "access": _dumps(s.access),
-            "visible": _dumps(list(s.visible)),
-            "visible_previous": _dumps([list(p) for p in s.visible_previous]),
-            "messages": _dumps(list(s.messages)),
-            "output": s.output,
-            "input_tokens": s.usage.input_tokens,
-            "output_tokens": s.usage.output_tokens,
-            "cached_input_tokens": s.usage.cached_input_tokens,
-            "reasoning_tokens": s.usage.reasoning_tokens,
-            "usage_estimated": int(s.usage.estimated),
-            "cost_usd": s.cost_usd,
-            "latency_s": s.latency_s,
-            "finish_reason": s.finish_reason,
-            "error": s.error,
-            "error_type": s.error_type,
-            "started_at": s.started_at,
-            "finished_at": s.finished_at,
-            "disclosures": _dumps(data_step["disclosures"]),
-        }
-        for s, data_step in zip(record.steps, data["steps"], strict=True)
-    ]
-    return request, attempts, steps
 
 
 def _selection(before: str | None, request_ids: Sequence[str], subject: str | None) -> tuple[str, list[Any]]:
@@ -1032,17 +813,3 @@ def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> N
     columns = list(rows[0])
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
     db.executemany(sql, [tuple(row[c] for c in columns) for row in rows])
-
-
-def _disclosures(raw: str) -> tuple[Disclosure, ...]:
-    return tuple(Disclosure.from_json(d) for d in json.loads(raw))
-
-
-def _workflow(data: dict[str, Any]) -> Workflow:
-    """Rebuild a stored workflow (already validated when it was written)."""
-    return Workflow(
-        steps=tuple(
-            Step(s["worker"], s["subtask"], ALL if s["access"] == ALL else cast(Access, tuple(s["access"])))
-            for s in data["steps"]
-        )
-    )
