@@ -85,9 +85,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     on the session's PostgreSQL server. One suite, both engines."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    server = request.getfixturevalue("postgres_server")
-    url = str(server.new_database())
+    return str(request.getfixturevalue("store_url_postgresql"))  # upgraded, as `podium db upgrade` does
+
+
+@pytest.fixture
+def store_url_postgresql(postgres_server: Any) -> str:
+    """A fresh database on the session's PostgreSQL server, at the current schema."""
     from podium.store.engine import open_store
 
-    open_store(url, migrate=True).dispose()  # what `podium db upgrade` does before replicas start
+    url = str(postgres_server.new_database())
+    open_store(url, migrate=True).dispose()
     return url

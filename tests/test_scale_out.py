@@ -14,6 +14,7 @@ to three budgets.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import subprocess
@@ -32,6 +33,7 @@ from podium.testing import ThreadedUvicorn
 from tests.fake_openai import fake_openai_app
 from tests.test_backend_openai import _free_port
 
+MARK = "zqmark"  # a word no other text has: question k carries "zqmark{k}"
 PLAN = 'model_id = [0]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'
 BUDGET_USD = 0.2
 PRICE = 10.0  # USD per 1M tokens in and out: a conductor call reserves and costs ~$0.02-0.03
@@ -65,8 +67,11 @@ def _podium(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
     return subprocess.run([sys.executable, "-m", "podium", *args], env=env, capture_output=True, text=True, check=False)
 
 
-def _start_serve(port: int, pool: Path, traces: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
-    command = ["serve", "--port", str(port), "--pool", str(pool), "--traces", str(traces), *extra]
+def _start_serve(
+    port: int, pool: Path, traces: Path | None, env: dict[str, str], *extra: str
+) -> subprocess.Popen[bytes]:
+    files = ["--traces", str(traces)] if traces is not None else []  # None: the shared store's traces
+    command = ["serve", "--port", str(port), "--pool", str(pool), *files, *extra]
     proc = subprocess.Popen([sys.executable, "-m", "podium", *command], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     deadline = time.monotonic() + 120
@@ -105,10 +110,9 @@ def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: P
 
     upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN, prompt_tokens="bytes"))
     pool = _pool(tmp_path, upstream.url)
-    if replicas:
-        ports = [_free_port() for _ in range(3)]
-        traces = [tmp_path / f"traces-{i}.sqlite3" for i in range(3)]
-        servers = [_start_serve(p, pool, t, env) for p, t in zip(ports, traces, strict=True)]
+    if replicas:  # traces in PostgreSQL too: one table for the three
+        ports, traces = [_free_port() for _ in range(3)], []
+        servers = [_start_serve(p, pool, None, env) for p in ports]
     else:
         ports, traces = [_free_port()], [tmp_path / "traces.sqlite3"]
         servers = [_start_serve(ports[0], pool, traces[0], env, "--workers", "3")]
@@ -120,7 +124,11 @@ def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: P
             return await client.post(
                 f"http://127.0.0.1:{ports[k % len(ports)]}/v1/chat/completions",
                 headers=auth,
-                json={"model": model, "messages": [{"role": "user", "content": f"Question {k}: what is {k} + 1?"}]},
+                json={
+                    "model": model,
+                    "user": f"customer-{k % 7}",
+                    "messages": [{"role": "user", "content": f"Question {k}: what is {k} + 1? {MARK}{k}"}],
+                },
             )
 
         async def burst() -> list[httpx.Response]:
@@ -161,12 +169,42 @@ def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: P
     assert holds == 0  # every reservation settled: none is left to expire
     assert recorded_n >= len(answered)  # refused mid-request ones record what they spent (often $0)
 
-    # One trace per answered request, in exactly one replica's trace file.
-    ids: dict[str, int] = {}
-    for path in traces:
-        with sqlite3.connect(path) as db:
-            for (request_id,) in db.execute("SELECT id FROM requests WHERE status != 'running'"):
-                ids[request_id] = ids.get(request_id, 0) + 1
+    # One trace per request that started: answered ones and those refused mid-request; one store or one file.
+    ids = _trace_ids(url if replicas else None, traces)
     assert all(n == 1 for n in ids.values())
-    for r in answered:
-        assert r.json()["id"].removeprefix("chatcmpl-") in ids
+    answered_ids = {r.json()["id"].removeprefix("chatcmpl-") for r in answered}
+    assert answered_ids <= set(ids) and len(ids) == recorded_n
+    if not replicas:
+        return
+    # The shared trace store: what any replica wrote is found, and purged, from anywhere.
+    found = _podium("trace", "search", f"{MARK}*", "--limit", "500", "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert len(hits) == len(ids)  # every request's question, whichever replica served it
+    purge = _podium("trace", "purge", "--subject", "customer-3", "--yes", "--json", env=env)
+    assert purge.returncode == 0, purge.stderr
+    purged = json.loads(purge.stdout)["request_ids"]
+    assert purged and set(purged) <= set(ids)
+    after = json.loads(_podium("trace", "search", f"{MARK}*", "--limit", "500", "--json", env=env).stdout)
+    assert {h["id"] for h in after} == set(ids) - set(purged)
+    assert _podium("trace", "search", "--subject", "customer-3", "--json", env=env).stdout.strip() == "[]"
+
+
+def _trace_ids(url: str | None, files: list[Path]) -> dict[str, int]:
+    """Request id → how many finished trace rows it has (PostgreSQL store, or trace files)."""
+    ids: dict[str, int] = {}
+    if url is not None:
+        from sqlalchemy import text
+
+        engine = open_store(url)
+        with engine.connect() as connection:
+            rows = list(connection.execute(text("SELECT id FROM requests WHERE status != 'running'")))
+        engine.dispose()
+    else:
+        rows = []
+        for path in files:
+            with sqlite3.connect(path) as db:
+                rows += db.execute("SELECT id FROM requests WHERE status != 'running'").fetchall()
+    for (request_id,) in rows:
+        ids[request_id] = ids.get(request_id, 0) + 1
+    return ids

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -20,6 +21,7 @@ from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
+from podium.trace.backend import TraceBackend
 from podium.trace.query import TraceFilter, fts_query, parse_utc
 from podium.trace.store import TraceStore
 from tests.conftest import v2_trace_database
@@ -44,7 +46,7 @@ def make_record(topic: str, *, conductor: str = "scripted") -> RunRecord:
     return asyncio.run(orch.run(f"Tell me about {topic}?"))
 
 
-def store_copy(store: TraceStore, record: RunRecord, **changes: object) -> RunRecord:
+def store_copy(store: TraceBackend, record: RunRecord, **changes: object) -> RunRecord:
     """Write ``record`` as a new request (begin, then write, as the orchestrator does)."""
     totals = dataclasses.replace(
         record.totals,
@@ -57,10 +59,8 @@ def store_copy(store: TraceStore, record: RunRecord, **changes: object) -> RunRe
     return copy
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> TraceStore:
+def seeded(s: TraceBackend) -> TraceBackend:
     """Four requests with known days, costs, wall times, tags, subjects and statuses."""
-    s = TraceStore(tmp_path / "t.sqlite3")
     base = make_record("volcanoes")
     store_copy(s, base, id="a" * 32, started_at="2026-11-01T10:00:00.000Z", cost=0.001, wall=2.0, tags=("geo",))
     store_copy(
@@ -76,11 +76,28 @@ def store(tmp_path: Path) -> TraceStore:
     return s
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> TraceBackend:
+    """The four requests, in each engine's trace store: one suite, both engines (PostgreSQL: a
+    fresh database on the session's real server, upgraded as ``podium db upgrade`` does)."""
+    if request.param == "sqlite":
+        return seeded(TraceStore(tmp_path / "t.sqlite3"))
+    from podium.trace.postgres import PostgresTraceStore
+
+    return seeded(PostgresTraceStore(request.getfixturevalue("store_url_postgresql")))
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> TraceStore:
+    """The four requests in an SQLite file (FTS5 syntax and the CLI's --traces FILE)."""
+    return cast(TraceStore, seeded(TraceStore(tmp_path / "t.sqlite3")))
+
+
 def ids(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [(h.trace.id if hasattr(h, "trace") else h.id)[0] for h in hits]
 
 
-def test_each_kind_of_text_is_found_and_the_match_is_highlighted(store: TraceStore) -> None:
+def test_each_kind_of_text_is_found_and_the_match_is_highlighted(store: TraceBackend) -> None:
     hit = store.search("sourdough", fields=["question"])[0]
     assert (hit.trace.id[0], hit.field, hit.location) == ("c", "question", "")
     assert [hit.snippet[a:b] for a, b in hit.highlights] == ["sourdough"]
@@ -97,7 +114,7 @@ def test_each_kind_of_text_is_found_and_the_match_is_highlighted(store: TraceSto
     assert store.search("ideas", fields=["answer"]) == []
 
 
-def test_plain_words_all_must_occur_any_case_and_prefixes(store: TraceStore) -> None:
+def test_plain_words_all_must_occur_any_case_and_prefixes(store: TraceBackend) -> None:
     assert ids(store.search("VOLCANOES")) == ["a", "d"] or ids(store.search("VOLCANOES")) == ["d", "a"]
     assert ids(store.search("volcanoes running")) == ["d"]  # both words: only the running request
     assert sorted(ids(store.search("volc*"))) == ["a", "d"]
@@ -106,11 +123,12 @@ def test_plain_words_all_must_occur_any_case_and_prefixes(store: TraceStore) -> 
 
 
 @pytest.mark.parametrize("query", ["NEAR(a b", "AND", "foo:bar", '"unbalanced', "x OR", "(", "*", "-"])
-def test_plain_queries_never_fail_on_fts_syntax(store: TraceStore, query: str) -> None:
+def test_plain_queries_never_fail_on_fts_syntax(store: TraceBackend, query: str) -> None:
     store.search(query if query.strip("*-(") else query + " volcanoes")  # no exception
 
 
-def test_raw_fts_syntax_is_passed_on_and_bad_syntax_is_a_config_error(store: TraceStore) -> None:
+def test_raw_fts_syntax_is_passed_on_and_bad_syntax_is_a_config_error(sqlite_store: TraceStore) -> None:
+    store = sqlite_store
     assert sorted(ids(store.search("sourdough OR glaciers", raw=True))) == ["b", "c"]
     assert ids(store.search("volcanoes NOT running", raw=True)) == ["a"]
     with pytest.raises(ConfigError, match=r"invalid FTS5 query.*drop --fts"):
@@ -119,7 +137,7 @@ def test_raw_fts_syntax_is_passed_on_and_bad_syntax_is_a_config_error(store: Tra
         store.search("   ")
 
 
-def test_filters(store: TraceStore) -> None:
+def test_filters(store: TraceBackend) -> None:
     def listed(**kw: object) -> list[str]:
         return sorted(ids(store.list(where=TraceFilter(**kw))))  # type: ignore[arg-type]
 
@@ -195,7 +213,8 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return code, out, err
 
 
-def test_cli_search_list_and_show(store: TraceStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_search_list_and_show(sqlite_store: TraceStore, capsys: pytest.CaptureFixture[str]) -> None:
+    store = sqlite_store
     db = str(store.path)
     code, out, _ = run_cli(["trace", "search", "glaciers", "--traces", db, "--json"], capsys)
     [hit] = json.loads(out)
@@ -225,7 +244,7 @@ def test_cli_search_list_and_show(store: TraceStore, capsys: pytest.CaptureFixtu
     ],
 )
 def test_cli_bad_input_is_exit_2_with_one_line(
-    store: TraceStore, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    sqlite_store: TraceStore, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    code, _, err = run_cli(["trace", *argv, "--traces", str(store.path)], capsys)
+    code, _, err = run_cli(["trace", *argv, "--traces", str(sqlite_store.path)], capsys)
     assert code == 2 and message in err and err.count("\n") == 1

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from podium import __version__
 from podium.errors import ConfigError, PodiumError
-from podium.trace import default_trace_path
+from podium.trace import default_trace_path, open_traces
 
 if TYPE_CHECKING:  # imported where a command needs them, so 'podium --help' starts in a blink
     from rich.console import Console
 
     from podium.pool import PoolConfig
     from podium.records import RunRecord
+    from podium.trace.backend import TraceBackend
     from podium.trace.query import SearchHit, TraceFilter
-    from podium.trace.store import TraceStore
 
 __all__ = ["cli", "main"]
 
@@ -334,7 +334,6 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.orchestrator import validate_question
     from podium.pool import load_pool
     from podium.runtime import build_orchestrator, build_telemetry
-    from podium.trace.store import TraceStore
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
@@ -362,11 +361,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             cost_cap_usd=c.cost_cap_usd if args.cost_cap is None else args.cost_cap,
             fallback_reserve=c.fallback_reserve,
         )
-    traces = (
-        None
-        if args.no_trace
-        else TraceStore(args.traces or default_trace_path(), retention_days=config.traces.retention_days)
-    )
+    traces = None if args.no_trace else open_traces(args.traces, retention_days=config.traces.retention_days)
     telemetry = build_telemetry(config)
     orchestrator = build_orchestrator(
         config,
@@ -434,14 +429,10 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rich.text import Text
 
     from podium._render import render_run, render_search, render_trace_list
-    from podium.trace.store import TraceStore
 
-    path = args.traces or default_trace_path()
-    if not Path(path).exists():
-        raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
     if getattr(args, "limit", 1) < 1:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
-    store = TraceStore(path)
+    store = _existing_traces(args.traces)
     if args.trace_command == "purge":
         return _cmd_purge(store, args, out, err)
     query = " ".join(args.query) if args.trace_command == "search" else ""
@@ -515,7 +506,7 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
     return data
 
 
-def _cmd_purge(store: TraceStore, args: argparse.Namespace, out: Console, err: Console) -> int:
+def _cmd_purge(store: TraceBackend, args: argparse.Namespace, out: Console, err: Console) -> int:
     import dataclasses
 
     from podium.trace.query import parse_utc
@@ -579,12 +570,7 @@ def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
 
     since = parse_utc(args.since, flag="--since") if args.since else "1970-01-01T00:00:00.000Z"
     until = parse_utc(args.until or datetime.now(UTC).isoformat(), flag="--until", end_of_day=True)
-    path = args.traces or default_trace_path()
-    if not Path(path).exists():
-        raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
-    from podium.trace.store import TraceStore
-
-    register = build_register(TraceStore(path), since, until)
+    register = build_register(_existing_traces(args.traces), since, until)
     if args.json:
         print(json.dumps(register.to_json(), indent=2, ensure_ascii=False))
     elif args.md:
@@ -739,6 +725,20 @@ def _limits_line(config: PoolConfig) -> str:
         f"deadline {given(lim.deadline_s, 's')}{reserve} · step timeout {given(lim.step_timeout_s, 's')} · "
         f"cost cap {given(lim.cost_cap_usd, '$')} · daily budget {given(lim.daily_budget_usd, '$')} (pool, UTC day)"
     )
+
+
+def _existing_traces(path: Path | None) -> TraceBackend:
+    """The trace store to read: ``--traces FILE``, the shared PostgreSQL store when
+    ``$PODIUM_DATABASE_URL`` names one, else the default file. Raises ConfigError when the file
+    does not exist (reading never creates one)."""
+    from podium.store.engine import database_url
+
+    shared = path is None and (database_url() or "").startswith("postgres")
+    if not shared:
+        path = path or default_trace_path()
+        if not Path(path).exists():
+            raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
+    return open_traces(path)
 
 
 def cli(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,8 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.records import utc_now
-from podium.trace.store import DisclosureRow, TraceStore
+from podium.trace.backend import TraceBackend
+from podium.trace.rows import DisclosureRow
 
 __all__ = ["Recipient", "Register", "build_register"]
 
@@ -164,7 +165,7 @@ class _Acc:
     last: str = ""
 
 
-def build_register(store: TraceStore, since: str, until: str) -> Register:
+def build_register(store: TraceBackend, since: str, until: str) -> Register:
     """The register of requests started in ``[since, until)`` (UTC ISO 8601, e.g. from
     :func:`podium.trace.query.parse_utc`). Recipients are keyed by worker, provider, endpoint and region, so a
     worker whose endpoint changed appears once per endpoint; sorted by recipient name."""

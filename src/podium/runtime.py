@@ -24,7 +24,7 @@ from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator, RecordExporter
 from podium.pii.session import PIIProtection
 from podium.pool import LimitsConfig, PoolConfig
-from podium.trace.store import TraceStore
+from podium.trace.backend import TraceBackend
 from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
@@ -40,7 +40,7 @@ __all__ = ["build_orchestrator", "build_telemetry", "guard", "pii_protection"]
 def build_orchestrator(
     config: PoolConfig,
     *,
-    traces: TraceStore | None = None,
+    traces: TraceBackend | None = None,
     conductor: Conductor | None = None,
     workers: list[Worker] | None = None,
     resamples: int | None = None,
@@ -156,7 +156,7 @@ def _limits(c: LimitsConfig) -> Limits:
     return Limits(c.deadline_s, c.step_timeout_s, c.cost_cap_usd, c.fallback_reserve)
 
 
-def _periods(config: PoolConfig, traces: TraceStore | None) -> list[PeriodBudget]:
+def _periods(config: PoolConfig, traces: TraceBackend | None) -> list[PeriodBudget]:
     """The pool's daily budget, starting from what today's stored traces already spent (so it
     holds across separate ``podium run`` processes sharing a trace store)."""
     cap = config.limits.daily_budget_usd

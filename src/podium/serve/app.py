@@ -63,7 +63,7 @@ from podium.records import RunRecord
 from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
 from podium.serve.keys import ApiKey, KeyStore
 from podium.streaming import AnswerStream
-from podium.trace.store import TraceStore
+from podium.trace.backend import TraceBackend
 from podium.workers.base import Worker
 from podium.workflow import Step
 
@@ -256,7 +256,7 @@ class Server:
         *,
         config_path: Path | None = None,
         pool: str | None = None,
-        traces: TraceStore | None = None,
+        traces: TraceBackend | None = None,
         keys: KeyStore | None = None,
         workers: list[Worker] | None = None,
     ) -> None:

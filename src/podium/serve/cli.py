@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from podium.errors import ConfigError
-from podium.trace import data_dir, default_trace_path
+from podium.trace import data_dir, default_trace_path, open_traces
 
 __all__ = [
     "add_parsers",
@@ -248,7 +248,6 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError("podium shadow needs --upstream URL (the existing pipeline), or 'podium shadow report'")
     from podium.pool import load_pool
     from podium.runtime import build_orchestrator, build_telemetry
-    from podium.trace.store import TraceStore
 
     price = None
     if args.upstream_price:
@@ -259,7 +258,7 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         price = (price_in, price_out)
     config = load_pool(args.pool)
     telemetry = build_telemetry(config)
-    traces = TraceStore(args.traces or default_trace_path())
+    traces = open_traces(args.traces)
     orchestrator = build_orchestrator(config, traces=traces, exporter=telemetry)
     proxy = ShadowProxy(
         args.upstream,
@@ -298,11 +297,10 @@ _WORKER_ENV = "PODIUM_SERVE_WORKER"
 def _server(options: dict[str, Any]) -> Any:
     """The Server the options (``config``, ``pool``, ``traces``, ``keys``, ``database_url``) ask for."""
     from podium.serve.app import Server
-    from podium.trace.store import TraceStore
 
     keys = key_store(argparse.Namespace(keys=options["keys"] and Path(options["keys"]),
                                         database_url=options["database_url"]))  # fmt: skip
-    traces = TraceStore(Path(options["traces"]) if options["traces"] else default_trace_path())
+    traces = open_traces(Path(options["traces"]) if options["traces"] else None, url=options["database_url"])
     config = Path(options["config"]) if options["config"] else None
     return Server(config_path=config, pool=options["pool"], traces=traces, keys=keys)
 

@@ -12,13 +12,41 @@ Tables:
     budget_periods: one row per (ledger scope, period start, Unix s) — the settled cost, USD.
     budget_holds: reservations of calls in flight — id, scope, amount USD, created and expiry
         (Unix s), holder (host:pid); an expired hold no longer counts (its process died).
+    requests, plan_attempts, steps, search_text: the traces, on PostgreSQL (the embedded SQLite
+        trace file has its own schema in :mod:`podium.trace.store`, with the same columns); the
+        search texts carry a ``tsvector`` of their folded form with a GIN index.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Index, MetaData, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Computed,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import TSVECTOR
 
-__all__ = ["budget_holds", "budget_periods", "keys", "metadata", "usage"]
+__all__ = [
+    "TRACE_TABLES",
+    "budget_holds",
+    "budget_periods",
+    "keys",
+    "metadata",
+    "plan_attempts",
+    "requests",
+    "search_text",
+    "steps",
+    "usage",
+]
 
 metadata = MetaData()
 
@@ -63,3 +91,107 @@ budget_holds = Table(
     Column("holder", Text, nullable=False),
     Index("budget_holds_scope_expires", "scope", "expires"),
 )
+
+
+def _cascade() -> ForeignKey:
+    return ForeignKey("requests.id", ondelete="CASCADE")
+
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("started_at", Text, nullable=False),
+    Column("finished_at", Text),
+    Column("mode", Text, nullable=False),
+    Column("pool", Text, nullable=False),
+    Column("workers", Text, nullable=False, server_default="[]"),
+    Column("conductor", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("question", Text, nullable=False),
+    Column("answer", Text),
+    Column("error", Text),
+    Column("workflows", Text, nullable=False, server_default="[]"),
+    Column("fallback_reason", Text),
+    Column("fallback_detail", Text),
+    Column("totals", Text),
+    Column("total_cost_usd", Float),
+    Column("wall_time_s", Float),
+    Column("tags", Text, nullable=False, server_default="[]"),
+    Column("subject", Text),
+    Index("requests_started", "started_at"),
+    Index("requests_subject", "subject"),
+    Index("requests_pool_started", "pool", "started_at"),
+)
+
+_CALL_COLUMNS = (
+    ("input_tokens", Integer),
+    ("output_tokens", Integer),
+    ("cached_input_tokens", Integer),
+    ("reasoning_tokens", Integer),
+    ("usage_estimated", Integer),
+    ("cost_usd", Float),
+    ("latency_s", Float),
+)
+
+plan_attempts = Table(
+    "plan_attempts",
+    metadata,
+    Column("request_id", Text, _cascade(), nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("messages", Text, nullable=False),
+    Column("raw_output", Text, nullable=False),
+    Column("workflow", Text),
+    Column("error_kind", Text),
+    Column("error", Text),
+    *(Column(name, kind, nullable=False) for name, kind in _CALL_COLUMNS),
+    Column("constrained", Integer, nullable=False),
+    Column("started_at", Text),
+    Column("finished_at", Text),
+    Column("disclosures", Text, nullable=False, server_default="[]"),
+    PrimaryKeyConstraint("request_id", "round", "attempt", name="plan_attempts_pk"),
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("request_id", Text, _cascade(), nullable=False),
+    Column("phase", Text, nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("step_index", Integer, nullable=False),
+    Column("worker_index", Integer, nullable=False),
+    Column("worker", Text, nullable=False),
+    Column("subtask", Text, nullable=False),
+    Column("access", Text, nullable=False),
+    Column("visible", Text, nullable=False),
+    Column("visible_previous", Text, nullable=False),
+    Column("messages", Text, nullable=False),
+    Column("output", Text, nullable=False),
+    *(Column(name, kind, nullable=False) for name, kind in _CALL_COLUMNS),
+    Column("finish_reason", Text, nullable=False),
+    Column("error", Text),
+    Column("error_type", Text),
+    Column("started_at", Text, nullable=False),
+    Column("finished_at", Text, nullable=False),
+    Column("disclosures", Text, nullable=False, server_default="[]"),
+    PrimaryKeyConstraint("request_id", "phase", "round", "step_index", name="steps_pk"),
+    Index("steps_worker", "worker"),
+)
+
+search_text = Table(
+    "search_text",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("request_id", Text, _cascade(), nullable=False),
+    Column("field", Text, nullable=False),
+    Column("location", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("folded", Text),
+    Column("document", TSVECTOR, Computed("to_tsvector('simple', coalesce(folded, text))", persisted=True)),
+    Index("search_text_request", "request_id"),
+    Index("search_text_document", "document", postgresql_using="gin"),
+)
+
+TRACE_TABLES = (requests, plan_attempts, steps, search_text)
+"""The trace tables, parents first (PostgreSQL only; created by migration 0002)."""

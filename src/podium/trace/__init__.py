@@ -1,4 +1,7 @@
-"""Traces: the stored record of every request (SQLite, WAL mode)."""
+"""Traces: the stored record of every request — an SQLite file (WAL mode) by default, or the
+shared PostgreSQL store (:class:`~podium.trace.postgres.PostgresTraceStore`) when
+``$PODIUM_DATABASE_URL`` names one. :func:`open_traces` picks; both implement
+:class:`~podium.trace.query.TraceBackend`."""
 
 from __future__ import annotations
 
@@ -8,12 +11,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from podium.trace.backend import TraceBackend
+    from podium.trace.postgres import PostgresTraceStore
     from podium.trace.query import PurgeResult, SearchHit, TraceFilter, TraceSummary
     from podium.trace.store import TraceStore
 
-__all__ = ["PurgeResult", "SearchHit", "TraceFilter", "TraceStore", "TraceSummary", "data_dir", "default_trace_path"]
+__all__ = [
+    "PostgresTraceStore",
+    "PurgeResult",
+    "SearchHit",
+    "TraceBackend",
+    "TraceFilter",
+    "TraceStore",
+    "TraceSummary",
+    "data_dir",
+    "default_trace_path",
+    "open_traces",
+]
 
 _LAZY = {
+    "PostgresTraceStore": "podium.trace.postgres",
+    "TraceBackend": "podium.trace.backend",
     "PurgeResult": "podium.trace.query",
     "SearchHit": "podium.trace.query",
     "TraceFilter": "podium.trace.query",
@@ -43,3 +61,25 @@ def data_dir() -> Path:
 def default_trace_path() -> Path:
     """The trace database in :func:`data_dir`: ``traces.sqlite3``."""
     return data_dir() / "traces.sqlite3"
+
+
+def open_traces(
+    path: Path | None = None, *, url: str | None = None, retention_days: float | None = None
+) -> TraceBackend:
+    """The trace store to use: the PostgreSQL database ``url`` (or ``$PODIUM_DATABASE_URL``)
+    names when there is one and no explicit ``path``; else the SQLite file ``path`` (default:
+    :func:`default_trace_path`). An ``sqlite://`` database URL keeps traces in their own file.
+
+    Raises ConfigError when the store cannot be opened (names it and the fix).
+    """
+    if path is None:
+        from podium.store.engine import database_url
+
+        chosen = database_url(url)
+        if chosen is not None and chosen.startswith("postgres"):
+            from podium.trace.postgres import PostgresTraceStore
+
+            return PostgresTraceStore(chosen, retention_days=retention_days)
+    from podium.trace.store import TraceStore
+
+    return TraceStore(path or default_trace_path(), retention_days=retention_days)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.trace.backend import TraceBackend
 from podium.trace.query import TraceFilter
-from podium.trace.store import TraceStore
 
 __all__ = [
     "SHADOW_STATUSES",
@@ -89,15 +89,23 @@ def task_id(item: TrafficItem) -> str:
     return f"traffic/shadow-{item.origin.split(':', 1)[1]}"
 
 
-def open_traces(path: Path) -> TraceStore:
-    """The trace store at ``path``; ConfigError naming the fix when there is none."""
+def open_traces(path: Path) -> TraceBackend:
+    """The trace store at ``path`` (the shared PostgreSQL store instead when
+    ``$PODIUM_DATABASE_URL`` names one and ``path`` is the default file); ConfigError naming the
+    fix when there is none."""
+    from podium.store.engine import database_url
+    from podium.trace import default_trace_path
+    from podium.trace import open_traces as open_store
+
+    if path == default_trace_path() and (database_url() or "").startswith("postgres"):
+        return open_store()
     if not path.is_file():
         raise ConfigError(f"no trace database at {path}; serve traffic first, or pass --traces FILE")
-    return TraceStore(path)
+    return open_store(path)
 
 
 def read_traces(
-    store: TraceStore,
+    store: TraceBackend,
     *,
     since: str | None = None,
     until: str | None = None,
@@ -184,7 +192,7 @@ def _shadow_item(row: dict[str, Any]) -> TrafficItem:
     )
 
 
-def known_tags(store: TraceStore) -> set[str]:
+def known_tags(store: TraceBackend) -> set[str]:
     """Every tag any stored request carries (to tell an unknown tag from an empty window)."""
     return {tag for summary in store.list(limit=_ALL) for tag in summary.tags}
 

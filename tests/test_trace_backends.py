@@ -1,0 +1,123 @@
+"""Both trace stores — the SQLite file and PostgreSQL (a real server, tests/postgres_support.py) —
+behind one interface: the same record comes back field for field, the same purge removes the same
+requests, and on PostgreSQL the purged text is gone from the table files afterwards (VACUUM
+FULL), while kept text is still there (so the byte check can fail). Requests run through the real
+orchestrator with scripted fake workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("sqlalchemy", reason="needs podium[serve]")
+
+from podium.trace.backend import TraceBackend
+from podium.trace.store import TraceStore
+from tests.test_trace_purge import marker, run_marked, tails
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def traces(request: pytest.FixtureRequest, tmp_path: Path) -> TraceBackend:
+    if request.param == "sqlite":
+        return TraceStore(tmp_path / "t.sqlite3")
+    from podium.trace.postgres import PostgresTraceStore
+
+    return PostgresTraceStore(request.getfixturevalue("store_url_postgresql"))
+
+
+def test_a_record_comes_back_field_for_field(traces: TraceBackend) -> None:
+    run_marked(traces, subject="cust-1")  # type: ignore[arg-type]
+    [summary] = traces.list()
+    record = traces.get(summary.id)
+    assert record is not None and record.status == "ok" and record.subject == "cust-1"
+    again = traces.get(traces.resolve_id(summary.id[:6]))
+    assert again == record
+    assert len(record.steps) == 2 and record.steps[1].visible == (0,) and record.steps[1].access == "all"
+    assert summary.steps == 2 and summary.subject == "cust-1"
+    assert traces.spent_since(record.pool, "1970-01-01T00:00:00.000Z") == pytest.approx(record.totals.total_cost_usd)
+
+
+def test_a_running_request_reads_as_unfinished_and_its_question_is_searchable(traces: TraceBackend) -> None:
+    word = marker()
+    traces.begin("e" * 32, f"Is {word} done?", started_at="2026-11-04T00:00:00.000Z", pool="p",
+                 conductor="c", mode="run", tags=("t1",))  # fmt: skip
+    record = traces.get("e" * 32)
+    assert record is not None and (record.status, record.error) == ("error", "unfinished")
+    assert [h.trace.id for h in traces.search(word)] == ["e" * 32]
+    assert traces.list()[0].tags == ("t1",)
+
+
+def test_folded_search_finds_what_was_written_with_accents(traces: TraceBackend) -> None:
+    traces.begin("f" * 32, "Åbner butikken på lørdag?", started_at="2026-11-04T00:00:00.000Z",
+                 pool="p", conductor="c", mode="run")  # fmt: skip
+    [hit] = traces.search("lordag")
+    assert [hit.snippet[a:b] for a, b in hit.highlights] == ["lørdag"]  # shown as written
+    assert traces.search("abner")[0].trace.id == "f" * 32
+
+
+def test_purge_by_subject_removes_it_from_list_search_and_get(traces: TraceBackend) -> None:
+    gone = run_marked(traces, subject="cust-9")  # type: ignore[arg-type]
+    kept = run_marked(traces, subject="cust-2")  # type: ignore[arg-type]
+    dry = traces.purge(subject="cust-9", dry_run=True)
+    assert len(dry.request_ids) == 1 and dry.dry_run and traces.search(gone[0])
+    purged = traces.purge(subject="cust-9")
+    assert purged.request_ids == dry.request_ids and purged.subjects == ("cust-9",)
+    assert traces.get(purged.request_ids[0]) is None
+    assert all(traces.search(m) == [] for m in gone)
+    assert all(traces.search(m) for m in kept)
+    assert [s.subject for s in traces.list()] == ["cust-2"]
+
+
+def _table_bytes(server: Any, url: str) -> bytes:
+    """Every file of the database's tables, indexes and TOAST on disk (base/<database oid>)."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(f"host=127.0.0.1 port={server.port} user=podium dbname={name}") as db:
+        row = db.execute("SELECT oid FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        db.execute("CHECKPOINT")  # dirty pages of the new files reach disk, so a leftover would show
+    assert row is not None
+    folder = server.data / "base" / str(row[0])
+    return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file())
+
+
+def test_postgres_purge_leaves_no_purged_text_in_the_table_files(postgres_server: Any) -> None:
+    from podium.store.engine import open_store
+    from podium.trace.postgres import PostgresTraceStore
+
+    url = postgres_server.new_database()
+    open_store(url, migrate=True).dispose()
+    store = PostgresTraceStore(url)
+    gone = run_marked(store, subject="cust-9", pad=3000)  # type: ignore[arg-type]  # outputs TOASTed
+    kept = run_marked(store, subject="cust-2")  # type: ignore[arg-type]
+    store.flush()
+    before = _table_bytes(postgres_server, url)
+    assert all(t in before for t in tails(gone)), "the check must see the text before the purge"
+    result = store.purge(subject="cust-9")
+    assert result.log_truncated  # on PostgreSQL: VACUUM FULL rewrote the tables
+    after = _table_bytes(postgres_server, url)
+    assert not [t for t in tails(gone) if t in after]
+    assert all(t in after for t in tails(kept))
+    store.close()
+
+
+def test_writes_that_cannot_reach_postgres_are_counted_lost_not_raised(postgres_server: Any) -> None:
+    """The store going away mid-run: requests still get their answers (writes are off the
+    request path); each trace that could not be written is counted and logged."""
+    from podium.store.engine import open_store
+    from podium.trace.postgres import PostgresTraceStore
+
+    url = postgres_server.new_database()
+    open_store(url, migrate=True).dispose()
+    store = PostgresTraceStore(url)
+    import sqlalchemy
+
+    store._engine.dispose()  # the server "goes away": nothing listens at port 1
+    store._engine = sqlalchemy.create_engine("postgresql+psycopg://podium@127.0.0.1:1/none")
+    marks = run_marked(store)  # type: ignore[arg-type]
+    assert marks  # the request answered
+    assert store.flush(timeout=30)
+    stats = store.stats()
+    assert stats.lost == 2 and stats.written == 0 and stats.last_error  # its begin and its finished record
