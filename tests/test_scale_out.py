@@ -157,7 +157,7 @@ def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: P
 
     engine = open_store(url)
     with engine.connect() as connection:
-        settled = connection.scalar(text("SELECT COALESCE(SUM(spent_usd), 0) FROM budget_periods"))
+        settled = connection.scalar(text("SELECT COALESCE(SUM(spent_usd), 0) FROM budget_ledgers"))
         recorded = connection.scalar(text("SELECT COALESCE(SUM(cost_usd), 0) FROM usage"))
         recorded_n = connection.scalar(text("SELECT COUNT(*) FROM usage"))
         holds = connection.scalar(text("SELECT COUNT(*) FROM budget_holds"))

@@ -268,6 +268,12 @@ class RequestBudget:
         self.incidents: list[BudgetIncident] = []
         """Calls of this request that cost more than their reservation."""
 
+    @property
+    def shared(self) -> bool:
+        """Whether a period budget of this request is kept in a database (its reservations and
+        settlements are transactions: callers on an event loop run them in a thread)."""
+        return any(period.shared for period in self.periods)
+
     def overshoot(self, incident: BudgetIncident) -> None:
         """Record a call that cost more than reserved; under any cap, the request then makes no
         further call."""

@@ -9,7 +9,7 @@ The keys live in the store (:mod:`podium.store`): the SQLite file ``keys.sqlite3
 or the database ``PODIUM_DATABASE_URL`` names (PostgreSQL), which every ``podium serve``
 replica then shares — keys, usage, and each key's period budget, reserved and settled in the
 database (:class:`podium.store.ledger.SharedPeriodBudget`), so replicas together hold the cap.
-Tables: :mod:`podium.store.schema` (``keys``, ``usage``, ``budget_periods``, ``budget_holds``).
+Tables: :mod:`podium.store.schema` (``keys``, ``usage``, ``budget_ledgers``, ``budget_holds``).
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """Period budgets kept in the store, so every process (replica) shares one cap.
 
-A :class:`SharedPeriodBudget` is a :class:`~podium.budget.PeriodBudget` whose ledger lives in
-the tables ``budget_periods`` (settled cost per scope and period) and ``budget_holds`` (one row
-per call in flight). Reserving is one transaction: lock the period's row (``SELECT … FOR
-UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` locks the file), add the settled cost and
-the live holds, and insert a hold only when the worst case still fits the cap. Settling is
-another: delete the hold, add the real cost. So N processes together never reserve past the
-cap.
+A :class:`SharedPeriodBudget` is a :class:`~podium.budget.PeriodBudget` whose ledger is one row of
+``budget_ledgers`` (the scope's current period, its settled cost, the cost reserved by calls in
+flight) plus one row of ``budget_holds`` per call in flight. Reserving is one conditional
+update — ``UPDATE … SET reserved_usd = reserved_usd + :cost WHERE spent + reserved + :cost <= :cap
+RETURNING …`` (a new period's spent counting as 0) — and the hold's insert, in one transaction;
+settling deletes the hold and moves its amount from reserved to the real cost. The database
+applies each update atomically under the row's lock, so N processes together never reserve past
+the cap, and the lock is held for two statements.
 
 A hold expires ``hold_ttl_s`` after it was taken (default 15 min, longer than any call a
-deadline allows): the process that took it died before settling, and the hold stops counting.
-What that call really cost is then unknown to podium — the provider's bill is the record.
-
-Why lock-and-sum rather than a counter updated with ``WHERE spent + reserved + :cost <= :cap``:
-a counter cannot forget a crashed process's reservation without a sweeper; holds with an expiry
-need none, and the row lock costs one round trip more.
+deadline allows): the process that took it died before settling. When a reservation does not
+fit, expired holds of the scope are deleted and their amounts released, and it is tried once
+more. What such a call really cost is unknown to podium; the provider's bill is the record.
 
 When the store cannot be reached, a reservation is refused (fail closed, the call is not made):
 serving on without the shared ledger could overshoot the budget by every replica's traffic.
@@ -23,6 +21,7 @@ A settlement that cannot be written is retried three times, then logged; its hol
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ from typing import Any
 from podium.budget import PeriodBudget
 from podium.errors import CostCapExceeded
 from podium.store.engine import insert_ignore
-from podium.store.schema import budget_holds, budget_periods
+from podium.store.schema import budget_holds, budget_ledgers
 
 __all__ = ["Seed", "SharedPeriodBudget"]
 
@@ -44,6 +43,46 @@ log = logging.getLogger(__name__)
 Seed = Callable[[Any, float], float]
 """(connection, period start in Unix s) → USD already spent this period, for a scope's first
 row (e.g. a key's usage recorded before the shared ledger existed)."""
+
+
+@functools.cache
+def _statements() -> dict[str, Any]:
+    """The ledger's statements, built once (values are bound per call): a reservation and a
+    settlement are the hot path — a transaction before and after every worker call."""
+    from sqlalchemy import bindparam, case, delete, insert, update
+
+    ledger = budget_ledgers.c
+    start: Any = bindparam("p_start")
+    new_period = ledger.period_start < start
+    spent = case((new_period, 0.0), else_=ledger.spent_usd)  # a new period starts at 0
+    period = case((new_period, start), else_=ledger.period_start)
+    amount: Any = bindparam("p_amount")
+    return {
+        "reserve": update(budget_ledgers)
+        .where(ledger.scope == bindparam("p_scope"), spent + ledger.reserved_usd + amount <= bindparam("p_cap"))
+        .values(spent_usd=spent, period_start=period, reserved_usd=ledger.reserved_usd + amount)
+        .returning(ledger.spent_usd, ledger.reserved_usd),
+        "settle": update(budget_ledgers)
+        .where(ledger.scope == bindparam("p_scope"))
+        .values(
+            spent_usd=spent + bindparam("p_actual"),
+            period_start=period,
+            reserved_usd=case_floor(ledger.reserved_usd - bindparam("p_released")),
+        )
+        .returning(ledger.spent_usd, ledger.reserved_usd),
+        "insert_hold": insert(budget_holds),
+        "delete_hold": delete(budget_holds)
+        .where(budget_holds.c.id == bindparam("p_id"))
+        .returning(budget_holds.c.amount_usd),
+    }
+
+
+def case_floor(value: Any) -> Any:
+    """``value`` clamped at 0 (float rounding of many reserve/release pairs)."""
+    from sqlalchemy import case
+
+    return case((value < 0.0, 0.0), else_=value)
+
 
 _SLACK = 1e-12  # float rounding of summed costs
 
@@ -87,57 +126,76 @@ class SharedPeriodBudget(PeriodBudget):
         now = self.clock()
         return now, math.floor(now / self.period_s) * self.period_s
 
-    def _spent(self, connection: Any, start: float, *, lock: bool) -> float:
-        """The period's settled cost, creating its row (seeded for the scope's first) if needed."""
-        from sqlalchemy import func, select
+    def _ensure(self, connection: Any, start: float) -> None:
+        """Create the scope's row (seeded, see :data:`Seed`) if it has none yet."""
+        initial = self.seed(connection, start) if self.seed is not None else 0.0
+        row = {"scope": self.scope, "period_start": start, "spent_usd": initial, "reserved_usd": 0.0}
+        insert_ignore(connection, budget_ledgers, row)
 
-        query = select(budget_periods.c.spent_usd).where(
-            budget_periods.c.scope == self.scope, budget_periods.c.period_start == start
-        )
-        if lock:
-            query = query.with_for_update()
-        spent = connection.scalar(query)
-        if spent is None:
-            first = not connection.scalar(
-                select(func.count()).select_from(budget_periods).where(budget_periods.c.scope == self.scope)
+    @property
+    def _cap(self) -> float:
+        return self.cap_usd if self.cap_usd is not None else math.inf
+
+    def _reserve(self, connection: Any, amount_usd: float, start: float) -> Any:
+        """The conditional update: the row after it, or None when the amount does not fit."""
+        values = {"p_scope": self.scope, "p_amount": amount_usd, "p_start": start, "p_cap": self._cap + _SLACK}
+        return connection.execute(_statements()["reserve"], values).first()
+
+    def _release_expired(self, connection: Any, now: float) -> float:
+        """Delete the scope's expired holds and release their amounts; returns the USD released."""
+        from sqlalchemy import delete, update
+
+        amounts = connection.execute(
+            delete(budget_holds)
+            .where(budget_holds.c.scope == self.scope, budget_holds.c.expires <= now)
+            .returning(budget_holds.c.amount_usd)
+        ).all()
+        released = sum(float(a[0]) for a in amounts)
+        if released:
+            ledger = budget_ledgers.c
+            connection.execute(
+                update(budget_ledgers)
+                .where(ledger.scope == self.scope)
+                .values(reserved_usd=case_floor(ledger.reserved_usd - released))
             )
-            initial = self.seed(connection, start) if first and self.seed is not None else 0.0
-            row = {"scope": self.scope, "period_start": start, "spent_usd": initial}
-            insert_ignore(connection, budget_periods, row)
-            spent = connection.scalar(query)
-        return float(spent)
+        return released
 
-    def _held(self, connection: Any, now: float) -> float:
-        from sqlalchemy import func, select
+    def _state(self, connection: Any, start: float, *, create: bool = False) -> tuple[float, float]:
+        """(settled this period, reserved) as the row says (``create``: seeding it if missing)."""
+        from sqlalchemy import select
 
-        total = connection.scalar(
-            select(func.coalesce(func.sum(budget_holds.c.amount_usd), 0.0)).where(
-                budget_holds.c.scope == self.scope, budget_holds.c.expires > now
+        if create:
+            self._ensure(connection, start)
+        row = connection.execute(
+            select(budget_ledgers.c.period_start, budget_ledgers.c.spent_usd, budget_ledgers.c.reserved_usd).where(
+                budget_ledgers.c.scope == self.scope
             )
-        )
-        return float(total or 0.0)
+        ).first()
+        if row is None:
+            return 0.0, 0.0
+        return (0.0 if row[0] < start else float(row[1])), float(row[2])
 
     def hold(self, amount_usd: float) -> object:
         """Reserve ``amount_usd`` (USD) in one transaction; returns the hold's id.
 
-        Raises CostCapExceeded (scope: this ledger's) when settled cost + live holds + the
-        amount exceed the cap, or when the database cannot be reached (fail closed).
+        Raises CostCapExceeded (scope: this ledger's) when settled cost + reserved + the amount
+        exceed the cap, or when the database cannot be reached (fail closed).
         """
-        from sqlalchemy import delete, insert
         from sqlalchemy.exc import SQLAlchemyError
 
         now, start = self._now()
         token = uuid.uuid4().hex
         try:
             with self.engine.begin() as connection:
-                spent = self._spent(connection, start, lock=True)
-                connection.execute(
-                    delete(budget_holds).where(budget_holds.c.scope == self.scope, budget_holds.c.expires <= now)
-                )
-                held = self._held(connection, now)
-                self.period_start, self.spent_usd, self.reserved_usd = start, spent, held
-                remaining = (self.cap_usd or 0.0) - spent - held
-                if amount_usd > remaining + _SLACK:
+                row = self._reserve(connection, amount_usd, start)
+                if row is None:  # no row yet, or no room: create it / free what dead processes held
+                    self._ensure(connection, start)
+                    self._release_expired(connection, now)
+                    row = self._reserve(connection, amount_usd, start)
+                if row is None:
+                    spent, reserved = self._state(connection, start)
+                    self.period_start, self.spent_usd, self.reserved_usd = start, spent, reserved
+                    remaining = (self.cap_usd or 0.0) - spent - reserved
                     raise CostCapExceeded(
                         f"a call needing up to ${amount_usd:.6f} does not fit the {self.scope} budget "
                         f"(${max(remaining, 0):.6f} of ${self.cap_usd:.6f} left)",
@@ -145,16 +203,9 @@ class SharedPeriodBudget(PeriodBudget):
                         remaining_usd=max(remaining, 0.0),
                         scope=self.scope,
                     )
-                connection.execute(
-                    insert(budget_holds).values(
-                        id=token,
-                        scope=self.scope,
-                        amount_usd=amount_usd,
-                        created=now,
-                        expires=now + self.hold_ttl_s,
-                        holder=self.holder,
-                    )
-                )
+                hold = {"id": token, "scope": self.scope, "amount_usd": amount_usd, "created": now}
+                connection.execute(_statements()["insert_hold"], {**hold, "expires": now + self.hold_ttl_s,
+                                                                  "holder": self.holder})  # fmt: skip
         except SQLAlchemyError as exc:
             raise CostCapExceeded(
                 f"the {self.scope} budget's database cannot be reached ({type(exc).__name__}); the call is "
@@ -163,27 +214,24 @@ class SharedPeriodBudget(PeriodBudget):
                 remaining_usd=0.0,
                 scope=self.scope,
             ) from None
-        self.reserved_usd += amount_usd
+        self.period_start, self.spent_usd, self.reserved_usd = start, float(row[0]), float(row[1])
         return token
 
     def settle_hold(self, token: object, actual_usd: float) -> None:
-        """Replace hold ``token`` by the real cost ``actual_usd`` (USD), in this period's row."""
-        from sqlalchemy import delete, update
+        """Replace hold ``token`` by the real cost ``actual_usd`` (USD), in the current period."""
         from sqlalchemy.exc import SQLAlchemyError
 
+        statements = _statements()
         for attempt in range(3):
             _, start = self._now()
             try:
                 with self.engine.begin() as connection:
-                    connection.execute(delete(budget_holds).where(budget_holds.c.id == token))
-                    spent = self._spent(connection, start, lock=True)
-                    if actual_usd:
-                        connection.execute(
-                            update(budget_periods)
-                            .where(budget_periods.c.scope == self.scope, budget_periods.c.period_start == start)
-                            .values(spent_usd=budget_periods.c.spent_usd + actual_usd)
-                        )
-                self.period_start, self.spent_usd = start, spent + actual_usd
+                    held = connection.execute(statements["delete_hold"], {"p_id": token}).first()
+                    released = float(held[0]) if held is not None else 0.0  # None: expired and released already
+                    values = {"p_scope": self.scope, "p_start": start, "p_actual": actual_usd, "p_released": released}
+                    row = connection.execute(statements["settle"], values).first()
+                if row is not None:
+                    self.period_start, self.spent_usd, self.reserved_usd = start, float(row[0]), float(row[1])
                 return
             except SQLAlchemyError as exc:
                 if attempt == 2:
@@ -198,13 +246,12 @@ class SharedPeriodBudget(PeriodBudget):
                 time.sleep(0.05 * (attempt + 1))
 
     def refresh(self) -> None:
-        """Read this period's settled cost and live holds from the database into
+        """Read this period's settled cost and the reserved cost from the database into
         ``spent_usd`` / ``reserved_usd``. Raises SQLAlchemyError when it is unreachable."""
-        now, start = self._now()
+        _, start = self._now()
         with self.engine.begin() as connection:
-            self.period_start = start
-            self.spent_usd = self._spent(connection, start, lock=False)
-            self.reserved_usd = self._held(connection, now)
+            spent, reserved = self._state(connection, start, create=True)
+        self.period_start, self.spent_usd, self.reserved_usd = start, spent, reserved
 
     def exhausted(self) -> bool:
         """Whether the period's settled cost has reached the cap, as the database says (False

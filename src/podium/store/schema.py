@@ -9,9 +9,10 @@ Tables:
         period, period name, created/revoked (UTC ISO 8601).
     usage: one row per answered request — key name, request id (= trace id), time (Unix s),
         cost USD.
-    budget_periods: one row per (ledger scope, period start, Unix s) — the settled cost, USD.
-    budget_holds: reservations of calls in flight — id, scope, amount USD, created and expiry
-        (Unix s), holder (host:pid); an expired hold no longer counts (its process died).
+    budget_ledgers: one row per ledger scope (e.g. ``key:team-a/day``) — the current period's
+        start (Unix s), its settled cost and the cost reserved by calls in flight, USD.
+    budget_holds: one row per call in flight — id, scope, amount USD, created and expiry (Unix
+        s), holder (host:pid); an expired hold's amount is released (its process died).
     requests, plan_attempts, steps, search_text: the traces, on PostgreSQL (the embedded SQLite
         trace file has its own schema in :mod:`podium.trace.store`, with the same columns); the
         search texts carry a ``tsvector`` of their folded form with a GIN index.
@@ -38,7 +39,7 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 __all__ = [
     "TRACE_TABLES",
     "budget_holds",
-    "budget_periods",
+    "budget_ledgers",
     "keys",
     "metadata",
     "plan_attempts",
@@ -71,13 +72,13 @@ usage = Table(
     Index("usage_key_at", "key", "at"),
 )
 
-budget_periods = Table(
-    "budget_periods",
+budget_ledgers = Table(
+    "budget_ledgers",
     metadata,
-    Column("scope", Text, nullable=False),
+    Column("scope", Text, primary_key=True),
     Column("period_start", Float, nullable=False),
     Column("spent_usd", Float, nullable=False),
-    PrimaryKeyConstraint("scope", "period_start", name="budget_periods_pk"),
+    Column("reserved_usd", Float, nullable=False),
 )
 
 budget_holds = Table(

@@ -21,7 +21,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from podium.budget import call_ticket, current_budget, prompt_token_bound, worst_case_cost
+from podium.budget import (
+    RequestBudget,
+    Reservation,
+    call_ticket,
+    current_budget,
+    prompt_token_bound,
+    worst_case_cost,
+)
 from podium.errors import (
     TRANSIENT_ERRORS,
     ClientError,
@@ -143,7 +150,7 @@ class BudgetGuard(_Wrapper):
         else:
             prompt = prompt_token_bound([*messages, _as_message(prefix)])
             amount = worst_case_cost(self.price, prompt, settings.max_tokens)
-        reservation = budget.reserve(amount)
+        reservation = await _reserve(budget, amount)
         timeout = budget.call_timeout_s()
         with call_ticket() as ticket:
             try:
@@ -166,7 +173,10 @@ class BudgetGuard(_Wrapper):
         if not result.usage_reported:  # the real cost is unknown: keep the worst case so caps still hold
             reservation.settle(reservation.amount_usd)
             return result
-        reservation.settle(result.cost_usd)
+        if budget.shared:  # a database transaction: off the event loop (it completes even if cancelled)
+            await asyncio.shield(asyncio.to_thread(reservation.settle, result.cost_usd))
+        else:
+            reservation.settle(result.cost_usd)
         if result.cost_usd > reservation.amount_usd * (1 + 1e-9) + 1e-12:
             incident = BudgetIncident(self.name, reservation.amount_usd, result.cost_usd)
             budget.overshoot(incident)
@@ -178,6 +188,25 @@ class BudgetGuard(_Wrapper):
                 reservation.amount_usd,
             )
         return result
+
+
+async def _reserve(budget: RequestBudget, amount: float) -> Reservation:
+    """``budget.reserve(amount)``; with a shared (database) ledger in a thread, so the event loop
+    serves other requests meanwhile. A caller cancelled while it runs never gets the reservation,
+    so it is released as soon as it lands."""
+    if not budget.shared:
+        return budget.reserve(amount)
+    task = asyncio.ensure_future(asyncio.to_thread(budget.reserve, amount))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+
+        def release(done: asyncio.Future[Reservation]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                done.result().settle(0.0)
+
+        task.add_done_callback(release)
+        raise
 
 
 def _as_message(prefix: str) -> Message:

@@ -1,4 +1,4 @@
-"""Keys, their usage, and the shared budget ledger (periods + holds).
+"""Keys, their usage, and the shared budget ledger (ledgers + holds).
 
 Revision ID: 0001
 Revises: none
@@ -38,11 +38,11 @@ def upgrade() -> None:
         )
         op.create_index("usage_key_at", "usage", ["key", "at"])
     op.create_table(
-        "budget_periods",
-        sa.Column("scope", sa.Text, nullable=False),
+        "budget_ledgers",
+        sa.Column("scope", sa.Text, primary_key=True),
         sa.Column("period_start", sa.Float, nullable=False),
         sa.Column("spent_usd", sa.Float, nullable=False),
-        sa.PrimaryKeyConstraint("scope", "period_start", name="budget_periods_pk"),
+        sa.Column("reserved_usd", sa.Float, nullable=False),
     )
     op.create_table(
         "budget_holds",
@@ -58,4 +58,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("budget_holds")
-    op.drop_table("budget_periods")
+    op.drop_table("budget_ledgers")
