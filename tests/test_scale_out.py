@@ -208,3 +208,36 @@ def _trace_ids(url: str | None, files: list[Path]) -> dict[str, int]:
     for (request_id,) in rows:
         ids[request_id] = ids.get(request_id, 0) + 1
     return ids
+
+
+def test_a_config_edit_reaches_every_worker_process(tmp_path: Path) -> None:
+    """The kill switch with ``--workers 2``: each process watches the configuration file, so
+    one edit switches all of them to the fallback pipeline within seconds."""
+    env = {**os.environ, "PODIUM_HOME": str(tmp_path / "home")}
+    env.pop("PODIUM_DATABASE_URL", None)
+    upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN))
+    config = tmp_path / "serve.toml"
+    config.write_text('serving = "conductor"\n')
+    port = _free_port()
+    proc = _start_serve(port, _pool(tmp_path, upstream.url), tmp_path / "t.sqlite3", env,
+                        "--workers", "2", "--config", str(config))  # fmt: skip
+    try:
+
+        def serving() -> dict[int, str]:
+            seen: dict[int, str] = {}
+            for _ in range(60):  # a new connection each time: the kernel hands them to either process
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()
+                seen[health["process"]] = health["serving"]
+            return seen
+
+        before = serving()
+        assert len(before) == 2 and set(before.values()) == {"conductor"}, before
+        config.write_text('serving = "fallback"\n')
+        deadline = time.monotonic() + 15
+        while (after := serving()) and set(after.values()) != {"fallback"} and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert set(after.values()) == {"fallback"} and set(after) <= set(before), after
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        upstream.stop()

@@ -36,6 +36,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import signal
 import time
 import uuid
@@ -830,6 +831,7 @@ def create_app(server: Server) -> FastAPI:
         return {
             "status": "ok",
             "version": __version__,
+            "process": os.getpid(),  # which server process answered (several with --workers N)
             "serving": loaded.config.serving,
             "pool": loaded.pool.name,
             "models": list(loaded.models),
