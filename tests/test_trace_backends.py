@@ -114,10 +114,42 @@ def test_writes_that_cannot_reach_postgres_are_counted_lost_not_raised(postgres_
     store = PostgresTraceStore(url)
     import sqlalchemy
 
-    store._engine.dispose()  # the server "goes away": nothing listens at port 1
-    store._engine = sqlalchemy.create_engine("postgresql+psycopg://podium@127.0.0.1:1/none")
+    store.engine.dispose()  # the server "goes away": nothing listens at port 1
+    store.engine = sqlalchemy.create_engine("postgresql+psycopg://podium@127.0.0.1:1/none")
     marks = run_marked(store)  # type: ignore[arg-type]
     assert marks  # the request answered
     assert store.flush(timeout=30)
     stats = store.stats()
     assert stats.lost == 2 and stats.written == 0 and stats.last_error  # its begin and its finished record
+
+
+def test_the_pools_daily_budget_is_shared_when_traces_are_in_postgres(postgres_server: Any) -> None:
+    """Two processes' orchestrators (two stores on one database) draw on one pool day budget,
+    which starts from what today's stored traces already cost."""
+    from podium.pool import LimitsConfig, load_pool, packaged_pools
+    from podium.runtime import _periods
+    from podium.store.engine import open_store
+    from podium.store.ledger import SharedPeriodBudget, spent_by_pool
+    from podium.trace.postgres import PostgresTraceStore
+
+    url = postgres_server.new_database()
+    open_store(url, migrate=True).dispose()
+    first, second = PostgresTraceStore(url), PostgresTraceStore(url)
+    config = load_pool(packaged_pools()["local"])
+    config = config.model_copy(update={"limits": LimitsConfig(daily_budget_usd=0.01)})
+    [a] = _periods(config, first)
+    [b] = _periods(config, second)
+    assert isinstance(a, SharedPeriodBudget) and isinstance(b, SharedPeriodBudget)
+    a.settle_hold(a.hold(0.006), 0.006)
+    with pytest.raises(Exception, match="does not fit"):
+        b.hold(0.005)  # the other process sees what the first spent
+    b.hold(0.004)
+    # a pool's first day starts from what today's traces of that pool already cost
+    run_marked(first)  # type: ignore[arg-type]  # pool "pool", a few tenths of a cent
+    first.flush()
+    [spent] = [r for r in first.list() if r.total_cost_usd]
+    seeded = SharedPeriodBudget(first.engine, 1.0, scope="pool:pool/day", seed=spent_by_pool("pool"))
+    seeded.refresh()
+    assert seeded.spent_usd == pytest.approx(spent.total_cost_usd)
+    first.close()
+    second.close()

@@ -157,12 +157,20 @@ def _limits(c: LimitsConfig) -> Limits:
 
 
 def _periods(config: PoolConfig, traces: TraceBackend | None) -> list[PeriodBudget]:
-    """The pool's daily budget, starting from what today's stored traces already spent (so it
-    holds across separate ``podium run`` processes sharing a trace store)."""
+    """The pool's daily budget. With traces in PostgreSQL: a ledger in that database, shared by
+    every process using it (:class:`~podium.store.ledger.SharedPeriodBudget`; its first day starts
+    from today's stored traces). Otherwise one per process, starting from what today's stored
+    traces already spent (so it holds across ``podium run`` processes run one after another)."""
     cap = config.limits.daily_budget_usd
     if cap is None:
         return []
-    day = PeriodBudget(cap, period_s=86_400, scope=f"pool:{config.name}/day")
+    scope = f"pool:{config.name}/day"
+    engine = getattr(traces, "engine", None)
+    if engine is not None:
+        from podium.store.ledger import SharedPeriodBudget, spent_by_pool
+
+        return [SharedPeriodBudget(engine, cap, period_s=86_400, scope=scope, seed=spent_by_pool(config.name))]
+    day = PeriodBudget(cap, period_s=86_400, scope=scope)
     if traces is not None:
         since = datetime.fromtimestamp(day.period_start, UTC).isoformat(timespec="milliseconds")
         day.spent_usd = traces.spent_since(config.name, since.replace("+00:00", "Z"))

@@ -36,7 +36,7 @@ from podium.errors import CostCapExceeded
 from podium.store.engine import insert_ignore
 from podium.store.schema import budget_holds, budget_ledgers
 
-__all__ = ["Seed", "SharedPeriodBudget"]
+__all__ = ["Seed", "SharedPeriodBudget", "spent_by_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,26 @@ def _statements() -> dict[str, Any]:
         .where(budget_holds.c.id == bindparam("p_id"))
         .returning(budget_holds.c.amount_usd),
     }
+
+
+def spent_by_pool(pool: str) -> Seed:
+    """A pool ledger's seed: what the stored traces of ``pool`` (PostgreSQL trace tables) cost
+    since the period's start."""
+
+    def seed(connection: Any, start: float) -> float:
+        from datetime import UTC, datetime
+
+        from sqlalchemy import func, select
+
+        from podium.store.schema import requests
+
+        since = datetime.fromtimestamp(start, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        total = func.coalesce(func.sum(requests.c.total_cost_usd), 0.0)
+        return float(
+            connection.scalar(select(total).where(requests.c.pool == pool, requests.c.started_at >= since)) or 0.0
+        )
+
+    return seed
 
 
 def case_floor(value: Any) -> Any:

@@ -84,6 +84,7 @@ class PostgresTraceStore:
 
     Attributes:
         path: the URL, password masked (what messages name).
+        engine: the database's SQLAlchemy engine (period budgets of the pool share it).
 
     Raises ConfigError (StoreError) when the database cannot be reached or is behind the code.
     """
@@ -104,7 +105,7 @@ class PostgresTraceStore:
         self.url = url
         self.path = mask_url(url)
         self.retention_days = retention_days
-        self._engine = open_store(url)
+        self.engine = open_store(url)
         self._listeners: list[PurgeListener] = []
         self._lock = threading.Lock()
         self._retention_checked = time.monotonic()
@@ -170,7 +171,7 @@ class PostgresTraceStore:
         ]  # fmt: skip
         texts += [_text(b.request_id, "question", "", b.question) for b in begins]
         try:
-            with self._engine.begin() as db:
+            with self.engine.begin() as db:
                 if running:  # a begin that arrives after its finished record changes nothing
                     db.execute(upsert(requests).on_conflict_do_nothing(), running)
                     db.execute(delete(search_text).where(search_text.c.request_id.in_([b.request_id for b in begins])))
@@ -204,7 +205,7 @@ class PostgresTraceStore:
         """Store what is queued, stop the writer, close the connections. Idempotent."""
         if self._writer is not None:
             self._writer.close()
-        self._engine.dispose()
+        self.engine.dispose()
 
     # ------------------------------------------------------------------ reading
 
@@ -213,7 +214,7 @@ class PostgresTraceStore:
 
         self.flush()
         try:
-            with self._engine.connect() as db:
+            with self.engine.connect() as db:
                 return list(db.execute(query).mappings())
         except SQLAlchemyError as exc:
             raise TraceStoreError(f"cannot read the trace store {self.path}: {_first_line(exc)}") from None
@@ -412,7 +413,7 @@ class PostgresTraceStore:
             ids = self.select(before=before, request_ids=request_ids, subject=subject)
             return PurgeResult(ids, self._subjects(ids), True, size_before, size_before, False)
         try:
-            with self._engine.begin() as db:
+            with self.engine.begin() as db:
                 rows = db.execute(
                     select(requests.c.id, requests.c.subject)
                     .where(condition)
@@ -446,7 +447,7 @@ class PostgresTraceStore:
 
         names = ", ".join(t.name for t in TRACE_TABLES)
         try:
-            with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as db:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as db:
                 db.exec_driver_sql(f"VACUUM FULL {names}")
         except SQLAlchemyError as exc:
             raise TraceStoreError(
