@@ -387,3 +387,20 @@ def render_register(console: Console, register: Register) -> None:
             f"{r.requests} / {r.calls}\nlast {r.last[:16].replace('T', ' ')}",
         )
     console.print(table)
+
+
+def print_record(record: RunRecord, as_json: bool, out: Console) -> None:
+    """``record`` as JSON, or as the plan / run view ``podium plan`` and ``podium run`` print."""
+    import json
+
+    from rich.text import Text
+
+    if as_json:
+        print(json.dumps(record.to_json(), indent=2, ensure_ascii=False))
+    elif record.mode == "plan":
+        render_plan(out, record)
+        if record.status == "error":
+            out.print(Text(record.error or "no valid workflow", style="red"))
+        out.print(f"[dim]trace {record.id}[/]")
+    else:
+        render_run(out, record)

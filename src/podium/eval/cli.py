@@ -230,3 +230,86 @@ def _print_gate(result: GateResult, baseline: Path, out: Console) -> None:
         )
     style = "bold red" if result.regressions else "green"
     out.print(Text(f"gate: {result.regressions} regression(s) over {result.methods} method(s)", style=style))
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``podium eval`` on the top-level subparsers."""
+    p = sub.add_parser(
+        "eval",
+        help="evaluate the conductor against baselines on a task set (quality, cost, latency)",
+        description=(
+            "Run conductors and baselines on a task set (live, over a pool) or an outcome matrix (replay); "
+            "write eval.json, eval.md and pareto.png. Worker calls are cached by exact request, so reruns "
+            "are incremental. With --baseline, exit 3 when quality drops or cost / p95 latency rise beyond "
+            "the margins."
+        ),
+    )
+    src = p.add_argument_group("what to run on")
+    src.add_argument(
+        "--tasks",
+        type=Path,
+        action="append",
+        help="task set (JSONL): a regression set, GSM8K, HumanEval or MBPP file; repeat to evaluate several as one",
+    )
+    src.add_argument("--ids", type=Path, help="keep only these task ids (a file, one per line), in that order")
+    src.add_argument("--replay", type=Path, metavar="MATRIX.csv", help="outcome matrix (RouterBench columns)")
+    src.add_argument("--split", help="keep this split (MBPP: test/validation/train; replay default: test)")
+    src.add_argument("--limit", type=int, help="first N tasks")
+    src.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
+    src.add_argument("--seed", type=int, default=0, help="seed of --sample and --matrix-split (default 0)")
+    src.add_argument("--tag", action="append", default=[], help="keep tasks with this tag (repeatable)")
+    src.add_argument("--from", dest="from_report", type=Path, metavar="EVAL.json",
+                     help="do not run: re-render (and gate) a stored report")  # fmt: skip
+    how = p.add_argument_group("how")
+    how.add_argument("--pool", help="pool file or preset (live; default: the embedded local pool)")
+    how.add_argument(
+        "--methods",
+        help="comma-separated: conductor (the pool file's), conductor:POOL (another pool file's, same workers), "
+        "single, single:NAME, cheapest, strongest, random, pipeline, moa, router, oracle, light:NAME[@vN], "
+        "light:PATH.npz, lm:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
+        "single,random,router,oracle)",
+    )
+    how.add_argument(
+        "--lambdas", help="router λ sweep, comma-separated 1/USD (default: 23 values calibrated on the training split)"
+    )
+    how.add_argument("--judge", help="pool worker that grades open-ended tasks")
+    how.add_argument(
+        "--router-data",
+        type=Path,
+        metavar="EVAL.json",
+        help="live router training data: a report of '--methods single' on other questions",
+    )
+    how.add_argument("--concurrency", type=int, help="requests in flight (default: 1 live, 32 replay)")
+    how.add_argument("--cache", type=Path, help="request cache file (default: ~/.cache/podium/eval/requests.sqlite3)")
+    how.add_argument("--no-cache", action="store_true", help="call every worker afresh (nothing read or stored)")
+    how.add_argument("--traces", type=Path, help="also store every request's trace in this database")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", type=Path, default=Path("podium-eval"), help="report folder (default: ./podium-eval)")
+    out.add_argument("--no-plot", action="store_true", help="skip pareto.png")
+    out.add_argument(
+        "--matrix",
+        type=Path,
+        metavar="OUT.csv",
+        help="also write (or extend) an outcome matrix of the single-worker results, for podium train --replay",
+    )
+    out.add_argument(
+        "--matrix-split",
+        type=float,
+        metavar="SHARE",
+        help="with --matrix: put this share of the file's questions in split 'train', the rest in 'test' "
+        "(a seeded shuffle, --seed; e.g. 0.8). Without it a set with no splits is all 'test'",
+    )
+    out.add_argument("--summary-only", action="store_true", help="leave per-request results out of eval.json")
+    out.add_argument("--json", action="store_true", help="print the summaries (not per-task results) as JSON")
+    g = p.add_argument_group("regression gate")
+    g.add_argument(
+        "--baseline", type=Path, metavar="EVAL.json", help="compare with this report; exit 3 on a regression"
+    )
+    g.add_argument("--max-quality-drop", type=float, default=0.02, help="absolute (default 0.02)")
+    g.add_argument("--max-cost-rise", type=float, default=0.10, help="relative (default 0.10 = +10 %%)")
+    g.add_argument("--max-p95-rise", type=float, default=0.25, help="relative (default 0.25 = +25 %%)")
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run ``podium eval``; returns the exit code."""
+    return cmd_eval(args, out, err)
