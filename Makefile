@@ -10,7 +10,7 @@ override Q := Janet’s ducks lay 16 eggs per day. She eats three for breakfast 
 endif
 export Q
 
-.PHONY: venv llama setup setup-dev run test lint typecheck bench clean
+.PHONY: venv llama setup setup-dev run test check lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ typecheck:
 
 test: setup-dev lint typecheck
 	$(BIN)/pytest
+
+# The developer's loop (after one `make setup-dev`): lint, types and the fast tests — no model,
+# browser or slow (>1 s) test — in under a minute. `make test` is the full suite CI runs.
+check: lint typecheck
+	$(BIN)/pytest -q -m "not slow and not model and not browser"
 
 bench: setup
 	$(BIN)/python bench/conductor_choice.py

@@ -41,6 +41,7 @@ def _pool() -> list[Worker]:
     return [*(ScriptedWorker(n, reply=_reply) for n in names), PythonToolWorker("python")]
 
 
+@pytest.mark.slow
 def test_record_writes_one_row_per_question_and_resumes(tmp_path: Path) -> None:
     catalogue = local_catalogue()
     pool = _pool()

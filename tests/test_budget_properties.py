@@ -62,6 +62,7 @@ class _Provider(ScriptedWorker):
     st.lists(st.booleans(), min_size=12, max_size=12),
     st.floats(0.002, 0.05),
 )
+@pytest.mark.slow
 def test_every_reservation_is_released_and_caps_hold_up_to_incidents(
     scripts: list[list[str]], cancel: list[bool], day_cap: float
 ) -> None:

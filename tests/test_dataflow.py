@@ -40,6 +40,7 @@ def traced(tmp_path: Path, *, extra_b: str = "", db: Path | None = None) -> Trac
     return store
 
 
+@pytest.mark.slow
 def test_register_lists_each_recipient_with_categories_pii_kinds_and_counts(tmp_path: Path) -> None:
     since = utc_now()
     store = traced(tmp_path)
@@ -128,3 +129,24 @@ def test_default_endpoints_match_the_backends() -> None:
         "anthropic": AnthropicWorker.default_base_url,
         "gemini": GeminiWorker.default_base_url,
     } == DEFAULT_ENDPOINTS
+
+
+def test_the_register_sees_requests_whose_traces_are_still_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads wait for the writes queued before them: the register too (it read the file at once,
+    so a request finished a moment ago could be missing). A slow disk is simulated by writers
+    whose commits take 0.3 s."""
+    import time
+
+    commit = TraceStore._commit
+
+    def slow(self: TraceStore, ops: object) -> None:
+        time.sleep(0.3)
+        commit(self, ops)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TraceStore, "_commit", slow)
+    since = utc_now()
+    store = traced(tmp_path)
+    register = build_register(store, since, parse_time("2999-01-01"))
+    assert {r.recipient for r in register.recipients} == {"ext-a", "ext-b"}

@@ -123,6 +123,7 @@ def test_replay_eval_figures_match_hand_computation(matrix_path: Path) -> None:
     assert report["methods"]["oracle"]["pgr"] == pytest.approx((1.0 - 0.5) / (0.75 - 0.5))
 
 
+@pytest.mark.slow
 def test_cli_replay_report_files_and_regression_gate(
     matrix_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

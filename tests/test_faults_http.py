@@ -131,6 +131,7 @@ def test_connection_reset_is_a_transport_error() -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_stream_that_hangs_midway_ends_at_the_deadline() -> None:
     async def handler(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")

@@ -288,6 +288,7 @@ def test_a_period_budget_refusal_ends_the_request_without_the_fallback() -> None
 # --- 4. a per-call timeout bounds the whole call ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_trickling_stream_ends_at_the_workers_timeout(tmp_path: Path) -> None:
     """An OpenAI-compatible server that sends one chunk every 0.3 s, forever: with timeout_s = 1
     the call ends near 1 s (the SDK's per-read timeout let it run 15 s)."""
@@ -353,6 +354,7 @@ def served(tmp_path: Path) -> Iterator[str]:
     ("content", "status"),
     [("", 400), ("   \n ", 400), (None, 400), ("x" * 120_000, 400)],
 )
+@pytest.mark.slow
 def test_bad_questions_are_400_in_the_openai_shape(served: str, content: object, status: int) -> None:
     import httpx
 
@@ -447,6 +449,7 @@ def test_spans_whose_export_timed_out_are_unconfirmed_not_lost() -> None:
     assert (refused.unconfirmed, refused.failed) == (0, 1)
 
 
+@pytest.mark.slow
 def test_an_export_still_in_flight_at_shutdown_is_unconfirmed_not_lost(tmp_path: Path) -> None:
     """The walk-through's `podium run` against a collector answering after 3 s (export timeout
     1 s): it printed '4 lost (unsent at shutdown: 4)' though the collector got all the spans —

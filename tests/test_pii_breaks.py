@@ -19,6 +19,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from podium.trace.store import TraceStore
 from tests.test_pii import fakes, leaks, pool_file, question_of, run
 from tests.test_pii_http import _run_case
@@ -77,6 +79,7 @@ def test_break_2_glued_and_run_together_values_never_reach_the_worker(tmp_path: 
     assert answer == GLUED  # restored exactly
 
 
+@pytest.mark.slow
 def test_break_3a_altered_placeholders_are_restored_or_fail_closed(tmp_path: Path) -> None:
     question = "Ring til Søren Østergaard."
     # the worker writes the placeholder back the ways the tester saw

@@ -77,6 +77,7 @@ backend = "python"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.slow
 def test_the_http_request_body_carries_no_listed_value_and_the_answer_is_restored(
     case: dict[str, Any], tmp_path: Path
 ) -> None:

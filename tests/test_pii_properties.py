@@ -58,6 +58,7 @@ def glued(draw: st.DrawFn) -> tuple[str, list[Sample], int]:
 
 @SETTINGS
 @given(case=glued())
+@pytest.mark.slow
 def test_glued_values_never_leak_and_restore_exactly_after_the_worker_rewrites_placeholders(
     case: tuple[str, list[Sample], int], pseudonymizer: Pseudonymizer
 ) -> None:
@@ -73,6 +74,7 @@ def test_glued_values_never_leak_and_restore_exactly_after_the_worker_rewrites_p
 
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["DK_CPR", "IBAN_CODE", "CREDIT_CARD", "PHONE_NUMBER"]))
+@pytest.mark.slow
 def test_a_value_written_two_ways_gets_two_placeholders_and_each_comes_back_as_written(
     seed: int, kind: str, pseudonymizer: Pseudonymizer
 ) -> None:
@@ -129,6 +131,7 @@ def test_streamed_restoration_never_shows_text_the_answer_does_not_keep(seed: in
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), shift=st.integers(0, 450))
+@pytest.mark.slow
 def test_long_texts_are_analysed_in_chunks_without_losing_a_value_at_a_seam(
     seed: int, shift: int, pseudonymizer: Pseudonymizer
 ) -> None:

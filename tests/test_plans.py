@@ -103,6 +103,7 @@ def _live(plan: Plan, bank_dir: Path, task: Task, cache: RequestCache) -> tuple[
     return verdict.score, record.totals.cost_usd
 
 
+@pytest.mark.slow
 def test_restored_cache_replays_every_plan_exactly_as_the_outcome_arrays_say(bank_dir: Path, tmp_path: Path) -> None:
     bank = read_bank(bank_dir)
     cache = RequestCache(tmp_path / "restored.sqlite3")

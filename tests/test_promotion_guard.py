@@ -63,6 +63,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Registry, st
     return registry, str(write_matrix(tmp_path / "m.csv"))
 
 
+@pytest.mark.slow
 def test_a_cheaper_candidate_that_loses_quality_is_refused(
     setup: tuple[Registry, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -75,6 +76,7 @@ def test_a_cheaper_candidate_that_loses_quality_is_refused(
     assert registry.promoted("light").ref == "light@v1"
 
 
+@pytest.mark.slow
 def test_the_operator_can_override_and_it_is_logged(
     setup: tuple[Registry, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from podium.messages import GrantedStep, worker_messages
 from podium.pool import load_pool
 from podium.workers import build_pool_workers
@@ -45,6 +47,7 @@ def test_errors_and_exit_codes_are_reported() -> None:
     assert "ZeroDivisionError" in run("1/0")
 
 
+@pytest.mark.slow
 def test_wall_time_limit_kills_the_program() -> None:
     assert "killed after the 5 s time limit" in asyncio.run(PythonToolWorker("p", timeout_s=5).run("while True: pass"))
 

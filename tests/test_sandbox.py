@@ -28,12 +28,14 @@ def test_a_failing_program_reports_its_status_and_traceback() -> None:
     assert "AssertionError" in run("assert 1 == 2").stderr
 
 
+@pytest.mark.slow
 def test_the_wall_time_limit_kills_it_and_says_so() -> None:
     result = run("while True: pass", timeout_s=1)
     assert result.timed_out and result.exit_code is None and not result.passed
     assert 1.0 <= result.wall_s < 2.0
 
 
+@pytest.mark.slow
 def test_processes_the_program_started_die_with_it() -> None:
     # `sleep` inherits the output pipes: killing only the program would leave the reader
     # waiting 60 s for them to close.

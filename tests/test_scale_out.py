@@ -89,6 +89,7 @@ def _start_serve(
 
 
 @pytest.mark.parametrize("deployment", ["3 replicas + PostgreSQL", "--workers 3 + SQLite"])
+@pytest.mark.slow
 def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: Path, request: Any) -> None:
     """200 concurrent requests on one key with a $0.20 budget, spread over three processes:
     separate replicas on three ports against one PostgreSQL database, or one ``podium serve
@@ -210,6 +211,7 @@ def _trace_ids(url: str | None, files: list[Path]) -> dict[str, int]:
     return ids
 
 
+@pytest.mark.slow
 def test_a_config_edit_reaches_every_worker_process(tmp_path: Path) -> None:
     """The kill switch with ``--workers 2``: each process watches the configuration file, so
     one edit switches all of them to the fallback pipeline within seconds."""

@@ -162,6 +162,7 @@ def test_request_options_restrict_workers_and_are_traced(running: Running, trace
     assert "support" in record.tags and record.subject == "customer-7"
 
 
+@pytest.mark.slow
 def test_keys_are_required_once_one_exists_and_budgets_hold(tmp_path: Path, traces: TraceStore) -> None:
     keys = KeyStore(tmp_path / "keys.sqlite3")
     # a request reserves its conductor call's worst case (~$0.02 at $5/M: the prompt's bytes plus 800
@@ -207,6 +208,7 @@ def test_keys_are_required_once_one_exists_and_budgets_hold(tmp_path: Path, trac
     assert not keys.active()
 
 
+@pytest.mark.slow
 def test_the_kill_switch_reloads_without_a_restart(tmp_path: Path, traces: TraceStore) -> None:
     config = tmp_path / "serve.toml"
     config.write_text('serving = "conductor"\n')
@@ -231,6 +233,7 @@ def test_the_kill_switch_reloads_without_a_restart(tmp_path: Path, traces: Trace
         running.stop()
 
 
+@pytest.mark.slow
 def test_shutdown_lets_an_in_flight_request_finish_with_its_trace(traces: TraceStore) -> None:
     running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool(delay_s=0.5))))
     result: dict[str, str] = {}
@@ -303,6 +306,7 @@ def test_served_requests_are_exported_as_spans_when_telemetry_is_on(
     assert telemetry["spans_dropped"] == 0
 
 
+@pytest.mark.slow
 def test_a_registry_rollback_changes_the_served_conductor_without_a_restart(
     tmp_path: Path, traces: TraceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,7 @@ async def burst(url: str, n: int, gap_s: float = 0.05) -> list[tuple[int, dict[s
         return list(await asyncio.gather(*(one(i) for i in range(n))))
 
 
+@pytest.mark.slow
 def test_a_request_without_a_slot_gets_503_with_a_trace_and_is_counted(tmp_path: Path) -> None:
     running, traces = server(tmp_path, "max_in_flight = 1\nqueue_timeout_s = 0\n", delay_s=0.3)
     try:
@@ -101,6 +102,7 @@ def test_a_request_without_a_slot_gets_503_with_a_trace_and_is_counted(tmp_path:
     assert {r.id for r in traces.list()} == {first, refused}  # one trace per request, 503 included
 
 
+@pytest.mark.slow
 def test_requests_over_the_limit_wait_their_turn_and_all_get_answers(tmp_path: Path) -> None:
     running, traces = server(tmp_path, "max_in_flight = 1\nqueue_timeout_s = 30\n", delay_s=0.2)
     try:
@@ -117,6 +119,7 @@ def test_requests_over_the_limit_wait_their_turn_and_all_get_answers(tmp_path: P
     assert ends[0] <= starts[1] and ends[1] <= starts[2]
 
 
+@pytest.mark.slow
 def test_a_wait_longer_than_queue_timeout_s_gets_503(tmp_path: Path) -> None:
     running, traces = server(tmp_path, "max_in_flight = 1\nqueue_timeout_s = 0.3\n", delay_s=1.5)
     try:
@@ -128,6 +131,7 @@ def test_a_wait_longer_than_queue_timeout_s_gets_503(tmp_path: Path) -> None:
     assert record is not None and record.error is not None and "no slot within queue_timeout_s 0.3 s" in record.error
 
 
+@pytest.mark.slow
 def test_a_full_wait_queue_refuses_at_once(tmp_path: Path) -> None:
     running, traces = server(tmp_path, "max_in_flight = 1\nmax_queued = 1\nqueue_timeout_s = 30\n", delay_s=0.5)
     try:
@@ -151,6 +155,7 @@ def test_the_serving_stack_is_uvloop_and_httptools_when_installed(monkeypatch: p
         serving_stack("uvloop", "auto")
 
 
+@pytest.mark.slow
 def test_podium_serve_says_which_stack_it_runs_and_answers_on_it(tmp_path: Path) -> None:
     up_port, port = free_port(), free_port()
     env = {**os.environ, "PODIUM_HOME": str(tmp_path), "PODIUM_TEST_KEY": "unused"}

@@ -23,6 +23,7 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 @schema.parametrize()
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@pytest.mark.slow
 def test_no_generated_request_gets_a_server_error(case) -> None:  # type: ignore[no-untyped-def]
     response = case.call()
     assert response.status_code < 500, response.text[:500]

@@ -107,6 +107,7 @@ def test_plan_mode_records_the_workflow_without_executing_it(upstream: Uvicorn, 
     assert row["podium_answer"] is None  # planned, not executed
 
 
+@pytest.mark.slow
 def test_the_shadow_budget_holds_per_request_and_per_day(upstream: Uvicorn, tmp_path: Path) -> None:
     daily = 0.02
     proxy = make_proxy(upstream, tmp_path, price=5.0, mode="execute", request_cap_usd=0.01, daily_budget_usd=daily)
@@ -124,6 +125,7 @@ def test_the_shadow_budget_holds_per_request_and_per_day(upstream: Uvicorn, tmp_
     assert ShadowStore(tmp_path / "shadow.sqlite3").spent_since("2000-01-01") == pytest.approx(sum(spent))
 
 
+@pytest.mark.slow
 def test_a_full_queue_drops_visibly(upstream: Uvicorn, tmp_path: Path) -> None:
     proxy = make_proxy(upstream, tmp_path, mode="execute", delay_s=0.5, queue_size=1)
     shadow = Uvicorn(create_shadow_app(proxy))
@@ -181,6 +183,7 @@ def test_purging_shadow_rows_leaves_none_of_their_text_in_the_files(tmp_path: Pa
     assert [r["question"] for r in store.rows()] == ["MARKER-KEPT"]
 
 
+@pytest.mark.slow
 def test_trace_purge_also_purges_the_shadow_copies(upstream: Uvicorn, tmp_path: Path) -> None:
     from podium.cli import cli
 

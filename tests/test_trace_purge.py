@@ -140,6 +140,7 @@ def test_a_failing_listener_aborts_the_purge(tmp_path: Path) -> None:
     assert store.get("3" * 32) is not None  # nothing deleted, so the purge can be retried
 
 
+@pytest.mark.slow
 def test_a_reader_holding_the_log_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite3"
     store = TraceStore(path)

@@ -123,6 +123,7 @@ def test_plain_words_all_must_occur_any_case_and_prefixes(store: TraceBackend) -
 
 
 @pytest.mark.parametrize("query", ["NEAR(a b", "AND", "foo:bar", '"unbalanced', "x OR", "(", "*", "-"])
+@pytest.mark.slow
 def test_plain_queries_never_fail_on_fts_syntax(store: TraceBackend, query: str) -> None:
     store.search(query if query.strip("*-(") else query + " volcanoes")  # no exception
 

@@ -64,6 +64,7 @@ def alerts(data: dict, name: str) -> set[str]:  # type: ignore[type-arg]
     return {a["metric"] for a in data["slices"][name]["alerts"]}
 
 
+@pytest.mark.slow
 def test_a_new_danish_table_use_case_is_an_input_shift_and_unchanged_slices_stay_quiet(
     shifted: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -95,6 +96,7 @@ def test_the_markdown_report_names_the_slices_that_moved(shifted: Path, capsys: 
     assert "exit 3" in err
 
 
+@pytest.mark.slow
 def test_the_plot_draws_the_metrics_over_time(shifted: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = shifted.parent / "drift.png"
     assert drift(shifted, "--plot", str(png), "--json") == 3
@@ -103,6 +105,7 @@ def test_the_plot_draws_the_metrics_over_time(shifted: Path, capsys: pytest.Capt
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
 
 
+@pytest.mark.slow
 def test_thresholds_change_what_alerts(shifted: Path, capsys: pytest.CaptureFixture[str]) -> None:
     off = [f"{name}=off" for name in ("p", "language", "format", "new_slice")]
     code, data = report(shifted, capsys, *[x for name in off for x in ("--threshold", name)])
@@ -140,6 +143,7 @@ def worse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     return path, [json.dumps(label) for label in labels]
 
 
+@pytest.mark.slow
 def test_worse_outcomes_on_the_same_traffic_are_an_outcome_shift(
     worse: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:

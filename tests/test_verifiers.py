@@ -119,6 +119,7 @@ def test_an_answer_without_a_number_is_not_parsed() -> None:
         assert (verdict.parsed, verdict.correct, verdict.score, verdict.extracted) == (False, False, 0.0, None)
 
 
+@pytest.mark.slow
 def test_pathological_answers_return_quickly_and_wrong() -> None:
     for answer in ("\\boxed{9^{9^{9^{9}}}}", "9**9**9**9", "9" * 10_000, "\\boxed{(10^{100})!}"):
         started = time.perf_counter()
@@ -127,6 +128,7 @@ def test_pathological_answers_return_quickly_and_wrong() -> None:
     assert "too long" in check(GSM8K[0], "9" * 10_000).detail
 
 
+@pytest.mark.slow
 def test_a_comparison_past_the_hard_limit_kills_the_helper_and_the_next_one_works() -> None:
     # Private helper, tested directly: a tiny hard limit forces the kill path that real
     # answers reach only if math-verify's own timeouts fail.
@@ -172,6 +174,7 @@ def test_humaneval0_body_only_answer_is_placed_under_the_prompt() -> None:
     assert HE0_RAW["prompt"].rstrip("\n") + "\n    return False\n" in program
 
 
+@pytest.mark.slow
 def test_an_endless_loop_is_killed_at_the_timeout() -> None:
     started = time.perf_counter()
     verdict = check(

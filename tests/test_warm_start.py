@@ -93,6 +93,7 @@ class _SeedRecorder(ScriptedWorker):
         return await super().complete(messages, settings, **kwargs)
 
 
+@pytest.mark.slow
 def test_seed_per_question_decorrelates_questions_and_keeps_each_reproducible() -> None:
     """With one seed for every question, a near-uniform policy makes the same draw on every
     question (the held-out evaluation of the warm-started conductor picked worker 0 on 24 of 24);

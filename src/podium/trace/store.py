@@ -712,7 +712,9 @@ class TraceStore:
 
     def disclosures(self, since: str, until: str) -> tuple[DisclosureRow, ...]:
         """Steps and conductor attempts with third-party recipients, of requests started at or
-        after ``since`` and before ``until`` (UTC ISO 8601), oldest first."""
+        after ``since`` and before ``until`` (UTC ISO 8601), oldest first (after the writes queued
+        before the call, as every read)."""
+        self._settle()
         with self._lock:
             steps = self._db.execute(
                 "SELECT s.request_id, s.started_at, s.phase, s.round, s.step_index, s.visible, s.visible_previous, "
