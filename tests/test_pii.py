@@ -435,3 +435,24 @@ def test_a_streamed_answer_from_an_external_worker_arrives_restored(tmp_path: Pa
     assert not any("<" in d or "PERSON" in d or "DK_CPR" in d for d in deltas)  # never a placeholder
     sent = workers[2].calls[0][-1]["content"]
     assert "070491-2846" not in sent and "<DK_CPR_1>" in sent  # what left was masked
+
+
+def test_pii_detection_is_loaded_before_a_request_not_inside_its_deadline(tmp_path: Path) -> None:
+    """Presidio takes 15-30 s to load on a small CPU; `podium run` and `podium serve` load it
+    first (runtime.pii_to_warm) when a worker receiving data is external, so a request's deadline
+    never pays for it. A pool with only local workers loads nothing."""
+    from podium.pool import packaged_pools
+    from podium.runtime import pii_to_warm
+
+    config = pool_file(tmp_path)
+    orchestrator = build_orchestrator(config, conductor=ScriptedConductor([PLAN_3]), workers=fakes())
+    again = build_orchestrator(config, conductor=ScriptedConductor([PLAN_3]), workers=fakes())
+    protections = pii_to_warm([orchestrator])
+    assert len(protections) == 1  # ext-a and ext-b share the pool's one analyzer
+    assert protections[0]._pseudonymizer is None  # not loaded by building the orchestrator
+    protections[0].warm_up()
+    assert protections[0]._pseudonymizer is not None
+    assert len(pii_to_warm([orchestrator, again])) == 2  # each build has its own
+    local = build_orchestrator(load_pool(packaged_pools()["local"]), conductor=ScriptedConductor([PLAN_3]),
+                               workers=[ScriptedWorker(n) for n in ("a", "b", "c")])  # fmt: skip
+    assert pii_to_warm([local]) == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -34,7 +34,7 @@ from podium.workers.resilience import Failover, ResiliencePolicy, harden
 if TYPE_CHECKING:
     from podium.telemetry import Telemetry
 
-__all__ = ["build_orchestrator", "build_telemetry", "guard", "pii_protection"]
+__all__ = ["build_orchestrator", "build_telemetry", "guard", "pii_protection", "pii_to_warm"]
 
 
 def build_orchestrator(
@@ -128,6 +128,21 @@ def build_orchestrator(
         if isinstance(worker, ConductorWorker):
             worker.bind(orchestrator)
     return orchestrator
+
+
+def pii_to_warm(orchestrators: Iterable[Orchestrator]) -> list[PIIProtection]:
+    """The PII protections the orchestrators' workers (and conductor worker) will use, each
+    once: call ``warm_up()`` on them before serving, so loading Presidio never counts against a
+    request's deadline. Empty when no worker receiving data is external."""
+    found: dict[int, PIIProtection] = {}
+    for orchestrator in orchestrators:
+        workers: list[object] = [*orchestrator.pool, getattr(orchestrator.conductor, "worker", None)]
+        for worker in workers:
+            while worker is not None:
+                if isinstance(worker, PIIGuard) and worker.protection is not None and worker.policy.external:
+                    found[id(worker.protection)] = worker.protection
+                worker = getattr(worker, "inner", None)
+    return list(found.values())
 
 
 def pii_protection(config: PoolConfig) -> PIIProtection | None:

@@ -134,6 +134,12 @@ class PIIProtection:
         self._pseudonymizer: Pseudonymizer | None = None
         self._lock = threading.Lock()
 
+    def warm_up(self) -> None:
+        """Import Presidio and build the analyzer now (15-30 s on a small CPU) rather than in
+        the first request that sends data to a third party, where it would count against that
+        request's deadline."""
+        self.pseudonymizer().detector.warm_up()
+
     def pseudonymizer(self) -> Pseudonymizer:
         """The shared pseudonymizer (imports Presidio and builds the analyzer on first use)."""
         with self._lock:

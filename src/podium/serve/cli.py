@@ -305,6 +305,21 @@ def _server(options: dict[str, Any]) -> Any:
     return Server(config_path=config, pool=options["pool"], traces=traces, keys=keys)
 
 
+def _warm_pii(server: Any, out: Console) -> None:
+    """Load PII detection at start-up when a served worker is external, so no request's
+    deadline pays for it (a failure is reported by the guard on the call it protects)."""
+    from podium.runtime import pii_to_warm
+
+    protections = pii_to_warm(server.current.models.values())
+    if protections:
+        out.print("loading PII detection (Presidio) before serving…", highlight=False)
+    for protection in protections:
+        try:
+            protection.warm_up()
+        except Exception:
+            return
+
+
 def worker_app() -> Any:
     """uvicorn's app factory in each ``--workers`` process: the Server of the options the
     parent passed in ``$PODIUM_SERVE_WORKER``; its lifespan flushes its traces at shutdown."""
@@ -312,7 +327,9 @@ def worker_app() -> Any:
 
     from podium.serve.app import create_app
 
-    return create_app(_server(json.loads(os.environ[_WORKER_ENV])))
+    server = _server(json.loads(os.environ[_WORKER_ENV]))
+    _warm_pii(server, Console(stderr=True))
+    return create_app(server)
 
 
 def cmd_serve(args: argparse.Namespace, out: Console) -> int:
@@ -337,6 +354,8 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     }
     server = _server(options)  # errors in the configuration surface here, once, before any worker starts
     loaded = server.current
+    if args.workers == 1:  # each --workers process loads its own when it builds its server
+        _warm_pii(server, out)
     auth = "API keys required" if server.keys.active() else "no API keys (open to anyone who can reach it)"
     processes = f"; {args.workers} worker processes" if args.workers > 1 else ""
     out.print(
