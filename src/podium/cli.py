@@ -37,6 +37,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "conductor": ("podium.train.cli", "the registry of trained conductors"),
     "serve": ("podium.serve.cli", "serve the conductor as an OpenAI-compatible API (POST /v1/chat/completions)"),
+    "ui": ("podium.serve.cli", "browse stored traces in a web page (the /ui of podium serve, without serving a pool)"),
     "keys": ("podium.serve.cli", "API keys of podium serve (stored hashed, with period budgets)"),
     "shadow": (
         "podium.serve.cli",

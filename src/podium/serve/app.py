@@ -815,6 +815,9 @@ def create_app(server: Server) -> FastAPI:
                 server.telemetry.shutdown()
 
     app = FastAPI(title="podium", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+    from podium.serve.ui import ui_router
+
+    app.include_router(ui_router(server))
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> Response:

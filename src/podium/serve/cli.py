@@ -22,6 +22,7 @@ __all__ = [
     "cmd_keys",
     "cmd_serve",
     "cmd_shadow",
+    "cmd_ui",
     "default_key_path",
     "default_shadow_path",
     "key_store",
@@ -112,6 +113,19 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
     _database_argument(s)
     _stack_arguments(s)
+
+    ui = sub.add_parser(
+        "ui",
+        help="browse stored traces in a web page (the /ui of podium serve, without serving a pool)",
+        description="Serve the trace browser on http://HOST:PORT/ui for a trace database: the request list with "
+        "filters and full-text search, each request's workflow graph, messages and costs, and purge. It answers "
+        "loopback clients only; with API keys in the key store, only signed-in ones.",
+    )
+    ui.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    ui.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
+    _database_argument(ui)
+    ui.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1; the UI refuses other clients)")
+    ui.add_argument("--port", type=int, default=8010, help="port (default: 8010)")
 
     k = sub.add_parser("keys", help="API keys of podium serve (stored hashed, with period budgets)").add_subparsers(
         dest="keys_command", required=True, metavar="SUBCOMMAND"
@@ -385,6 +399,31 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace, out: Console) -> int:
+    """``podium ui``: the trace browser alone, for a trace database."""
+    _require_serve_extra("ui")
+    import types
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from podium.serve.ui import ui_router
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
+    traces = open_traces(args.traces, url=args.database_url)
+    keys = key_store(args)
+    app = FastAPI(title="podium ui", docs_url=None, redoc_url=None, openapi_url=None)
+    app.include_router(ui_router(types.SimpleNamespace(traces=traces, keys=keys)))  # type: ignore[arg-type]
+    out.print(f"podium trace browser on http://{args.host}:{args.port}/ui — traces: {traces.path}", highlight=False)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        traces.close()
+    return 0
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Run ``podium serve``, ``keys`` or ``shadow``; returns the exit code."""
-    return {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow}[args.command](args, out)
+    """Run ``podium serve``, ``keys``, ``shadow`` or ``ui``; returns the exit code."""
+    commands = {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow, "ui": cmd_ui}
+    return commands[args.command](args, out)

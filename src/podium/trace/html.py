@@ -402,9 +402,16 @@ path.edge.answer{stroke:#2e8b47;stroke-dasharray:3 3}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
-def render_html(record: RunRecord) -> str:
+def render_html(record: RunRecord, *, header: str = "", forms_to_self: bool = False) -> str:
     """The whole page for ``record``: a complete HTML document (UTF-8), with no script and no
-    external resource, safe to open whatever the question and outputs contain."""
+    external resource, safe to open whatever the question and outputs contain.
+
+    Args:
+        header: trusted HTML put first in the body (the server's UI adds its links and purge
+            button; never the record's text).
+        forms_to_self: let forms post to the page's own origin (the UI's purge); the exported
+            file allows no form at all.
+    """
     t = record.totals
     summary = _table(
         [
@@ -455,13 +462,14 @@ def render_html(record: RunRecord) -> str:
     )
     answer = _pre(record.answer) if record.status != "error" else _pre(record.error or "no answer", "error")
     steps = "".join(_step_section(s) for s in record.steps) or '<p class="dim">No step ran.</p>'
+    csp = _CSP.replace("form-action 'none'", "form-action 'self'") if forms_to_self else _CSP
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta http-equiv="Content-Security-Policy" content="{csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>podium trace {_e(record.id[:12])}</title>
 <style>{_CSS}</style></head>
-<body>
+<body>{header}
 <h1>podium trace <code>{_e(record.id)}</code></h1>
 <h2>Question</h2>{_pre(record.question, "question")}
 {summary}

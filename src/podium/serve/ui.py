@@ -1,0 +1,179 @@
+"""The trace browser inside ``podium serve``: ``/ui`` lists requests (filters, full-text search,
+paging), ``/ui/requests/ID`` shows one (the same page as ``podium trace export --html``: plan,
+access edges, per-step messages and outputs, tokens, cost, latency, fallback, PII kinds), and a
+request can be purged from its page after a confirmation.
+
+Access: the UI answers clients on the loopback interface only (127.0.0.1 / ::1) — reach it from
+elsewhere through an SSH tunnel, never through a reverse proxy on the same host — and, once the
+server has an active API key, only with one (``Authorization: Bearer …``, or the key entered on
+``/ui/login``, kept in an HttpOnly, SameSite=Strict cookie). Search words and the data subject
+are sent in POST bodies, never in URLs (they may be personal data); URLs carry only request ids,
+statuses, worker and conductor names, and numbers.
+
+Pages are server-rendered Jinja2 templates (``podium/serve/templates``) with no script and no
+external resource, so they work offline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request  # FastAPI reads the route signatures' annotations at run time
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from podium.errors import ConfigError
+
+if TYPE_CHECKING:
+    from podium.serve.app import Server
+
+__all__ = ["PAGE_SIZE", "ui_router"]
+
+PAGE_SIZE = 50
+"""Requests per list page (older ones: the page's "older" button)."""
+
+_COOKIE = "podium_ui_key"
+_FILTERS = ("status", "worker", "conductor", "since", "until", "min_cost", "max_cost", "min_latency", "max_latency")
+
+
+def _loopback(request: Request) -> bool:
+    host = request.client.host if request.client else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "testclient"  # Starlette's in-process test client
+
+
+def ui_router(server: Server) -> APIRouter:
+    """The ``/ui`` routes for ``server`` (its trace store and key store)."""
+    from fastapi import APIRouter
+    from fastapi.templating import Jinja2Templates
+
+    templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+    router = APIRouter(prefix="/ui", include_in_schema=False)
+
+    def refused(request: Request) -> Response | None:
+        """The answer to a client the UI does not serve, or None."""
+        if not _loopback(request):
+            return HTMLResponse("podium's UI answers on 127.0.0.1 only: use an SSH tunnel", status_code=403)
+        if server.keys is not None and server.keys.active():
+            header = request.headers.get("authorization", "")
+            secret = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(_COOKIE, "")
+            if not secret or server.keys.verify(secret) is None:
+                return RedirectResponse("/ui/login", status_code=303)
+        return None
+
+    def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        return templates.TemplateResponse(request, name, context, status_code=status)
+
+    @router.get("/login", response_class=HTMLResponse)
+    async def login_form(request: Request) -> Response:
+        return page(request, "login.html", error=None)
+
+    @router.post("/login", response_class=HTMLResponse)
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        secret = form.get("key", "").strip()
+        if server.keys is None or not server.keys.active() or server.keys.verify(secret) is None:
+            return page(request, "login.html", status=401, error="that key is not an active key of this server")
+        response = RedirectResponse("/ui", status_code=303)
+        response.set_cookie(_COOKIE, secret, httponly=True, samesite="strict", path="/ui")
+        return response
+
+    @router.get("", response_class=HTMLResponse)
+    @router.post("", response_class=HTMLResponse)
+    async def requests_page(request: Request) -> Response:
+        if (answer := refused(request)) is not None:
+            return answer
+        if server.traces is None:
+            return page(request, "list.html", status=503, rows=[], hits={}, form={}, error="no trace store")
+        form = {k: v for k, v in request.query_params.items() if k in _FILTERS}
+        if request.method == "POST":
+            form = await _form(request)
+        try:
+            where = _filter(form)
+            query = form.get("q", "").strip()
+            if query:
+                hits = await _thread(server.traces.search, query, where=where, limit=PAGE_SIZE)
+                rows, by_id = [h.trace for h in hits], {h.trace.id: h for h in hits}
+            else:
+                rows, by_id = await _thread(server.traces.list, limit=PAGE_SIZE, where=where), {}
+        except ConfigError as exc:
+            return page(request, "list.html", status=400, rows=[], hits={}, form=form, error=str(exc))
+        older = rows[-1].started_at if len(rows) == PAGE_SIZE and not query else None
+        return page(request, "list.html", rows=rows, hits=by_id, form=form, error=None, older=older)
+
+    @router.get("/requests/{request_id}", response_class=HTMLResponse)
+    async def request_page(request: Request, request_id: str) -> Response:
+        if (answer := refused(request)) is not None:
+            return answer
+        from podium.trace.html import render_html
+
+        record = await _thread(server.traces.get, request_id) if server.traces is not None else None
+        if record is None:
+            return HTMLResponse("no such request (purged, or never stored)", status_code=404)
+        actions = templates.get_template("request_actions.html").render(request_id=record.id)
+        return HTMLResponse(render_html(record, header=actions, forms_to_self=True))
+
+    @router.post("/requests/{request_id}/purge", response_class=HTMLResponse)
+    async def purge(request: Request, request_id: str) -> Response:
+        if (answer := refused(request)) is not None:
+            return answer
+        form = await _form(request)
+        if server.traces is None:
+            return HTMLResponse("no trace store", status_code=503)
+        if form.get("confirm") != request_id:
+            return page(request, "purge.html", request_id=request_id)
+        result = await _thread(server.traces.purge, request_ids=[request_id])
+        return page(request, "purged.html", result=dataclasses.asdict(result))
+
+    return router
+
+
+async def _thread(function: Any, *args: Any, **kwargs: Any) -> Any:
+    import asyncio
+
+    return await asyncio.to_thread(function, *args, **kwargs)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An urlencoded form body (at most 64 KiB), one value per field."""
+    body = await request.body()
+    if len(body) > 65_536:
+        return {}
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items() if v}
+
+
+def _filter(form: dict[str, str]) -> Any:
+    """The list's filters as a TraceFilter. Raises ConfigError naming a bad value."""
+    from podium.trace.query import TraceFilter, parse_utc
+
+    def number(name: str) -> float | None:
+        value = form.get(name, "").strip()
+        if not value:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{name.replace('_', ' ')} {value!r} is not a number") from None
+
+    text = {k: (form.get(k) or "").strip() or None for k in ("status", "worker", "conductor", "subject")}
+    since, until, before = (form.get(k, "").strip() for k in ("since", "until", "before"))
+    end = parse_utc(until, flag="until", end_of_day=True) if until else None
+    if before:
+        end = min(end, before) if end else before
+    return TraceFilter(
+        since=parse_utc(since, flag="since") if since else None,
+        until=end,
+        status=text["status"],
+        worker=text["worker"],
+        conductor=text["conductor"],
+        subject=text["subject"],
+        min_cost_usd=number("min_cost"),
+        max_cost_usd=number("max_cost"),
+        min_wall_s=number("min_latency"),
+        max_wall_s=number("max_latency"),
+    )
