@@ -47,9 +47,9 @@ test: setup-dev lint typecheck
 	$(BIN)/pytest
 
 # The developer's loop (after one `make setup-dev`): lint, types and the fast tests — no model,
-# browser or slow (>1 s) test — in under a minute. `make test` is the full suite CI runs.
+# browser or slow (>1 s) test — on every core (pytest-xdist). `make test` is the full suite CI runs.
 check: lint typecheck
-	$(BIN)/pytest -q -m "not slow and not model and not browser"
+	$(BIN)/pytest -q -n auto -m "not slow and not model and not browser"
 
 bench: setup
 	$(BIN)/python bench/conductor_choice.py
