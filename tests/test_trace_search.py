@@ -153,6 +153,11 @@ def test_filters(store: TraceBackend) -> None:
     assert listed(subject="customer-7") == ["b", "c"]
     assert listed(worker="checker") == ["a", "b", "c"]  # d has run no step yet
     assert listed(worker="nobody") == []
+    # each summary names the workers its steps ran on (none yet for the running d)
+    assert {r.id[0]: r.workers for r in store.list()} == {
+        "a": ("checker", "drafter"), "b": ("checker", "drafter"), "c": ("checker", "drafter"), "d": (),
+    }  # fmt: skip
+    assert store.search("glaciers")[0].trace.workers == ("checker", "drafter")
     # filters narrow a search too
     assert ids(store.search("outline", where=TraceFilter(subject="customer-7", max_cost_usd=0.05))) == ["b"]
 

@@ -29,7 +29,7 @@ def test_list_filter_search_open_and_purge(server: Server) -> None:
     client = TestClient(create_app(server))
     page = client.get("/ui")
     assert page.status_code == 200 and page.text.count('class="request"') == 4
-    assert "Are volcanoes still running?" in page.text
+    assert "Are volcanoes still running?" in page.text and "<td>checker, drafter</td>" in page.text
     fallback = client.post("/ui", data={"status": "fallback"})
     assert fallback.text.count('class="request"') == 1 and "sourdough" in fallback.text
     assert client.get("/ui?status=running").text.count('class="request"') == 1  # plain filters may be links
@@ -53,6 +53,18 @@ def test_list_filter_search_open_and_purge(server: Server) -> None:
     done = client.post(f"/ui/requests/{'b' * 32}/purge", data={"confirm": "b" * 32})
     assert 'id="purged"' in done.text and server.traces.get("b" * 32) is None
     assert client.post("/ui", data={"q": "glaciers"}).text.count('class="request"') == 0
+
+
+def test_a_data_subject_is_purged_from_the_filtered_list_after_a_confirmation(server: Server) -> None:
+    client = TestClient(create_app(server))
+    listed = client.post("/ui", data={"subject": "customer-7"})
+    assert listed.text.count('class="request"') == 2 and 'id="purge-subject"' in listed.text
+    assert 'id="purge-subject"' not in client.get("/ui").text  # only for a list filtered by subject
+    asked = client.post("/ui/purge-subject", data={"subject": "customer-7"})
+    assert "2 request(s)" in asked.text and len(server.traces.list()) == 4  # nothing deleted yet
+    done = client.post("/ui/purge-subject", data={"subject": "customer-7", "confirm": "customer-7"})
+    assert "Purged 2 request(s)" in done.text
+    assert sorted(r.id[0] for r in server.traces.list()) == ["a", "d"]
 
 
 def test_paging_goes_to_older_requests(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The trace browser inside ``podium serve``: ``/ui`` lists requests (filters, full-text search,
 paging), ``/ui/requests/ID`` shows one (the same page as ``podium trace export --html``: plan,
 access edges, per-step messages and outputs, tokens, cost, latency, fallback, PII kinds), and a
-request can be purged from its page after a confirmation.
+request can be purged from its page, and every request of a data subject from the list filtered
+by that subject, each after a confirmation.
 
 Access: the UI answers clients on the loopback interface only (127.0.0.1 / ::1) — reach it from
 elsewhere through an SSH tunnel, never through a reverse proxy on the same host — and, once the
@@ -128,6 +129,20 @@ def ui_router(server: Server) -> APIRouter:
         if form.get("confirm") != request_id:
             return page(request, "purge.html", request_id=request_id)
         result = await _thread(server.traces.purge, request_ids=[request_id])
+        return page(request, "purged.html", result=dataclasses.asdict(result))
+
+    @router.post("/purge-subject", response_class=HTMLResponse)
+    async def purge_subject(request: Request) -> Response:
+        if (answer := refused(request)) is not None:
+            return answer
+        form = await _form(request)
+        subject = form.get("subject", "").strip()
+        if server.traces is None or not subject:
+            return HTMLResponse("give the data subject's key", status_code=400)
+        if form.get("confirm") != subject:
+            dry = await _thread(server.traces.purge, subject=subject, dry_run=True)
+            return page(request, "purge_subject.html", subject=subject, count=len(dry.request_ids))
+        result = await _thread(server.traces.purge, subject=subject)
         return page(request, "purged.html", result=dataclasses.asdict(result))
 
     return router

@@ -494,13 +494,14 @@ def _text(request_id: str, field: str, where: str, text: str) -> dict[str, Any]:
 
 
 def _summary_query() -> Any:
-    from sqlalchemy import func, select
+    from sqlalchemy import distinct, func, select
 
     step_count = select(func.count()).where(steps.c.request_id == requests.c.id).scalar_subquery()
+    used = select(func.array_agg(distinct(steps.c.worker))).where(steps.c.request_id == requests.c.id)
     return select(
         requests.c.id, requests.c.started_at, requests.c.status, requests.c.mode, requests.c.question,
         step_count.label("steps"), requests.c.total_cost_usd, requests.c.wall_time_s, requests.c.conductor,
-        requests.c.tags, requests.c.subject,
+        requests.c.tags, requests.c.subject, used.scalar_subquery().label("workers_used"),
     )  # fmt: skip
 
 
@@ -508,6 +509,7 @@ def _summary(row: Any) -> TraceSummary:
     return TraceSummary(
         row["id"], row["started_at"], row["status"], row["mode"], row["question"], row["steps"],
         row["total_cost_usd"], row["wall_time_s"], row["conductor"], tuple(json.loads(row["tags"])), row["subject"],
+        tuple(sorted(row["workers_used"] or ())),
     )  # fmt: skip
 
 

@@ -233,6 +233,8 @@ class TraceSummary:
     conductor: str = ""
     tags: tuple[str, ...] = ()
     subject: str | None = None
+    workers: tuple[str, ...] = ()
+    """The workers its steps ran on (fallback included), sorted by name; empty before any step."""
 
 
 @dataclass(frozen=True)

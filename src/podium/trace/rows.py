@@ -39,14 +39,17 @@ __all__ = [
 SUMMARY = (
     "r.id, r.started_at, r.status, r.mode, r.question, "
     "(SELECT COUNT(*) FROM steps s WHERE s.request_id = r.id), r.total_cost_usd, r.wall_time_s, "
-    "r.conductor, r.tags, r.subject"
+    "r.conductor, r.tags, r.subject, "
+    "(SELECT json_group_array(DISTINCT s.worker) FROM steps s WHERE s.request_id = r.id)"
 )
 
 
 def summary_from_row(row: Sequence[Any]) -> TraceSummary:
+    """A :data:`SUMMARY` row as a TraceSummary."""
     return TraceSummary(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], tuple(json.loads(row[9])), row[10]
-    )
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], tuple(json.loads(row[9])), row[10],
+        tuple(sorted(json.loads(row[11] or "[]"))),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

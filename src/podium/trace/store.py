@@ -582,8 +582,8 @@ class TraceStore:
             ) from None
         hits: builtins.list[SearchHit] = []
         for row in rows:
-            snippet, highlights = restore_snippet(*unmark(row[13]), row[16])  # shown as written, not folded
-            hits.append(SearchHit(_summary(row[:11]), row[11], row[12], snippet, highlights, row[14], row[15]))
+            snippet, highlights = restore_snippet(*unmark(row[14]), row[17])  # shown as written, not folded
+            hits.append(SearchHit(_summary(row[:12]), row[12], row[13], snippet, highlights, row[15], row[16]))
         return hits
 
     def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
