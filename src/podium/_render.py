@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PIPED_WIDTH",
+    "PlainProgress",
     "output_console",
+    "print_record",
     "progress_bar",
     "render_plan",
     "render_register",

@@ -32,6 +32,7 @@ __all__ = [
     "install_models",
     "model_status",
     "resolve_model",
+    "sha256_file",
 ]
 
 _CHUNK = 8 << 20

@@ -22,7 +22,12 @@ from podium.eval.report import load_report, write_report
 from podium.eval.runner import TaskResult
 from podium.eval.session import EvalSpec, run_eval
 
-__all__ = ["EXIT_REGRESSION", "cmd_eval"]
+__all__ = [
+    "EXIT_REGRESSION",
+    "add_parsers",
+    "cmd_eval",
+    "run",
+]
 
 EXIT_REGRESSION = 3
 

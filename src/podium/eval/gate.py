@@ -29,7 +29,14 @@ from typing import Any
 from podium.errors import ConfigError
 from podium.eval.metrics import percentile
 
-__all__ = ["Check", "GateMargins", "GateResult", "gate", "task_set"]
+__all__ = [
+    "Check",
+    "Flips",
+    "GateMargins",
+    "GateResult",
+    "gate",
+    "task_set",
+]
 
 
 @dataclass(frozen=True)

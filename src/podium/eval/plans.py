@@ -43,7 +43,7 @@ __all__ = [
     "replay_workflow",
 ]
 
-Array = npt.NDArray[np.float64]
+_Array = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ class PlanOutcomes:
 
     ids: tuple[str, ...]
     plans: tuple[Plan, ...]
-    score: Array
-    cost: Array
-    latency: Array
+    score: _Array
+    cost: _Array
+    latency: _Array
     escalated: npt.NDArray[np.bool_]
 
     def subset(self, rows: Sequence[int]) -> PlanOutcomes:

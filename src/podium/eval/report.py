@@ -23,7 +23,14 @@ from podium.eval.gate import task_set
 from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, pareto_front, percentile, pgr
 from podium.eval.runner import Method, TaskResult
 
-__all__ = ["build_report", "load_report", "markdown", "write_report"]
+__all__ = [
+    "REPORT_VERSION",
+    "build_report",
+    "load_report",
+    "markdown",
+    "summarize",
+    "write_report",
+]
 
 REPORT_VERSION = 1
 

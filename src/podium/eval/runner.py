@@ -29,7 +29,19 @@ from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, StepRecord
 from podium.workers.base import Worker
 
-__all__ = ["Method", "ReplayScorer", "Scorer", "TaskResult", "VerifierScorer", "critical_path_s", "evaluate"]
+__all__ = [
+    "Method",
+    "OrchestratorFor",
+    "Progress",
+    "ReplayScorer",
+    "Scored",
+    "Scorer",
+    "TaskResult",
+    "VerifierScorer",
+    "answer_step",
+    "critical_path_s",
+    "evaluate",
+]
 
 _ANSWER_CHARS = 4000
 """Answers are kept in results up to this many characters (the trace store has them whole)."""

@@ -46,7 +46,18 @@ from podium.workers.base import Worker
 if TYPE_CHECKING:
     pass
 
-__all__ = ["EvalSpec", "calibrated_lambdas", "run_eval"]
+__all__ = [
+    "KNOWN",
+    "LIVE_METHODS",
+    "REPLAY_METHODS",
+    "SWEEP_POINTS",
+    "EvalSpec",
+    "OnResult",
+    "OnStage",
+    "OnStart",
+    "calibrated_lambdas",
+    "run_eval",
+]
 
 SWEEP_POINTS = 21
 """Router operating points of the default (calibrated) λ sweep, besides λ = 0 and λ = ∞."""

@@ -24,7 +24,20 @@ from functools import cache
 from podium.pii.numbers import luhn_ok
 from podium.pii.recognizers import first_names, surnames
 
-__all__ = ["KINDS", "Sample", "alter_placeholders", "glued_text", "leaked", "value"]
+__all__ = [
+    "KINDS",
+    "Sample",
+    "alter_placeholders",
+    "card",
+    "cpr",
+    "email",
+    "glued_text",
+    "iban",
+    "leaked",
+    "person",
+    "phone",
+    "value",
+]
 
 KINDS = ("PERSON", "DK_CPR", "IBAN_CODE", "CREDIT_CARD", "PHONE_NUMBER", "EMAIL_ADDRESS")
 """The kinds generated here (addresses and IP addresses are not glued into other values)."""

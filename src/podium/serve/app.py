@@ -71,9 +71,16 @@ from podium.workflow import Step
 if TYPE_CHECKING:
     from podium.telemetry import Telemetry
 
-__all__ = ["ApiError", "Server", "create_app", "question_from_messages"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "ApiError",
+    "FallbackOnly",
+    "Server",
+    "create_app",
+    "question_from_messages",
+]
 
-log = logging.getLogger("podium.serve")
+_log = logging.getLogger("podium.serve")
 
 
 class ApiError(Exception):
@@ -338,10 +345,10 @@ class Server:
             self.current = self._load()
         except ConfigError as exc:
             self.reload_error = str(exc)
-            log.error("podium: configuration not reloaded, still serving the previous one: %s", exc)
+            _log.error("podium: configuration not reloaded, still serving the previous one: %s", exc)
             return False
         self.reload_error = None
-        log.warning("podium: configuration reloaded (serving: %s)", self.current.config.serving)
+        _log.warning("podium: configuration reloaded (serving: %s)", self.current.config.serving)
         return True
 
     def reload_if_changed(self) -> None:
@@ -450,7 +457,7 @@ class Server:
             now = time.monotonic()
             if now - self._busy_logged_at >= 10.0:  # at most one line per 10 s under a burst
                 self._busy_logged_at = now
-                log.warning("podium: busy: %s (%d requests refused with 503 so far, each traced)",
+                _log.warning("podium: busy: %s (%d requests refused with 503 so far, each traced)",
                             busy.reason, self.refused_busy)  # fmt: skip
             raise ApiError(
                 503,

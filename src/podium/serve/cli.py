@@ -27,6 +27,7 @@ __all__ = [
     "default_shadow_path",
     "key_store",
     "run",
+    "serving_stack",
     "worker_app",
 ]
 

@@ -19,7 +19,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-__all__ = ["REPLY", "create_upstream"]
+__all__ = [
+    "REPLY",
+    "create_upstream",
+    "main",
+]
 
 REPLY = "Podium test upstream reply: 42."
 """The fixed answer."""

@@ -47,9 +47,20 @@ from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, utc_now
 from podium.serve.app import question_from_messages
 
-__all__ = ["ShadowJob", "ShadowProxy", "ShadowStore", "create_shadow_app", "shadow_report"]
+__all__ = [
+    "ShadowJob",
+    "ShadowProxy",
+    "ShadowStore",
+    "Status",
+    "agreement",
+    "correct",
+    "create_shadow_app",
+    "report_markdown",
+    "shadow_report",
+    "upstream_answer",
+]
 
-log = logging.getLogger("podium.shadow")
+_log = logging.getLogger("podium.shadow")
 
 _HOP_BY_HOP = {
     "connection",
@@ -288,7 +299,7 @@ class ShadowProxy:
         try:
             reply = await self._client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
-            log.error("podium shadow: upstream %s failed: %s", self.upstream, exc)
+            _log.error("podium shadow: upstream %s failed: %s", self.upstream, exc)
             error = {"message": f"upstream unreachable: {exc}", "type": "server_error", "param": None, "code": None}
             return JSONResponse({"error": error}, status_code=502)
         self.counts["forwarded"] += 1
@@ -352,7 +363,7 @@ class ShadowProxy:
                 await self.run_job(job)
             except Exception as exc:  # a shadow failure must never reach the proxy path
                 self.counts["errors"] += 1
-                log.exception("podium shadow: a shadow run failed")
+                _log.exception("podium shadow: a shadow run failed")
                 self._record_unrun("error", job.use_case, job.at, f"{type(exc).__name__}: {exc}")
             finally:
                 self.queue.task_done()

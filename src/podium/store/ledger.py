@@ -38,7 +38,7 @@ from podium.store.schema import budget_holds, budget_ledgers
 
 __all__ = ["Seed", "SharedPeriodBudget", "spent_by_pool"]
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 Seed = Callable[[Any, float], float]
 """(connection, period start in Unix s) → USD already spent this period, for a scope's first
@@ -67,7 +67,7 @@ def _statements() -> dict[str, Any]:
         .values(
             spent_usd=spent + bindparam("p_actual"),
             period_start=period,
-            reserved_usd=case_floor(ledger.reserved_usd - bindparam("p_released")),
+            reserved_usd=_case_floor(ledger.reserved_usd - bindparam("p_released")),
         )
         .returning(ledger.spent_usd, ledger.reserved_usd),
         "insert_hold": insert(budget_holds),
@@ -97,7 +97,7 @@ def spent_by_pool(pool: str) -> Seed:
     return seed
 
 
-def case_floor(value: Any) -> Any:
+def _case_floor(value: Any) -> Any:
     """``value`` clamped at 0 (float rounding of many reserve/release pairs)."""
     from sqlalchemy import case
 
@@ -176,7 +176,7 @@ class SharedPeriodBudget(PeriodBudget):
             connection.execute(
                 update(budget_ledgers)
                 .where(ledger.scope == self.scope)
-                .values(reserved_usd=case_floor(ledger.reserved_usd - released))
+                .values(reserved_usd=_case_floor(ledger.reserved_usd - released))
             )
         return released
 
@@ -255,7 +255,7 @@ class SharedPeriodBudget(PeriodBudget):
                 return
             except SQLAlchemyError as exc:
                 if attempt == 2:
-                    log.error(
+                    _log.error(
                         "could not settle $%.6f on the %s budget (%s); its hold expires in %.0f s",
                         actual_usd,
                         self.scope,

@@ -22,7 +22,10 @@ from typing import Any
 from podium.records import RunRecord, StepRecord
 from podium.workflow import ALL, Workflow
 
-__all__ = ["render_html"]
+__all__ = [
+    "LANE_GAP",
+    "render_html",
+]
 
 NODE_W, NODE_H = 210, 66
 COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 50

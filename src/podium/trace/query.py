@@ -21,6 +21,7 @@ from podium.errors import ConfigError
 
 __all__ = [
     "FIELDS",
+    "LETTERS",
     "STATUSES",
     "PurgeListener",
     "PurgeResult",

@@ -36,7 +36,7 @@ __all__ = ["WriteBehind", "WriterStats"]
 
 _log = logging.getLogger("podium.trace")
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class WriterStats:
     last_error: str | None = None
 
 
-class WriteBehind(Generic[T]):
+class WriteBehind(Generic[_T]):
     """A bounded queue of write operations and the thread that commits them in batches.
 
     Args:
@@ -87,9 +87,9 @@ class WriteBehind(Generic[T]):
 
     def __init__(
         self,
-        commit: Callable[[Sequence[T]], None],
+        commit: Callable[[Sequence[_T]], None],
         *,
-        describe: Callable[[T], str] = repr,
+        describe: Callable[[_T], str] = repr,
         max_pending: int = 1000,
         max_batch: int = 256,
         name: str = "podium-trace-writer",
@@ -101,7 +101,7 @@ class WriteBehind(Generic[T]):
         self.max_pending = max_pending
         self.max_batch = max_batch
         self._name = name
-        self._queue: deque[T] = deque()
+        self._queue: deque[_T] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -114,7 +114,7 @@ class WriteBehind(Generic[T]):
 
     # ----------------------------------------------------------------------------- callers
 
-    def put(self, op: T) -> None:
+    def put(self, op: _T) -> None:
         """Queue ``op``; waits while the queue is full. After :meth:`close` (or if the thread
         died) the operation is committed in the caller's thread instead, so it is never lost
         for want of a writer."""
@@ -210,7 +210,7 @@ class WriteBehind(Generic[T]):
                     self._done += len(batch)
                     self._cond.notify_all()
 
-    def _store(self, batch: list[T]) -> None:
+    def _store(self, batch: list[_T]) -> None:
         """Commit ``batch`` in one transaction; if that fails, each operation alone, counting
         (and logging) the ones that still fail as lost. Never raises."""
         try:
@@ -237,7 +237,7 @@ class WriteBehind(Generic[T]):
             self._batches += 1
             self._largest = max(self._largest, n)
 
-    def _failed(self, op: T, exc: Exception) -> None:
+    def _failed(self, op: _T, exc: Exception) -> None:
         with self._cond:
             self._lost += 1
             self._last_error = f"{type(exc).__name__}: {exc}"

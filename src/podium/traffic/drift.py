@@ -70,8 +70,11 @@ __all__ = [
     "DriftOptions",
     "drift_report",
     "exit_code",
+    "label_scores",
+    "mmd_test",
     "parse_thresholds",
     "report_markdown",
+    "windows_for",
 ]
 
 DEFAULT_THRESHOLDS: dict[str, float | None] = {

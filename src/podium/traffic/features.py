@@ -37,7 +37,16 @@ import numpy.typing as npt
 
 from podium.trace.query import fold
 
-__all__ = ["FORMATS", "LANGUAGES", "HashingEncoder", "formats", "language", "normalise", "terms"]
+__all__ = [
+    "FORMATS",
+    "LANGUAGES",
+    "LONG_CHARS",
+    "HashingEncoder",
+    "formats",
+    "language",
+    "normalise",
+    "terms",
+]
 
 _NON_ALNUM = re.compile(r"[\W_]+")
 

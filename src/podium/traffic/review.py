@@ -44,7 +44,15 @@ from typing import Any
 from podium.errors import ConfigError
 from podium.eval.tasks import TASK_TYPES
 
-__all__ = ["COLUMNS", "VERDICTS", "ImportResult", "ReviewFileError", "import_review", "write_review"]
+__all__ = [
+    "COLUMNS",
+    "REQUIRED",
+    "VERDICTS",
+    "ImportResult",
+    "ReviewFileError",
+    "import_review",
+    "write_review",
+]
 
 COLUMNS = ("id", "task_type", "tags", "question", "candidate", "candidate_source", "verdict", "reference", "note")
 """The review file's columns, in order."""

@@ -48,7 +48,15 @@ from podium.train.reward import workflow_reward
 from podium.train.sources import MatrixSource, ReplaySource
 from podium.train.warmstart import warm_start
 
-__all__ = ["GRPOResult", "GRPOTrainConfig", "StepMetrics", "conductor_reward", "train_grpo"]
+__all__ = [
+    "GRPOResult",
+    "GRPOTrainConfig",
+    "OnStep",
+    "OnWarmStep",
+    "StepMetrics",
+    "conductor_reward",
+    "train_grpo",
+]
 
 
 @dataclass(frozen=True)

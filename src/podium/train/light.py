@@ -35,12 +35,21 @@ from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 from podium.train.reward import workflow_reward
 
-__all__ = ["MIN_QUESTIONS", "Generation", "LightTrainConfig", "critical_path", "replay_reward", "train_light"]
+__all__ = [
+    "MIN_QUESTIONS",
+    "Generation",
+    "LightTrainConfig",
+    "OnGeneration",
+    "TrainResult",
+    "critical_path",
+    "replay_reward",
+    "train_light",
+]
 
 MIN_QUESTIONS = 20
 """The fewest training questions :func:`train_light` accepts (a fifth of them validate)."""
 
-Array = npt.NDArray[np.float64]
+_Array = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -108,12 +117,12 @@ class TrainResult:
 
 def replay_reward(
     workers: npt.NDArray[np.intp],
-    scores: Array,
-    costs: Array,
+    scores: _Array,
+    costs: _Array,
     lam: float,
     *,
     roles: npt.NDArray[np.intp] | None = None,
-    latencies: Array | None = None,
+    latencies: _Array | None = None,
     mu: float = 0.0,
 ) -> tuple[float, float, float, float]:
     """Mean (reward, quality, cost USD, steps) of decoded workflows (``workers`` (n, T), −1 after
@@ -134,7 +143,7 @@ def replay_reward(
     return float(reward.mean()), float(quality.mean()), float(cost.mean()), float(steps.mean())
 
 
-def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], latencies: Array) -> Array:
+def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], latencies: _Array) -> _Array:
     """Seconds, per workflow: when its last-finishing step finishes (the executor waits for every
     step, as :func:`podium.eval.runner.critical_path_s` reports) if every step starts as soon as the
     steps it reads have finished (a solve step reads none, verify the step before it, aggregate
@@ -151,7 +160,7 @@ def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], la
             start = np.where(role == ROLES.index("verify"), finish[:, t - 1], start)
             start = np.where(role == ROLES.index("aggregate"), before.max(axis=1), start)
         finish[:, t] = np.where(taken, start + latencies[rows, workers[:, t].clip(0)], 0.0)
-    end: Array = finish.max(axis=1)  # the executor waits for every step, not only the answering one
+    end: _Array = finish.max(axis=1)  # the executor waits for every step, not only the answering one
     return end
 
 
@@ -214,7 +223,7 @@ def train_light(
     m = len(matrix.models)
     shape = (m * len(ROLES) + 1, feature_count(dims, m, config.max_steps))
 
-    def evaluate(flat: Array, idx: npt.NDArray[np.intp]) -> tuple[float, float, float, float]:
+    def evaluate(flat: _Array, idx: npt.NDArray[np.intp]) -> tuple[float, float, float, float]:
         workers, roles = rollout(flat.reshape(shape), projected[idx], m, config.max_steps)
         return replay_reward(
             workers, scores[idx], costs[idx], config.lam, roles=roles, latencies=latencies[idx], mu=config.mu

@@ -37,7 +37,7 @@ from podium.train.reward import workflow_reward
 
 __all__ = ["PlanTrainConfig", "PlanTrainResult", "lambda_sweep", "reward", "train_plans"]
 
-Array = npt.NDArray[np.float64]
+_Array = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class PlanTrainResult:
     curve: list[tuple[int, float]] = field(default_factory=list)
 
 
-def reward(outcomes: PlanOutcomes, lam: float, mu: float) -> Array:
+def reward(outcomes: PlanOutcomes, lam: float, mu: float) -> _Array:
     """r(q, p), shape (questions, plans): :func:`podium.train.reward.workflow_reward` of each
     plan's recorded score, cost and latency (every plan is a valid workflow)."""
     score, cost, latency = (np.asarray(a, dtype=np.float64) for a in (outcomes.score, outcomes.cost, outcomes.latency))
@@ -141,8 +141,8 @@ def train_plans(
 
 
 def _ascend(
-    x: Array, r: Array, config: PlanTrainConfig, x_all: Array, r_all: Array
-) -> tuple[Array, list[tuple[int, float]]]:
+    x: _Array, r: _Array, config: PlanTrainConfig, x_all: _Array, r_all: _Array
+) -> tuple[_Array, list[tuple[int, float]]]:
     """Adam ascent of the exact expected reward (module docstring) from zero weights."""
     n, f = x.shape
     m = r.shape[1]

@@ -17,7 +17,11 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["INVALID_REWARD", "workflow_reward"]
+__all__ = [
+    "INVALID_REWARD",
+    "Value",
+    "workflow_reward",
+]
 
 INVALID_REWARD = 0.0
 """The reward of an output that does not parse into a valid (or replayable) workflow."""
