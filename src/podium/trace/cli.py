@@ -55,9 +55,9 @@ def _trace_parsers(sub: Any) -> None:
     t_search = trace.add_parser(
         "search",
         help="full-text search of questions, answers, conductor output, subtasks, outputs and errors",
-        description="Full-text search (SQLite FTS5) over stored traces, best match first. Plain words must all "
-        'occur (any case); "quoted phrases" as written; word* is a prefix. Without a query: the newest requests '
-        "that pass the filters.",
+        description="Full-text search (SQLite FTS5, or PostgreSQL text search for the shared store) over stored "
+        'traces, best match first. Plain words must all occur (any case); "quoted phrases" as written; word* is a '
+        "prefix. Without a query: the newest requests that pass the filters.",
     )
     t_search.add_argument("query", nargs="*", default=[], help="search words (optional with filters)")
     t_search.add_argument("--fts", action="store_true", help="the query is raw FTS5 syntax (AND, OR, NOT, NEAR)")
@@ -84,8 +84,8 @@ def _trace_parsers(sub: Any) -> None:
         "purge",
         help="delete requests and scrub their text from the database files",
         description="Delete the selected requests (rows, conductor attempts, steps, search index), then merge the "
-        "index, VACUUM the file and truncate its write-ahead log so none of their text remains. Several selectors "
-        "narrow the selection (all must hold).",
+        "index, VACUUM the file and truncate its write-ahead log so none of their text remains (PostgreSQL: VACUUM "
+        "FULL of the trace tables, see docs/scale-out.md). Several selectors narrow the selection (all must hold).",
     )
     t_purge.add_argument("--before", metavar="WHEN", help="requests started before (ISO 8601 date or datetime, UTC)")
     t_purge.add_argument("--request", action="append", default=[], metavar="ID",
