@@ -31,6 +31,7 @@ pytest.importorskip("sqlalchemy", reason="needs podium[serve]")
 from podium.store.engine import open_store
 from podium.testing import ThreadedUvicorn
 from tests.fake_openai import fake_openai_app
+from tests.serve_support import start_podium
 from tests.test_backend_openai import _free_port
 
 MARK = "zqmark"  # a word no other text has: question k carries "zqmark{k}"
@@ -71,21 +72,7 @@ def _start_serve(
     port: int, pool: Path, traces: Path | None, env: dict[str, str], *extra: str
 ) -> subprocess.Popen[bytes]:
     files = ["--traces", str(traces)] if traces is not None else []  # None: the shared store's traces
-    command = ["serve", "--port", str(port), "--pool", str(pool), *files, *extra]
-    proc = subprocess.Popen([sys.executable, "-m", "podium", *command], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            output = proc.stdout.read().decode() if proc.stdout else ""
-            raise RuntimeError(f"podium serve exited with {proc.returncode}: {output}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("podium serve did not come up within 120 s")
+    return start_podium(["serve", "--pool", str(pool), *files, *extra], port, env)
 
 
 @pytest.mark.parametrize("deployment", ["3 replicas + PostgreSQL", "--workers 3 + SQLite"])

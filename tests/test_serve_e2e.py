@@ -10,7 +10,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import POOLS
+from tests.serve_support import start_podium as start_serving
 from tests.test_backend_openai import ALIAS, _free_port, start_server
 
 openai = pytest.importorskip("openai", reason="needs podium[openai]")
@@ -29,23 +29,9 @@ QUESTION = "What is 2 + 3? Answer with the number."
 
 
 def start_podium(args: list[str], port: int, home: Path) -> subprocess.Popen[bytes]:
+    """``podium ARGS`` on the SmolLM2 test pool, with ``home`` as PODIUM_HOME (ready when up)."""
     env = {**os.environ, "PODIUM_HOME": str(home)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "podium", *args, "--port", str(port), "--pool", str(POOLS / "smollm2.toml")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            output = proc.stdout.read().decode() if proc.stdout else ""
-            raise RuntimeError(f"podium {args[0]} exited with {proc.returncode}: {output}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"podium {args[0]} did not come up within 60 s")
+    return start_serving([*args, "--pool", str(POOLS / "smollm2.toml")], port, env, wait_s=60)
 
 
 @pytest.fixture

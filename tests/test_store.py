@@ -120,7 +120,7 @@ def test_a_keys_budget_starts_from_its_recorded_usage_and_new_periods_from_zero(
     ledger.refresh()
     assert ledger.spent_usd == pytest.approx(0.009)
     store.record("team-b", "b" * 32, 0.002)  # usage after the ledger exists is not counted twice
-    assert ledger.settle_hold(ledger.hold(0.001), 0.001) is None
+    ledger.settle_hold(ledger.hold(0.001), 0.001)
     assert ledger.exhausted()
     now = [ledger.period_start + 3_600 + 1]
     later = SharedPeriodBudget(ledger.engine, 0.01, period_s=3_600, scope=ledger.scope, clock=lambda: now[0])

@@ -116,8 +116,7 @@ def test_writes_that_cannot_reach_postgres_are_counted_lost_not_raised(postgres_
 
     store.engine.dispose()  # the server "goes away": nothing listens at port 1
     store.engine = sqlalchemy.create_engine("postgresql+psycopg://podium@127.0.0.1:1/none")
-    marks = run_marked(store)  # type: ignore[arg-type]
-    assert marks  # the request answered
+    run_marked(store)  # type: ignore[arg-type]  # returns: the request was answered
     assert store.flush(timeout=30)
     stats = store.stats()
     assert stats.lost == 2 and stats.written == 0 and stats.last_error  # its begin and its finished record

@@ -112,6 +112,16 @@ class CostLedger:
     def _roll(self) -> None:
         """Hook for period budgets to start a new period."""
 
+    def no_room(self, amount_usd: float, remaining_usd: float) -> CostCapExceeded:
+        """The refusal of a call needing up to ``amount_usd`` when ``remaining_usd`` is left."""
+        return CostCapExceeded(
+            f"a call needing up to ${amount_usd:.6f} does not fit the {self.scope} budget "
+            f"(${max(remaining_usd, 0):.6f} of ${self.cap_usd or 0:.6f} left)",
+            needed_usd=amount_usd,
+            remaining_usd=max(remaining_usd, 0.0),
+            scope=self.scope,
+        )
+
     def _remaining(self) -> float:
         self._roll()
         if self.cap_usd is None:
@@ -323,13 +333,7 @@ class RequestBudget:
             for ledger in local:
                 remaining = ledger._remaining()
                 if amount_usd > remaining:
-                    raise CostCapExceeded(
-                        f"a call needing up to ${amount_usd:.6f} does not fit the {ledger.scope} budget "
-                        f"(${max(remaining, 0):.6f} of ${ledger.cap_usd:.6f} left)",
-                        needed_usd=amount_usd,
-                        remaining_usd=max(remaining, 0.0),
-                        scope=ledger.scope,
-                    )
+                    raise ledger.no_room(amount_usd, remaining)
             for ledger in local:
                 ledger.reserved_usd += amount_usd
         holds: list[tuple[PeriodBudget, object]] = []

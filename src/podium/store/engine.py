@@ -33,6 +33,7 @@ __all__ = [
     "StoreError",
     "check",
     "database_url",
+    "first_line",
     "head_revision",
     "insert_ignore",
     "mask_url",
@@ -266,7 +267,7 @@ def check(url: str) -> StoreCheck:
                 version = str(connection.exec_driver_sql("SHOW server_version").scalar())
         return StoreCheck(mask_url(url), name, True, revision, head_revision(), version, rows=rows)
     except Exception as exc:
-        return StoreCheck(mask_url(url), name, False, head=head_revision(), error=_first_line(exc))
+        return StoreCheck(mask_url(url), name, False, head=head_revision(), error=first_line(exc))
     finally:
         engine.dispose()
 
@@ -277,9 +278,10 @@ def _unavailable(url: str, exc: BaseException) -> StoreError:
         if url.startswith("postgres")
         else "is the folder writable and the file a podium store?"
     )
-    return StoreError(f"cannot open the store at {mask_url(url)}: {_first_line(exc)}; {hint}")
+    return StoreError(f"cannot open the store at {mask_url(url)}: {first_line(exc)}; {hint}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of a database error (the driver's own message when it has one)."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

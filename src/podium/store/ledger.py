@@ -120,7 +120,9 @@ class SharedPeriodBudget(PeriodBudget):
         clock: wall clock, Unix seconds (tests pass a fake).
 
     ``spent_usd`` and ``reserved_usd`` are this process's last view of the ledger (refreshed by
-    every reservation and by :meth:`refresh`), not the authority.
+    every reservation and settlement and by :meth:`refresh`), not the authority; so is
+    :meth:`exhausted`, serve's pre-check before planning, which therefore reads no database on
+    the event loop (a key another replica spent is refused at its first reservation instead).
     """
 
     shared = True
@@ -215,14 +217,7 @@ class SharedPeriodBudget(PeriodBudget):
                 if row is None:
                     spent, reserved = self._state(connection, start)
                     self.period_start, self.spent_usd, self.reserved_usd = start, spent, reserved
-                    remaining = (self.cap_usd or 0.0) - spent - reserved
-                    raise CostCapExceeded(
-                        f"a call needing up to ${amount_usd:.6f} does not fit the {self.scope} budget "
-                        f"(${max(remaining, 0):.6f} of ${self.cap_usd:.6f} left)",
-                        needed_usd=amount_usd,
-                        remaining_usd=max(remaining, 0.0),
-                        scope=self.scope,
-                    )
+                    raise self.no_room(amount_usd, (self.cap_usd or 0.0) - spent - reserved)
                 hold = {"id": token, "scope": self.scope, "amount_usd": amount_usd, "created": now}
                 connection.execute(_statements()["insert_hold"], {**hold, "expires": now + self.hold_ttl_s,
                                                                   "holder": self.holder})  # fmt: skip
@@ -274,12 +269,7 @@ class SharedPeriodBudget(PeriodBudget):
         self.period_start, self.spent_usd, self.reserved_usd = start, spent, reserved
 
     def exhausted(self) -> bool:
-        """Whether the period's settled cost has reached the cap, as the database says (False
-        when it cannot be reached: the reservation then refuses, saying why)."""
-        from sqlalchemy.exc import SQLAlchemyError
-
-        try:
-            self.refresh()
-        except SQLAlchemyError:
-            return False
+        """Whether this process's last view of the period (see the class doc) has reached the
+        cap; reads no database."""
+        self._roll()
         return self.cap_usd is not None and self.spent_usd >= self.cap_usd - _SLACK

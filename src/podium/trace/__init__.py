@@ -27,6 +27,7 @@ __all__ = [
     "data_dir",
     "default_trace_path",
     "open_traces",
+    "shared_trace_url",
 ]
 
 _LAZY = {
@@ -63,6 +64,16 @@ def default_trace_path() -> Path:
     return data_dir() / "traces.sqlite3"
 
 
+def shared_trace_url(url: str | None = None) -> str | None:
+    """The PostgreSQL database traces go to — ``url`` (an option), else
+    ``$PODIUM_DATABASE_URL`` — or None when traces stay in a file (no URL, or an ``sqlite://``
+    one)."""
+    from podium.store.engine import database_url
+
+    chosen = database_url(url)
+    return chosen if chosen is not None and chosen.startswith("postgres") else None
+
+
 def open_traces(
     path: Path | None = None, *, url: str | None = None, retention_days: float | None = None
 ) -> TraceBackend:
@@ -72,14 +83,10 @@ def open_traces(
 
     Raises ConfigError when the store cannot be opened (names it and the fix).
     """
-    if path is None:
-        from podium.store.engine import database_url
+    if path is None and (shared := shared_trace_url(url)) is not None:
+        from podium.trace.postgres import PostgresTraceStore
 
-        chosen = database_url(url)
-        if chosen is not None and chosen.startswith("postgres"):
-            from podium.trace.postgres import PostgresTraceStore
-
-            return PostgresTraceStore(chosen, retention_days=retention_days)
+        return PostgresTraceStore(shared, retention_days=retention_days)
     from podium.trace.store import TraceStore
 
     return TraceStore(path or default_trace_path(), retention_days=retention_days)

@@ -307,10 +307,9 @@ def _existing_traces(path: Path | None) -> TraceBackend:
     """The trace store to read: ``--traces FILE``, the shared PostgreSQL store when
     ``$PODIUM_DATABASE_URL`` names one, else the default file. Raises ConfigError when the file
     does not exist (reading never creates one)."""
-    from podium.store.engine import database_url
+    from podium.trace import shared_trace_url
 
-    shared = path is None and (database_url() or "").startswith("postgres")
-    if not shared:
+    if path is not None or shared_trace_url() is None:
         path = path or default_trace_path()
         if not Path(path).exists():
             raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")

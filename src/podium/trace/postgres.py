@@ -40,7 +40,7 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.records import RunRecord
-from podium.store.engine import mask_url, open_store
+from podium.store.engine import first_line, mask_url, open_store
 from podium.store.schema import TRACE_TABLES, plan_attempts, requests, search_text, steps
 from podium.trace.query import (
     FIELDS,
@@ -53,6 +53,7 @@ from podium.trace.query import (
     TraceSummary,
     fold,
     restore_snippet,
+    search_terms,
     unmark,
 )
 from podium.trace.rows import (
@@ -70,8 +71,6 @@ from podium.trace.store import TraceStoreError
 from podium.trace.writer import WriteBehind, WriterStats
 
 __all__ = ["PostgresTraceStore"]
-
-_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 
 
 class PostgresTraceStore:
@@ -185,7 +184,7 @@ class PostgresTraceStore:
                 if texts:
                     db.execute(insert(search_text), texts)
         except SQLAlchemyError as exc:
-            raise TraceStoreError(f"cannot write to the trace store {self.path}: {_first_line(exc)}") from None
+            raise TraceStoreError(f"cannot write to the trace store {self.path}: {first_line(exc)}") from None
         if (
             finished
             and self.retention_days is not None
@@ -217,7 +216,7 @@ class PostgresTraceStore:
             with self.engine.connect() as db:
                 return list(db.execute(query).mappings())
         except SQLAlchemyError as exc:
-            raise TraceStoreError(f"cannot read the trace store {self.path}: {_first_line(exc)}") from None
+            raise TraceStoreError(f"cannot read the trace store {self.path}: {first_line(exc)}") from None
 
     def list(self, *, limit: int = 20, where: TraceFilter | None = None) -> builtins.list[TraceSummary]:
         """The most recent requests first, narrowed by ``where``."""
@@ -427,7 +426,7 @@ class PostgresTraceStore:
                         listener(ids)
                     db.execute(delete(requests).where(requests.c.id.in_(ids)))
         except SQLAlchemyError as exc:
-            raise TraceStoreError(f"cannot purge the trace store {self.path}: {_first_line(exc)}") from None
+            raise TraceStoreError(f"cannot purge the trace store {self.path}: {first_line(exc)}") from None
         rewritten = self._vacuum() if ids else False  # reported as log_truncated: the files were rewritten
         return PurgeResult(ids, subjects, False, size_before, self._bytes(), rewritten)
 
@@ -452,7 +451,7 @@ class PostgresTraceStore:
         except SQLAlchemyError as exc:
             raise TraceStoreError(
                 f"purged rows are deleted but the trace tables of {self.path} were not rewritten: "
-                f"{_first_line(exc)}; run 'podium trace purge' again"
+                f"{first_line(exc)}; run 'podium trace purge' again"
             ) from None
         return True
 
@@ -567,22 +566,18 @@ def _glob_regex(pattern: str) -> str:
 
 
 def _tsquery(text: str) -> Any:
-    """Plain search words as a tsquery with :func:`~podium.trace.query.fts_query`'s meaning:
-    every word must occur, a ``"quoted phrase"`` as written, ``word*`` as a prefix. Raises
-    ConfigError when ``text`` holds no word."""
+    """Plain search words (:func:`~podium.trace.query.search_terms`, the meaning they have on
+    SQLite) as a tsquery. Raises ConfigError when ``text`` holds no word."""
     from sqlalchemy import func
 
     parts: builtins.list[Any] = []
-    for phrase, word in _TOKEN.findall(fold(text)):
-        if phrase:
-            if phrase.strip():
-                parts.append(func.phraseto_tsquery("simple", phrase))
-        elif len(word) > 1 and word.endswith("*") and (stem := re.sub(r"\W", "", word[:-1].lower())):
+    for kind, term in search_terms(text):
+        if kind == "phrase":
+            parts.append(func.phraseto_tsquery("simple", term))
+        elif kind == "prefix" and (stem := re.sub(r"\W", "", term.lower())):
             parts.append(func.to_tsquery("simple", stem + ":*"))
-        elif word.strip():
-            parts.append(func.plainto_tsquery("simple", word))
-    if not parts:
-        raise ConfigError("the search query is empty; give some words (or only filters, without a query)")
+        else:
+            parts.append(func.plainto_tsquery("simple", term))
     query = parts[0]
     for part in parts[1:]:
         query = query.op("&&")(part)
@@ -618,8 +613,3 @@ def _selection(before: str | None, request_ids: Sequence[str], subject: str | No
     if not parts:
         raise ConfigError("a purge needs a selection: before, request_ids or subject")
     return and_(*parts)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

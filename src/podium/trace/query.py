@@ -33,6 +33,7 @@ __all__ = [
     "fts_query",
     "parse_utc",
     "restore_snippet",
+    "search_terms",
     "unmark",
 ]
 
@@ -198,24 +199,32 @@ def fold(text: str) -> str:
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 
 
-def fts_query(text: str) -> str:
-    """Plain search words as an FTS5 query that always parses: every word must occur (any
-    order, any case, any accents: the words are :func:`fold` ed as the index is); a ``"quoted
-    phrase"`` must occur as written; a word ending in ``*`` matches as a prefix (``retr*``).
-    Operators, column filters and punctuation are just text.
+def search_terms(text: str) -> list[tuple[str, str]]:
+    """What plain search words mean, for either store: (kind, term) pairs, folded as the index
+    is (:func:`fold`), every one of which must occur — kind ``"phrase"`` (a ``"quoted phrase"``,
+    as written), ``"prefix"`` (``retr*``, the term without its ``*``) or ``"word"``. Operators,
+    column filters and punctuation are just text.
 
     Raises ConfigError when ``text`` holds no word.
     """
-    parts: list[str] = []
+    terms: list[tuple[str, str]] = []
     for phrase, word in _TOKEN.findall(fold(text)):
-        term = phrase if phrase else word
         prefix = not phrase and len(word) > 1 and word.endswith("*")
-        term = term[:-1] if prefix else term
+        term = phrase if phrase else word[:-1] if prefix else word
         if term.strip():
-            parts.append('"' + term.replace('"', '""') + '"' + ("*" if prefix else ""))
-    if not parts:
+            terms.append(("phrase" if phrase else "prefix" if prefix else "word", term))
+    if not terms:
         raise ConfigError("the search query is empty; give some words (or only filters, without a query)")
-    return " ".join(parts)
+    return terms
+
+
+def fts_query(text: str) -> str:
+    """Plain search words (:func:`search_terms`) as an FTS5 query that always parses.
+
+    Raises ConfigError when ``text`` holds no word.
+    """
+    terms = search_terms(text)
+    return " ".join('"' + term.replace('"', '""') + '"' + ("*" if kind == "prefix" else "") for kind, term in terms)
 
 
 @dataclass(frozen=True)

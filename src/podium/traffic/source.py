@@ -93,11 +93,10 @@ def open_traces(path: Path) -> TraceBackend:
     """The trace store at ``path`` (the shared PostgreSQL store instead when
     ``$PODIUM_DATABASE_URL`` names one and ``path`` is the default file); ConfigError naming the
     fix when there is none."""
-    from podium.store.engine import database_url
-    from podium.trace import default_trace_path
+    from podium.trace import default_trace_path, shared_trace_url
     from podium.trace import open_traces as open_store
 
-    if path == default_trace_path() and (database_url() or "").startswith("postgres"):
+    if path == default_trace_path() and shared_trace_url() is not None:
         return open_store()
     if not path.is_file():
         raise ConfigError(f"no trace database at {path}; serve traffic first, or pass --traces FILE")
