@@ -1,19 +1,26 @@
 """The trace browser in ``podium serve`` (/ui), against a server seeded with real records (the
 orchestrator with scripted fake workers) through Starlette's in-process client: list, filter,
 search, open a request with every access edge, purge with confirmation; loopback-only access and
-key sign-in. The real-browser walk is in tests/test_ui_browser.py."""
+key sign-in; the report pages (eval runs, two runs with the gate's flips, shadow report,
+conductor registry) on stored reports made by the real code paths. The real-browser walk is in
+tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("fastapi", reason="needs podium[serve]")
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from podium.serve.app import Server, create_app
 from podium.serve.keys import KeyStore
+from podium.serve.ui import ReportSources, ui_router
 from podium.trace.store import TraceStore
 from tests.conftest import POOLS
 from tests.test_trace_search import make_record, seeded, store_copy
@@ -92,3 +99,196 @@ def test_only_loopback_clients_and_with_keys_only_signed_in_ones(server: Server)
     assert client.get("/ui").text.count('class="request"') == 4  # the cookie now opens it
     bearer = TestClient(create_app(server))
     assert bearer.get("/ui", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+
+
+# ---------------------------------------------------------------------------- report pages
+#
+# Eval runs are made by `podium eval --replay` on a small outcome matrix written here (with the
+# matrix's optional latency column, so the reports carry p95 latencies); the shadow store is
+# filled through ShadowStore.add as the shadow proxy fills it; the registry through Registry's
+# create / promote / rollback with a train.json and learning curve as `podium train` writes them
+# (no training run: that needs the embedding model). Every expected number below is worked out
+# from the rows written here.
+
+MODELS = ("big", "mid", "tiny")
+COST = {"big": 0.01, "mid": 0.002, "tiny": 0.0005}
+OLD = {"q1": (1, 1, 0), "q2": (1, 0, 0), "q3": (0, 0, 1), "q4": (1, 1, 1), "t1": (1, 0, 0), "t2": (0, 1, 0)}
+NEW = dict(OLD, q1=(1, 0, 0), q2=(0, 0, 0), q3=(1, 0, 1))  # big: q2 lost, q3 won; mid: q1 lost
+
+
+def _latency(i: int, model: str) -> float:
+    """Row i's recorded seconds: big 1, 2, 3, 4 on the test rows q1..q4; mid and tiny faster."""
+    return {"big": 1.0 + i, "mid": 0.5 + i / 10, "tiny": 0.1 * (i + 1)}[model]
+
+
+def _matrix(path: Path, scores: dict[str, tuple[int, ...]]) -> Path:
+    import csv
+
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(
+            ["sample_id", "eval_name", "split", "prompt", *MODELS, *(f"{m}|model_response" for m in MODELS),
+             *(f"{m}|total_cost" for m in MODELS), *(f"{m}|latency_s" for m in MODELS)]
+        )  # fmt: skip
+        for i, (sid, row) in enumerate(scores.items()):
+            out.writerow(
+                [sid, "gsm8k" if sid in ("q1", "q2") else "quiz", "test" if sid[0] == "q" else "train", f"{sid}?",
+                 *row, *(f"{m} on {sid}" for m in MODELS), *(COST[m] for m in MODELS),
+                 *(_latency(i, m) for m in MODELS)]
+            )  # fmt: skip
+    return path
+
+
+SHADOW_ROWS = [  # use case "support": exact answers with a reference; one dropped "billing" request
+    {"upstream_answer": "Paris", "podium_answer": "Paris", "upstream_cost_usd": 0.002, "podium_cost_usd": 0.001,
+     "upstream_latency_s": 1.0, "podium_latency_s": 0.5, "request_id": "a" * 32},
+    {"upstream_answer": "Paris", "podium_answer": "Rome", "upstream_cost_usd": 0.004, "podium_cost_usd": 0.001,
+     "upstream_latency_s": 2.0, "podium_latency_s": 1.5, "request_id": "b" * 32},
+    {"upstream_answer": "Lyon", "podium_answer": "Lyon", "upstream_cost_usd": 0.006, "podium_cost_usd": 0.004,
+     "upstream_latency_s": 3.0, "podium_latency_s": 2.5, "request_id": "c" * 32},
+]  # fmt: skip
+
+
+def seed_reports(root: Path) -> ReportSources:
+    """Two eval runs (``old``, then ``new``), a shadow store and a registry under ``root``."""
+    from podium.cli import cli
+    from podium.eval.plot import learning_curve_plot
+    from podium.registry import Registry
+    from podium.serve.shadow import ShadowStore  # (moving to podium.store; imported here either way)
+
+    evals = root / "evals"
+    root.mkdir(parents=True, exist_ok=True)
+    for name, scores in (("old", OLD), ("new", NEW)):
+        matrix = _matrix(root / f"{name}.csv", scores)
+        assert cli(["eval", "--replay", str(matrix), "--methods", "single,oracle", "--out", str(evals / name)]) == 0
+    store = ShadowStore(root / "shadow.sqlite3")
+    for i, row in enumerate(SHADOW_ROWS):
+        store.add({"at": f"2026-12-01T10:00:0{i}.000Z", "status": "done", "mode": "execute", "use_case": "support",
+                   "task_type": "exact", "reference": "Paris", "question": "Capital of France?",
+                   "podium_workers": '["drafter"]', **row})  # fmt: skip
+    store.add({"at": "2026-12-02T09:00:00.000Z", "status": "dropped", "mode": "execute", "use_case": "billing"})
+    registry = Registry(root / "conductors")
+    history = [{"generation": g, "best_reward": 0.5 + g / 10, "mean_reward": 0.4 + g / 10} for g in range(3)]
+    for lam in (10.0, 0.0):
+        version = registry.create("light")
+        record = {"policy": "light", "config": {"lam": lam}, "data": {"matrix": "m.csv"}, "history": history}
+        (version.path / "train.json").write_text(json.dumps(record), encoding="utf-8")
+        learning_curve_plot(
+            version.path / "learning-curve.png", [h["generation"] for h in history],
+            {"best": [h["best_reward"] for h in history]}, xlabel="CMA-ES generation",
+        )  # fmt: skip
+        registry.promote(version, evidence={"against": "single:big", "reason": f"promoted v{version.number}"})
+    registry.rollback("light")
+    return ReportSources(evals, root / "shadow.sqlite3", root / "conductors")
+
+
+@pytest.fixture
+def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))  # nothing of the user's caches is read
+    sources = seed_reports(tmp_path / "reports")
+    app = FastAPI()
+    app.include_router(ui_router(SimpleNamespace(traces=None, keys=None), sources))  # type: ignore[arg-type]
+    return TestClient(app)
+
+
+def _cell(html: str, row: str, cls: str) -> str:
+    """The text of the cell with class ``cls`` in the row whose data attribute is ``row``."""
+    match = re.search(rf'{re.escape(row)}">.*?<td class="num {cls}">([^<]*)</td>', html, re.S)
+    assert match, (row, cls)
+    return match.group(1).strip()
+
+
+def test_eval_run_page_shows_the_stored_tables_slices_and_plot(reports: TestClient) -> None:
+    listed = reports.get("/ui/evals")
+    assert listed.status_code == 200 and listed.text.count('class="run"') == 2
+    assert listed.text.index('data-id="new"') < listed.text.index('data-id="old"')  # newest first
+    page = reports.get("/ui/evals/run?id=old")
+    assert page.status_code == 200
+    # single:big on the test rows q1..q4: right on q1, q2, q4 (3/4), $0.01 each, latencies 1, 2, 3, 4 s:
+    # p95 by linear interpolation = 3 + 0.85 · (4 − 3) = 3.85 (the replay adds the planning's microseconds)
+    big = 'data-method="single:big'
+    assert _cell(page.text, big, "quality") == "0.750"
+    assert _cell(page.text, big, "cost") == "0.010000"
+    assert _cell(page.text, big, "p95") == "3.85"
+    assert _cell(page.text, 'data-method="single:mid', "quality") == "0.500"  # q1, q4
+    assert _cell(page.text, 'data-method="oracle', "quality") == "1.000"  # someone is right on each
+    # slice gsm8k = q1, q2: big right on both
+    assert re.search(r'data-tag="gsm8k"><td>gsm8k</td><td class="num">2</td>\s*<td class="num">1.000', page.text)
+    assert 'id="pareto" src="/ui/evals/pareto.png?id=old"' in page.text
+    png = reports.get("/ui/evals/pareto.png?id=old")
+    assert png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
+
+
+def test_two_runs_side_by_side_with_the_gates_flips(reports: TestClient) -> None:
+    page = reports.get("/ui/evals/compare?new=new&baseline=old")
+    assert page.status_code == 200
+    # mid: q1, q4 right before (0.500), only q4 now (0.250): a drop beyond the 0.02 margin
+    mid = 'class="pair" data-method="single:mid'
+    assert (_cell(page.text, mid, "old-quality"), _cell(page.text, mid, "new-quality")) == ("0.500", "0.250")
+    verdict = re.search(r'data-method="single:mid" data-metric="quality">.*?<td class="(ok|bad)">', page.text, re.S)
+    assert verdict and verdict.group(1) == "bad"
+    # oracle 1.0 → 0.75 (q2 now wrong for everyone) is the other regression; big keeps 0.75
+    assert "2 regression(s) over 4 method(s)" in page.text
+    flips = re.findall(r'class="flip" data-method="([^"]+)">.*?class="failing">([^<]*)</td>\s*'
+                       r'<td class="passing">([^<]*)</td>', page.text, re.S)  # fmt: skip
+    assert ("single:big", "1: q2", "1: q3") in flips and ("single:mid", "1: q1", "0") in flips
+    assert ("single:tiny", "0", "0") in flips
+    relaxed = reports.get("/ui/evals/compare?new=new&baseline=old&max_quality_drop=0.3")
+    assert "0 regression(s)" in relaxed.text  # both drops are 0.25
+
+
+def test_bad_run_ids_and_margins_are_clear_pages(reports: TestClient) -> None:
+    missing = reports.get("/ui/evals/run?id=../../etc")
+    assert missing.status_code == 404 and "no eval run &#39;../../etc&#39;" in missing.text
+    assert reports.get("/ui/evals/run").status_code == 400
+    assert reports.get("/ui/evals/pareto.png?id=nope").status_code == 404
+    bad = reports.get("/ui/evals/compare?new=new&baseline=old&max_cost_rise=lots")
+    assert bad.status_code == 400 and "max cost rise &#39;lots&#39; is not a number" in bad.text
+    assert reports.get("/ui/evals/compare?new=new").status_code == 400
+    assert reports.get("/ui/shadow?since=yesterday").status_code == 400
+    assert reports.get("/ui/conductors/version?ref=light@v9").status_code == 404
+    assert reports.get("/ui/conductors/version?ref=../x").status_code == 400
+
+
+def test_shadow_page_renders_the_report_per_use_case(reports: TestClient) -> None:
+    page = reports.get("/ui/shadow")
+    assert page.status_code == 200 and page.text.count('class="use-case"') == 2
+    support = 'data-case="support'
+    # exact answers: rows 1 and 3 agree (2/3); the reference Paris: upstream right twice, podium once
+    assert _cell(page.text, support, "agreement") == f"{2 / 3:.3f}"
+    assert _cell(page.text, support, "quality-upstream") == f"{2 / 3:.3f}"
+    assert _cell(page.text, support, "quality-podium") == f"{1 / 3:.3f}"
+    assert _cell(page.text, support, "cost-upstream") == f"{(0.002 + 0.004 + 0.006) / 3:.6f}"
+    assert _cell(page.text, support, "cost-podium") == f"{(0.001 + 0.001 + 0.004) / 3:.6f}"
+    # p50 / p95 of 1, 2, 3 s: 2 and 2 + 0.9 · 1 = 2.9; podium 0.5, 1.5, 2.5: 1.5 and 2.4
+    assert _cell(page.text, support, "latency-upstream") == "2.00 / 2.90"
+    assert _cell(page.text, support, "latency-podium") == "1.50 / 2.40"
+    assert "dropped 1" in page.text and "/ui/requests/" + "b" * 32 in page.text  # the disagreement links its trace
+    day = reports.get("/ui/shadow?since=2026-12-02")
+    assert day.text.count('class="use-case"') == 1 and 'data-case="billing"' in day.text
+    markdown = reports.get("/ui/shadow.md")
+    assert markdown.headers["content-type"].startswith("text/markdown")
+    assert "| support | 3 | 3 | 0.667 |" in markdown.text  # report_markdown's table
+
+
+def test_conductor_registry_page(reports: TestClient) -> None:
+    page = reports.get("/ui/conductors")
+    assert page.status_code == 200 and page.text.count('class="version"') == 2
+    assert "serving v1" in page.text  # v2 was promoted after v1, then rolled back
+    assert page.text.count('class="event event-promote"') == 2 and "(from v2)" in page.text
+    version = reports.get("/ui/conductors/version?ref=light@v2")
+    assert version.status_code == 200 and 'id="curve"' in version.text
+    assert version.text.count("<tr><td class") == 3  # the three generations of the history
+    curve = reports.get("/ui/conductors/curve.png?ref=light@v2")
+    assert curve.content[:4] == b"\x89PNG"
+
+
+def test_empty_sources_say_what_to_do(tmp_path: Path) -> None:
+    app = FastAPI()
+    sources = ReportSources(tmp_path / "no-evals", tmp_path / "no-shadow.sqlite3", tmp_path / "no-conductors")
+    app.include_router(ui_router(SimpleNamespace(traces=None, keys=None), sources))  # type: ignore[arg-type]
+    client = TestClient(app)
+    for url in ("/ui/evals", "/ui/shadow", "/ui/conductors"):
+        page = client.get(url)
+        assert page.status_code == 200 and 'id="empty"' in page.text, url
+    assert not (tmp_path / "no-shadow.sqlite3").exists()  # the UI reads; it never creates the store

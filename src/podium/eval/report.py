@@ -26,8 +26,10 @@ from podium.eval.runner import Method, TaskResult
 __all__ = [
     "REPORT_VERSION",
     "build_report",
+    "front_methods",
     "load_report",
     "markdown",
+    "pareto_png",
     "summarize",
     "write_report",
 ]
@@ -193,11 +195,16 @@ def write_report(report: Mapping[str, Any], out: Path, *, plot: bool = True, res
     paths[0].write_text(json.dumps(kept, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(report), encoding="utf-8")
     if plot:
-        paths.append(_plot(report, out / "pareto.png"))
+        paths.append(pareto_png(report, out / "pareto.png"))
     return paths
 
 
-def _plot(report: Mapping[str, Any], path: Path) -> Path:
+def pareto_png(report: Mapping[str, Any], path: Path) -> Path:
+    """Draw the report's cost–quality plot (:func:`podium.eval.plot.pareto_plot`: every method
+    that is not a sweep point with its 95 % interval, each sweep group's curve, the Pareto front
+    without the oracle) as a PNG at ``path``; returns ``path``.
+
+    Raises MetricInputError when there is nothing to plot; ImportError without matplotlib."""
     from podium.eval.plot import MethodPoint, pareto_plot
 
     methods = report["methods"]
@@ -223,6 +230,13 @@ def _f(x: float | None, spec: str = ".3f") -> str:
     return "–" if x is None else format(x, spec)
 
 
+def front_methods(report: Mapping[str, Any]) -> set[str]:
+    """Names of the methods on the report's Pareto front of mean cost against mean quality (the
+    oracle left out: it is an upper bound, not a method)."""
+    points = [_point(n, m["summary"]) for n, m in report["methods"].items() if n != "oracle"]
+    return {p.label for p in pareto_front(points)}
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as Markdown tables (methods, curves, slices)."""
     lines = [f"# podium eval: {report.get('config', {}).get('tasks', '')}", "", f"Scoring: {report['scoring']}.", ""]
@@ -232,8 +246,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     methods = report["methods"]
-    points = [_point(n, m["summary"]) for n, m in methods.items() if n != "oracle"]  # an upper bound, not a method
-    front = {p.label for p in pareto_front(points)}
+    front = front_methods(report)
     for name, method in methods.items():
         s = method["summary"]
         lat = "–" if s["latency_s"] is None else f"{s['latency_s']['p50']:.1f} / {s['latency_s']['p95']:.1f}"

@@ -119,14 +119,23 @@ def add_parsers(sub: Any) -> None:
         "ui",
         help="browse stored traces in a web page (the /ui of podium serve, without serving a pool)",
         description="Serve the trace browser on http://HOST:PORT/ui for a trace database: the request list with "
-        "filters and full-text search, each request's workflow graph, messages and costs, and purge. It answers "
-        "loopback clients only; with API keys in the key store, only signed-in ones.",
+        "filters and full-text search, each request's workflow graph, messages and costs, and purge; stored eval "
+        "runs (tables, slices, Pareto plot, two side by side with the gate's flips), the shadow report and the "
+        "conductor registry. It answers loopback clients only; with API keys in the key store, only signed-in ones.",
     )
     ui.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     ui.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
     _database_argument(ui)
     ui.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1; the UI refuses other clients)")
     ui.add_argument("--port", type=int, default=8010, help="port (default: 8010)")
+    ui.add_argument(
+        "--eval-dir",
+        type=Path,
+        help="folder of 'podium eval --out' folders for the eval pages, searched two levels deep "
+        "(default: $PODIUM_EVAL_DIR, else ./podium-eval)",
+    )
+    ui.add_argument("--shadow-store", type=Path, help=f"shadow store file (default: {default_shadow_path()})")
+    ui.add_argument("--conductors", type=Path, help="conductor registry folder (default: the data folder's)")
 
     k = sub.add_parser("keys", help="API keys of podium serve (stored hashed, with period budgets)").add_subparsers(
         dest="keys_command", required=True, metavar="SUBCOMMAND"
@@ -408,14 +417,20 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     import uvicorn
     from fastapi import FastAPI
 
-    from podium.serve.ui import ui_router
+    from podium.serve.ui import ReportSources, ui_router
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
     traces = open_traces(args.traces, url=args.database_url)
     keys = key_store(args)
+    defaults = ReportSources.defaults()
+    sources = ReportSources(
+        args.eval_dir or defaults.eval_dir,
+        args.shadow_store or defaults.shadow_store,
+        args.conductors or defaults.conductors,
+    )
     app = FastAPI(title="podium ui", docs_url=None, redoc_url=None, openapi_url=None)
-    app.include_router(ui_router(types.SimpleNamespace(traces=traces, keys=keys)))  # type: ignore[arg-type]
+    app.include_router(ui_router(types.SimpleNamespace(traces=traces, keys=keys), sources))  # type: ignore[arg-type]
     out.print(f"podium trace browser on http://{args.host}:{args.port}/ui — traces: {traces.path}", highlight=False)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -4,6 +4,16 @@ access edges, per-step messages and outputs, tokens, cost, latency, fallback, PI
 request can be purged from its page, and every request of a data subject from the list filtered
 by that subject, each after a confirmation.
 
+Report pages (read through :mod:`podium.serve.ui_reports`, from a :class:`ReportSources`):
+``/ui/evals`` lists stored ``podium eval`` runs, ``/ui/evals/run?id=RUN`` shows one (methods
+table with quality, cost per request and p95 latency, curve metrics, slices, Pareto plot at
+``/ui/evals/pareto.png?id=RUN``), ``/ui/evals/compare?new=RUN&baseline=RUN`` puts two side by
+side with the regression gate's checks and flips; ``/ui/shadow`` is the shadow report per use
+case (``since`` / ``until``; ``/ui/shadow.md`` the same as Markdown); ``/ui/conductors`` the
+conductor registry (versions, promotions, rollbacks), ``/ui/conductors/version?ref=NAME@vN`` one
+version's training record and learning curve (``/ui/conductors/curve.png?ref=…``). A bad run id,
+version or date is a 404 / 400 page saying so.
+
 Access: the UI answers clients on the loopback interface only (127.0.0.1 / ::1) — reach it from
 elsewhere through an SSH tunnel, never through a reverse proxy on the same host — and, once the
 server has an active API key, only with one (``Authorization: Bearer …``, or the key entered on
@@ -27,11 +37,12 @@ from fastapi import APIRouter, Request  # FastAPI reads the route signatures' an
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from podium.errors import ConfigError
+from podium.serve.ui_reports import ReportSources
 
 if TYPE_CHECKING:
     from podium.serve.app import Server
 
-__all__ = ["PAGE_SIZE", "ui_router"]
+__all__ = ["PAGE_SIZE", "ReportSources", "ui_router"]
 
 PAGE_SIZE = 50
 """Requests per list page (older ones: the page's "older" button)."""
@@ -48,13 +59,16 @@ def _loopback(request: Request) -> bool:
         return host == "testclient"  # Starlette's in-process test client
 
 
-def ui_router(server: Server) -> APIRouter:
-    """The ``/ui`` routes for ``server`` (its trace store and key store)."""
+def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter:
+    """The ``/ui`` routes for ``server`` (its trace store and key store) and the report pages
+    over ``sources`` (default :meth:`ReportSources.defaults`: ``$PODIUM_EVAL_DIR`` or
+    ``./podium-eval``, and the shadow store and registry in podium's data folder)."""
     from fastapi import APIRouter
     from fastapi.templating import Jinja2Templates
 
     templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
     router = APIRouter(prefix="/ui", include_in_schema=False)
+    where = sources or ReportSources.defaults()
 
     def refused(request: Request) -> Response | None:
         """The answer to a client the UI does not serve, or None."""
@@ -145,6 +159,9 @@ def ui_router(server: Server) -> APIRouter:
         result = await _thread(server.traces.purge, subject=subject)
         return page(request, "purged.html", result=dataclasses.asdict(result))
 
+    from podium.serve.ui_reports import add_report_routes
+
+    add_report_routes(router, where, refused, page)
     return router
 
 
