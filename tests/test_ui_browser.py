@@ -61,3 +61,80 @@ def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -
     finally:
         server.stop()
     assert traces.search("glaciers") == []
+
+
+def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eval runs → a run (its numbers, its Pareto plot drawn) → the compare form → the gate's
+    flips → the shadow report → the registry → a version's learning curve, by clicking. With
+    ``PODIUM_UI_SCREENSHOTS=DIR`` each page is also saved there (the images in docs/serve.md)."""
+    import os
+    from types import SimpleNamespace
+
+    from fastapi import FastAPI
+    from selenium.webdriver.common.by import By
+
+    from podium.serve.ui import ui_router
+    from tests.test_ui import seed_reports
+
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
+    sources = seed_reports(tmp_path / "reports")
+    app = FastAPI()
+    traces = seeded(TraceStore(tmp_path / "t.sqlite3"))
+    app.include_router(ui_router(SimpleNamespace(traces=traces, keys=None), sources))  # type: ignore[arg-type]
+    server = ThreadedUvicorn(app)
+    shots = os.environ.get("PODIUM_UI_SCREENSHOTS")
+
+    def shot(browser: object, name: str) -> None:
+        if shots:
+            import time
+
+            for _ in range(50):  # the plots first: an image still loading has no height yet
+                if browser.execute_script("return [...document.images].every(i => i.complete)"):  # type: ignore[attr-defined]
+                    break
+                time.sleep(0.1)
+            height = browser.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+            browser.set_window_size(1280, min(max(height + 160, 500), 2600))  # type: ignore[attr-defined]
+            browser.save_screenshot(str(Path(shots) / f"ui-{name}.png"))  # type: ignore[attr-defined]
+            browser.set_window_size(1280, 900)  # type: ignore[attr-defined]
+
+    def drawn(browser: object, selector: str) -> bool:
+        script = f"const i = document.querySelector('{selector}'); return i.complete && i.naturalWidth > 0;"
+        return bool(browser.execute_script(script))  # type: ignore[attr-defined]
+
+    try:
+        with chromium() as browser:
+            browser.implicitly_wait(5)
+            browser.get(server.url + "/ui")
+            browser.find_element(By.ID, "nav-evals").click()
+            assert [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr.run")] == [
+                "new",
+                "old",
+            ]
+            shot(browser, "evals")
+            browser.find_element(By.LINK_TEXT, "old").click()
+            big = browser.find_element(By.CSS_SELECTOR, 'tr[data-method="single:big"]')
+            assert big.find_element(By.CSS_SELECTOR, "td.quality").text == "0.750"  # q1, q2, q4 of q1..q4
+            assert big.find_element(By.CSS_SELECTOR, "td.p95").text == "3.85"  # 1, 2, 3, 4 s
+            assert drawn(browser, "#pareto")
+            shot(browser, "eval-run")
+            browser.back()
+            browser.find_element(By.ID, "compare").click()  # defaults: the newest against the one before
+            assert "/ui/evals/compare?new=new&baseline=old" in browser.current_url
+            flip = browser.find_element(By.CSS_SELECTOR, 'tr.flip[data-method="single:big"]')
+            assert flip.find_element(By.CSS_SELECTOR, "td.failing").text == "1: q2"
+            assert flip.find_element(By.CSS_SELECTOR, "td.passing").text == "1: q3"
+            assert "2 regression(s)" in browser.find_element(By.ID, "gate-verdict").text
+            shot(browser, "eval-compare")
+            browser.find_element(By.ID, "nav-shadow").click()
+            support = browser.find_element(By.CSS_SELECTOR, 'tr.use-case[data-case="support"]')
+            assert support.find_element(By.CSS_SELECTOR, "td.agreement").text == f"{2 / 3:.3f}"
+            assert support.find_element(By.CSS_SELECTOR, "td.latency-upstream").text == "2.00 / 2.90"
+            shot(browser, "shadow")
+            browser.find_element(By.ID, "nav-conductors").click()
+            assert len(browser.find_elements(By.CSS_SELECTOR, "tr.version")) == 2
+            shot(browser, "conductors")
+            browser.find_element(By.LINK_TEXT, "light@v2").click()
+            assert drawn(browser, "#curve")
+            shot(browser, "conductor-version")
+    finally:
+        server.stop()
