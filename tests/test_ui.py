@@ -292,3 +292,21 @@ def test_empty_sources_say_what_to_do(tmp_path: Path) -> None:
         page = client.get(url)
         assert page.status_code == 200 and 'id="empty"' in page.text, url
     assert not (tmp_path / "no-shadow.sqlite3").exists()  # the UI reads; it never creates the store
+
+
+def test_podium_ui_serves_the_report_folders_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from podium.cli import cli
+
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
+    sources = seed_reports(tmp_path / "reports")
+    served: list[FastAPI] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append(app))
+    options = ["--eval-dir", str(sources.eval_dir), "--shadow-store", str(sources.shadow_store),
+               "--conductors", str(sources.conductors)]  # fmt: skip
+    assert cli(["ui", "--traces", str(tmp_path / "t.sqlite3"), "--keys", str(tmp_path / "k.sqlite3"), *options]) == 0
+    client = TestClient(served[0])
+    assert client.get("/ui/evals").text.count('class="run"') == 2
+    assert client.get("/ui/shadow").text.count('class="use-case"') == 2
+    assert client.get("/ui/conductors").text.count('class="version"') == 2

@@ -525,22 +525,37 @@ def _number(text: str, name: str, default: float) -> float:
     return value
 
 
+_SUMMARIES: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+"""What the run list shows of each report, while its file is unchanged (small: kept for every
+run listed, so the list does not parse every report again)."""
+
+
 def _run_summaries(runs: Mapping[str, EvalRun]) -> list[dict[str, Any]]:
     """What the run list shows of each run: tasks, mode, questions, methods, or the error."""
     listed = []
     for run in runs.values():
-        entry: dict[str, Any] = {"run": run, "error": None}
         try:
-            report = load_run(run)
-        except ConfigError as exc:
-            entry["error"] = str(exc)
-        else:
-            entry.update(
-                tasks=report.get("config", {}).get("tasks", ""),
-                replay=report.get("replay"),
-                n=(report.get("task_set") or {}).get("n"),
-                methods=[n for n, m in report["methods"].items() if not m["group"]],
-                results=bool(report.get("results")),
-            )
-        listed.append(entry)
+            stat = run.report_path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            stamp = (0, 0)
+        cached = _SUMMARIES.get(run.report_path)
+        if cached is None or cached[0] != stamp:
+            summary: dict[str, Any] = {"error": None}
+            try:
+                report = load_run(run)
+            except ConfigError as exc:
+                summary["error"] = str(exc)
+            else:
+                summary.update(
+                    tasks=report.get("config", {}).get("tasks", ""),
+                    replay=report.get("replay"),
+                    n=(report.get("task_set") or {}).get("n"),
+                    methods=[n for n, m in report["methods"].items() if not m["group"]],
+                    results=bool(report.get("results")),
+                )
+            if len(_SUMMARIES) >= _MAX_RUNS:
+                _SUMMARIES.pop(next(iter(_SUMMARIES)))
+            _SUMMARIES[run.report_path] = cached = (stamp, summary)
+        listed.append({"run": run, **cached[1]})
     return listed
