@@ -230,3 +230,49 @@ def test_a_config_edit_reaches_every_worker_process(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=60)
         upstream.stop()
+
+
+@pytest.mark.slow
+def test_the_kill_switch_reaches_replicas_on_other_hosts_through_the_shared_store(
+    tmp_path: Path, postgres_server: Any
+) -> None:
+    """Two replicas with their own configuration files (as on two hosts) on one PostgreSQL
+    store: ``podium kill-switch on`` from a third process switches both to the fallback pipeline
+    within seconds (a request then runs no conductor), and ``off`` hands back to their files."""
+    env = {**os.environ, "PODIUM_HOME": str(tmp_path / "home")}
+    env["PODIUM_DATABASE_URL"] = postgres_server.new_database()
+    assert _podium("db", "upgrade", env=env).returncode == 0
+    upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN))
+    pool = _pool(tmp_path, upstream.url)
+    ports = [_free_port() for _ in range(2)]
+    servers = [_start_serve(p, pool, None, env) for p in ports]
+
+    def serving() -> list[str]:
+        return [httpx.get(f"http://127.0.0.1:{p}/healthz", timeout=5).json()["serving"] for p in ports]
+
+    def wait_for(state: str) -> list[str]:
+        deadline = time.monotonic() + 15
+        while (seen := serving()) != [state, state] and time.monotonic() < deadline:
+            time.sleep(0.3)
+        return seen
+
+    try:
+        assert serving() == ["conductor", "conductor"]
+        flipped = _podium("kill-switch", "on", env=env)
+        assert flipped.returncode == 0 and "kill switch ON" in flipped.stdout, flipped.stderr
+        assert wait_for("fallback") == ["fallback", "fallback"]
+        model = httpx.get(f"http://127.0.0.1:{ports[1]}/v1/models", timeout=5).json()["data"][0]["id"]
+        body = {"model": model, "messages": [{"role": "user", "content": "What is 2 + 2?"}]}
+        answered = httpx.post(f"http://127.0.0.1:{ports[1]}/v1/chat/completions", json=body, timeout=60)
+        assert answered.status_code == 200
+        shown = _podium("trace", "show", answered.json()["id"], "--json", env=env)
+        assert json.loads(shown.stdout)["conductor"] == "fallback"  # no conductor call on the kill switch
+        assert json.loads(_podium("kill-switch", "status", "--json", env=env).stdout)["on"] is True
+        assert _podium("kill-switch", "off", env=env).returncode == 0
+        assert wait_for("conductor") == ["conductor", "conductor"]
+    finally:
+        for proc in servers:
+            proc.terminate()
+        for proc in servers:
+            proc.wait(timeout=60)
+        upstream.stop()

@@ -17,7 +17,8 @@ import pytest
 from podium.pool import load_pool
 from podium.runtime import build_orchestrator
 from podium.serve.fake_upstream import REPLY, create_upstream
-from podium.serve.shadow import ShadowProxy, ShadowStore, create_shadow_app, report_markdown, shadow_report
+from podium.serve.shadow import ShadowProxy, create_shadow_app, report_markdown, shadow_report
+from podium.store.shadow import ShadowStore
 from podium.testing import ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Message, Price

@@ -20,7 +20,8 @@ from podium.errors import ConfigError
 from podium.eval.tasks import load_tasks
 from podium.pool import load_pool
 from podium.runtime import build_orchestrator
-from podium.serve.shadow import ShadowJob, ShadowProxy, ShadowStore
+from podium.serve.shadow import ShadowJob, ShadowProxy
+from podium.store.shadow import ShadowStore
 from podium.testing import ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.traffic.export import build_set

@@ -39,6 +39,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("podium.serve.cli", "serve the conductor as an OpenAI-compatible API (POST /v1/chat/completions)"),
     "ui": ("podium.serve.cli", "browse stored traces in a web page (the /ui of podium serve, without serving a pool)"),
     "keys": ("podium.serve.cli", "API keys of podium serve (stored hashed, with period budgets)"),
+    "kill-switch": (
+        "podium.serve.cli",
+        "serve the fallback pipeline on every replica now (on), or let each configuration decide (off)",
+    ),
     "shadow": (
         "podium.serve.cli",
         "run podium in shadow beside an existing OpenAI-compatible pipeline; 'shadow report' compares",

@@ -207,10 +207,9 @@ class Embedder:
         self._db: sqlite3.Connection | None = None
         self._memory: dict[str, bytes] = {}
         if cache is not None:
-            path = Path(cache)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            from podium.store.engine import connect_sqlite
+
+            self._db = connect_sqlite(cache)
             self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
 
     @property

@@ -21,8 +21,11 @@ from rich.table import Table
 from rich.text import Text
 
 from podium.errors import ConfigError
+from podium.store.engine import store_location
 
 __all__ = ["add_parsers", "cmd_bank", "run"]
+
+_CACHE_HELP = "request cache: a SQLite file or a shared database's URL (default: podium's eval cache)"
 
 
 def add_parsers(sub: Any) -> None:
@@ -54,7 +57,7 @@ def add_parsers(sub: Any) -> None:
     rec.add_argument("--limit", type=int, help="at most this many tasks")
     rec.add_argument("--pool", default="local-tools", help="pool file or preset with the catalogue's workers")
     rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
-    rec.add_argument("--cache", type=Path, help="request cache (default: podium's eval cache)")
+    rec.add_argument("--cache", type=store_location, help=_CACHE_HELP)
     rec.add_argument("--step-timeout", type=float, default=600.0, metavar="SECONDS", help="per step (default 600)")
     restore = bank.add_parser(
         "restore-cache",
@@ -68,7 +71,7 @@ def add_parsers(sub: Any) -> None:
     restore.add_argument(
         "--pool", default="local-tools", help="the pool the bank was recorded on (default local-tools)"
     )
-    restore.add_argument("--cache", type=Path, help="request cache (default: podium's eval cache)")
+    restore.add_argument("--cache", type=store_location, help=_CACHE_HELP)
     show = bank.add_parser("show", help="per column: mean score, cost and latency of a bank")
     show.add_argument("bank", type=Path, help="the bank's folder (or its matrix.csv)")
     show.add_argument("--json", action="store_true", help="machine-readable output")

@@ -21,6 +21,7 @@ from podium.eval.gate import GateMargins, GateResult, gate
 from podium.eval.report import load_report, write_report
 from podium.eval.runner import TaskResult
 from podium.eval.session import EvalSpec, run_eval
+from podium.store.engine import store_location
 
 __all__ = [
     "EXIT_REGRESSION",
@@ -285,7 +286,13 @@ def add_parsers(sub: Any) -> None:
         help="live router training data: a report of '--methods single' on other questions",
     )
     how.add_argument("--concurrency", type=int, help="requests in flight (default: 1 live, 32 replay)")
-    how.add_argument("--cache", type=Path, help="request cache file (default: ~/.cache/podium/eval/requests.sqlite3)")
+    how.add_argument(
+        "--cache",
+        type=store_location,
+        metavar="FILE|URL",
+        help="request cache: a SQLite file, or a database URL to share it between machines, e.g. "
+        "postgresql://USER:PASSWORD@HOST/DB (default: ~/.cache/podium/eval/requests.sqlite3)",
+    )
     how.add_argument("--no-cache", action="store_true", help="call every worker afresh (nothing read or stored)")
     how.add_argument("--traces", type=Path, help="also store every request's trace in this database")
     out = p.add_argument_group("output")

@@ -84,7 +84,7 @@ class EvalSpec:
         pool: pool file or preset (live).
         methods: method names (see the module docstring); empty: the mode's defaults.
         lambdas: the router's λ sweep (1/USD); None: calibrated (:func:`calibrated_lambdas`).
-        cache: the request cache file; None disables it (live).
+        cache: the request cache: a file, or a database URL (shared); None disables it (live).
         traces: store every request's trace here (None: results only).
         judge: pool worker that grades ``open`` tasks (live).
         concurrency: requests in flight (default 1 live, 32 replay).
@@ -106,7 +106,7 @@ class EvalSpec:
     pool: str | None = None
     methods: Sequence[str] = ()
     lambdas: Sequence[float] | None = None
-    cache: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "requests.sqlite3")
+    cache: str | Path | None = field(default_factory=lambda: cache_dir() / "eval" / "requests.sqlite3")
     traces: Path | None = None
     judge: str | None = None
     concurrency: int | None = None
@@ -119,7 +119,7 @@ class EvalSpec:
                 for k, v in dataclasses.asdict(self).items()}  # fmt: skip
 
 
-def _shown(path: Path) -> str:
+def _shown(path: str | Path) -> str:
     """A path as reports show it: under the home folder as ``~/…`` (reports get committed)."""
     home = str(Path.home())
     text = str(path)

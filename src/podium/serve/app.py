@@ -63,6 +63,7 @@ from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
 from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
 from podium.serve.keys import ApiKey, KeyStore
+from podium.store.settings import KILL_SWITCH, Setting, SharedSettings
 from podium.streaming import AnswerStream
 from podium.trace.backend import TraceBackend
 from podium.workers.base import Worker
@@ -282,6 +283,10 @@ class Server:
         """Requests being answered: shutdown waits for them, so every one leaves its trace."""
         self.reload_error: str | None = None
         self.telemetry: Telemetry | None = None
+        self.switches = SharedSettings(keys.engine) if keys is not None else None
+        """The kill switch every replica on this key store reads (``podium kill-switch``)."""
+        self.kill_switch: Setting | None = self.switches.get(KILL_SWITCH) if self.switches else None
+        self._switch_error: str | None = None
         self._stamp = self._watched()
         self.current = self._load()
 
@@ -317,13 +322,42 @@ class Server:
         )
         shaped = base.derive(workers=subset, max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
         conductor: Conductor
-        if config.serving == "fallback" or preset.conductor == "fallback":
+        if self.serving(config) == "fallback" or preset.conductor == "fallback":
             conductor = FallbackOnly(shaped.fallback.worker, shaped.fallback.subtask)
         elif preset.conductor == "pool":
             conductor = base.conductor
         else:
             conductor = named_conductor(preset.conductor, shaped.pool)
         return shaped.derive(conductor=conductor)
+
+    def serving(self, config: ServeConfig | None = None) -> str:
+        """What is served: ``fallback`` while the kill switch is on (set in the store, for every
+        replica), else the configuration's ``serving``."""
+        if self.kill_switch is not None and self.kill_switch.value == "fallback":
+            return "fallback"
+        return (config or self.current.config).serving
+
+    def poll_kill_switch(self) -> bool:
+        """Read the kill switch from the store (a blocking call: run it in a thread); reload when
+        it changed. A store that cannot be read keeps the last state known (logged once).
+        Returns whether it changed."""
+        if self.switches is None:
+            return False
+        try:
+            found = self.switches.get(KILL_SWITCH)
+        except ConfigError as exc:
+            if str(exc) != self._switch_error:
+                _log.error("podium: cannot read the kill switch, keeping %s: %s", self.serving(), exc)
+            self._switch_error = str(exc)
+            return False
+        self._switch_error = None
+        before = self.kill_switch.value if self.kill_switch else None
+        self.kill_switch = found
+        if (found.value if found else None) == before:
+            return False
+        _log.warning("podium: kill switch %s", f"on (set {found.updated_at} by {found.updated_by})" if found else "off")
+        self.reload()
+        return True
 
     # ---------------------------------------------------------------------------- reloading
 
@@ -348,7 +382,7 @@ class Server:
             _log.error("podium: configuration not reloaded, still serving the previous one: %s", exc)
             return False
         self.reload_error = None
-        _log.warning("podium: configuration reloaded (serving: %s)", self.current.config.serving)
+        _log.warning("podium: configuration reloaded (serving: %s)", self.serving())
         return True
 
     def reload_if_changed(self) -> None:
@@ -809,6 +843,7 @@ def create_app(server: Server) -> FastAPI:
             while True:
                 await asyncio.sleep(1.0)
                 server.reload_if_changed()
+                await asyncio.to_thread(server.poll_kill_switch)
 
         watcher = asyncio.create_task(watch())
         try:
@@ -842,7 +877,8 @@ def create_app(server: Server) -> FastAPI:
             "status": "ok",
             "version": __version__,
             "process": os.getpid(),  # which server process answered (several with --workers N)
-            "serving": loaded.config.serving,
+            "serving": server.serving(loaded.config),
+            "kill_switch": dataclasses.asdict(server.kill_switch) if server.kill_switch else None,
             "pool": loaded.pool.name,
             "models": list(loaded.models),
             "in_flight": server.in_flight,

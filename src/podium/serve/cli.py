@@ -20,6 +20,7 @@ from podium.trace import data_dir, default_trace_path, open_traces
 __all__ = [
     "add_parsers",
     "cmd_keys",
+    "cmd_kill_switch",
     "cmd_serve",
     "cmd_shadow",
     "cmd_ui",
@@ -69,8 +70,8 @@ def _database_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--database-url",
         metavar="URL",
-        help="shared store for keys and their budgets, e.g. postgresql://USER:PASSWORD@HOST:PORT/DB, which every "
-        "replica then shares (default: $PODIUM_DATABASE_URL, else the key file)",
+        help="shared store (keys, budgets, traces, shadow records), e.g. postgresql://USER:PASSWORD@HOST:PORT/DB, "
+        "which every replica then shares (default: $PODIUM_DATABASE_URL, else the files in podium's data folder)",
     )
 
 
@@ -152,6 +153,19 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
         _database_argument(p)
 
+    ks = sub.add_parser(
+        "kill-switch",
+        help="serve the fallback pipeline on every replica now (on), or let each configuration decide (off)",
+        description="The kill switch is kept in the key store (the key file of one host, or the shared store of "
+        "every replica with --database-url / $PODIUM_DATABASE_URL). Each podium serve process reads it about once "
+        "a second: 'on' makes every request run the fallback pipeline (no conductor call) within seconds, whatever "
+        "the configuration files say; 'off' hands back to them; 'status' shows it.",
+    )
+    ks.add_argument("state", choices=["on", "off", "status"])
+    ks.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
+    ks.add_argument("--json", action="store_true", help="print the switch as JSON")
+    _database_argument(ks)
+
     sh = sub.add_parser(
         "shadow",
         help="run podium in shadow beside an existing OpenAI-compatible pipeline; 'shadow report' compares",
@@ -170,7 +184,10 @@ def add_parsers(sub: Any) -> None:
     sh.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     sh.add_argument("--port", type=int, default=8001, help="port (default: 8001)")
     sh.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
-    sh.add_argument("--store", type=Path, help=f"shadow store (default: {default_shadow_path()})")
+    sh.add_argument(
+        "--store", type=Path, help=f"shadow store file (default: the shared store, else {default_shadow_path()})"
+    )
+    _database_argument(sh)
     _stack_arguments(sh)
     reports = sh.add_subparsers(dest="shadow_command", metavar="report")
     rep = reports.add_parser("report", help="compare shadow runs with the upstream per use case")
@@ -186,8 +203,9 @@ def add_parsers(sub: Any) -> None:
         dest="report_store",
         type=Path,
         metavar="PATH",
-        help=f"shadow store (default: {default_shadow_path()})",
+        help=f"shadow store file (default: the shared store, else {default_shadow_path()})",
     )
+    _database_argument(rep)
 
 
 def _require_serve_extra(command: str) -> None:
@@ -242,18 +260,48 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def cmd_kill_switch(args: argparse.Namespace, out: Console) -> int:
+    from podium.store.settings import KILL_SWITCH, SharedSettings
+
+    store = key_store(args)
+    switches = SharedSettings(store.engine)
+    try:
+        if args.state == "on":
+            switches.set(KILL_SWITCH, "fallback")
+        elif args.state == "off":
+            switches.clear(KILL_SWITCH)
+        setting = switches.get(KILL_SWITCH)
+    finally:
+        store.close()
+    on = setting is not None and setting.value == "fallback"
+    if args.json:
+        print(json.dumps({"on": on, "set_at": setting.updated_at if setting else None,
+                          "set_by": setting.updated_by if setting else None}))  # fmt: skip
+    elif on and setting is not None:
+        out.print(
+            f"kill switch ON (set {setting.updated_at} by {setting.updated_by}): every podium serve on this store "
+            "serves the fallback pipeline within a few seconds; 'podium kill-switch off' hands back",
+            highlight=False,
+        )
+    else:
+        out.print("kill switch off: each podium serve follows its configuration's serving", highlight=False)
+    return 0
+
+
 def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
     _require_serve_extra("shadow")
     import uvicorn
 
-    from podium.serve.shadow import ShadowProxy, ShadowStore, create_shadow_app, report_markdown, shadow_report
+    from podium.serve.shadow import ShadowProxy, create_shadow_app, report_markdown, shadow_report
+    from podium.store.shadow import ShadowStore, shadow_location
 
     if args.shadow_command == "report":
         from podium.trace.query import parse_utc
 
         since = parse_utc(args.since, flag="--since") if args.since else None
         until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
-        store = ShadowStore(args.report_store or args.store or default_shadow_path())
+        location = shadow_location(args.report_store or args.store, default_shadow_path(), url=args.database_url)
+        store = ShadowStore(location)
         report = shadow_report(store.rows(since=since, until=until), top=args.top)
         markdown = report_markdown(report)
         if args.out:
@@ -282,12 +330,12 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         price = (price_in, price_out)
     config = load_pool(args.pool)
     telemetry = build_telemetry(config)
-    traces = open_traces(args.traces)
+    traces = open_traces(args.traces, url=args.database_url)
     orchestrator = build_orchestrator(config, traces=traces, exporter=telemetry)
     proxy = ShadowProxy(
         args.upstream,
         orchestrator,
-        ShadowStore(args.store or default_shadow_path()),
+        ShadowStore(shadow_location(args.store, default_shadow_path(), url=args.database_url)),
         mode=args.mode,
         request_cap_usd=args.request_cap,
         daily_budget_usd=args.daily_budget,
@@ -440,6 +488,12 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Run ``podium serve``, ``keys``, ``shadow`` or ``ui``; returns the exit code."""
-    commands = {"serve": cmd_serve, "keys": cmd_keys, "shadow": cmd_shadow, "ui": cmd_ui}
+    """Run ``podium serve``, ``keys``, ``kill-switch``, ``shadow`` or ``ui``; returns the exit code."""
+    commands = {
+        "serve": cmd_serve,
+        "keys": cmd_keys,
+        "kill-switch": cmd_kill_switch,
+        "shadow": cmd_shadow,
+        "ui": cmd_ui,
+    }
     return commands[args.command](args, out)

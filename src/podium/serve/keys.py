@@ -196,6 +196,11 @@ class KeyStore:
         with self._db.begin() as connection:
             connection.execute(insert(usage).values(key=name, request_id=request_id, at=time.time(), cost_usd=cost_usd))
 
+    @property
+    def engine(self) -> Any:
+        """The store's SQLAlchemy engine (shared with the switches, :mod:`podium.store.settings`)."""
+        return self._db
+
     def close(self) -> None:
         """Close the store's connections."""
         self._db.dispose()

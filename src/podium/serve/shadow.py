@@ -11,7 +11,9 @@ chat completions are queued for the **shadow run**, in the background:
 
 The queue is bounded; a request that finds it full is recorded as dropped — never silently.
 Each shadow run is a normal trace (tags ``shadow``, ``use-case:…``) plus a row in the shadow
-store (SQLite) beside the upstream's answer, latency and usage. ``podium shadow report``
+store (:mod:`podium.store.shadow`: a SQLite file, or the shared PostgreSQL store) beside the
+upstream's answer, latency and usage; rows are written off the event loop, and a row the store
+could not take is logged and counted (``/healthz`` ``lost``). ``podium shadow report``
 compares them per use case (:func:`shadow_report`).
 
 Request headers read by the proxy (and removed before forwarding): ``X-Podium-Use-Case`` (a
@@ -27,13 +29,10 @@ import contextlib
 import difflib
 import json
 import logging
-import sqlite3
-import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import httpx
@@ -46,11 +45,12 @@ from podium.eval.metrics import percentile
 from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, utc_now
 from podium.serve.app import question_from_messages
+from podium.store.engine import StoreError
+from podium.store.shadow import ShadowStore
 
 __all__ = [
     "ShadowJob",
     "ShadowProxy",
-    "ShadowStore",
     "Status",
     "agreement",
     "correct",
@@ -129,96 +129,6 @@ def upstream_answer(body: bytes) -> tuple[str, int, int]:
     return "".join(parts), prompt, completion
 
 
-class ShadowStore:
-    """The shadow records (SQLite, WAL): one row per forwarded chat completion.
-
-    Raises ConfigError when the file cannot be opened.
-    """
-
-    _SCHEMA = """
-    CREATE TABLE IF NOT EXISTS shadow (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at TEXT NOT NULL,
-        status TEXT NOT NULL,
-        mode TEXT NOT NULL,
-        use_case TEXT NOT NULL,
-        task_type TEXT,
-        reference TEXT,
-        question TEXT,
-        upstream_model TEXT,
-        upstream_status INTEGER,
-        upstream_answer TEXT,
-        upstream_latency_s REAL,
-        upstream_input_tokens INTEGER,
-        upstream_output_tokens INTEGER,
-        upstream_cost_usd REAL,
-        request_id TEXT,
-        podium_status TEXT,
-        podium_answer TEXT,
-        podium_cost_usd REAL,
-        podium_latency_s REAL,
-        podium_workers TEXT,
-        podium_steps INTEGER,
-        error TEXT
-    );
-    CREATE INDEX IF NOT EXISTS shadow_at ON shadow (at);
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.execute("PRAGMA secure_delete=ON")
-            self._db.executescript(self._SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
-            raise ConfigError(f"cannot open shadow store {path}: {exc}") from None
-
-    def add(self, row: Mapping[str, Any]) -> None:
-        columns = list(row)
-        with self._lock:
-            self._db.execute(
-                f"INSERT INTO shadow ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
-                [row[c] for c in columns],
-            )
-
-    def rows(self, *, since: str | None = None, until: str | None = None) -> list[dict[str, Any]]:
-        """Rows with ``since <= at < until`` (UTC ISO 8601 prefixes), oldest first."""
-        bounds = [(">=", since), ("<", until)]
-        where = "".join(f" AND at {op} ?" for op, value in bounds if value)
-        cursor = self._db.execute(f"SELECT * FROM shadow WHERE 1 = 1{where} ORDER BY id", [v for _, v in bounds if v])
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
-
-    def purge(self, *, request_ids: Sequence[str] = (), before: str | None = None) -> int:
-        """Delete the rows of these requests (trace ids) and, with ``before`` (UTC ISO 8601),
-        every row that arrived before it — also the skipped, dropped and unreadable ones, which
-        have no trace; then VACUUM and truncate the write-ahead log, so no deleted text stays in
-        the files. Returns the number of rows deleted."""
-        with self._lock:
-            deleted = 0
-            for start in range(0, len(request_ids), 500):
-                chunk = list(request_ids[start : start + 500])
-                marks = ", ".join("?" for _ in chunk)
-                deleted += self._db.execute(f"DELETE FROM shadow WHERE request_id IN ({marks})", chunk).rowcount
-            if before is not None:
-                deleted += self._db.execute("DELETE FROM shadow WHERE at < ?", (before,)).rowcount
-            if deleted:
-                self._db.execute("VACUUM")
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return deleted
-
-    def spent_since(self, since: str) -> float:
-        """Shadow USD spent since ``since`` (UTC ISO 8601)."""
-        row = self._db.execute(
-            "SELECT COALESCE(SUM(podium_cost_usd), 0) FROM shadow WHERE at >= ?", (since,)
-        ).fetchone()
-        return float(row[0])
-
-
 class ShadowProxy:
     """The proxy's state: upstream client, shadow queue and worker, budgets and counters.
 
@@ -274,8 +184,10 @@ class ShadowProxy:
             "dropped": 0,
             "skipped_budget": 0,
             "errors": 0,
+            "lost": 0,
         }
         self._client: httpx.AsyncClient | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------------- forwarding
 
@@ -284,8 +196,19 @@ class ShadowProxy:
         self.queue = asyncio.Queue(self.queue_size)
 
     async def stop(self) -> None:
+        if self._writes:
+            await asyncio.gather(*self._writes)
         if self._client is not None:
             await self._client.aclose()
+
+    async def _add(self, row: dict[str, Any]) -> None:
+        """Store one shadow row in a thread (the database never blocks the proxy); a row the
+        store refuses is logged with its status and time, and counted as lost."""
+        try:
+            await asyncio.to_thread(self.store.add, row)
+        except StoreError as exc:
+            self.counts["lost"] += 1
+            _log.error("podium shadow: a %s row of %s was not stored: %s", row.get("status"), row.get("at"), exc)
 
     async def forward(self, request: Request, path: str) -> Response:
         """Send ``request`` to the upstream; relay its reply as it arrives."""
@@ -350,7 +273,10 @@ class ShadowProxy:
             self._record_unrun("dropped", use_case, arrived, f"shadow queue full ({self.queue_size} waiting)")
 
     def _record_unrun(self, status: Status, use_case: str, at: str, error: str) -> None:
-        self.store.add({"at": at, "status": status, "mode": self.mode, "use_case": use_case, "error": error})
+        row = {"at": at, "status": status, "mode": self.mode, "use_case": use_case, "error": error}
+        task = asyncio.get_running_loop().create_task(self._add(row))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     # ---------------------------------------------------------------------------- shadow runs
 
@@ -389,12 +315,12 @@ class ShadowProxy:
                 row["upstream_cost_usd"] = (prompt_tokens * price_in + completion_tokens * price_out) / 1e6
             question = question_from_messages(job.body.get("messages") or [])
         except (ValueError, KeyError, TypeError, IndexError, InvalidQuestion) as exc:
-            self.store.add({**row, "status": "unreadable", "error": f"{type(exc).__name__}: {exc}"})
+            await self._add({**row, "status": "unreadable", "error": f"{type(exc).__name__}: {exc}"})
             return
         row["question"] = question
         if self.day is not None and self.day.cap_usd is not None and self.day.spent_usd >= self.day.cap_usd:
             self.counts["skipped_budget"] += 1
-            self.store.add({**row, "status": "skipped_budget", "error": "the shadow budget for today is used up"})
+            await self._add({**row, "status": "skipped_budget", "error": "the shadow budget for today is used up"})
             return
         budget = RequestBudget(self.limits, [self.day] if self.day else [])
         tags = ("shadow", f"use-case:{job.use_case}")
@@ -403,7 +329,7 @@ class ShadowProxy:
         )
         status = _run_status(record)
         self.counts[status] += 1
-        self.store.add({**row, **_podium_columns(record), "status": status})
+        await self._add({**row, **_podium_columns(record), "status": status})
 
 
 def _run_status(record: RunRecord) -> Literal["done", "over_budget", "failed"]:

@@ -1,4 +1,4 @@
-"""The one place podium opens a database of its shared store: URLs, engines, migrations, checks.
+"""The one place podium opens a database: URLs, engines, migrations, checks, SQLite files.
 
 A store is chosen by a URL (SQLAlchemy's form): ``PODIUM_DATABASE_URL`` or a ``--database-url``
 option, e.g. ``postgresql://podium:secret@db.internal:5432/podium``; without one each store is
@@ -11,6 +11,11 @@ up to 5 s for it) in WAL mode, so a read-then-write transaction — a budget res
 fail halfway when another process writes; PostgreSQL transactions lock the rows they change
 (``SELECT … FOR UPDATE``).
 
+Embedded single-purpose files are opened here too: :func:`open_embedded` (an engine for the
+shadow store's and the request cache's SQLite files) and :func:`connect_sqlite` (a raw
+connection for the stores that need SQLite itself: the trace file's FTS5 index, the embedding
+cache), each with the same locking and write-ahead-log settings.
+
 The schema is versioned by Alembic (``podium/store/migrations``). :func:`open_store` upgrades an
 embedded SQLite file by itself; a PostgreSQL database is upgraded by ``podium db upgrade`` (one
 operator step per release, never a race between replicas starting together), and a store
@@ -20,7 +25,9 @@ behind the code's schema raises :class:`StoreError` saying so.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,15 +39,24 @@ __all__ = [
     "StoreCheck",
     "StoreError",
     "check",
+    "connect_sqlite",
+    "database_errors",
     "database_url",
     "first_line",
     "head_revision",
     "insert_ignore",
+    "is_database_url",
     "mask_url",
+    "open_embedded",
     "open_store",
+    "read_only",
     "schema_revision",
     "sqlite_url",
+    "store_location",
     "upgrade",
+    "upsert",
+    "use_wal",
+    "vacuum",
 ]
 
 DATABASE_URL_ENV = "PODIUM_DATABASE_URL"
@@ -66,6 +82,18 @@ def database_url(explicit: str | None = None, environ: Mapping[str, str] | None 
 def sqlite_url(path: Path) -> str:
     """The URL of the SQLite file at ``path``."""
     return f"sqlite:///{path}"
+
+
+def store_location(value: str) -> str | Path:
+    """An option's value as a store location: a database URL as written, else a file path
+    (``type=`` of argparse options such as ``--cache``)."""
+    return value if "://" in value else Path(value)
+
+
+def is_database_url(location: str | Path) -> bool:
+    """Whether a store location (an option's value) is a database URL (``postgresql://…``,
+    ``sqlite:///…``) rather than a file path."""
+    return isinstance(location, str) and "://" in location
 
 
 def mask_url(url: str) -> str:
@@ -115,6 +143,60 @@ def open_store(url: str, *, migrate: bool | None = None) -> Any:
     return engine
 
 
+def open_embedded(path: str | Path, tables: Sequence[Any]) -> Any:
+    """An engine for an embedded single-purpose SQLite file (the shadow store, the request
+    cache), configured as :func:`open_store`'s, with ``tables`` (SQLAlchemy tables) created
+    when missing. These files are not migrated: each holds one table whose shape has not changed
+    since its first release (a change would need a migration here first).
+
+    Raises:
+        StoreError: the file cannot be created or opened as a SQLite database.
+    """
+    from sqlalchemy import MetaData
+
+    location = Path(path).expanduser()
+    engine = _engine(sqlite_url(location))
+    try:
+        with engine.begin() as connection:
+            MetaData().create_all(connection, tables=list(tables), checkfirst=True)
+    except Exception as exc:
+        engine.dispose()
+        raise _unavailable(str(location), exc) from None
+    return engine
+
+
+def connect_sqlite(
+    path: str | Path, *, wal: bool = True, secure_delete: bool = False, foreign_keys: bool = False
+) -> sqlite3.Connection:
+    """A raw :mod:`sqlite3` connection for the stores that need SQLite itself (the trace file's
+    FTS5 index and write-behind writer, the embedding cache): autocommit (the caller issues
+    ``BEGIN``), usable from any thread (the caller serialises), waiting up to 5 s for another
+    process's lock, and with ``wal`` the write-ahead log with ``synchronous=NORMAL`` (a commit
+    survives a crash of podium; only a power loss may lose the last ones). ``secure_delete``
+    zeroes deleted content; ``foreign_keys`` enforces them. The folder is created.
+
+    Raises:
+        sqlite3.Error, OSError: the file cannot be opened (callers name the store in their error).
+    """
+    location = Path(path).expanduser()
+    location.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
+    connection.execute("PRAGMA busy_timeout=5000")
+    if wal:
+        use_wal(connection)
+    if secure_delete:
+        connection.execute("PRAGMA secure_delete=ON")
+    if foreign_keys:
+        connection.execute("PRAGMA foreign_keys=ON")
+    return connection
+
+
+def use_wal(connection: sqlite3.Connection) -> None:
+    """Switch a SQLite connection to the write-ahead log with ``synchronous=NORMAL``."""
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+
+
 def _engine(url: str) -> Any:
     from sqlalchemy import create_engine, event
     from sqlalchemy.engine import make_url
@@ -155,10 +237,19 @@ def _engine(url: str) -> Any:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin(connection: Any) -> None:  # a reader (see read_only) does not take the write lock
+        connection.exec_driver_sql("BEGIN" if connection.get_execution_options().get(_READ_ONLY) else "BEGIN IMMEDIATE")
 
     return engine
+
+
+_READ_ONLY = "podium_read_only"
+
+
+def read_only(engine: Any) -> Any:
+    """A connection for reading (use as ``with read_only(engine) as db:``): on SQLite its
+    transactions begin deferred, so readers never wait for each other or hold up a writer."""
+    return engine.connect().execution_options(**{_READ_ONLY: True})
 
 
 def _alembic_config(connection: Any) -> Any:
@@ -203,10 +294,41 @@ def upgrade(engine: Any) -> tuple[str | None, str]:
 
 def insert_ignore(connection: Any, table: Any, values: Mapping[str, Any]) -> None:
     """``INSERT … ON CONFLICT DO NOTHING`` on either engine."""
+    connection.execute(_dialect_insert(connection, table).values(**values).on_conflict_do_nothing())
+
+
+def upsert(connection: Any, table: Any, values: Mapping[str, Any], key: Sequence[str]) -> None:
+    """``INSERT … ON CONFLICT (key) DO UPDATE`` setting every other column, on either engine."""
+    insert = _dialect_insert(connection, table).values(**values)
+    update = {name: insert.excluded[name] for name in values if name not in key}
+    connection.execute(insert.on_conflict_do_update(index_elements=list(key), set_=update))
+
+
+def vacuum(engine: Any, tables: Sequence[str]) -> None:
+    """Rewrite ``tables`` so deleted rows leave no trace in the database's files: ``VACUUM FULL``
+    on PostgreSQL (locks those tables while it runs), ``VACUUM`` then a truncating checkpoint of
+    the write-ahead log on SQLite (the whole file). Runs outside a transaction, as both require.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError, sqlite3.Error: the database refused (callers say that
+            the rows are deleted but the files not yet rewritten).
+    """
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.exec_driver_sql(f"VACUUM FULL {', '.join(tables)}")
+        return
+    raw = engine.raw_connection()
+    try:
+        raw.execute("VACUUM")
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
+
+
+def _dialect_insert(connection: Any, table: Any) -> Any:
     from sqlalchemy.dialects import postgresql, sqlite
 
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    connection.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+    return (postgresql if connection.dialect.name == "postgresql" else sqlite).insert(table)
 
 
 @dataclass(frozen=True)
@@ -278,7 +400,20 @@ def _unavailable(url: str, exc: BaseException) -> StoreError:
         if url.startswith("postgres")
         else "is the folder writable and the file a podium store?"
     )
-    return StoreError(f"cannot open the store at {mask_url(url)}: {first_line(exc)}; {hint}")
+    shown = mask_url(url) if is_database_url(url) else url
+    return StoreError(f"cannot open the store at {shown}: {first_line(exc)}; {hint}")
+
+
+@contextmanager
+def database_errors(message: str) -> Iterator[None]:
+    """Turn a database error raised inside into a :class:`StoreError` ``"{message}: {the
+    driver's first line}"`` (other exceptions pass through)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (SQLAlchemyError, sqlite3.Error) as exc:
+        raise StoreError(f"{message}: {first_line(exc)}") from None
 
 
 def first_line(exc: BaseException) -> str:

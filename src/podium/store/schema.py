@@ -13,6 +13,12 @@ Tables:
         start (Unix s), its settled cost and the cost reserved by calls in flight, USD.
     budget_holds: one row per call in flight — id, scope, amount USD, created and expiry (Unix
         s), holder (host:pid); an expired hold's amount is released (its process died).
+    shadow: one row per chat completion the shadow proxy forwarded (:mod:`podium.store.shadow`):
+        the upstream's answer, latency and usage beside podium's run of the same request.
+    request_cache: stored worker completions by request key (:mod:`podium.workers.cache`): the
+        sha256 key, the worker's name, the completion as JSON, when it was stored.
+    settings: operator switches every replica reads (:mod:`podium.store.settings`) — name,
+        value, when and by whom it was set.
     requests, plan_attempts, steps, search_text: the traces, on PostgreSQL (the embedded SQLite
         trace file has its own schema in :mod:`podium.trace.store`, with the same columns); the
         search texts carry a ``tsvector`` of their folded form with a GIN index.
@@ -43,8 +49,11 @@ __all__ = [
     "keys",
     "metadata",
     "plan_attempts",
+    "request_cache",
     "requests",
     "search_text",
+    "settings",
+    "shadow",
     "steps",
     "usage",
 ]
@@ -196,3 +205,52 @@ search_text = Table(
 
 TRACE_TABLES = (requests, plan_attempts, steps, search_text)
 """The trace tables, parents first (PostgreSQL only; created by migration 0002)."""
+
+
+shadow = Table(
+    "shadow",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("mode", Text, nullable=False),
+    Column("use_case", Text, nullable=False),
+    Column("task_type", Text),
+    Column("reference", Text),
+    Column("question", Text),
+    Column("upstream_model", Text),
+    Column("upstream_status", Integer),
+    Column("upstream_answer", Text),
+    Column("upstream_latency_s", Float),
+    Column("upstream_input_tokens", Integer),
+    Column("upstream_output_tokens", Integer),
+    Column("upstream_cost_usd", Float),
+    Column("request_id", Text),
+    Column("podium_status", Text),
+    Column("podium_answer", Text),
+    Column("podium_cost_usd", Float),
+    Column("podium_latency_s", Float),
+    Column("podium_workers", Text),
+    Column("podium_steps", Integer),
+    Column("error", Text),
+    Index("shadow_at", "at"),
+    Index("shadow_request", "request_id"),
+)
+
+request_cache = Table(
+    "request_cache",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("worker", Text, nullable=False),
+    Column("completion", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+settings = Table(
+    "settings",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    Column("updated_by", Text, nullable=False),
+)

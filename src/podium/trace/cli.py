@@ -94,7 +94,11 @@ def _trace_parsers(sub: Any) -> None:
     t_purge.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete nothing")
     t_purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     t_purge.add_argument(
-        "--shadow-store", type=Path, metavar="PATH", help="shadow store purged alike (default: podium's, if it exists)"
+        "--shadow-store",
+        type=Path,
+        metavar="PATH",
+        help="shadow store file purged alike (default: the shared store's with $PODIUM_DATABASE_URL, else "
+        "podium's file if it exists)",
     )
     t_export = trace.add_parser(
         "export",
@@ -273,17 +277,21 @@ def _cmd_purge(store: TraceBackend, args: argparse.Namespace, out: Console, err:
 def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | None) -> int:
     """Purge the shadow store's copies of what a trace purge removed (the shadow store keeps
     the question and both answers of each shadow run): rows of those requests, and with
-    ``--before`` every older row. The default store is touched only if it exists."""
+    ``--before`` every older row. The shared store (``$PODIUM_DATABASE_URL``) is purged when it
+    is set; the default file only if it exists."""
     from podium.serve.cli import default_shadow_path
+    from podium.store.shadow import ShadowStore, shadow_location
 
-    shadow = path or default_shadow_path()
-    if not shadow.is_file():
+    shadow = shadow_location(path, default_shadow_path())
+    if isinstance(shadow, Path) and not shadow.is_file():
         if path is not None:
             raise ConfigError(f"no shadow store at {path}")
         return 0
-    from podium.serve.shadow import ShadowStore
-
-    return ShadowStore(shadow).purge(request_ids=request_ids, before=before)
+    store = ShadowStore(shadow)
+    try:
+        return store.purge(request_ids=request_ids, before=before)
+    finally:
+        store.close()
 
 
 def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:

@@ -52,6 +52,7 @@ from typing import Any, cast
 
 from podium.errors import ConfigError
 from podium.records import RunRecord
+from podium.store.engine import connect_sqlite, use_wal
 from podium.trace.query import (
     FIELDS,
     MARK_OFF,
@@ -332,18 +333,14 @@ class TraceStore:
         self._lock = threading.Lock()
         self._listeners: list[PurgeListener] = []
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            # deleted content zeroed (some builds default to off); foreign keys cascade a purge
+            self._db = connect_sqlite(self.path, wal=False, secure_delete=True, foreign_keys=True)
             self._db.create_function("podium_fold", 1, fold, deterministic=True)
             found, tables = self._check_version()  # before anything that writes, WAL mode included
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # WAL's recommended durability: a commit survives a crash of podium, and the file
-            # is never corrupted; only a power loss may lose the last commits. FULL would fsync
-            # on every commit (≈ 4 ms each here), on the event loop of a busy server.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.execute("PRAGMA secure_delete=ON")  # deleted content is zeroed (some builds default to off)
+            # WAL with synchronous=NORMAL: a commit survives a crash of podium and the file is
+            # never corrupted; only a power loss may lose the last commits (FULL would fsync on
+            # every commit, ≈ 4 ms each here).
+            use_wal(self._db)
             self._setup(found, tables)
         except (sqlite3.Error, OSError) as exc:
             raise TraceStoreError(f"cannot open trace database {str(self.path)!r}: {exc}") from None

@@ -53,7 +53,11 @@ def add_parsers(sub: Any) -> None:
     src = ex.add_argument_group("what to read")
     src.add_argument("--source", choices=["traces", "shadow"], default="traces", help="traces (default) or shadow")
     src.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
-    src.add_argument("--store", type=Path, help=f"shadow store (default: {default_shadow_path()})")
+    src.add_argument(
+        "--store",
+        type=Path,
+        help=f"shadow store file (default: $PODIUM_DATABASE_URL's store, else {default_shadow_path()})",
+    )
     src.add_argument("--since", metavar="WHEN", help="arrived at or after (ISO 8601 date or datetime, UTC)")
     src.add_argument("--until", metavar="WHEN", help="arrived before (a date alone includes that day)")
     src.add_argument("--tag", action="append", default=[], help="carries this tag (traces; repeatable: all of them)")
@@ -225,10 +229,11 @@ def _read(args: argparse.Namespace) -> list[Any]:
     since, until = _window(args)
     if args.source == "shadow":
         from podium.serve.cli import default_shadow_path
+        from podium.store.shadow import shadow_location
 
         if args.tag:
             raise ConfigError("--tag filters traces; the shadow store has use cases: use --use-case NAME")
-        path = args.store or default_shadow_path()
+        path = shadow_location(args.store, default_shadow_path())
         items = source.read_shadow(path, since=since, until=until, status=args.status, use_case=args.use_case)
         if not items and args.use_case and args.use_case not in (cases := source.shadow_use_cases(path)):
             raise ConfigError(

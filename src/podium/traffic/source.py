@@ -1,5 +1,5 @@
 """Stored traffic as export and drift read it: traces (:class:`~podium.trace.TraceStore`) or
-shadow records (:class:`~podium.serve.shadow.ShadowStore`), through their public read APIs.
+shadow records (:class:`~podium.store.shadow.ShadowStore`), through their public read APIs.
 
 Each request becomes one :class:`TrafficItem`, oldest first. Times are the stores' UTC ISO 8601
 strings (``2026-11-30T14:00:00.000Z``), so comparing strings compares instants.
@@ -143,7 +143,7 @@ def read_traces(
 
 
 def read_shadow(
-    path: Path,
+    path: str | Path,
     *,
     since: str | None = None,
     until: str | None = None,
@@ -154,11 +154,11 @@ def read_shadow(
     without a question (the request could not be read) are left out."""
     if status is not None and status not in SHADOW_STATUSES:
         raise ConfigError(f"shadow status {status!r} is unknown; use one of {', '.join(SHADOW_STATUSES)}")
-    if not path.is_file():
+    if isinstance(path, Path) and not path.is_file():
         raise ConfigError(f"no shadow store at {path}; run 'podium shadow --upstream URL' first, or pass --store FILE")
     try:
-        from podium.serve.shadow import ShadowStore
-    except ImportError as exc:  # fastapi / httpx: the serve extra
+        from podium.store.shadow import ShadowStore
+    except ImportError as exc:  # SQLAlchemy: the serve extra
         raise ConfigError(
             f"reading the shadow store needs the serve extra: pip install 'podium[serve]' ({exc})"
         ) from None
@@ -196,9 +196,9 @@ def known_tags(store: TraceBackend) -> set[str]:
     return {tag for summary in store.list(limit=_ALL) for tag in summary.tags}
 
 
-def shadow_use_cases(path: Path) -> set[str]:
-    """Every use case in the shadow store."""
-    from podium.serve.shadow import ShadowStore
+def shadow_use_cases(path: str | Path) -> set[str]:
+    """Every use case in the shadow store (a file or a database URL)."""
+    from podium.store.shadow import ShadowStore
 
     return {str(row["use_case"]) for row in ShadowStore(path).rows()}
 

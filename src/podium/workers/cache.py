@@ -4,7 +4,7 @@ Evaluation and training re-run the same workflows many times; worker calls domin
 (DESIGN.md §5). :class:`CachedWorker` keys each call by the exact request — the worker's
 identity (name, backend class, model), the messages, the decoding settings (seed included) and,
 for grammar-constrained continuations, the prefix, grammar and stop strings — and stores the
-:class:`~podium.workers.base.Completion` in a SQLite file. A hit returns the stored completion
+:class:`~podium.workers.base.Completion` in a SQLite file (or a shared database). A hit returns the stored completion
 (its recorded text, usage, cost and latency) marked ``cached``; the executor and the conductor
 then record the original call's latency as its backend measured it (queueing for the model,
 prefill, generation). A live step records the wall time of its whole call, which adds podium's
@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sqlite3
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -38,68 +38,89 @@ __all__ = [
     "request_key",
 ]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS calls (
-    key TEXT PRIMARY KEY,
-    worker TEXT NOT NULL,
-    completion TEXT NOT NULL,
-    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-);
-"""
-
 
 class RequestCache:
-    """Stored completions by request key, in a SQLite file (WAL; safe across threads).
+    """Stored completions by request key: a SQLite file (the default) or the ``request_cache``
+    table of a shared database, so the eval jobs of several machines share their calls.
 
     Args:
-        path: the SQLite file (created with its folder).
+        location: the SQLite file (created with its folder; its table is ``calls``), or a
+            database URL (``postgresql://…``, set up by ``podium db upgrade``).
 
     Raises:
-        ConfigError: the file cannot be opened as a SQLite database.
+        ConfigError: the file or database cannot be opened (names it and the fix).
 
     Attributes:
+        path: where the cache is, as reports show it: the file's path, or the URL with its
+            password masked.
         hits, misses: counts since this object was created.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, location: str | Path) -> None:
+        from sqlalchemy import MetaData
+
+        from podium.store.engine import is_database_url, mask_url, open_embedded, open_store
+        from podium.store.schema import request_cache
+
+        shared = is_database_url(location)
+        self.path: str | Path = mask_url(str(location)) if shared else Path(location)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the request cache {self.path}: {exc} (pass another --cache path)") from exc
+            if shared:
+                self._table = request_cache
+                self._engine = open_store(str(location))
+            else:  # the file of every release before the shared store: table "calls"
+                self._table = request_cache.to_metadata(MetaData(), name="calls")
+                self._engine = open_embedded(location, [self._table])
+        except ConfigError as exc:
+            raise ConfigError(f"request cache: {exc} (or pass another --cache)") from None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str) -> Completion | None:
+        """The completion stored under ``key`` (marked ``cached``), or None."""
+        from sqlalchemy import select
+
+        from podium.store.engine import read_only
+
+        with self._errors("read"), read_only(self._engine) as db:
+            stored = db.scalar(select(self._table.c.completion).where(self._table.c.key == key))
         with self._lock:
-            row = self._db.execute("SELECT completion FROM calls WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        data = json.loads(row[0])
+            if stored is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+        data = json.loads(stored)
         data["usage"] = Usage(**data["usage"])
         data["cached"] = True
         return Completion(**data)
 
     def put(self, key: str, worker: str, completion: Completion) -> None:
+        """Store ``completion`` under ``key`` (replacing what was there)."""
+        from podium.records import utc_now
+        from podium.store.engine import upsert
+
         data = json.dumps(dataclasses.asdict(completion), ensure_ascii=False)
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO calls (key, worker, completion) VALUES (?, ?, ?)", (key, worker, data)
-            )
+        row = {"key": key, "worker": worker, "completion": data, "created_at": utc_now()}
+        with self._errors("write"), self._engine.begin() as db:
+            upsert(db, self._table, row, key=("key",))
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM calls").fetchone()[0])
+        from sqlalchemy import func, select
+
+        from podium.store.engine import read_only
+
+        with self._errors("read"), read_only(self._engine) as db:
+            return int(db.scalar(select(func.count()).select_from(self._table)) or 0)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """Close the cache's connections."""
+        self._engine.dispose()
+
+    def _errors(self, action: str) -> AbstractContextManager[None]:
+        from podium.store.engine import database_errors
+
+        return database_errors(f"cannot {action} the request cache {self.path}")
 
 
 KEY_VERSION = 1

@@ -1,0 +1,150 @@
+"""The shadow store and the request cache on both engines (an SQLite store and a database on a
+real PostgreSQL server, tests/postgres_support.py): one suite, the same assertions; files from
+before the shared store still read; a trace purge reaches the shared shadow rows; a shadow row
+the store cannot take is counted, not raised into the proxy."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("sqlalchemy", reason="needs SQLAlchemy (a podium dependency)")
+
+from podium.errors import ConfigError
+from podium.store.engine import StoreError
+from podium.store.shadow import ShadowStore, shadow_location
+from podium.workers.base import Completion, Usage
+from podium.workers.cache import RequestCache
+
+
+def _row(at: str, request_id: str | None, cost: float | None, question: str = "q") -> dict[str, Any]:
+    return {"at": at, "status": "done", "mode": "execute", "use_case": "support", "request_id": request_id,
+            "question": question, "podium_cost_usd": cost}  # fmt: skip
+
+
+def test_shadow_rows_round_trip_window_spend_and_purge(store_url: str) -> None:
+    store = ShadowStore(store_url)
+    store.add(_row("2026-11-30T10:00:00.000Z", "a" * 32, 0.002))
+    store.add(_row("2026-12-01T09:00:00.000Z", "b" * 32, 0.003))
+    store.add(_row("2026-12-01T11:00:00.000Z", None, None) | {"status": "dropped"})  # no trace
+    other = ShadowStore(store_url)  # another process on the same store sees the rows
+    assert [r["request_id"] for r in other.rows()] == ["a" * 32, "b" * 32, None]  # oldest first
+    assert [r["at"][:10] for r in other.rows(since="2026-12-01")] == ["2026-12-01", "2026-12-01"]
+    assert [r["request_id"] for r in other.rows(until="2026-12-01")] == ["a" * 32]
+    assert other.spent_since("2026-12-01") == pytest.approx(0.003)  # NULL costs (unrun rows) count 0
+    assert other.purge(request_ids=["b" * 32]) == 1
+    assert other.purge(before="2026-12-01") == 1  # the older row, whatever its request
+    assert [r["status"] for r in store.rows()] == ["dropped"]
+    store.close()
+    other.close()
+
+
+def test_the_request_cache_is_shared_by_every_process_on_the_store(store_url: str) -> None:
+    first, second = RequestCache(store_url), RequestCache(store_url)
+    completion = Completion(text="So the answer is 42", usage=Usage(12, 5), cost_usd=0.0001, latency_s=0.7)
+    assert second.get("k1") is None
+    first.put("k1", "smol-a", completion)
+    hit = second.get("k1")
+    assert hit is not None and hit.cached and hit.text == completion.text and hit.usage == completion.usage
+    first.put("k1", "smol-a", Completion(text="replaced", usage=Usage(1, 1)))  # the same key replaces
+    assert (second.get("k1") or completion).text == "replaced" and len(second) == 1
+    assert (second.hits, second.misses) == (2, 1)
+    assert "***" not in str(first.path) or store_url.startswith("postgresql")  # a URL is shown masked
+    first.close()
+    second.close()
+
+
+def test_files_from_before_the_shared_store_are_read_as_they_are(tmp_path: Path) -> None:
+    """The shadow and cache files of earlier releases (tables written by hand then) keep their
+    rows and take new ones."""
+    shadow = tmp_path / "shadow.sqlite3"
+    with sqlite3.connect(shadow) as db:
+        db.execute("CREATE TABLE shadow (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, status TEXT NOT NULL, "
+                   "mode TEXT NOT NULL, use_case TEXT NOT NULL, task_type TEXT, reference TEXT, question TEXT, "
+                   "upstream_model TEXT, upstream_status INTEGER, upstream_answer TEXT, upstream_latency_s REAL, "
+                   "upstream_input_tokens INTEGER, upstream_output_tokens INTEGER, upstream_cost_usd REAL, "
+                   "request_id TEXT, podium_status TEXT, podium_answer TEXT, podium_cost_usd REAL, "
+                   "podium_latency_s REAL, podium_workers TEXT, podium_steps INTEGER, error TEXT)")  # fmt: skip
+        db.execute("INSERT INTO shadow (at, status, mode, use_case) VALUES ('2026-11-01T00:00Z', 'done', 'plan', 'x')")
+    store = ShadowStore(shadow)
+    store.add(_row("2026-12-01T00:00:00.000Z", "c" * 32, 0.001))
+    assert [r["use_case"] for r in store.rows()] == ["x", "support"]
+    cache = tmp_path / "requests.sqlite3"
+    with sqlite3.connect(cache) as db:
+        db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, worker TEXT NOT NULL, completion TEXT NOT NULL, "
+                   "created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))")  # fmt: skip
+        body = '{"text": "old", "usage": {"input_tokens": 3, "output_tokens": 1}, "cost_usd": 0.0, "latency_s": 0.1}'
+        db.execute("INSERT INTO calls (key, worker, completion) VALUES ('old-key', 'w', ?)", (body,))
+    hit = RequestCache(cache).get("old-key")
+    assert hit is not None and hit.text == "old" and hit.cached
+
+
+def test_a_file_that_is_not_a_store_is_named_with_the_fix(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(ConfigError, match=r"request cache.*junk\.sqlite3.*--cache"):
+        RequestCache(junk)
+    with pytest.raises(StoreError, match=r"junk\.sqlite3"):
+        ShadowStore(junk)
+
+
+def test_the_shadow_store_is_the_shared_one_when_the_database_url_is_set(tmp_path: Path, monkeypatch: Any) -> None:
+    default = tmp_path / "shadow.sqlite3"
+    monkeypatch.delenv("PODIUM_DATABASE_URL", raising=False)
+    assert shadow_location(None, default) == default
+    monkeypatch.setenv("PODIUM_DATABASE_URL", "postgresql://podium@db:5432/podium")
+    assert shadow_location(None, default) == "postgresql://podium@db:5432/podium"
+    assert shadow_location(tmp_path / "mine.sqlite3", default) == tmp_path / "mine.sqlite3"  # an explicit file wins
+
+
+def test_a_trace_purge_removes_the_shared_shadow_rows_and_their_text(
+    store_url_postgresql: str, postgres_server: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    """``podium trace purge`` with ``PODIUM_DATABASE_URL`` purges the requests' shadow rows in
+    the shared store too, and VACUUM FULL leaves none of their text in the table files."""
+    from podium.cli import cli
+    from podium.trace.postgres import PostgresTraceStore
+    from tests.test_trace_backends import _table_bytes
+    from tests.test_trace_purge import run_marked
+
+    monkeypatch.setenv("PODIUM_DATABASE_URL", store_url_postgresql)
+    traces = PostgresTraceStore(store_url_postgresql)
+    run_marked(traces, subject="cust-9")  # type: ignore[arg-type]
+    traces.flush()
+    (gone,) = [s.id for s in traces.list()]
+    traces.close()
+    marker = "shadowmarker" + "x" * 40
+    shadow = ShadowStore(store_url_postgresql)
+    shadow.add(_row("2026-12-01T00:00:00.000Z", gone, 0.001, question=marker))
+    shadow.add(_row("2026-12-01T00:00:01.000Z", "d" * 32, 0.001, question="kept"))
+    assert marker.encode() in _table_bytes(postgres_server, store_url_postgresql)
+    assert cli(["trace", "purge", "--subject", "cust-9", "--yes"]) == 0
+    assert "also removed 1 shadow record" in capsys.readouterr().out
+    assert [r["question"] for r in shadow.rows()] == ["kept"]
+    assert marker.encode() not in _table_bytes(postgres_server, store_url_postgresql)
+    shadow.close()
+
+
+def test_a_shadow_row_the_store_refuses_is_counted_lost_not_raised(tmp_path: Path) -> None:
+    import asyncio
+
+    from podium.pool import load_pool
+    from podium.runtime import build_orchestrator
+    from podium.serve.shadow import ShadowJob, ShadowProxy
+    from podium.testing import ScriptedWorker
+
+    class DownStore(ShadowStore):
+        def add(self, row: Any) -> None:
+            raise StoreError("cannot store a shadow record in the shadow store: server closed the connection")
+
+    pool = load_pool(str(Path(__file__).parent / "pools" / "three-fakes.toml"))
+    workers = [ScriptedWorker(n, 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]') for n in "abc"]
+    proxy = ShadowProxy("http://127.0.0.1:9", build_orchestrator(pool, workers=list(workers)),
+                        DownStore(tmp_path / "s.sqlite3"))  # fmt: skip
+    reply = b'{"choices": [{"message": {"content": "42"}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}'
+    job = ShadowJob({"messages": [{"role": "user", "content": "6*7?"}]}, 200, reply, 0.1, "support", None, None)
+    asyncio.run(proxy.run_job(job))
+    assert proxy.counts["lost"] == 1 and proxy.counts["done"] == 1
