@@ -106,24 +106,26 @@ def _modified(path: Path) -> str:
 
 
 def eval_runs(sources: ReportSources) -> dict[str, EvalRun]:
-    """Every stored run the sources hold, newest first, by id (at most 2,000)."""
-    found: dict[str, EvalRun] = {}
+    """Every stored run the sources hold, newest ``eval.json`` first, by id (at most 2,000)."""
+    found: dict[str, tuple[int, EvalRun]] = {}
+
+    def add(run_id: str, file: Path, conductor: str | None) -> None:
+        if run_id not in found and file.is_file():
+            found[run_id] = (file.stat().st_mtime_ns, EvalRun(run_id, file.parent, conductor, _modified(file)))
+
     root = sources.eval_dir
     if root.is_dir():
         for pattern in ("eval.json", "*/eval.json", "*/*/eval.json"):
             for file in root.glob(pattern):
-                if file.is_file():
-                    rel = file.parent.relative_to(root).as_posix()
-                    found.setdefault(rel, EvalRun(rel, file.parent, None, _modified(file)))
+                add(file.parent.relative_to(root).as_posix(), file, None)
     if sources.conductors.is_dir():
         for file in sources.conductors.glob("*/v*/eval/*/eval.json"):
             version = file.parents[2]
             if version.name[1:].isdigit():
                 ref = f"{version.parent.name}@{version.name}"
-                run_id = f"{ref}:{file.parent.name}"
-                found.setdefault(run_id, EvalRun(run_id, file.parent, ref, _modified(file)))
-    newest = sorted(found.values(), key=lambda r: (r.modified, r.id), reverse=True)[:_MAX_RUNS]
-    return {r.id: r for r in newest}
+                add(f"{ref}:{file.parent.name}", file, ref)
+    newest = sorted(found.values(), key=lambda f: (f[0], f[1].id), reverse=True)[:_MAX_RUNS]
+    return {run.id: run for _, run in newest}
 
 
 _CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
