@@ -281,6 +281,8 @@ class Server:
         self._busy_logged_at = -60.0
         self.tasks: set[asyncio.Task[RunRecord]] = set()
         """Requests being answered: shutdown waits for them, so every one leaves its trace."""
+        self._bookings: set[asyncio.Future[None]] = set()
+        """Usage rows being written (in threads); shutdown waits for them."""
         self.reload_error: str | None = None
         self.telemetry: Telemetry | None = None
         self.switches = SharedSettings(keys.engine) if keys is not None else None
@@ -517,15 +519,28 @@ class Server:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=timeout_s)
+        if self._bookings:  # the usage rows of the last requests
+            await asyncio.wait(self._bookings, timeout=timeout_s)
 
     def _finished(self, prepared: _Prepared, task: asyncio.Task[RunRecord]) -> None:
-        """Forget a finished request, give its slot back and book what it cost against its key."""
+        """Forget a finished request, give its slot back and book what it cost against its key
+        (in a thread: the store's write never holds up the event loop)."""
         self.tasks.discard(task)
         self.admission.leave(self.current.config.max_in_flight)
         self.served += 1
         record = None if task.cancelled() or task.exception() is not None else task.result()
         if prepared.key is not None and self.keys is not None and record is not None:
-            self.keys.record(prepared.key.name, record.id, record.totals.total_cost_usd)
+            booking = asyncio.ensure_future(asyncio.to_thread(self._book, prepared.key.name, record))
+            self._bookings.add(booking)
+            booking.add_done_callback(self._bookings.discard)
+
+    def _book(self, key: str, record: RunRecord) -> None:
+        assert self.keys is not None
+        try:
+            self.keys.record(key, record.id, record.totals.total_cost_usd)
+        except Exception as exc:  # the answer is sent; the ledger already holds the cost
+            _log.error("podium: usage of request %s (key %r, $%.6f) not recorded: %s",
+                       record.id, key, record.totals.total_cost_usd, exc)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 from podium.budget import PeriodBudget
 from podium.errors import ConfigError
 from podium.records import utc_now
+from podium.store.engine import read_only
 from podium.store.schema import keys, usage
 
 __all__ = ["PERIODS", "ApiKey", "KeyStore"]
@@ -68,6 +69,10 @@ class KeyStore:
     Raises ConfigError (StoreError) when the store cannot be opened, naming it and the fix.
     """
 
+    CACHE_S = 1.0
+    """Seconds a key lookup is reused (how soon a key created or revoked elsewhere counts)."""
+    _MAX_VERIFIED = 10_000
+
     def __init__(self, path: Path | None = None, *, url: str | None = None) -> None:
         from podium.store.engine import open_store, sqlite_url
 
@@ -77,6 +82,8 @@ class KeyStore:
         self.url = url or sqlite_url(path)  # type: ignore[arg-type]
         self._lock = threading.Lock()
         self._budgets: dict[str, PeriodBudget] = {}
+        self._active: tuple[bool, float] | None = None
+        self._verified: dict[str, tuple[ApiKey | None, float]] = {}
         self._db = open_store(self.url)
 
     def create(self, name: str, *, budget_usd: float | None = None, period: str = "day") -> str:
@@ -104,6 +111,7 @@ class KeyStore:
                 )
         except IntegrityError:
             raise ConfigError(f"a key named {name!r} exists; revoke it or pick another name") from None
+        self._forget()
         return secret
 
     def revoke(self, name: str) -> None:
@@ -114,6 +122,7 @@ class KeyStore:
             changed = connection.execute(
                 update(keys).where(keys.c.name == name, keys.c.revoked_at.is_(None)).values(revoked_at=utc_now())
             ).rowcount
+        self._forget()
         if not changed:
             raise ConfigError(f"no active key named {name!r}; see 'podium keys list'")
 
@@ -121,7 +130,7 @@ class KeyStore:
         """Every key, oldest first."""
         from sqlalchemy import select
 
-        with self._db.connect() as connection:
+        with read_only(self._db) as connection:
             rows = connection.execute(
                 select(keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at).order_by(
                     keys.c.created_at
@@ -130,26 +139,52 @@ class KeyStore:
         return [ApiKey(*row) for row in rows]
 
     def active(self) -> bool:
-        """Whether any key is active (the server then requires one)."""
+        """Whether any key is active (the server then requires one). Read from the store at
+        most once per :attr:`CACHE_S` seconds."""
         from sqlalchemy import select
 
-        with self._db.connect() as connection:
-            return connection.scalar(select(keys.c.name).where(keys.c.revoked_at.is_(None)).limit(1)) is not None
+        now = time.monotonic()
+        with self._lock:
+            if self._active is not None and now < self._active[1]:
+                return self._active[0]
+        with read_only(self._db) as connection:
+            found = connection.scalar(select(keys.c.name).where(keys.c.revoked_at.is_(None)).limit(1)) is not None
+        with self._lock:
+            self._active = (found, now + self.CACHE_S)
+        return found
 
     def verify(self, secret: str) -> ApiKey | None:
-        """The active key with this secret, or None."""
+        """The active key with this secret, or None. Each secret's answer is kept for
+        :attr:`CACHE_S` seconds, so a busy server reads the store about once a second per key,
+        not once per request; a key revoked elsewhere is refused within that time."""
         from sqlalchemy import select
 
         digest = _digest(secret)
-        with self._db.connect() as connection:
+        now = time.monotonic()
+        with self._lock:
+            known = self._verified.get(digest)
+            if known is not None and now < known[1]:
+                return known[0]
+        with read_only(self._db) as connection:
             row = connection.execute(
                 select(
                     keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at, keys.c.digest
                 ).where(keys.c.digest == digest)
             ).first()
-        if row is None or row[4] is not None or not hmac.compare_digest(row[5], digest):
-            return None
-        return ApiKey(*row[:5])
+        key = None if row is None or row[4] is not None or not hmac.compare_digest(row[5], digest) else ApiKey(*row[:5])
+        with self._lock:
+            if len(self._verified) >= self._MAX_VERIFIED:  # unknown secrets must not grow it without bound
+                self._verified = {d: v for d, v in self._verified.items() if now < v[1]}
+                if len(self._verified) >= self._MAX_VERIFIED:
+                    self._verified.clear()
+            self._verified[digest] = (key, now + self.CACHE_S)
+        return key
+
+    def _forget(self) -> None:
+        """Drop what :meth:`active` and :meth:`verify` remember (this process changed a key)."""
+        with self._lock:
+            self._active = None
+            self._verified.clear()
 
     def budget(self, key: ApiKey) -> PeriodBudget | None:
         """The key's period budget (None without one): a ledger in this store's database, so
@@ -174,7 +209,7 @@ class KeyStore:
 
     def spent_since(self, name: str, since_epoch_s: float) -> float:
         """USD recorded for key ``name`` since ``since_epoch_s`` (Unix seconds)."""
-        with self._db.connect() as connection:
+        with read_only(self._db) as connection:
             return self._spent_since(connection, name, since_epoch_s)
 
     @classmethod
