@@ -149,19 +149,21 @@ SHADOW_ROWS = [  # use case "support": exact answers with a reference; one dropp
 ]  # fmt: skip
 
 
-def seed_reports(root: Path) -> ReportSources:
-    """Two eval runs (``old``, then ``new``), a shadow store and a registry under ``root``."""
+def seed_reports(root: Path, shadow: str | Path | None = None) -> ReportSources:
+    """Two eval runs (``old``, then ``new``), a shadow store (``shadow``: a database URL, default a
+    file under ``root``) and a registry under ``root``."""
     from podium.cli import cli
     from podium.eval.plot import learning_curve_plot
     from podium.registry import Registry
-    from podium.serve.shadow import ShadowStore  # (moving to podium.store; imported here either way)
+    from podium.store.shadow import ShadowStore
 
     evals = root / "evals"
     root.mkdir(parents=True, exist_ok=True)
     for name, scores in (("old", OLD), ("new", NEW)):
         matrix = _matrix(root / f"{name}.csv", scores)
         assert cli(["eval", "--replay", str(matrix), "--methods", "single,oracle", "--out", str(evals / name)]) == 0
-    store = ShadowStore(root / "shadow.sqlite3")
+    shadow = shadow or root / "shadow.sqlite3"
+    store = ShadowStore(shadow)
     for i, row in enumerate(SHADOW_ROWS):
         store.add({"at": f"2026-12-01T10:00:0{i}.000Z", "status": "done", "mode": "execute", "use_case": "support",
                    "task_type": "exact", "reference": "Paris", "question": "Capital of France?",
@@ -179,7 +181,7 @@ def seed_reports(root: Path) -> ReportSources:
         )  # fmt: skip
         registry.promote(version, evidence={"against": "single:big", "reason": f"promoted v{version.number}"})
     registry.rollback("light")
-    return ReportSources(evals, root / "shadow.sqlite3", root / "conductors")
+    return ReportSources(evals, shadow, root / "conductors")
 
 
 @pytest.fixture
@@ -269,6 +271,17 @@ def test_shadow_page_renders_the_report_per_use_case(reports: TestClient) -> Non
     markdown = reports.get("/ui/shadow.md")
     assert markdown.headers["content-type"].startswith("text/markdown")
     assert "| support | 3 | 3 | 0.667 |" in markdown.text  # report_markdown's table
+
+
+def test_shadow_page_reads_the_shared_store(tmp_path: Path, store_url_postgresql: str) -> None:
+    """With the shadow records in PostgreSQL (``PODIUM_DATABASE_URL``) the page shows the same
+    report as from the file."""
+    sources = seed_reports(tmp_path / "reports", shadow=store_url_postgresql)
+    app = FastAPI()
+    app.include_router(ui_router(SimpleNamespace(traces=None, keys=None), sources))  # type: ignore[arg-type]
+    page = TestClient(app).get("/ui/shadow")
+    assert page.status_code == 200 and page.text.count('class="use-case"') == 2
+    assert _cell(page.text, 'data-case="support', "agreement") == f"{2 / 3:.3f}"
 
 
 def test_conductor_registry_page(reports: TestClient) -> None:

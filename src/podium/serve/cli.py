@@ -135,7 +135,9 @@ def add_parsers(sub: Any) -> None:
         help="folder of 'podium eval --out' folders for the eval pages, searched two levels deep "
         "(default: $PODIUM_EVAL_DIR, else ./podium-eval)",
     )
-    ui.add_argument("--shadow-store", type=Path, help=f"shadow store file (default: {default_shadow_path()})")
+    ui.add_argument(
+        "--shadow-store", type=Path, help=f"shadow store file (default: the shared store, else {default_shadow_path()})"
+    )
     ui.add_argument("--conductors", type=Path, help="conductor registry folder (default: the data folder's)")
 
     k = sub.add_parser("keys", help="API keys of podium serve (stored hashed, with period budgets)").add_subparsers(
@@ -466,6 +468,7 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     from fastapi import FastAPI
 
     from podium.serve.ui import ReportSources, ui_router
+    from podium.store.shadow import shadow_location
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
@@ -474,7 +477,7 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     defaults = ReportSources.defaults()
     sources = ReportSources(
         args.eval_dir or defaults.eval_dir,
-        args.shadow_store or defaults.shadow_store,
+        shadow_location(args.shadow_store, default_shadow_path(), url=args.database_url),
         args.conductors or defaults.conductors,
     )
     app = FastAPI(title="podium ui", docs_url=None, redoc_url=None, openapi_url=None)

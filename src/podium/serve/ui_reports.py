@@ -27,6 +27,7 @@ from fastapi import APIRouter, Request  # FastAPI reads the route signatures' an
 from fastapi.responses import HTMLResponse, Response
 
 from podium.errors import ConfigError
+from podium.store.engine import is_database_url, mask_url
 
 __all__ = [
     "EVAL_DIR_ENV",
@@ -62,22 +63,24 @@ class ReportSources:
 
     Attributes:
         eval_dir: folder of ``podium eval --out`` folders (see the module docstring).
-        shadow_store: the shadow store (SQLite) ``podium shadow`` writes; never created by the UI.
+        shadow_store: the shadow store ``podium shadow`` writes — a SQLite file (never created by
+            the UI) or the shared store's database URL.
         conductors: the conductor registry's folder (:class:`podium.registry.Registry`).
     """
 
     eval_dir: Path
-    shadow_store: Path
+    shadow_store: str | Path
     conductors: Path
 
     @classmethod
     def defaults(cls) -> ReportSources:
-        """:func:`default_eval_dir`, the shadow store and registry in podium's data folder
-        (``$PODIUM_HOME``)."""
+        """:func:`default_eval_dir`, the shadow store (the shared store's with
+        ``$PODIUM_DATABASE_URL``, else the file in podium's data folder) and the registry."""
         from podium.registry import Registry
         from podium.serve.cli import default_shadow_path
+        from podium.store.shadow import shadow_location
 
-        return cls(default_eval_dir(), default_shadow_path(), Registry().root)
+        return cls(default_eval_dir(), shadow_location(None, default_shadow_path()), Registry().root)
 
 
 @dataclass(frozen=True)
@@ -306,7 +309,8 @@ def add_report_routes(
 ) -> None:
     """Add the report pages (``/evals``, ``/shadow``, ``/conductors`` and their images) to the
     UI's ``router``; ``refused`` is the UI's access check, ``page`` renders a template."""
-    shadow_stores: dict[Path, Any] = {}
+    shadow_stores: dict[str | Path, Any] = {}
+    shown_store = mask_url(str(sources.shadow_store)) if is_database_url(sources.shadow_store) else sources.shadow_store
 
     def error(request: Request, status: int, message: str) -> Response:
         return page(request, "error.html", status=status, message=message)
@@ -401,15 +405,13 @@ def add_report_routes(
         )  # fmt: skip
 
     def shadow_rows(since: str | None, until: str | None) -> list[dict[str, Any]] | None:
-        path = sources.shadow_store
-        if not path.is_file():
-            return None  # the UI never creates the store: podium shadow does
-        if path not in shadow_stores:
-            import podium.serve.shadow
+        from podium.store.shadow import ShadowStore
 
-            # ShadowStore(path).rows(since=, until=) is the API kept; looked up by name because the
-            # class is moving to podium.store (it is imported into podium.serve.shadow either way)
-            shadow_stores[path] = vars(podium.serve.shadow)["ShadowStore"](path)
+        path = sources.shadow_store
+        if isinstance(path, Path) and not path.is_file():
+            return None  # the UI never creates the file: podium shadow does
+        if path not in shadow_stores:
+            shadow_stores[path] = ShadowStore(path)
         rows: list[dict[str, Any]] = shadow_stores[path].rows(since=since, until=until)
         return rows
 
@@ -438,7 +440,7 @@ def add_report_routes(
         if isinstance(found, Response):
             return found
         report, form = found
-        return page(request, "shadow.html", report=report, form=form, store=sources.shadow_store)
+        return page(request, "shadow.html", report=report, form=form, store=shown_store)
 
     @router.get("/shadow.md")
     async def shadow_markdown(request: Request) -> Response:
@@ -451,7 +453,7 @@ def add_report_routes(
             return found
         report, _ = found
         if report is None:
-            return error(request, 404, f"no shadow store at {sources.shadow_store}")
+            return error(request, 404, f"no shadow store at {shown_store}")
         return Response(report_markdown(report), media_type="text/markdown; charset=utf-8")
 
     @router.get("/conductors", response_class=HTMLResponse)
