@@ -32,9 +32,14 @@ def test_keys_round_trip(store_url: str) -> None:
         store.create("team-a")
     store.record("team-a", "r" * 32, 0.125)
     assert store.spent_since("team-a", 0) == pytest.approx(0.125)
+    admin = store.create("ops", scope="admin")
+    assert (store.verify(admin) or key).admin and not key.admin
+    with pytest.raises(Exception, match="scope"):
+        store.create("x", scope="root")
     store.revoke("team-a")
+    store.revoke("ops")
     assert store.verify(secret) is None and not store.active()
-    assert [k.name for k in store.list()] == ["team-a"]
+    assert sorted(k.name for k in store.list()) == ["ops", "team-a"]
     store.close()
 
 
@@ -145,7 +150,8 @@ def test_a_key_file_from_before_migrations_is_upgraded_with_its_keys(tmp_path: P
     db.commit()
     db.close()
     store = KeyStore(path)
-    assert [k.name for k in store.list()] == ["old"] and store.spent_since("old", 0) == 0.25
+    assert [(k.name, k.scope) for k in store.list()] == [("old", "api")]  # keys from before scopes: API only
+    assert store.spent_since("old", 0) == 0.25
     assert schema_revision(store._db) == head_revision()
     store.close()
 

@@ -86,19 +86,27 @@ def test_paging_goes_to_older_requests(tmp_path: Path) -> None:
     assert older.text.count('class="request"') == 10 and 'id="older"' not in older.text
 
 
-def test_only_loopback_clients_and_with_keys_only_signed_in_ones(server: Server) -> None:
+def test_only_loopback_clients_and_with_keys_only_admin_ones(server: Server) -> None:
+    """No key: loopback clients only. With keys: an admin key, from any address; an API key opens
+    nothing of the UI (it shows every team's traces and can purge them)."""
     remote = TestClient(create_app(server), client=("203.0.113.9", 5000))
-    assert remote.get("/ui").status_code == 403
+    assert remote.get("/ui").status_code == 403 and "--scope admin" in remote.get("/ui").text
     assert server.keys is not None
-    secret = server.keys.create("ops")
+    api = server.keys.create("team-a")
+    admin = server.keys.create("ops", scope="admin")
     client = TestClient(create_app(server))
     assert client.get("/ui", follow_redirects=False).status_code == 303  # to the sign-in page
     assert client.post("/ui/login", data={"key": "pk-podium-wrong"}).status_code == 401
-    signed = client.post("/ui/login", data={"key": secret}, follow_redirects=False)
+    refused = client.post("/ui/login", data={"key": api})
+    assert refused.status_code == 401 and "is an API key" in refused.text and "--scope admin" in refused.text
+    assert client.get("/ui", headers={"Authorization": f"Bearer {api}"}, follow_redirects=False).status_code == 303
+    signed = client.post("/ui/login", data={"key": admin}, follow_redirects=False)
     assert signed.status_code == 303 and "httponly" in signed.headers["set-cookie"].lower()
     assert client.get("/ui").text.count('class="request"') == 4  # the cookie now opens it
-    bearer = TestClient(create_app(server))
-    assert bearer.get("/ui", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+    assert remote.get("/ui", headers={"Authorization": f"Bearer {admin}"}).status_code == 200  # from anywhere
+    assert remote.get("/ui", headers={"Authorization": f"Bearer {api}"}).status_code == 403
+    server.keys.revoke("ops")
+    assert client.get("/ui", follow_redirects=False).status_code == 303  # a revoked key's cookie opens nothing
 
 
 # ---------------------------------------------------------------------------- report pages

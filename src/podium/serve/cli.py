@@ -147,6 +147,12 @@ def add_parsers(sub: Any) -> None:
     create.add_argument("name", help="a name for the key (e.g. the team using it)")
     create.add_argument("--budget", type=float, metavar="USD", help="spending cap per period, USD (default: none)")
     create.add_argument("--period", default="day", choices=["hour", "day", "week", "month"])
+    create.add_argument(
+        "--scope",
+        default="api",
+        choices=["api", "admin"],
+        help="api: calls /v1 (default); admin: also opens the web UI (/ui: every trace, purge) from any address",
+    )
     k_list = k.add_parser("list", help="keys, budgets and this period's spending")
     k_list.add_argument("--json", action="store_true")
     revoke = k.add_parser("revoke", help="revoke a key (its usage record stays)")
@@ -225,9 +231,10 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
 
     store = key_store(args)
     if args.keys_command == "create":
-        secret = store.create(args.name, budget_usd=args.budget, period=args.period)
+        secret = store.create(args.name, budget_usd=args.budget, period=args.period, scope=args.scope)
         budget = f"${args.budget:g} per {args.period}" if args.budget else "no budget"
-        out.print(f"key {args.name!r} created ({budget}); it is shown only now:", highlight=False)
+        scope = "; admin: opens the web UI" if args.scope == "admin" else ""
+        out.print(f"key {args.name!r} created ({budget}{scope}); it is shown only now:", highlight=False)
         print(secret)
         return 0
     if args.keys_command == "revoke":
@@ -242,6 +249,7 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
         rows.append(
             {
                 "name": key.name,
+                "scope": key.scope,
                 "budget_usd": key.budget_usd,
                 "period": key.period,
                 "spent_this_period_usd": ledger.spent_usd if ledger else None,
@@ -252,12 +260,12 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table("name", "budget", "spent this period", "created", "status", box=None)
+    table = Table("name", "scope", "budget", "spent this period", "created", "status", box=None)
     for r in rows:
         budget = f"${r['budget_usd']:g}/{r['period']}" if r["budget_usd"] else "-"
         spent = f"${r['spent_this_period_usd']:.6f}" if r["spent_this_period_usd"] is not None else "-"
         status = f"revoked {r['revoked_at']}" if r["revoked_at"] else "active"
-        table.add_row(str(r["name"]), budget, spent, str(r["created_at"]), status)
+        table.add_row(str(r["name"]), str(r["scope"]), budget, spent, str(r["created_at"]), status)
     out.print(table if rows else "no keys: the server is open to anyone who can reach it (podium keys create NAME)")
     return 0
 

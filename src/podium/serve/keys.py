@@ -31,10 +31,18 @@ from podium.records import utc_now
 from podium.store.engine import read_only
 from podium.store.schema import keys, usage
 
-__all__ = ["PERIODS", "ApiKey", "KeyStore"]
+__all__ = ["PERIODS", "SCOPES", "ApiKey", "KeyStore"]
+
+_KEY_COLUMNS = (keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at, keys.c.scope)
+"""The columns of an :class:`ApiKey`, in its fields' order."""
 
 PERIODS = {"hour": 3_600, "day": 86_400, "week": 604_800, "month": 2_592_000}
 """Budget periods, seconds (a "month" is 30 days); periods are aligned to the epoch (UTC)."""
+
+SCOPES = ("api", "admin")
+"""Key scopes: ``api`` calls the OpenAI-compatible API (``/v1``); ``admin`` also opens the web UI
+(every request's trace, purge) — from any address, where ``api`` keys and no key reach nothing
+of it."""
 
 _PREFIX = "pk-podium-"
 
@@ -48,6 +56,7 @@ class ApiKey:
         budget_usd: USD per period, or None for no budget.
         period: a key of :data:`PERIODS`.
         created_at, revoked_at: UTC ISO 8601 (revoked_at None while active).
+        scope: a member of :data:`SCOPES`.
     """
 
     name: str
@@ -55,6 +64,12 @@ class ApiKey:
     period: str
     created_at: str
     revoked_at: str | None = None
+    scope: str = "api"
+
+    @property
+    def admin(self) -> bool:
+        """Whether the key opens the web UI (scope ``admin``)."""
+        return self.scope == "admin"
 
 
 class KeyStore:
@@ -86,10 +101,11 @@ class KeyStore:
         self._verified: dict[str, tuple[ApiKey | None, float]] = {}
         self._db = open_store(self.url)
 
-    def create(self, name: str, *, budget_usd: float | None = None, period: str = "day") -> str:
-        """A new key called ``name``; returns the secret (shown once, never stored).
+    def create(self, name: str, *, budget_usd: float | None = None, period: str = "day", scope: str = "api") -> str:
+        """A new key called ``name`` with this ``scope`` (:data:`SCOPES`); returns the secret
+        (shown once, never stored).
 
-        Raises ConfigError for an empty or taken name, an unknown period or a budget ≤ 0.
+        Raises ConfigError for an empty or taken name, an unknown period or scope, or a budget ≤ 0.
         """
         from sqlalchemy import insert
         from sqlalchemy.exc import IntegrityError
@@ -99,6 +115,8 @@ class KeyStore:
             raise ConfigError(f"key name {name!r}: use 1-64 letters, digits, '-' or '_'")
         if period not in PERIODS:
             raise ConfigError(f"period {period!r}: use one of {', '.join(PERIODS)}")
+        if scope not in SCOPES:
+            raise ConfigError(f"scope {scope!r}: use one of {', '.join(SCOPES)}")
         if budget_usd is not None and not budget_usd > 0:
             raise ConfigError(f"budget {budget_usd!r}: give a positive USD amount, or no budget")
         secret = _PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
@@ -106,7 +124,12 @@ class KeyStore:
             with self._db.begin() as connection:
                 connection.execute(
                     insert(keys).values(
-                        name=name, digest=_digest(secret), budget_usd=budget_usd, period=period, created_at=utc_now()
+                        name=name,
+                        digest=_digest(secret),
+                        budget_usd=budget_usd,
+                        period=period,
+                        created_at=utc_now(),
+                        scope=scope,
                     )
                 )
         except IntegrityError:
@@ -131,11 +154,7 @@ class KeyStore:
         from sqlalchemy import select
 
         with read_only(self._db) as connection:
-            rows = connection.execute(
-                select(keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at).order_by(
-                    keys.c.created_at
-                )
-            ).all()
+            rows = connection.execute(select(*_KEY_COLUMNS).order_by(keys.c.created_at)).all()
         return [ApiKey(*row) for row in rows]
 
     def active(self) -> bool:
@@ -166,12 +185,9 @@ class KeyStore:
             if known is not None and now < known[1]:
                 return known[0]
         with read_only(self._db) as connection:
-            row = connection.execute(
-                select(
-                    keys.c.name, keys.c.budget_usd, keys.c.period, keys.c.created_at, keys.c.revoked_at, keys.c.digest
-                ).where(keys.c.digest == digest)
-            ).first()
-        key = None if row is None or row[4] is not None or not hmac.compare_digest(row[5], digest) else ApiKey(*row[:5])
+            row = connection.execute(select(*_KEY_COLUMNS, keys.c.digest).where(keys.c.digest == digest)).first()
+        valid = row is not None and row.revoked_at is None and hmac.compare_digest(row.digest, digest)
+        key = ApiKey(*row[:-1]) if valid and row is not None else None
         with self._lock:
             if len(self._verified) >= self._MAX_VERIFIED:  # unknown secrets must not grow it without bound
                 self._verified = {d: v for d, v in self._verified.items() if now < v[1]}

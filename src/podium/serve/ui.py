@@ -14,10 +14,13 @@ conductor registry (versions, promotions, rollbacks), ``/ui/conductors/version?r
 version's training record and learning curve (``/ui/conductors/curve.png?ref=…``). A bad run id,
 version or date is a 404 / 400 page saying so.
 
-Access: the UI answers clients on the loopback interface only (127.0.0.1 / ::1) — reach it from
-elsewhere through an SSH tunnel, never through a reverse proxy on the same host — and, once the
-server has an active API key, only with one (``Authorization: Bearer …``, or the key entered on
-``/ui/login``, kept in an HttpOnly, SameSite=Strict cookie). Search words and the data subject
+Access: a client signed in with an **admin key** (``podium keys create NAME --scope admin``;
+``Authorization: Bearer …``, or the key entered on ``/ui/login``, kept in an HttpOnly,
+SameSite=Strict cookie, Secure over HTTPS) is served from any address — put TLS in front of a
+server reached from elsewhere. Without one, the UI answers clients on the loopback interface only
+(127.0.0.1 / ::1; from elsewhere through an SSH tunnel, never a reverse proxy on the same host),
+and only while the server has no active key at all: once it has keys, the UI needs an admin one
+(an ``api`` key calls ``/v1`` only). Search words and the data subject
 are sent in POST bodies, never in URLs (they may be personal data); URLs carry only request ids,
 statuses, worker and conductor names, and numbers.
 
@@ -48,6 +51,11 @@ PAGE_SIZE = 50
 """Requests per list page (older ones: the page's "older" button)."""
 
 _COOKIE = "podium_ui_key"
+_ADMIN_HINT = "podium keys create NAME --scope admin"
+_REMOTE_REFUSED = (
+    "podium's UI answers clients on 127.0.0.1, or anywhere to an admin key (sign in at /ui/login; "
+    f"create one with '{_ADMIN_HINT}'); without one, use an SSH tunnel"
+)
 _FILTERS = ("status", "worker", "conductor", "since", "until", "min_cost", "max_cost", "min_latency", "max_latency")
 
 
@@ -71,14 +79,16 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     where = sources or ReportSources.defaults()
 
     def refused(request: Request) -> Response | None:
-        """The answer to a client the UI does not serve, or None."""
+        """The answer to a client the UI does not serve, or None (see the module doc)."""
+        header = request.headers.get("authorization", "")
+        secret = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(_COOKIE, "")
+        key = server.keys.verify(secret) if secret and server.keys is not None else None
+        if key is not None and key.admin:
+            return None
         if not _loopback(request):
-            return HTMLResponse("podium's UI answers on 127.0.0.1 only: use an SSH tunnel", status_code=403)
+            return HTMLResponse(_REMOTE_REFUSED, status_code=403)
         if server.keys is not None and server.keys.active():
-            header = request.headers.get("authorization", "")
-            secret = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(_COOKIE, "")
-            if not secret or server.keys.verify(secret) is None:
-                return RedirectResponse("/ui/login", status_code=303)
+            return RedirectResponse("/ui/login", status_code=303)
         return None
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
@@ -92,10 +102,13 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     async def login(request: Request) -> Response:
         form = await _form(request)
         secret = form.get("key", "").strip()
-        if server.keys is None or not server.keys.active() or server.keys.verify(secret) is None:
-            return page(request, "login.html", status=401, error="that key is not an active key of this server")
+        key = server.keys.verify(secret) if secret and server.keys is not None else None
+        if key is None or not key.admin:
+            why = "that key is not an active key of this server" if key is None else f"key {key.name!r} is an API key"
+            return page(request, "login.html", status=401, error=f"{why}; the UI needs an admin key: {_ADMIN_HINT}")
         response = RedirectResponse("/ui", status_code=303)
-        response.set_cookie(_COOKIE, secret, httponly=True, samesite="strict", path="/ui")
+        secure = request.url.scheme == "https"
+        response.set_cookie(_COOKIE, secret, httponly=True, samesite="strict", path="/ui", secure=secure)
         return response
 
     @router.get("", response_class=HTMLResponse)

@@ -6,7 +6,7 @@ UTC ISO 8601 text; money is USD.
 
 Tables:
     keys: API keys of ``podium serve`` — name, SHA-256 digest of the secret, budget USD per
-        period, period name, created/revoked (UTC ISO 8601).
+        period, period name, created/revoked (UTC ISO 8601), scope (``api`` or ``admin``).
     usage: one row per answered request — key name, request id (= trace id), time (Unix s),
         cost USD.
     budget_ledgers: one row per ledger scope (e.g. ``key:team-a/day``) — the current period's
@@ -69,6 +69,7 @@ keys = Table(
     Column("period", Text, nullable=False),
     Column("created_at", Text, nullable=False),
     Column("revoked_at", Text),
+    Column("scope", Text, nullable=False, server_default="api"),
 )
 
 usage = Table(
