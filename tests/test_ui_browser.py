@@ -6,6 +6,7 @@ with confirmation → gone from list and search. Skips without Chromium."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,5 +137,53 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
             browser.find_element(By.LINK_TEXT, "light@v2").click()
             assert drawn(browser, "#curve")
             shot(browser, "conductor-version")
+    finally:
+        server.stop()
+
+
+@pytest.mark.model
+def test_real_traces_of_the_tiny_local_model_in_a_real_browser(tmp_path: Path) -> None:
+    """Requests answered by the real SmolLM2-135M (llama.cpp) through the orchestrator, then
+    browsed: the list shows each, search finds a word of a real answer, and a request's page draws
+    an unobstructed edge for every access the executor recorded (step → step it saw) and to the
+    answer."""
+    import asyncio
+
+    from selenium.webdriver.common.by import By
+
+    from podium.pool import load_pool
+    from podium.runtime import build_orchestrator
+
+    traces = TraceStore(tmp_path / "t.sqlite3")
+    orchestrator = build_orchestrator(load_pool(POOLS / "smollm2.toml"), traces=traces)
+
+    async def answer_all() -> list[Any]:
+        return [await orchestrator.run(q) for q in ("What is 12 + 30?", "Name one colour of a clear sky.")]
+
+    records = asyncio.run(answer_all())
+    traces.flush()
+    ran = [r for r in records if r.status == "ok" and r.steps]
+    assert ran, [(r.status, r.error) for r in records]
+    record = max(ran, key=lambda r: sum(len(s.visible) for s in r.steps))
+    expected = {(f"r{s.round}-s{j}", f"r{s.round}-s{s.index}") for s in record.steps if s.phase == "workflow"
+                for j in s.visible}  # fmt: skip
+    word = max(record.answer.split(), key=len).strip(".,;:!?\"'()")
+    server = ThreadedUvicorn(create_app(Server(pool=str(POOLS / "three-fakes.toml"), traces=traces)))
+    try:
+        with chromium() as browser:
+            browser.implicitly_wait(5)
+            browser.get(server.url + "/ui")
+            ids = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr.request")]
+            assert sorted(ids) == sorted(r.id for r in records)
+            box = browser.find_element(By.NAME, "q")
+            box.send_keys(word)
+            browser.find_element(By.ID, "apply").click()
+            found = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr.request")]
+            assert record.id in found, (word, found)
+            browser.get(server.url + "/ui/requests/" + record.id)
+            edges = browser.execute_script(SAMPLE_EDGES)
+            drawn = {tuple(e["edge"].split(" -> ")) for e in edges}
+            assert expected <= drawn and any(to == "answer" for _, to in drawn), (expected, drawn)
+            assert all(e["covered"] == [] and e["own"] >= e["total"] / 3 for e in edges), edges
     finally:
         server.stop()
