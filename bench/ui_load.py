@@ -13,7 +13,7 @@ Pages timed (each ``--repeats`` times after one warm-up; median and p95, millise
 * filtered pages: a rare status, a worker, a cost range, a conductor pattern, a day; and two
   filters nothing matches (the worst case: every request is looked at);
 * a search (the search box: FTS5 over every text), alone and with a filter;
-* an "older" page deep in the history (``before`` = a start time 90 % of the way back);
+* an "older" page deep in the history (``before`` = the page cursor 90 % of the way back);
 * one request's page.
 
     nice .venv/bin/python bench/ui_load.py [--n 100000] [--repeats 7] [--db FILE] [--json OUT]
@@ -136,7 +136,7 @@ def main() -> None:
     app = FastAPI()
     app.include_router(ui_router(SimpleNamespace(traces=store, keys=None)))  # type: ignore[arg-type]
     client = TestClient(app)
-    deep = _at(int(total * 0.1), total)  # 90 % of the way back from the newest
+    deep = f"{_at(int(total * 0.1), total)}|{'f' * 32}"  # the page cursor 90 % of the way back from the newest
     cases: list[tuple[str, Callable[[], Any]]] = [
         ("first page (GET /ui)", lambda: client.get("/ui")),
         ("filter status=error (3 %)", lambda: client.post("/ui", data={"status": "error"})),

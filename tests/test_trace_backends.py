@@ -152,3 +152,19 @@ def test_the_pools_daily_budget_is_shared_when_traces_are_in_postgres(postgres_s
     assert seeded.spent_usd == pytest.approx(spent.total_cost_usd)
     first.close()
     second.close()
+
+
+def test_the_page_cursor_orders_ties_by_id_on_both_engines(traces: TraceBackend) -> None:
+    """Requests that started in the same millisecond: listed by id within it, and a cursor at
+    one of them lists exactly those after it (what the UI's "older" page relies on)."""
+    from podium.trace.query import TraceFilter
+    from tests.test_trace_search import make_record, store_copy
+
+    base = make_record("tie")
+    for i in range(4):
+        store_copy(traces, base, id=f"{i:032x}", started_at="2026-11-01T10:00:00.000Z")  # type: ignore[arg-type]
+    store_copy(traces, base, id="f" * 32, started_at="2026-11-01T09:00:00.000Z")  # type: ignore[arg-type]
+    listed = [s.id for s in traces.list(limit=10)]
+    assert listed == [f"{i:032x}" for i in (3, 2, 1, 0)] + ["f" * 32]
+    after = traces.list(limit=10, where=TraceFilter(older_than=("2026-11-01T10:00:00.000Z", f"{2:032x}")))
+    assert [s.id for s in after] == [f"{1:032x}", f"{0:032x}", "f" * 32]

@@ -7,6 +7,7 @@ tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -74,16 +75,25 @@ def test_a_data_subject_is_purged_from_the_filtered_list_after_a_confirmation(se
     assert sorted(r.id[0] for r in server.traces.list()) == ["a", "d"]
 
 
-def test_paging_goes_to_older_requests(tmp_path: Path) -> None:
+def test_paging_goes_to_older_requests_and_skips_none_that_started_together(tmp_path: Path) -> None:
+    """60 requests, 20 of them started in the same millisecond across the page boundary: the
+    "older" page (its cursor is start time and id) lists the 10 the first page did not, none
+    twice and none skipped (a cursor of start time alone skipped the 10 tied ones left)."""
     traces = TraceStore(tmp_path / "t.sqlite3")
     base = make_record("paging")
     for i in range(60):
-        store_copy(traces, base, id=f"{i:032x}", started_at=f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}.000Z")
+        at = "2026-11-01T10:00:05.000Z" if i < 20 else f"2026-11-01T10:00:{i:02d}.000Z"  # 41st-60th tie
+        store_copy(traces, base, id=f"{i:032x}", started_at=at)
     client = TestClient(create_app(Server(pool=str(POOLS / "three-fakes.toml"), traces=traces)))
     first = client.get("/ui")
     assert first.text.count('class="request"') == 50 and 'id="older"' in first.text
-    older = client.post("/ui", data={"before": "2026-11-01T10:00:10.000Z"})
+    cursor = re.search(r'name="before" value="([^"]+)"', first.text)
+    assert cursor is not None
+    older = client.post("/ui", data={"before": html.unescape(cursor.group(1))})
     assert older.text.count('class="request"') == 10 and 'id="older"' not in older.text
+    shown = re.findall(r'data-id="([0-9a-f]{32})"', first.text + older.text)
+    assert sorted(shown) == sorted(f"{i:032x}" for i in range(60))
+    assert client.post("/ui", data={"before": "2026-11-01T10:00:10.000Z"}).status_code == 400  # not a cursor
 
 
 def test_only_loopback_clients_and_with_keys_only_admin_ones(server: Server) -> None:

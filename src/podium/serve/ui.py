@@ -131,7 +131,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
                 rows, by_id = await _thread(server.traces.list, limit=PAGE_SIZE, where=where), {}
         except ConfigError as exc:
             return page(request, "list.html", status=400, rows=[], hits={}, form=form, error=str(exc))
-        older = rows[-1].started_at if len(rows) == PAGE_SIZE and not query else None
+        older = f"{rows[-1].started_at}|{rows[-1].id}" if len(rows) == PAGE_SIZE and not query else None
         return page(request, "list.html", rows=rows, hits=by_id, form=form, error=None, older=older)
 
     @router.get("/requests/{request_id}", response_class=HTMLResponse)
@@ -207,12 +207,16 @@ def _filter(form: dict[str, str]) -> Any:
 
     text = {k: (form.get(k) or "").strip() or None for k in ("status", "worker", "conductor", "subject")}
     since, until, before = (form.get(k, "").strip() for k in ("since", "until", "before"))
-    end = parse_utc(until, flag="until", end_of_day=True) if until else None
-    if before:
-        end = min(end, before) if end else before
+    cursor = None
+    if before:  # the "older" button's cursor: the last listed request's start time and id
+        started, _, request_id = before.partition("|")
+        if not request_id:
+            raise ConfigError(f"page cursor {before!r} is not 'started_at|id': use the page's 'older' button")
+        cursor = (started, request_id)
     return TraceFilter(
         since=parse_utc(since, flag="since") if since else None,
-        until=end,
+        until=parse_utc(until, flag="until", end_of_day=True) if until else None,
+        older_than=cursor,
         status=text["status"],
         worker=text["worker"],
         conductor=text["conductor"],

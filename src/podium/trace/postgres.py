@@ -515,7 +515,7 @@ def _summary(row: Any) -> TraceSummary:
 def _condition(where: TraceFilter | None) -> Any:
     """A TraceFilter as an SQLAlchemy condition over ``requests`` (the same meaning as its
     SQLite form, :meth:`~podium.trace.query.TraceFilter.sql`)."""
-    from sqlalchemy import and_, cast, exists, select, true
+    from sqlalchemy import and_, cast, exists, select, true, tuple_
     from sqlalchemy.dialects.postgresql import JSONB
 
     f = where or TraceFilter()
@@ -539,6 +539,8 @@ def _condition(where: TraceFilter | None) -> Any:
         parts.append(r.conductor.regexp_match(_glob_regex(f.conductor)))
     if f.subject is not None:
         parts.append(r.subject == f.subject)
+    if f.older_than is not None:
+        parts.append(tuple_(r.started_at, r.id) < tuple_(*f.older_than))
     if f.worker is not None:
         parts.append(exists(select(steps.c.request_id).where(steps.c.request_id == r.id, steps.c.worker == f.worker)))
     for tag in f.tags:

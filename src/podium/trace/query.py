@@ -89,6 +89,9 @@ class TraceFilter:
             wildcards (``lm:*``), case-sensitive.
         tags: tags the request must all carry.
         subject: the data subject's key, exactly.
+        older_than: ``(started_at, id)`` of a listed request: only requests listed after it
+            (``started_at`` earlier, or equal with a smaller id) — a page cursor that skips
+            nothing when several requests started in the same millisecond.
 
     Raises ConfigError (from ``__post_init__``) for an unknown status, a negative or inverted
     range.
@@ -105,6 +108,7 @@ class TraceFilter:
     conductor: str | None = None
     tags: tuple[str, ...] = ()
     subject: str | None = None
+    older_than: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in STATUSES:
@@ -148,6 +152,8 @@ class TraceFilter:
             add("r.conductor GLOB ?", self.conductor.replace("[", "[[]"))
         if self.subject is not None:
             add("r.subject = ?", self.subject)
+        if self.older_than is not None:
+            add("(r.started_at, r.id) < (?, ?)", *self.older_than)
         if self.worker is not None:
             add("EXISTS (SELECT 1 FROM steps s WHERE s.request_id = r.id AND s.worker = ?)", self.worker)
         for tag in self.tags:

@@ -519,7 +519,7 @@ class TraceStore:
         """The most recent requests first, narrowed by ``where``."""
         condition, params = (where or TraceFilter()).sql()
         rows = self._read(
-            f"SELECT {_SUMMARY} FROM requests r WHERE {condition} ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
+            f"SELECT {_SUMMARY} FROM requests r WHERE {condition} ORDER BY r.started_at DESC, r.id DESC LIMIT ?",
             (*params, limit),
         )
         return [_summary(row) for row in rows]
