@@ -1,5 +1,6 @@
 """Shared HTTP plumbing for the native provider backends (Anthropic, Gemini): one async POST with
-podium's deadline, and the one translation of HTTP failures into podium's typed errors."""
+podium's deadline over the endpoint's shared connection pool (:mod:`podium.workers._clients`),
+and the one translation of HTTP failures into podium's typed errors."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from podium.errors import (
     TransportError,
     WorkerTimeout,
 )
+from podium.workers._clients import limits, shared_client
 
 try:
     import httpx
@@ -23,6 +25,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ConfigError("native provider backends need httpx: pip install 'podium[providers]'") from exc
 
 __all__ = ["post_json"]
+
+
+def _client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(limits=limits(httpx))
 
 
 def _retry_after(response: httpx.Response, body: Any) -> float | None:
@@ -54,9 +60,10 @@ async def post_json(
     timeout = timeout_s if limit is None else max(0.001, min(timeout_s, limit))
     mark_pending()
     try:
-        async with asyncio.timeout(timeout), httpx.AsyncClient(timeout=timeout) as client:  # the whole call
+        client = shared_client("httpx", url, _client)
+        async with asyncio.timeout(timeout):  # the whole call, not each read
             mark_sent()
-            response = await client.post(url, headers=headers, json=body)
+            response = await client.post(url, headers=headers, json=body, timeout=timeout)
     except (httpx.TimeoutException, TimeoutError):
         raise WorkerTimeout(f"worker {worker!r}: no complete reply within {timeout:.1f} s", worker=worker) from None
     except httpx.TransportError as exc:

@@ -41,6 +41,7 @@ from podium.errors import (
     WorkerTimeout,
 )
 from podium.streaming import current_stream
+from podium.workers._clients import limits, shared_client
 from podium.workers._remote import RemoteWorker
 from podium.workers.base import Completion, Message, Usage, WorkerSettings
 
@@ -52,6 +53,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["OpenAICompatWorker", "estimate_usage"]
 
 _NO_KEY = "sk-no-key-needed"  # local servers ignore the key, but the SDK wants one
+
+
+def _sdk_http_client() -> Any:
+    """The SDK's own HTTP client class (its transport defaults kept) with podium's limits."""
+    import httpx2  # the openai SDK's HTTP library
+
+    return openai.DefaultAsyncHttpxClient(limits=limits(httpx2))
 
 
 class OpenAICompatWorker(RemoteWorker):
@@ -76,11 +84,17 @@ class OpenAICompatWorker(RemoteWorker):
         self.stream = stream
         self.last_model: str | None = None
         self._client: openai.AsyncOpenAI | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     def _api(self) -> openai.AsyncOpenAI:
-        if self._client is None:
+        """The SDK client of this worker on the running loop, over the connection pool shared
+        by every worker of this endpoint (:mod:`podium.workers._clients`)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
             key = self.api_key() or _NO_KEY
-            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0)
+            http = shared_client("openai", self.base_url, _sdk_http_client)
+            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0, http_client=http)
+            self._client_loop = loop
         return self._client
 
     async def served_models(self) -> tuple[str, ...]:
