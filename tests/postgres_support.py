@@ -11,11 +11,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
+
+from tests.serve_support import free_port
 
 
 def find_bindir() -> tuple[Path | None, str]:
@@ -31,12 +32,6 @@ def find_bindir() -> tuple[Path | None, str]:
     return None, "PostgreSQL is not installed (Debian: apt-get install postgresql; .ci/run installs it)"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PostgresServer:
     """One PostgreSQL cluster in ``root`` (a temporary folder); :attr:`url` reaches its
     ``postgres`` database as the trust-authenticated user ``podium``."""
@@ -45,7 +40,7 @@ class PostgresServer:
         self.bindir = bindir
         self.root = root
         self.data = root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._as_postgres = os.geteuid() == 0
         root.mkdir(parents=True, exist_ok=True)
         if self._as_postgres:

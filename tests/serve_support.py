@@ -3,12 +3,20 @@ once ``/healthz`` answers."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 
 import httpx
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def start_podium(args: list[str], port: int, env: Mapping[str, str], wait_s: float = 120) -> subprocess.Popen[bytes]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +26,10 @@ pytest.importorskip("openai", reason="needs podium[openai]")
 pytestmark = pytest.mark.model
 
 from podium.workers.openai_compat import OpenAICompatWorker  # noqa: E402
+from tests.serve_support import free_port  # noqa: E402
 
 ALIAS = "smollm2"
 MESSAGES = [{"role": "user", "content": "Name one colour of the rainbow."}]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(port: int) -> subprocess.Popen[bytes]:
@@ -60,7 +54,7 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = start_server(port)
     yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()
@@ -102,7 +96,7 @@ def test_streaming_gives_the_same_text_with_usage(server: str) -> None:
 
 
 def test_connection_refused_is_a_transport_error() -> None:
-    w = worker(f"http://127.0.0.1:{_free_port()}/v1")
+    w = worker(f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(TransportError) as info:
         asyncio.run(w.complete(MESSAGES))  # type: ignore[arg-type]
     assert info.value.worker == "smol-http"
@@ -116,7 +110,7 @@ def test_bad_request_is_a_client_error(server: str) -> None:
 
 
 def test_server_stopped_mid_request_is_a_transport_error() -> None:
-    port = _free_port()
+    port = free_port()
     proc = start_server(port)
     w = worker(f"http://127.0.0.1:{port}/v1")
     w.settings = WorkerSettings(max_tokens=200, temperature=0.8)

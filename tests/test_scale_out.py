@@ -31,8 +31,7 @@ pytest.importorskip("sqlalchemy", reason="needs podium[serve]")
 from podium.store.engine import open_store
 from podium.testing import ThreadedUvicorn
 from tests.fake_openai import fake_openai_app
-from tests.serve_support import start_podium
-from tests.test_backend_openai import _free_port
+from tests.serve_support import free_port, start_podium
 
 MARK = "zqmark"  # a word no other text has: question k carries "zqmark{k}"
 PLAN = 'model_id = [0]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'
@@ -99,10 +98,10 @@ def test_processes_serving_one_key_share_its_budget(deployment: str, tmp_path: P
     upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN, prompt_tokens="bytes"))
     pool = _pool(tmp_path, upstream.url)
     if replicas:  # traces in PostgreSQL too: one table for the three
-        ports, traces = [_free_port() for _ in range(3)], []
+        ports, traces = [free_port() for _ in range(3)], []
         servers = [_start_serve(p, pool, None, env) for p in ports]
     else:
-        ports, traces = [_free_port()], [tmp_path / "traces.sqlite3"]
+        ports, traces = [free_port()], [tmp_path / "traces.sqlite3"]
         servers = [_start_serve(ports[0], pool, traces[0], env, "--workers", "3")]
     try:
         auth = {"Authorization": f"Bearer {secret}"}
@@ -207,7 +206,7 @@ def test_a_config_edit_reaches_every_worker_process(tmp_path: Path) -> None:
     upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN))
     config = tmp_path / "serve.toml"
     config.write_text('serving = "conductor"\n')
-    port = _free_port()
+    port = free_port()
     proc = _start_serve(port, _pool(tmp_path, upstream.url), tmp_path / "t.sqlite3", env,
                         "--workers", "2", "--config", str(config))  # fmt: skip
     try:
@@ -244,7 +243,7 @@ def test_the_kill_switch_reaches_replicas_on_other_hosts_through_the_shared_stor
     assert _podium("db", "upgrade", env=env).returncode == 0
     upstream = ThreadedUvicorn(fake_openai_app(reply=PLAN))
     pool = _pool(tmp_path, upstream.url)
-    ports = [_free_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     servers = [_start_serve(p, pool, None, env) for p in ports]
 
     def serving() -> list[str]:

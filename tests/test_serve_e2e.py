@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from tests.conftest import POOLS
+from tests.serve_support import free_port
 from tests.serve_support import start_podium as start_serving
-from tests.test_backend_openai import ALIAS, _free_port, start_server
+from tests.test_backend_openai import ALIAS, start_server
 
 openai = pytest.importorskip("openai", reason="needs podium[openai]")
 pytestmark = pytest.mark.model
@@ -36,7 +37,7 @@ def start_podium(args: list[str], port: int, home: Path) -> subprocess.Popen[byt
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
-    port = _free_port()
+    port = free_port()
     traces = tmp_path / "traces.sqlite3"
     proc = start_podium(["serve", "--traces", str(traces)], port, tmp_path)
     yield f"http://127.0.0.1:{port}", traces, proc
@@ -167,7 +168,7 @@ class WireTap:
 
 
 def test_shadow_relays_a_real_upstream_and_keeps_its_budget(tmp_path: Path) -> None:
-    upstream_port, shadow_port = _free_port(), _free_port()
+    upstream_port, shadow_port = free_port(), free_port()
     upstream = start_server(upstream_port)
     tap = WireTap(upstream_port)
     store = tmp_path / "shadow.sqlite3"
@@ -224,7 +225,7 @@ def test_shadow_relays_a_real_upstream_and_keeps_its_budget(tmp_path: Path) -> N
 def test_requests_cut_off_by_the_grace_period_leave_finished_traces(tmp_path: Path) -> None:
     """SIGTERM with a 1 s grace period while a streamed request needs longer: the request is
     cancelled, and its trace is still written (status error), not left 'running'."""
-    port = _free_port()
+    port = free_port()
     traces = tmp_path / "traces.sqlite3"
     config = tmp_path / "serve.toml"
     config.write_text("graceful_shutdown_s = 1\n")

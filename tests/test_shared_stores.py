@@ -5,7 +5,9 @@ the store cannot take is counted, not raised into the proxy."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +123,8 @@ def test_a_trace_purge_removes_the_shared_shadow_rows_and_their_text(
     shadow.add(_row("2026-12-01T00:00:00.000Z", gone, 0.001, question=marker))
     shadow.add(_row("2026-12-01T00:00:01.000Z", "d" * 32, 0.001, question="kept"))
     assert marker.encode() in _table_bytes(postgres_server, store_url_postgresql)
-    assert cli(["trace", "purge", "--subject", "cust-9", "--yes"]) == 0
-    assert "also removed 1 shadow record" in capsys.readouterr().out
+    assert cli(["trace", "purge", "--subject", "cust-9", "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["shadow_rows"] == 1  # --json purged the shadow rows too
     assert [r["question"] for r in shadow.rows()] == ["kept"]
     assert marker.encode() not in _table_bytes(postgres_server, store_url_postgresql)
     shadow.close()
@@ -148,3 +150,54 @@ def test_a_shadow_row_the_store_refuses_is_counted_lost_not_raised(tmp_path: Pat
     job = ShadowJob({"messages": [{"role": "user", "content": "6*7?"}]}, 200, reply, 0.1, "support", None, None)
     asyncio.run(proxy.run_job(job))
     assert proxy.counts["lost"] == 1 and proxy.counts["done"] == 1
+
+
+def test_a_key_store_that_goes_down_keeps_known_keys_and_answers_503_for_others(store_url_postgresql: str) -> None:
+    """The shared key store goes away mid-run: a key this replica already knew keeps working (no
+    revocation can happen without the store), an unknown secret gets 503 in OpenAI's shape with
+    Retry-After — never a plain-text 500 — and the UI says so too."""
+    import httpx
+    import sqlalchemy
+
+    from podium.serve.app import Server, create_app
+    from podium.serve.keys import KeyStore
+    from podium.testing import ThreadedUvicorn
+    from tests.test_serve import POOL, fake_pool
+
+    keys = KeyStore(url=store_url_postgresql)
+    secret = keys.create("team-a")  # no budget: nothing else needs the database
+    server = ThreadedUvicorn(create_app(Server(pool=POOL, keys=keys, workers=list(fake_pool()))))
+    body = {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}]}
+
+    def ask(key: str) -> httpx.Response:
+        return httpx.post(server.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
+
+    try:
+        assert ask(secret).status_code == 200
+        keys._db.dispose()  # the server "goes away": nothing listens at port 1
+        keys._db = sqlalchemy.create_engine("postgresql+psycopg://podium@127.0.0.1:1/none")
+        time.sleep(KeyStore.CACHE_S + 0.1)  # past the lookup cache: the store is asked again
+        assert ask(secret).status_code == 200
+        stranger = ask("pk-podium-" + "x" * 43)
+        error = stranger.json()["error"]
+        assert stranger.status_code == 503 and error["code"] == "store_unavailable" and "key store" in error["message"]
+        assert stranger.headers["retry-after"] == "5"
+        ui = httpx.get(server.url + "/ui", headers={"Authorization": "Bearer pk-podium-unknown"})
+        assert ui.status_code == 503 and "key store" in ui.text
+    finally:
+        server.stop()
+
+
+def test_trace_commands_take_the_store_by_option(store_url_postgresql: str, monkeypatch: Any, capsys: Any) -> None:
+    """``--database-url`` reaches the shared traces without the environment variable."""
+    from podium.cli import cli
+    from podium.trace.postgres import PostgresTraceStore
+    from tests.test_trace_purge import run_marked
+
+    monkeypatch.delenv("PODIUM_DATABASE_URL", raising=False)
+    traces = PostgresTraceStore(store_url_postgresql)
+    marks = run_marked(traces)  # type: ignore[arg-type]
+    traces.close()
+    assert cli(["trace", "search", marks[0], "--database-url", store_url_postgresql, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+    assert cli(["dataflow", "--database-url", store_url_postgresql, "--json"]) == 0

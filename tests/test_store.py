@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("sqlalchemy", reason="needs podium[serve]")
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
-from podium.errors import CostCapExceeded
+from podium.errors import ConfigError, CostCapExceeded
 from podium.serve.keys import KeyStore
 from podium.store.engine import StoreError, check, head_revision, mask_url, open_store, schema_revision
 from podium.store.ledger import SharedPeriodBudget
@@ -174,6 +174,10 @@ def test_unreachable_and_wrong_stores_are_named_without_the_password(tmp_path: P
     assert not report.reachable and report.error and "s3cret" not in report.url
     with pytest.raises(Exception, match="sqlite:// or postgresql://"):
         KeyStore(url="mysql://a@b/c")
+    with pytest.raises(ConfigError, match="PORT a number") as bad_port:  # was a ValueError traceback
+        check("postgresql://podium:s3cret@127.0.0.1:notaport/podium")
+    assert "s3cret" not in str(bad_port.value)
+    assert check("postgres://podium:s3cret@127.0.0.1:1/podium").engine == "postgresql"  # providers' spelling
     missing = check(f"sqlite:///{tmp_path / 'none.sqlite3'}")
     assert not missing.reachable and not (tmp_path / "none.sqlite3").exists()  # a check creates nothing
 

@@ -63,6 +63,7 @@ from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
 from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
 from podium.serve.keys import ApiKey, KeyStore
+from podium.store.engine import StoreError
 from podium.store.settings import KILL_SWITCH, Setting, SharedSettings
 from podium.streaming import AnswerStream
 from podium.trace.backend import TraceBackend
@@ -394,14 +395,22 @@ class Server:
     # ----------------------------------------------------------------------------- requests
 
     def authenticate(self, request: Request) -> ApiKey | None:
-        """The request's key, or None when the server has no active keys. Raises ApiError 401."""
-        if self.keys is None or not self.keys.active():
+        """The request's key, or None when the server has no active keys. Raises ApiError 401,
+        or 503 when the key store cannot be read and has no answer for this key yet."""
+        if self.keys is None:
             return None
-        header = request.headers.get("authorization", "")
-        secret = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if not secret:
-            raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
-        key = self.keys.verify(secret)
+        try:
+            if not self.keys.active():
+                return None
+            header = request.headers.get("authorization", "")
+            secret = header[7:].strip() if header.lower().startswith("bearer ") else ""
+            if not secret:
+                raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+            key = self.keys.verify(secret)
+        except StoreError as exc:
+            _log.error("podium: %s", exc)
+            raise ApiError(503, f"{exc}; try again shortly", type="server_error", code="store_unavailable",
+                           headers={"Retry-After": "5"}) from None  # fmt: skip
         if key is None:
             raise ApiError(401, "unknown or revoked API key", code="invalid_api_key")
         return key

@@ -440,9 +440,12 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
         _warm_pii(server, out)
     auth = "API keys required" if server.keys.active() else "no API keys (open to anyone who can reach it)"
     processes = f"; {args.workers} worker processes" if args.workers > 1 else ""
+    from podium.store.engine import mask_url
+
+    stores = f"traces: {server.traces.path if server.traces else 'none'}; keys: {mask_url(server.keys.url)}"
     out.print(
         f"podium serving pool {loaded.pool.name!r} on http://{args.host}:{args.port}/v1 — models: "
-        f"{', '.join(loaded.models)}; {auth}; serving: {loaded.config.serving}; {loop} + {http}{processes}",
+        f"{', '.join(loaded.models)}; {auth}; serving: {server.serving()}; {loop} + {http}{processes}; {stores}",
         highlight=False,
     )
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

@@ -21,6 +21,8 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from typing import Any
 from podium.budget import PeriodBudget
 from podium.errors import ConfigError
 from podium.records import utc_now
-from podium.store.engine import read_only
+from podium.store.engine import StoreError, database_errors, mask_url, read_only
 from podium.store.schema import keys, usage
 
 __all__ = ["PERIODS", "SCOPES", "ApiKey", "KeyStore"]
@@ -159,15 +161,23 @@ class KeyStore:
 
     def active(self) -> bool:
         """Whether any key is active (the server then requires one). Read from the store at
-        most once per :attr:`CACHE_S` seconds."""
+        most once per :attr:`CACHE_S` seconds; while the store cannot be read, the last answer
+        read stands (see :meth:`verify`).
+
+        Raises StoreError when the store cannot be read and nothing was read before."""
         from sqlalchemy import select
 
         now = time.monotonic()
         with self._lock:
             if self._active is not None and now < self._active[1]:
                 return self._active[0]
-        with read_only(self._db) as connection:
-            found = connection.scalar(select(keys.c.name).where(keys.c.revoked_at.is_(None)).limit(1)) is not None
+        try:
+            with self._reading() as connection:
+                found = connection.scalar(select(keys.c.name).where(keys.c.revoked_at.is_(None)).limit(1)) is not None
+        except StoreError:
+            if self._active is None:
+                raise
+            return self._active[0]  # the store is down: what it said last
         with self._lock:
             self._active = (found, now + self.CACHE_S)
         return found
@@ -175,7 +185,11 @@ class KeyStore:
     def verify(self, secret: str) -> ApiKey | None:
         """The active key with this secret, or None. Each secret's answer is kept for
         :attr:`CACHE_S` seconds, so a busy server reads the store about once a second per key,
-        not once per request; a key revoked elsewhere is refused within that time."""
+        not once per request; a key revoked elsewhere is refused within that time. While the
+        store cannot be read, a secret already looked up keeps its last answer (a revocation
+        needs the store too, so none can be missed).
+
+        Raises StoreError when the store cannot be read and this secret was never looked up."""
         from sqlalchemy import select
 
         digest = _digest(secret)
@@ -184,8 +198,13 @@ class KeyStore:
             known = self._verified.get(digest)
             if known is not None and now < known[1]:
                 return known[0]
-        with read_only(self._db) as connection:
-            row = connection.execute(select(*_KEY_COLUMNS, keys.c.digest).where(keys.c.digest == digest)).first()
+        try:
+            with self._reading() as connection:
+                row = connection.execute(select(*_KEY_COLUMNS, keys.c.digest).where(keys.c.digest == digest)).first()
+        except StoreError:
+            if known is None:
+                raise
+            return known[0]  # the store is down: a key it knew stays as it was (nothing can revoke it meanwhile)
         valid = row is not None and row.revoked_at is None and hmac.compare_digest(row.digest, digest)
         key = ApiKey(*row[:-1]) if valid and row is not None else None
         with self._lock:
@@ -195,6 +214,12 @@ class KeyStore:
                     self._verified.clear()
             self._verified[digest] = (key, now + self.CACHE_S)
         return key
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A read-only connection whose database errors are StoreErrors naming the store."""
+        with database_errors(f"cannot read the key store at {mask_url(self.url)}"), read_only(self._db) as connection:
+            yield connection
 
     def _forget(self) -> None:
         """Drop what :meth:`active` and :meth:`verify` remember (this process changed a key)."""

@@ -41,6 +41,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from podium.errors import ConfigError
 from podium.serve.ui_reports import ReportSources
+from podium.store.engine import StoreError
 
 if TYPE_CHECKING:
     from podium.serve.app import Server
@@ -79,7 +80,14 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     where = sources or ReportSources.defaults()
 
     def refused(request: Request) -> Response | None:
-        """The answer to a client the UI does not serve, or None (see the module doc)."""
+        """The answer to a client the UI does not serve, or None (see the module doc); 503 while
+        the key store cannot be read."""
+        try:
+            return _refused(request)
+        except StoreError as exc:
+            return HTMLResponse(f"{exc}; try again shortly", status_code=503)
+
+    def _refused(request: Request) -> Response | None:
         header = request.headers.get("authorization", "")
         secret = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(_COOKIE, "")
         key = server.keys.verify(secret) if secret and server.keys is not None else None
@@ -102,7 +110,10 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     async def login(request: Request) -> Response:
         form = await _form(request)
         secret = form.get("key", "").strip()
-        key = server.keys.verify(secret) if secret and server.keys is not None else None
+        try:
+            key = server.keys.verify(secret) if secret and server.keys is not None else None
+        except StoreError as exc:
+            return page(request, "login.html", status=503, error=f"{exc}; try again shortly")
         if key is None or not key.admin:
             why = "that key is not an active key of this server" if key is None else f"key {key.name!r} is an API key"
             return page(request, "login.html", status=401, error=f"{why}; the UI needs an admin key: {_ADMIN_HINT}")

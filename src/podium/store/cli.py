@@ -17,6 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from podium.errors import ConfigError
+
 __all__ = ["add_parsers", "run", "store_url"]
 
 
@@ -65,7 +67,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         what = "already at" if before == after else f"upgraded from {before or 'an empty database'} to"
         out.print(f"store {mask_url(url)}: {what} schema {after}", highlight=False)
         return 0
-    report = check(url)
+    try:
+        report = check(url)
+    except ConfigError as exc:  # a malformed URL or a missing driver: in the form asked for
+        if not args.json:
+            raise
+        print(json.dumps({"url": mask_url(url), "reachable": False, "current": False, "error": str(exc)}, indent=2))
+        return 2
     if args.json:
         print(json.dumps(dataclasses.asdict(report) | {"current": report.current}, indent=2))
         return 0 if report.current else 1

@@ -103,7 +103,7 @@ def mask_url(url: str) -> str:
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
         return "<unparseable URL>"
 
 
@@ -204,15 +204,15 @@ def _engine(url: str) -> Any:
 
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
         raise ConfigError(
             f"database URL {mask_url(url)!r} is not a URL: use postgresql://USER:PASSWORD@HOST:PORT/DB "
-            "or sqlite:///PATH"
+            "(PORT a number) or sqlite:///PATH"
         ) from None
+    if parsed.drivername in ("postgresql", "postgres"):  # postgres:// is what many providers hand out
+        parsed = parsed.set(drivername="postgresql+psycopg")
     backend = parsed.get_backend_name()
     if backend == "postgresql":
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
         try:
             import psycopg  # noqa: F401
         except ImportError:
@@ -363,13 +363,12 @@ def check(url: str) -> StoreCheck:
     """Connect to ``url`` and report (never raises for an unreachable store; ConfigError for a
     malformed URL or a missing driver)."""
     from sqlalchemy import func, inspect, select
-    from sqlalchemy.engine import make_url
 
     from podium.store.schema import metadata
 
     engine = _engine(url)
     name = engine.dialect.name
-    database = make_url(url).database
+    database = engine.url.database
     if name == "sqlite" and database and database != ":memory:" and not Path(database).expanduser().exists():
         engine.dispose()
         return StoreCheck(

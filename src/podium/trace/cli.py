@@ -110,8 +110,19 @@ def _trace_parsers(sub: Any) -> None:
         help="write the page here (default: <trace id>.html in the current folder)",
     )  # fmt: skip
     for p in (t_list, t_search, t_show, t_purge, t_export):
-        p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+        _store_arguments(p)
         p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _store_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--traces", type=Path, help=f"trace database file (default: the shared store, else {default_trace_path()})"
+    )
+    p.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the shared store, e.g. postgresql://USER:PASSWORD@HOST:PORT/DB (default: $PODIUM_DATABASE_URL)",
+    )
 
 
 def _dataflow_parser(sub: Any) -> None:
@@ -126,7 +137,7 @@ def _dataflow_parser(sub: Any) -> None:
     )
     flow.add_argument("--since", help="start, YYYY-MM-DD or ISO 8601 (default: 1970-01-01, i.e. every trace)")
     flow.add_argument("--until", help="end, exclusive; YYYY-MM-DD includes that day (default: now)")
-    flow.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    _store_arguments(flow)
     form = flow.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="machine-readable output")
     form.add_argument("--md", action="store_true", help="a Markdown document (for a records-of-processing file)")
@@ -159,7 +170,7 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     if getattr(args, "limit", 1) < 1:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
-    store = _existing_traces(args.traces)
+    store = _existing_traces(args.traces, args.database_url)
     if args.trace_command == "purge":
         return _cmd_purge(store, args, out, err)
     query = " ".join(args.query) if args.trace_command == "search" else ""
@@ -255,8 +266,11 @@ def _cmd_purge(store: TraceBackend, args: argparse.Namespace, out: Console, err:
             err.print("nothing purged")
             return 1
     result = preview if args.dry_run else store.purge(**selection)  # selects again: the count may have changed
+    shadow_rows = 0
+    if not result.dry_run:
+        shadow_rows = _purge_shadow(args.shadow_store, result.request_ids, selection["before"], args.database_url)
     if args.json:
-        print(json.dumps(dataclasses.asdict(result), indent=2))
+        print(json.dumps(dataclasses.asdict(result) | {"shadow_rows": shadow_rows}, indent=2))
         return 0
     if result.dry_run:
         out.print(f"would purge {count} request(s) (dry run, nothing deleted)")
@@ -266,7 +280,6 @@ def _cmd_purge(store: TraceBackend, args: argparse.Namespace, out: Console, err:
     out.print(
         f"purged {len(result.request_ids)} request(s); database {result.bytes_before:,} → {result.bytes_after:,} bytes"
     )
-    shadow_rows = _purge_shadow(args.shadow_store, result.request_ids, selection["before"])
     if shadow_rows:
         out.print(f"also removed {shadow_rows} shadow record(s) from the shadow store")
     if result.request_ids and not result.log_truncated:
@@ -274,7 +287,7 @@ def _cmd_purge(store: TraceBackend, args: argparse.Namespace, out: Console, err:
     return 0
 
 
-def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | None) -> int:
+def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | None, url: str | None = None) -> int:
     """Purge the shadow store's copies of what a trace purge removed (the shadow store keeps
     the question and both answers of each shadow run): rows of those requests, and with
     ``--before`` every older row. The shared store (``$PODIUM_DATABASE_URL``) is purged when it
@@ -282,7 +295,7 @@ def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | N
     from podium.serve.cli import default_shadow_path
     from podium.store.shadow import ShadowStore, shadow_location
 
-    shadow = shadow_location(path, default_shadow_path())
+    shadow = shadow_location(path, default_shadow_path(), url=url)
     if isinstance(shadow, Path) and not shadow.is_file():
         if path is not None:
             raise ConfigError(f"no shadow store at {path}")
@@ -301,7 +314,7 @@ def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
 
     since = parse_utc(args.since, flag="--since") if args.since else "1970-01-01T00:00:00.000Z"
     until = parse_utc(args.until or datetime.now(UTC).isoformat(), flag="--until", end_of_day=True)
-    register = build_register(_existing_traces(args.traces), since, until)
+    register = build_register(_existing_traces(args.traces, args.database_url), since, until)
     if args.json:
         print(json.dumps(register.to_json(), indent=2, ensure_ascii=False))
     elif args.md:
@@ -311,14 +324,14 @@ def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
-def _existing_traces(path: Path | None) -> TraceBackend:
-    """The trace store to read: ``--traces FILE``, the shared PostgreSQL store when
-    ``$PODIUM_DATABASE_URL`` names one, else the default file. Raises ConfigError when the file
-    does not exist (reading never creates one)."""
+def _existing_traces(path: Path | None, url: str | None = None) -> TraceBackend:
+    """The trace store to read: ``--traces FILE``, the shared PostgreSQL store when ``url``
+    (``--database-url``) or ``$PODIUM_DATABASE_URL`` names one, else the default file. Raises
+    ConfigError when the file does not exist (reading never creates one)."""
     from podium.trace import shared_trace_url
 
-    if path is not None or shared_trace_url() is None:
+    if path is not None or shared_trace_url(url) is None:
         path = path or default_trace_path()
         if not Path(path).exists():
             raise ConfigError(f"no trace database at {path}; run 'podium run' first or pass --traces")
-    return open_traces(path)
+    return open_traces(path, url=url)
