@@ -51,7 +51,14 @@ _SPECIAL = re.compile(
     re.IGNORECASE,
 )
 _FULLWIDTH_TOKEN = re.compile(r"[<‹]?｜[^｜\n]{1,60}｜[>›]?")
-_DEFANG = str.maketrans({"<": "\u2039", ">": "\u203a", "[": "\u2045", "]": "\u2046", "｜": "\u00a6"})
+_DEFANG = str.maketrans(
+    {"<": "\u2039", ">": "\u203a", "[": "\u2045", "]": "\u2046", "｜": "\u00a6",
+     "＜": "\u2039", "＞": "\u203a", "﹤": "\u2039", "﹥": "\u203a", "［": "\u2045", "］": "\u2046"}
+)  # fmt: skip
+# Look-alikes are matched on a folded view of the text, one character for one (so a match's
+# position is the same in both): full-width ASCII (＜ｓｔｅｐ＞, ／), small and single angle
+# quotes (﹤ ﹥ ‹ ›) as < and >. A model reads ＜／ｏｕｔｐｕｔ＞ as </output>.
+_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0xFE64: "<", 0xFE65: ">", 0x2039: "<", 0x203A: ">"}
 
 
 def neutralise(text: str) -> str:
@@ -60,12 +67,25 @@ def neutralise(text: str) -> str:
     ``<question>`` becomes ``‹question›`` (also with newlines or attributes inside the tag);
     ``<|im_end|>`` becomes ``‹|im_end|›``; ``[INST]`` becomes ``⁅INST⁆``; ``<<SYS>>`` becomes
     ``‹‹SYS››``; ``<start_of_turn>`` becomes ``‹start_of_turn›``; DeepSeek's ``<｜User｜>``
-    becomes ``‹¦User¦›``. Everything else (code with ``a < b``, HTML the user asked about) is
-    left unchanged.
+    becomes ``‹¦User¦›``. Full-width and angle-quote look-alikes count as the characters they
+    imitate (``＜／ｏｕｔｐｕｔ＞`` becomes ``‹／ｏｕｔｐｕｔ›``, ``‹step>`` becomes ``‹step›``).
+    Everything else (code with ``a < b``, HTML the user asked about) is left unchanged.
     """
-    text = _TAG.sub(lambda m: "\u2039" + m.group(1) + "\u203a", text)
-    text = _SPECIAL.sub(lambda m: m.group(0).translate(_DEFANG), text)
-    return _FULLWIDTH_TOKEN.sub(lambda m: m.group(0).translate(_DEFANG), text)
+    text = _defang(text, text)  # as written
+    return _defang(text, text.translate(_FOLD))  # then look-alikes (a second pass: folding ‹ into <
+    # must not hide a tag the first pass sees, as in </output‹›>)
+
+
+def _defang(text: str, view: str) -> str:
+    """``text`` with the framing found in ``view`` (``text`` or its one-for-one fold) defanged at
+    the same positions."""
+    chars = list(text)
+    for match in _TAG.finditer(view):  # the tag's own < and > become ‹ ›, whatever they were
+        chars[match.start()], chars[match.end() - 1] = "\u2039", "\u203a"
+    for pattern in (_SPECIAL, _FULLWIDTH_TOKEN):
+        for match in pattern.finditer(view):
+            chars[match.start() : match.end()] = "".join(chars[match.start() : match.end()]).translate(_DEFANG)
+    return "".join(chars)
 
 
 @dataclass(frozen=True)
