@@ -3,8 +3,8 @@
 The one place where configuration turns into objects: workers (lazy: no model is loaded until
 its first call), each under its data policy (:class:`~podium.workers.pii_guard.PIIGuard`:
 pseudonymization for external workers), hardened with budget guard, retries, circuit breaker
-and failover, the LM conductor on its configured worker's model, the fallback pipeline, limits
-and period budgets.
+(in one order: :mod:`podium.workers.stack`) and failover, the LM conductor on its configured
+worker's model, the fallback pipeline, limits and period budgets.
 """
 
 from __future__ import annotations
@@ -29,12 +29,14 @@ from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.pii_guard import DEFAULT_ENDPOINTS, DataPolicy, PIIGuard
-from podium.workers.resilience import Failover, ResiliencePolicy, harden
+from podium.workers.resilience import Failover, ResiliencePolicy
+from podium.workers.stack import stack
 
 if TYPE_CHECKING:
     from podium.telemetry import Telemetry
+    from podium.workers.cache import RequestCache
 
-__all__ = ["build_orchestrator", "build_telemetry", "guard", "pii_protection", "pii_to_warm"]
+__all__ = ["build_orchestrator", "build_telemetry", "data_policy", "pii_protection", "pii_to_warm"]
 
 
 def build_orchestrator(
@@ -48,6 +50,7 @@ def build_orchestrator(
     limits: Limits | None = None,
     recursion_rounds: int | None = None,
     exporter: RecordExporter | None = None,
+    cache: RequestCache | None = None,
 ) -> Orchestrator:
     """An orchestrator for ``config``.
 
@@ -59,15 +62,18 @@ def build_orchestrator(
             data policies all the same.
         resamples, max_steps, limits, recursion_rounds: override the pool file's values.
         exporter: where finished records also go (e.g. :func:`build_telemetry`'s result).
+        cache: a request cache for the pool's workers (evaluation), or None.
 
     Raises ConfigError when PII protection is on and the ``pii`` extra is not installed.
     """
     raw = workers if workers is not None else build_pool_workers(config)
     protection = pii_protection(config)
-    guarded = [guard(w, config, i, protection) for i, w in enumerate(raw)]
     r = config.resilience
     policy = ResiliencePolicy(r.attempts, r.base_delay_s, r.max_delay_s, r.breaker_threshold, r.breaker_cooldown_s)
-    stacks = [harden(w, policy) for w in guarded]
+    stacks = [
+        stack(w, cache=cache, policy=data_policy(config, i), protection=protection, resilience=policy)
+        for i, w in enumerate(raw)
+    ]
     pool = [
         Failover(stacks[i], stacks[config.worker_index(w.equivalent)]) if w.equivalent else stacks[i]
         for i, w in enumerate(config.workers)
@@ -95,7 +101,7 @@ def build_orchestrator(
 
             price = Price(c.price.input, c.price.output, c.price.cached_input)
             own_lm, trained, _ = trained_lm(c.version, n_ctx=c.n_ctx, price=price)
-            model = harden(own_lm, policy)
+            model = stack(own_lm, resilience=policy)
             # the training's decoding settings, except those this [conductor] section sets
             settings = dataclasses.replace(trained, **{k: getattr(c, k) for k in _SETTINGS if k in c.model_fields_set})
         else:  # a local conductor of its own, outside the pool
@@ -108,7 +114,7 @@ def build_orchestrator(
                 price=Price(c.price.input, c.price.output, c.price.cached_input),
                 n_ctx=c.n_ctx,
             )
-            model = harden(own, policy)
+            model = stack(own, resilience=policy)
         conductor = LMConductor(model, settings)
     orchestrator = Orchestrator(
         pool,
@@ -154,13 +160,13 @@ def pii_protection(config: PoolConfig) -> PIIProtection | None:
     return PIIProtection(p.entities, p.languages, p.score_threshold, p.record_values)
 
 
-def guard(worker: Worker, config: PoolConfig, index: int, protection: PIIProtection | None) -> Worker:
-    """``worker`` (pool slot ``index``) under its pool-file data policy; local workers as they are."""
+def data_policy(config: PoolConfig, index: int) -> DataPolicy | None:
+    """The pool-file data policy of pool slot ``index``; None for a local worker (nothing leaves)."""
     w = config.workers[index]
     if not config.is_external(w):
-        return worker
+        return None
     endpoint = (w.base_url or DEFAULT_ENDPOINTS.get(w.backend, "")).rstrip("/") or None
-    return PIIGuard(worker, DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint), protection)
+    return DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint)
 
 
 _SETTINGS = ("temperature", "seed", "reasoning_tokens", "max_tokens", "constrained", "subtask_chars")

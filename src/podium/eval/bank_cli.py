@@ -120,7 +120,8 @@ def _record(args: argparse.Namespace, err: Console) -> int:
     from podium.local_models import cache_dir
     from podium.pool import load_pool
     from podium.workers import build_pool_workers
-    from podium.workers.cache import CachedWorker, RequestCache
+    from podium.workers.cache import RequestCache
+    from podium.workers.stack import stack
 
     for flag, value in (("--sample", args.sample), ("--limit", args.limit)):
         if value is not None and value < 1:
@@ -142,7 +143,7 @@ def _record(args: argparse.Namespace, err: Console) -> int:
     catalogue = local_catalogue()
     config = load_pool(args.pool)
     cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
-    pool = [CachedWorker(w, cache) for w in build_pool_workers(config)]
+    pool = [stack(w, cache=cache) for w in build_pool_workers(config)]  # recorded as called: no budget guard
     plain = not err.is_terminal
     started = time.perf_counter()
     state: dict[str, Any] = {}

@@ -272,7 +272,8 @@ def _live(
 ) -> dict[str, Any]:
     from podium.runtime import build_orchestrator
     from podium.workers import build_pool_workers
-    from podium.workers.cache import CachedWorker, RequestCache
+    from podium.workers.cache import RequestCache
+    from podium.workers.stack import stack
 
     assert spec.tasks is not None
     config = load_pool(spec.pool)
@@ -283,7 +284,7 @@ def _live(
     names = _chosen(spec, LIVE_METHODS, [k for k in KNOWN if k != "oracle"])
     raw = build_pool_workers(config)
     cache = RequestCache(spec.cache) if spec.cache is not None else None
-    workers: list[Worker] = [CachedWorker(w, cache) for w in raw] if cache is not None else list(raw)
+    workers: list[Worker] = [stack(w, cache=cache) for w in raw]  # the wrappers' order: podium.workers.stack
     traces = TraceStore(spec.traces) if spec.traces is not None else None
     judge: Worker | None = None
     if spec.judge is not None:

@@ -389,10 +389,11 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
     import asyncio
 
     from podium.pool import load_pool
-    from podium.runtime import guard, pii_protection
+    from podium.runtime import data_policy, pii_protection
     from podium.traffic.export import read_set, write_jsonl
     from podium.traffic.label import judge_label
     from podium.workers import build_worker
+    from podium.workers.stack import stack
 
     if not args.set_path.is_file():
         raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
@@ -402,7 +403,8 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.judge not in names:
         raise ConfigError(f"--judge {args.judge!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
     index = names.index(args.judge)
-    judge = guard(build_worker(config.merged(config.workers[index])), config, index, pii_protection(config))
+    raw = build_worker(config.merged(config.workers[index]))
+    judge = stack(raw, policy=data_policy(config, index), protection=pii_protection(config))
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 10 == 0:

@@ -1,0 +1,70 @@
+"""The one order of worker wrappers (podium.workers.stack): the pool builder's stacks are, from
+the outside in, retries → circuit breaker → budget guard → PII guard → request cache → backend,
+and no other module builds those wrappers itself (so the order cannot drift between the server,
+podium run and evaluation)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from podium.pool import load_pool
+from podium.runtime import build_orchestrator
+from podium.testing import ScriptedWorker
+from podium.workers.cache import CachedWorker, RequestCache
+from podium.workers.pii_guard import PIIGuard
+from podium.workers.resilience import BudgetGuard, CircuitBreaker, Failover, Retrying
+
+SRC = Path(__file__).parents[1] / "src" / "podium"
+POOL = """name = "stack"
+[pii]
+enabled = false
+[conductor]
+worker = "local"
+[fallback]
+worker = "local"
+[[workers]]
+name = "local"
+model = "smollm2-135m-instruct"
+[[workers]]
+name = "remote"
+backend = "openai"
+model = "gpt-x"
+base_url = "https://api.example.com/v1"
+allow_pii = true
+price = { input = 1.0, output = 2.0 }
+equivalent = "local"
+"""
+
+
+def _chain(worker: object) -> list[type]:
+    kinds = []
+    while worker is not None:
+        kinds.append(type(worker))
+        worker = getattr(worker, "inner", None)
+    return kinds
+
+
+def test_the_pool_builder_stacks_every_worker_in_the_one_order(tmp_path: Path) -> None:
+    pool_file = tmp_path / "pool.toml"
+    pool_file.write_text(POOL)
+    raw = [ScriptedWorker("local", "x"), ScriptedWorker("remote", "y")]
+    orchestrator = build_orchestrator(load_pool(pool_file), workers=list(raw), cache=RequestCache(tmp_path / "c.db"))
+    local, remote = orchestrator.pool
+    assert _chain(local) == [Retrying, CircuitBreaker, BudgetGuard, CachedWorker, ScriptedWorker]  # nothing leaves
+    assert isinstance(remote, Failover)
+    assert _chain(remote.inner) == [Retrying, CircuitBreaker, BudgetGuard, PIIGuard, CachedWorker, ScriptedWorker]
+    assert remote.equivalent is local  # the equivalent's own stack, shared with its pool slot
+
+
+def test_no_module_but_the_stack_builds_the_wrappers() -> None:
+    wrappers = {"CachedWorker", "PIIGuard", "harden"}
+    allowed = {SRC / "workers" / "stack.py", SRC / "workers" / "resilience.py"}  # harden lives there
+    builders = []
+    for path in SRC.rglob("*.py"):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in wrappers:
+                builders.append(f"{path.relative_to(SRC)}:{node.lineno} {node.func.id}")
+    assert not builders, builders
