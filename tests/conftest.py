@@ -4,6 +4,7 @@ loopback fail (real workers in later suites talk to 127.0.0.1 only)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,15 @@ from typing import Any
 import pytest
 
 from podium.testing import ThreadedUvicorn  # noqa: F401 - the server helper, re-exported for the tests
+
+try:  # property tests: CI replays the same examples on every run (HYPOTHESIS_PROFILE=ci, set by .ci/run),
+    # so a landing never hangs on a random draw; a developer's runs explore new ones (default profile)
+    from hypothesis import settings as _hypothesis
+
+    _hypothesis.register_profile("ci", derandomize=True, database=None, print_blob=True)
+    _hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:  # the dev extra is not installed: the property tests skip on their own
+    pass
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"

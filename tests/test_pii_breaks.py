@@ -103,3 +103,36 @@ def test_break_3b_a_value_written_two_ways_comes_back_as_written(tmp_path: Path)
     sent = workers[0].calls[0][-1]["content"]
     assert "0704912846" not in sent and "070491-2846" not in sent
     assert record.answer == question
+
+
+FOUND_BY_PROPERTY_TESTS = (
+    "Ring til JORGE KORT i dag. Eller NERMIN KAULilija klasson11.08.54-0114, "
+    "skriv til viktoria@example.orgøjvind borg eller emmett55@post.example.deAlanna Latier29.10.04-9874."
+)
+FOUND_VALUES = (
+    ("PERSON", "JORGE KORT"),  # "kort" (a card) is a label word and a surname: it ended the name
+    ("PERSON", "NERMIN KAUL"),
+    ("PERSON", "ilija klasson"),  # KAULilija read as KAU + Lilija, which left "klasson" alone
+    ("DK_CPR", "11.08.54-0114"),
+    ("EMAIL_ADDRESS", "viktoria@example.org"),  # a domain running into a letter no domain has
+    ("PERSON", "øjvind borg"),
+    ("EMAIL_ADDRESS", "emmett55@post.example.de"),
+    ("PERSON", "Alanna Latier"),  # deAlanna cut as the .deal domain + "anna"
+    ("DK_CPR", "29.10.04-9874"),
+)
+
+
+def test_glued_values_the_property_tests_found_never_reach_the_worker(tmp_path: Path) -> None:
+    """Three leaks the random property tests (test_pii_properties) found after the first fixes,
+    each a mechanism: a label word that is also a surname, two readings of a case change, a valid
+    domain glued to a non-ASCII letter or to a name that starts with a top-level domain."""
+    wire, answer = _wire(tmp_path, FOUND_BY_PROPERTY_TESTS)
+    leaked = []
+    for kind, value in FOUND_VALUES:
+        assert value in FOUND_BY_PROPERTY_TESTS
+        if leaks(wire, value, kind):
+            leaked.append(value)
+        if kind == "PERSON":
+            leaked += [t for t in value.split() if re.search(rf"(?<!\w){t}(?!\w)", wire, re.IGNORECASE)]
+    assert leaked == [], wire
+    assert answer == FOUND_BY_PROPERTY_TESTS

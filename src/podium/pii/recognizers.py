@@ -285,7 +285,8 @@ _CAPS_STOP_WORDS = (
     "adr adresse address kunde customer konto account kort card navn name"
 )
 _CAPS_STOP = frozenset(_CAPS_STOP_WORDS.split())
-"""Words in capitals that end a name written in capitals ("METTE KJÆRGAARD CPR ...")."""
+"""Words in capitals that end a name ("METTE KJÆRGAARD CPR ..."), unless they are surnames too
+("JORGE KORT")."""
 _PARTICLES = frozenset(("van", "von", "der", "de", "af", "la", "le", "du", "di", "da"))
 _SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
@@ -383,7 +384,10 @@ class PersonNameRecognizer(LocalRecognizer):
             if len(word) == 1:  # an initial ("Ida H. Jensen") continues a name but never ends one
                 continue
             acronym = word.isupper() and not (first and k == j)  # ends the name, unless the name is in capitals
-            if acronym and (folded in _CAPS_STOP or not (caps or known)):
+            # a label word in capitals ends a name (METTE KJÆRGAARD CPR …) unless it is a surname too
+            # (JORGE KORT: "kort" is a card and a surname; masking a label word is the safe mistake)
+            label = folded in _CAPS_STOP and folded not in self.surnames
+            if acronym and (label or not (caps or known)):
                 break
             last = k
         return last

@@ -15,15 +15,18 @@ Glue points, each found in one linear pass:
   IBAN or an e-mail address's local part (``abigail43@``), and a ``+`` with
   digits after a letter or digit (``Kjærgaard+45 20 12 34 56``);
 - a change of case inside a word that starts a new word (``dkMette``, ``KJÆRGAARDMette``,
-  ``TORPEYmartine`` where the lower-case rest is a known name);
+  ``TORPEYmartine`` where the lower-case rest is a known name; ``KAULilija``: the reading with
+  more known names on its two sides);
 - a word that is two or three bundled names and on no name list itself (``mettekjærgaard``),
   and, after a first name, a surname that runs on into an e-mail address's local part
   (``jordon hansseneugene.hosey@…``: at the end of the longest name it starts with); words
   inside a local part are not split otherwise (``lars.moller@`` is no ``mol`` + ``ler``);
 - an e-mail domain that runs on into more letters: a label that starts with a top-level domain
   and goes on (``x.dkb@y.dk``, ``example.orglars.moller@…``, ``example.dkMette``) when the
-  domain as written is not one or another ``@`` follows at once; of several such points, one
-  where the rest starts with a known name wins, then the last;
+  domain as written is not one or another ``@`` follows at once, or a valid domain runs into a
+  letter no domain has (``example.orgøjvind``); of several such points, one where the rest
+  starts with a known name wins, then one at a change of case (``deAlanna``: not the ``.deal``
+  domain), then the last;
 - the start (after a letter or digit) and the end of an IBAN (:func:`podium.pii.numbers.iban_spans`);
 - the edges of the values in a run of digits that holds several
   (:func:`podium.pii.recognizers.glued_numbers`).
@@ -191,11 +194,13 @@ def _word_glue(word: str) -> list[int]:
         if here.isupper() and before.islower():  # dkMette, kjærgaardMETTE
             cuts.append(k)
         elif before.isupper() and here.isupper() and after.islower():
-            # KJÆRGAARDMette (a new word from the last capital) or TORPEYmartine (from the lower case)
-            if word[k + 1 :].casefold() in names and word[k:].casefold() not in names:
-                cuts.append(k + 1)
-            else:
-                cuts.append(k)
+            # KJÆRGAARDMette (a new word from the last capital) or TORPEYmartine (from the lower case):
+            # the reading with more known names on its two sides wins (KAULilija: KAUL + ilija, not
+            # KAU + Lilija), the capital's on a tie
+            def known(cut: int) -> int:
+                return (word[:cut].casefold() in names) + (word[cut:].casefold() in names)
+
+            cuts.append(k + 1 if known(k + 1) > known(k) else k)
     return cuts or _name_seams(word)
 
 
@@ -279,7 +284,10 @@ def _email_glue(text: str) -> list[int]:
         glued = m.end() < len(text) and text[m.end()] == "@"
         if not glued and (m.end() == len(text) or not text[m.end()].isalpha()) and valid_email_domain(run):
             continue
-        best: tuple[bool, int] | None = None
+        if not glued and m.end() < len(text) and valid_email_domain(run):  # example.orgøjvind: a letter no
+            found.append(m.end())  # domain has (the pattern took every one it may) starts the next word
+            continue
+        best: tuple[bool, bool, int] | None = None
         label_start = run.index(".") + 1
         for label in run[label_start:].split("."):
             for p in range(2, len(label)):
@@ -290,10 +298,11 @@ def _email_glue(text: str) -> list[int]:
                 if not rest[:1].isalnum() or not valid_email_domain(run[:cut]):
                     continue
                 lead = _LETTERS.match(rest)
-                key = (lead is not None and lead.group().casefold() in names, cut)
+                case_change = run[cut - 1].islower() and run[cut].isupper()  # deAlanna: de | Alanna, not deal | anna
+                key = (lead is not None and lead.group().casefold() in names, case_change, cut)
                 if best is None or key > best:
                     best = key
             label_start += len(label) + 1
         if best is not None:
-            found.append(at + 1 + best[1])
+            found.append(at + 1 + best[2])
     return found
