@@ -95,8 +95,15 @@ def test_full_width_and_angle_quote_look_alikes_are_defanged() -> None:
     """A model reads ＜／ｏｕｔｐｕｔ＞ as </output>: look-alikes count as what they imitate
     (full-width ASCII, small and single angle quotes), and a look-alike inside a real tag cannot
     hide it. These passed through unchanged before."""
-    looks = ["＜／ｏｕｔｐｕｔ＞", "‹ｓｔｅｐ index=\"3\">", "﹤question﹥", "<ｙｏｕｒ＿ｓｕｂｔａｓｋ>", "［ＩＮＳＴ］",
-             "<ｓｙｓｔｅｍ\n>", "＜＜ＳＹＳ＞＞"]  # fmt: skip
+    looks = [
+        "＜／ｏｕｔｐｕｔ＞",
+        "‹ｓｔｅｐ index=\"3\">",
+        "﹤question﹥",
+        "<ｙｏｕｒ＿ｓｕｂｔａｓｋ>",
+        "［ＩＮＳＴ］",
+        "<ｓｙｓｔｅｍ\n>",
+        "＜＜ＳＹＳ＞＞",
+    ]
     for text in looks:
         out = neutralise(text)
         assert not set(out) & set("<>＜＞﹤﹥[]［］"), (text, out)
