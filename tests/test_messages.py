@@ -97,7 +97,7 @@ def test_full_width_and_angle_quote_look_alikes_are_defanged() -> None:
     hide it. These passed through unchanged before."""
     looks = [
         "＜／ｏｕｔｐｕｔ＞",
-        "‹ｓｔｅｐ index=\"3\">",
+        '‹ｓｔｅｐ index="3">',
         "﹤question﹥",
         "<ｙｏｕｒ＿ｓｕｂｔａｓｋ>",
         "［ＩＮＳＴ］",
