@@ -60,6 +60,27 @@ def test_regression_set_loads_with_tags(tmp_path: Path) -> None:
     assert tasks[1].choices == ("x", "y")
 
 
+def test_unconfirmed_candidate_references_are_counted_and_can_be_left_out(tmp_path: Path) -> None:
+    """An exported regression set marks a reference nobody confirmed ``candidate:…``: eval can
+    leave those tasks out (``--confirmed-only``), keeping the confirmed and the client's own."""
+    from podium.cli import _parser
+    from podium.eval.session import EvalSpec, _filter, unconfirmed
+
+    rows = [
+        {"id": "a", "question": "2+2?", "task_type": "math", "reference": 4, "reference_source": "candidate:upstream"},
+        {"id": "b", "question": "3+3?", "task_type": "math", "reference": 6, "reference_source": "human"},
+        {"id": "c", "question": "4+4?", "task_type": "math", "reference": 8, "reference_source": "candidate:podium"},
+        {"id": "d", "question": "5+5?", "task_type": "math", "reference": 10, "reference_source": "client"},
+        {"id": "e", "question": "6+6?", "task_type": "math", "reference": 12},
+    ]
+    tasks = load_tasks(_write(tmp_path, [json.dumps(r) for r in rows]))
+    assert [t.id for t in tasks if unconfirmed(t)] == ["a", "c"]
+    assert [t.id for t in _filter(tasks, EvalSpec(tasks=tmp_path))] == ["a", "b", "c", "d", "e"]
+    assert [t.id for t in _filter(tasks, EvalSpec(tasks=tmp_path, confirmed_only=True))] == ["b", "d", "e"]
+    args = _parser("eval").parse_args(["eval", "--tasks", "x.jsonl", "--confirmed-only"])
+    assert args.confirmed_only is True
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

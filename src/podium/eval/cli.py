@@ -63,6 +63,7 @@ def _spec(args: argparse.Namespace) -> EvalSpec:
         sample=args.sample,
         seed=args.seed,
         tags=tuple(args.tag),
+        confirmed_only=args.confirmed_only,
         pool=args.pool,
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else (),
         lambdas=_lambdas(args.lambdas),
@@ -264,6 +265,12 @@ def add_parsers(sub: Any) -> None:
     src.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
     src.add_argument("--seed", type=int, default=0, help="seed of --sample and --matrix-split (default 0)")
     src.add_argument("--tag", action="append", default=[], help="keep tasks with this tag (repeatable)")
+    src.add_argument(
+        "--confirmed-only",
+        action="store_true",
+        help="leave out tasks whose reference is an unconfirmed candidate (reference_source candidate:…, from "
+        "'podium tasks export'); without it eval warns and counts them",
+    )
     src.add_argument("--from", dest="from_report", type=Path, metavar="EVAL.json",
                      help="do not run: re-render (and gate) a stored report")  # fmt: skip
     how = p.add_argument_group("how")

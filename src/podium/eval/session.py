@@ -57,6 +57,7 @@ __all__ = [
     "OnStart",
     "calibrated_lambdas",
     "run_eval",
+    "unconfirmed",
 ]
 
 SWEEP_POINTS = 21
@@ -81,6 +82,8 @@ class EvalSpec:
         split: keep this split (replay default: ``test``).
         limit, sample, seed: take the first ``limit`` tasks or a seeded ``sample``.
         tags: keep tasks carrying any of these tags (empty: all).
+        confirmed_only: leave out tasks whose reference is an unconfirmed candidate
+            (``reference_source: candidate:…``, from ``podium tasks export``).
         pool: pool file or preset (live).
         methods: method names (see the module docstring); empty: the mode's defaults.
         lambdas: the router's λ sweep (1/USD); None: calibrated (:func:`calibrated_lambdas`).
@@ -103,6 +106,7 @@ class EvalSpec:
     sample: int | None = None
     seed: int = 0
     tags: Sequence[str] = ()
+    confirmed_only: bool = False
     pool: str | None = None
     methods: Sequence[str] = ()
     lambdas: Sequence[float] | None = None
@@ -217,12 +221,21 @@ def _by_ids(tasks: list[Task], path: Path) -> list[Task]:
     return [by_id[w] for w in wanted]
 
 
+def unconfirmed(task: Task) -> bool:
+    """Whether ``task``'s reference is a candidate nobody confirmed (``candidate:upstream`` or
+    ``candidate:podium`` from ``podium tasks export``): scoring against it measures agreement
+    with that answer, not quality."""
+    return str(task.reference_source or "").startswith("candidate:")
+
+
 def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
     if spec.tags:
         tasks = [t for t in tasks if set(t.tags) & set(spec.tags)]
+    if spec.confirmed_only:
+        tasks = [t for t in tasks if not unconfirmed(t)]
     chosen = select(tasks, limit=spec.limit, sample=spec.sample, seed=spec.seed)
     if not chosen:
-        raise ConfigError("no task left after --tag/--limit/--sample")
+        raise ConfigError("no task left after --tag/--confirmed-only/--limit/--sample")
     return chosen
 
 
@@ -281,6 +294,13 @@ def _live(
     if spec.ids is not None:
         loaded = _by_ids(loaded, spec.ids)
     tasks = _filter(loaded, spec)
+    candidates = sum(1 for t in tasks if unconfirmed(t))
+    if candidates and on_stage is not None:
+        on_stage(
+            f"warning: {candidates} of {len(tasks)} tasks have an unconfirmed candidate reference (reference_source "
+            "candidate:…): their scores measure agreement with that answer, not quality. Confirm them (podium tasks "
+            "import / label) or pass --confirmed-only to leave them out"
+        )
     names = _chosen(spec, LIVE_METHODS, [k for k in KNOWN if k != "oracle"])
     raw = build_pool_workers(config)
     cache = RequestCache(spec.cache) if spec.cache is not None else None
@@ -325,6 +345,7 @@ def _live(
     if cache is not None:
         config_json["cache"] = {"path": _shown(cache.path), "hits": cache.hits, "misses": cache.misses}
     config_json["tasks"] = " + ".join(str(p) for p in (spec.tasks, *spec.more_tasks))
+    config_json["unconfirmed_references"] = candidates
     return build_report(methods, results, replay=False, config=config_json)
 
 
