@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import socket
 import statistics
@@ -113,7 +114,7 @@ def _cases(base: str) -> dict[str, Callable[[], Case]]:
             return clients[key]
 
         for w in workers:
-            w._api = lambda w=w: own(w)  # type: ignore[method-assign]
+            w._api = functools.partial(own, w)  # type: ignore[method-assign]  # an SDK client per worker (before)
 
         async def close() -> None:
             for client in clients.values():
