@@ -143,7 +143,7 @@ def open_store(url: str, *, migrate: bool | None = None) -> Any:
     return engine
 
 
-def open_embedded(path: str | Path, tables: Sequence[Any]) -> Any:
+def open_embedded(path: str | Path, tables: Sequence[Any], *, what: str = "the store") -> Any:
     """An engine for an embedded single-purpose SQLite file (the shadow store, the request
     cache), configured as :func:`open_store`'s, with ``tables`` (SQLAlchemy tables) created
     when missing. These files are not migrated: each holds one table whose shape has not changed
@@ -161,7 +161,7 @@ def open_embedded(path: str | Path, tables: Sequence[Any]) -> Any:
             MetaData().create_all(connection, tables=list(tables), checkfirst=True)
     except Exception as exc:
         engine.dispose()
-        raise _unavailable(str(location), exc) from None
+        raise _unavailable(str(location), exc, what) from None
     return engine
 
 
@@ -393,14 +393,14 @@ def check(url: str) -> StoreCheck:
         engine.dispose()
 
 
-def _unavailable(url: str, exc: BaseException) -> StoreError:
+def _unavailable(url: str, exc: BaseException, what: str = "the store") -> StoreError:
     hint = (
         "is the server running and the URL right (host, port, user, password, database)?"
         if url.startswith("postgres")
         else "is the folder writable and the file a podium store?"
     )
     shown = mask_url(url) if is_database_url(url) else url
-    return StoreError(f"cannot open the store at {shown}: {first_line(exc)}; {hint}")
+    return StoreError(f"cannot open {what} at {shown}: {first_line(exc)}; {hint}")
 
 
 @contextmanager

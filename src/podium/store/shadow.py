@@ -56,7 +56,10 @@ class ShadowStore:
         self.shared = is_database_url(location)
         self._name = mask_url(str(location)) if self.shared else str(location)
         self._lock = threading.Lock()  # SQLite: one writer per process at a time
-        self.engine = open_store(str(location)) if self.shared else open_embedded(location, [shadow])
+        if self.shared:
+            self.engine = open_store(str(location))
+        else:
+            self.engine = open_embedded(location, [shadow], what="the shadow store")
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Store one row (column → value; columns not given are NULL)."""

@@ -70,9 +70,9 @@ class RequestCache:
                 self._engine = open_store(str(location))
             else:  # the file of every release before the shared store: table "calls"
                 self._table = request_cache.to_metadata(MetaData(), name="calls")
-                self._engine = open_embedded(location, [self._table])
+                self._engine = open_embedded(location, [self._table], what="the request cache")
         except ConfigError as exc:
-            raise ConfigError(f"request cache: {exc} (or pass another --cache)") from None
+            raise ConfigError(f"{exc} (or pass another --cache)") from None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
