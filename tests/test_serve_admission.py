@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from podium.errors import ConfigError
 from podium.serve.app import Server
 from podium.serve.cli import serving_stack
 from podium.trace.store import TraceStore
+from tests.serve_support import free_port
 from tests.test_serve import POOL, Running, fake_pool
 
 UPSTREAM_POOL = """name = "one"
@@ -37,12 +37,6 @@ base_url = "http://127.0.0.1:{port}/v1"
 api_key_env = "PODIUM_TEST_KEY"
 price = {{ input = 1.0, output = 2.0 }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(argv: list[str], port: int, health: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
