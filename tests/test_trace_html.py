@@ -81,6 +81,7 @@ class _Graph(HTMLParser):
         super().__init__()
         self.nodes: dict[str, tuple[str, float]] = {}
         self.edges: set[tuple[str, str, str]] = set()
+        self.top: dict[str, float] = {}  # key → rect y
         self._open: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -90,6 +91,7 @@ class _Graph(HTMLParser):
             self.nodes[a["data-key"]] = (a["class"], 0.0)
         elif tag == "rect" and self._open is not None:
             self.nodes[self._open] = (self.nodes[self._open][0], float(a["x"]))
+            self.top[self._open] = float(a["y"])
             self._open = None
         elif tag == "path" and "edge" in a.get("class", "").split():
             self.edges.add((a["data-from"], a["data-to"], a["class"]))
@@ -115,6 +117,25 @@ def test_the_graph_has_a_node_per_step_and_an_edge_per_visible_step(two_rounds: 
     x = {key: left for key, (_, left) in g.nodes.items()}
     assert x["r0-s0"] == x["r0-s1"] < x["r0-s2"] < x["r1-s0"] < x["answer"]  # parallel steps share a column
     assert "parallel: 2 steps" in render_html(two_rounds)
+
+
+def test_a_column_is_ordered_so_that_its_edges_do_not_cross(store: TraceStore) -> None:
+    """Steps 0 and 1 in one column; step 2 sees step 1, step 3 sees step 0. Drawn in step order
+    (0 over 1, 2 over 3) the two edges must cross; the layered layout orders the second column
+    (or the first) by where its edges come from, so they do not: the edges' sources are in the
+    same top-to-bottom order as their targets."""
+    orch = Orchestrator(
+        [ScriptedWorker("a", reply="x"), ScriptedWorker("b", reply="y")],
+        ScriptedConductor(
+            ['model_id = [0, 1, 0, 1]\nsubtasks = ["A", "B", "C", "D"]\naccess_list = [[], [], [1], [0]]']
+        ),
+        Fallback(0, "Answer."),
+        traces=store,
+    )
+    g = graph(render_html(stored(store, orch, "Cross?")))
+    x, y = {k: left for k, (_, left) in g.nodes.items()}, g.top
+    assert x["r0-s0"] == x["r0-s1"] < x["r0-s2"] == x["r0-s3"]
+    assert (y["r0-s1"] < y["r0-s0"]) == (y["r0-s2"] < y["r0-s3"])
 
 
 def test_a_failed_step_and_the_fallback_are_drawn(fell_back: RunRecord) -> None:

@@ -73,6 +73,7 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
 
     from fastapi import FastAPI
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from podium.serve.ui import ui_router
     from tests.test_ui import seed_reports
@@ -98,9 +99,16 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
             browser.save_screenshot(str(Path(shots) / f"ui-{name}.png"))  # type: ignore[attr-defined]
             browser.set_window_size(1280, 900)  # type: ignore[attr-defined]
 
-    def drawn(browser: object, selector: str) -> bool:
-        script = f"const i = document.querySelector('{selector}'); return i.complete && i.naturalWidth > 0;"
-        return bool(browser.execute_script(script))  # type: ignore[attr-defined]
+    def drawn(browser: Any, selector: str) -> bool:
+        """Whether the image ``selector`` has loaded and has pixels, waiting up to 10 s for it
+        (a page is done before its images are: asking at once was a race)."""
+        from selenium.common.exceptions import TimeoutException
+
+        script = f"const i = document.querySelector('{selector}'); return !!i && i.complete && i.naturalWidth > 0;"
+        try:
+            return bool(WebDriverWait(browser, 10).until(lambda b: b.execute_script(script)))
+        except TimeoutException:
+            return False
 
     try:
         with chromium() as browser:
@@ -120,6 +128,7 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
             shot(browser, "eval-run")
             browser.back()
             browser.find_element(By.ID, "compare").click()  # defaults: the newest against the one before
+            WebDriverWait(browser, 10).until(lambda b: "/ui/evals/compare" in b.current_url)
             assert "/ui/evals/compare?new=new&baseline=old" in browser.current_url
             flip = browser.find_element(By.CSS_SELECTOR, 'tr.flip[data-method="single:big"]')
             assert flip.find_element(By.CSS_SELECTOR, "td.failing").text == "1: q2"

@@ -4,9 +4,10 @@ The workflow is drawn as an inline SVG graph computed here (no JavaScript, nothi
 one node per step labelled with its worker, an edge from every step whose output a step was
 shown (its *visible* steps, and in later rounds the previous round's), steps of equal
 dependency depth in one column (they could run in parallel), one band per round and one for
-the fallback pipeline, and the answer. Edges are routed around the boxes (:func:`_routes`), so
-none is hidden behind one. Below it: the conductor's attempts and, per step, the
-exact input messages, the output, tokens, cost and latency.
+the fallback pipeline, and the answer. The columns are laid out as a layered drawing by igraph's
+Sugiyama layout, which also reserves a slot for an edge in every column it passes
+(:func:`_layout`), so no box hides an edge. Below it: the conductor's attempts and, per step,
+the exact input messages, the output, tokens, cost and latency.
 
 Questions and outputs are untrusted text: everything is HTML-escaped, and the page carries a
 Content-Security-Policy that allows no script and no network at all.
@@ -22,10 +23,7 @@ from typing import Any
 from podium.records import RunRecord, StepRecord
 from podium.workflow import ALL, Workflow
 
-__all__ = [
-    "LANE_GAP",
-    "render_html",
-]
+__all__ = ["render_html"]
 
 NODE_W, NODE_H = 210, 66
 COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 50
@@ -78,8 +76,8 @@ def _visible(workflow: Workflow, index: int, done: StepRecord | None) -> tuple[i
     return tuple(range(index)) if access == ALL else tuple(access)
 
 
-def _layout(record: RunRecord) -> tuple[list[_Band], list[tuple[str, str, str]], float, float]:
-    """Bands of positioned nodes, edges (from key, to key, css class), width and height."""
+def _bands(record: RunRecord) -> tuple[list[_Band], list[tuple[str, str, str]]]:
+    """The graph's nodes in bands of columns, and its edges (from key, to key, css class)."""
     names = record.workers
     bands: list[_Band] = []
     edges: list[tuple[str, str, str]] = []
@@ -137,158 +135,108 @@ def _layout(record: RunRecord) -> tuple[list[_Band], list[tuple[str, str, str]],
         answer = _Node("answer", "answer", "", f"status {record.status}", "answer", record.answer[:300], link="#answer")
         bands.append(_Band("", [[answer]]))
         edges.append((last_key, "answer", "edge answer"))
-    x = LEFT
-    height = 0.0
-    for band in bands:
-        band.x = x
-        for c, column in enumerate(band.columns):
-            for r, node in enumerate(column):
-                node.x = x + c * (NODE_W + COL_GAP)
-                node.y = TOP + r * (NODE_H + ROW_GAP)
-            height = max(height, TOP + len(column) * (NODE_H + ROW_GAP))
-        band.width = len(band.columns) * (NODE_W + COL_GAP) - COL_GAP
-        x += band.width + BAND_GAP
-    return bands, edges, max(x - BAND_GAP + LEFT, 320), height + 8
-
-
-LANE_GAP = 8
-"""Vertical distance between two lanes above (or below) the boxes, px."""
+    return bands, edges
 
 
 @dataclass
 class _Route:
-    """How one edge is drawn: a curve through the gap between two adjacent columns, or a path
-    along a lane above (``"over"``) or below (``"under"``) every box."""
+    """One edge as drawn: from its source's right side through ``via`` (the centre lines of the
+    slots the layout reserved for it in the columns it passes, x from, x to, y) to its target's
+    left side."""
 
     source: _Node
     target: _Node
     css: str
-    side: str = "direct"  # direct, over, under
-    lane: int = 0
-    out_x: float = 0.0
-    in_x: float = 0.0
+    via: list[tuple[float, float, float]]
     out_y: float = 0.0
     in_y: float = 0.0
 
 
-def _blocked(a: _Node, b: _Node, nodes: Iterable[_Node]) -> bool:
-    """Whether a direct curve from ``a``'s right side to ``b``'s left side could pass through
-    another box: a box meets the rectangle the curve stays in (the hull of its control points)."""
-    x1, x2 = a.x + NODE_W, b.x
-    y1, y2 = min(a.y, b.y), max(a.y, b.y) + NODE_H  # wherever on their sides the curve's ends sit
-    margin = 4.0  # vertically; columns are apart by a gap, so a box beside the source or target is no obstacle
-    return any(
-        n is not a
-        and n is not b
-        and n.x < x2
-        and n.x + NODE_W > x1
-        and n.y < y2 + margin
-        and n.y + NODE_H > y1 - margin
-        for n in nodes
-    )
+def _layout(record: RunRecord) -> tuple[list[_Band], list[_Route], float, float]:
+    """Position every node and route every edge: bands, routes, width and height (px).
 
+    The columns are the layers of a layered (Sugiyama) drawing computed by igraph
+    (``Graph.layout_sugiyama``: crossing reduction by the barycenter heuristic, Sugiyama et al.
+    1981). An edge that spans columns (step 0 → step 2 past step 1, a previous round's step) gets
+    a slot of its own in every column between, which no box takes, so it runs through the gaps
+    between columns and those slots and no box hides it."""
+    import igraph  # imported here: it takes 0.1-1 s, paid by pages with a graph only
 
-def _routes(nodes: Sequence[_Node], edges: Sequence[tuple[str, str, str]]) -> list[_Route]:
-    """Route every edge so that no box hides it (a layered layout's edge routing).
-
-    An edge between adjacent columns is a curve through the empty gap between them. An edge that
-    would cross another box (it skips a column: step 0 → step 2 past step 1) leaves its source to
-    the right, climbs in the gap beside it to a lane of its own above all boxes, runs along it and
-    comes down in the gap left of its target; previous-round edges do the same below the boxes.
-    Gaps hold no boxes, and each edge has its own lane and its own place in every gap it uses, so
-    every edge stays visible and tells itself apart from the others. Longer edges get the outer
-    lanes, so lanes nest. Moves the nodes down to make room for the lanes above."""
-    at = {n.key: n for n in nodes}
-    routes = [_Route(at[s], at[t], css) for s, t, css in edges if s in at and t in at]
-    for r in routes:
-        if "previous" in r.css:
-            r.side = "under"
-        elif _blocked(r.source, r.target, nodes):
-            r.side = "over"
-    for side in ("over", "under"):
-        lanes = sorted((r for r in routes if r.side == side), key=lambda r: (r.source.x - r.target.x, r.source.y))
-        for k, r in enumerate(lanes):  # k = 0: the longest edge, on the outermost lane
-            r.lane = k
-    over = sum(r.side == "over" for r in routes)
-    if over:
-        for n in nodes:
-            n.y += over * LANE_GAP + 6
+    bands, edges = _bands(record)
+    nodes = [n for band in bands for column in band.columns for n in column]
+    index = {n.key: i for i, n in enumerate(nodes)}
+    layers: list[int] = []
+    column_x: list[float] = []
+    x = float(LEFT)
+    for band in bands:
+        band.x = x
+        for column in band.columns:
+            layers += [len(column_x)] * len(column)
+            column_x.append(x)
+            x += NODE_W + COL_GAP
+        band.width = len(band.columns) * (NODE_W + COL_GAP) - COL_GAP
+        x += BAND_GAP - COL_GAP
+    kept = [(s, t, css) for s, t, css in edges if s in index and t in index]
+    graph = igraph.Graph(n=len(nodes), edges=[(index[s], index[t]) for s, t, _ in kept], directed=True)
+    # the extended graph: every edge that spans columns is split at a dummy vertex per column
+    coords, extended = graph.layout_sugiyama(layers=layers, hgap=1, vgap=1, return_extended_graph=True)
+    slot = NODE_H + ROW_GAP
+    lowest = min((u for u, _ in coords), default=0.0)
+    for node, (u, _) in zip(nodes, coords[: len(nodes)], strict=True):
+        node.x, node.y = column_x[layers[index[node.key]]], TOP + (u - lowest) * slot
+    dummies: dict[int, list[int]] = {}
+    for edge in extended.es:
+        if edge.target >= len(nodes):
+            dummies.setdefault(edge["_original_eid"], []).append(edge.target)
+    routes = []
+    for eid, (s, t, css) in enumerate(kept):
+        bends = sorted((coords[v][1], coords[v][0]) for v in dummies.get(eid, []))
+        via = [
+            (column_x[int(layer)], column_x[int(layer)] + NODE_W, TOP + (u - lowest) * slot + NODE_H / 2)
+            for layer, u in bends
+        ]
+        routes.append(_Route(nodes[index[s]], nodes[index[t]], css, via))
     _ports(routes)
-    lefts = sorted({n.x for n in nodes})
-    # every vertical stretch in a gap gets its own x: per gap (keyed by its left edge), edges
-    # leaving the column on its left, then edges entering the column on its right
-    users: dict[float, list[tuple[int, _Route, str]]] = {}
-    for r in routes:
-        if r.side == "direct":
-            continue
-        users.setdefault(r.source.x + NODE_W, []).append((0 if r.side == "over" else 1, r, "out"))
-        before = max((x for x in lefts if x < r.target.x), default=r.target.x - BAND_GAP)
-        users.setdefault(before + NODE_W, []).append((3 if r.side == "over" else 2, r, "in"))
-    for left, group in users.items():
-        right = min((x for x in lefts if x > left), default=left + BAND_GAP)
-        group.sort(key=lambda u: (u[0], u[1].lane if u[0] < 2 else -u[1].lane))  # outer lanes: outside
-        lo, hi = left + 8, right - 12  # room for the arrowhead after the last turn
-        for i, (_, r, end) in enumerate(group):
-            x = lo + (i + 1) * (hi - lo) / (len(group) + 1)
-            if end == "out":
-                r.out_x = x
-            else:
-                r.in_x = x
-    return routes
+    height = max([n.y + NODE_H for n in nodes] + [y + NODE_H / 2 for r in routes for _, _, y in r.via], default=TOP)
+    return bands, routes, max(x - BAND_GAP + LEFT, 320), height + 8
 
 
 def _ports(routes: Sequence[_Route]) -> None:
     """Where each edge leaves its source (right side) and enters its target (left side): the
-    edges of one side spread over it, ordered as they run (from above, level, from below), so
-    no two arrowheads meet at one point."""
-    rank = {"over": 0, "direct": 1, "under": 2}
+    edges of one side spread over it in the order of where they go next (or come from), so no
+    two arrowheads meet at one point and no two edges leave along one line."""
     outs: dict[str, list[_Route]] = {}
     ins: dict[str, list[_Route]] = {}
     for r in routes:
         outs.setdefault(r.source.key, []).append(r)
         ins.setdefault(r.target.key, []).append(r)
     for group in outs.values():
-        group.sort(key=lambda r: (rank[r.side], r.lane if r.side == "over" else -r.lane, r.target.y, r.target.x))
+        group.sort(key=lambda r: (r.via[0][2] if r.via else r.target.y + NODE_H / 2, r.target.x))
         for k, r in enumerate(group):
             r.out_y = r.source.y + NODE_H * (k + 1) / (len(group) + 1)
     for group in ins.values():
-        group.sort(key=lambda r: (rank[r.side], r.lane if r.side == "over" else -r.lane, r.source.y, r.source.x))
+        group.sort(key=lambda r: (r.via[-1][2] if r.via else r.source.y + NODE_H / 2, -r.source.x))
         for k, r in enumerate(group):
             r.in_y = r.target.y + NODE_H * (k + 1) / (len(group) + 1)
 
 
-def _rounded(points: Sequence[tuple[float, float]], radius: float = 6.0) -> str:
-    """An SVG path through ``points`` (an orthogonal polyline) with rounded corners."""
-    (x0, y0), *rest = points
-    d = [f"M{x0:.0f},{y0:.0f}"]
-    for i in range(1, len(points) - 1):
-        (ax, ay), (px, py), (bx, by) = points[i - 1], points[i], points[i + 1]
-        into, out = abs(px - ax) + abs(py - ay), abs(bx - px) + abs(by - py)
-        r = min(radius, into / 2, out / 2)
-        if r <= 0:
-            continue
-        sx, sy = px - r * _sign(px - ax), py - r * _sign(py - ay)
-        ex, ey = px + r * _sign(bx - px), py + r * _sign(by - py)
-        d.append(f"L{sx:.1f},{sy:.1f} Q{px:.1f},{py:.1f} {ex:.1f},{ey:.1f}")
-    xn, yn = rest[-1]
-    d.append(f"L{xn:.0f},{yn:.0f}")
+def _path(r: _Route) -> str:
+    """The SVG path of ``r``: a curve across each gap between columns (level at both ends, so it
+    stays inside the gap), a straight run through each slot reserved for it."""
+    points = [(r.source.x + NODE_W, r.out_y)]
+    for x_in, x_out, y in r.via:
+        points += [(x_in, y), (x_out, y)]
+    points.append((r.target.x, r.in_y))
+    (x0, y0), *_ = points
+    d = [f"M{x0:.0f},{y0:.1f}"]
+    for i in range(1, len(points)):
+        (x1, y1), (x2, y2) = points[i - 1], points[i]
+        if i % 2:  # across a gap
+            bend = max(20.0, (x2 - x1) / 2)
+            d.append(f"C{x1 + bend:.0f},{y1:.1f} {x2 - bend:.0f},{y2:.1f} {x2:.0f},{y2:.1f}")
+        else:  # through a column's slot
+            d.append(f"L{x2:.0f},{y2:.1f}")
     return " ".join(d)
-
-
-def _sign(value: float) -> float:
-    return (value > 0) - (value < 0)
-
-
-def _path(r: _Route, top: float, bottom: float) -> str:
-    """The SVG path of ``r``; ``top``: the top of the first lane above the boxes, ``bottom``:
-    the y of the first lane below them."""
-    a, b = r.source, r.target
-    x1, y1, x2, y2 = a.x + NODE_W, r.out_y, b.x, r.in_y
-    if r.side == "direct":
-        bend = max(30.0, (x2 - x1) / 2)
-        return f"M{x1:.0f},{y1:.0f} C{x1 + bend:.0f},{y1:.0f} {x2 - bend:.0f},{y2:.0f} {x2:.0f},{y2:.0f}"
-    lane = top + 2 + r.lane * LANE_GAP if r.side == "over" else bottom + r.lane * LANE_GAP
-    return _rounded([(x1, y1), (r.out_x, y1), (r.out_x, lane), (r.in_x, lane), (r.in_x, y2), (x2, y2)])
 
 
 def _clip(text: str, width: int) -> str:
@@ -296,13 +244,8 @@ def _clip(text: str, width: int) -> str:
 
 
 def _svg(record: RunRecord) -> str:
-    bands, edges, width, height = _layout(record)
+    bands, routes, width, height = _layout(record)
     at = {n.key: n for b in bands for col in b.columns for n in col}
-    routes = _routes(list(at.values()), edges)
-    under = sum(r.side == "under" for r in routes)
-    bottom = max(n.y + NODE_H for n in at.values()) + 14  # the first lane under the boxes
-    over = sum(r.side == "over" for r in routes)
-    height = max(height + (over * LANE_GAP + 6 if over else 0), bottom + under * LANE_GAP)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="workflow graph">',
@@ -319,7 +262,7 @@ def _svg(record: RunRecord) -> str:
     for r in routes:
         out.append(
             f'<path class="{r.css}" data-from="{_e(r.source.key)}" data-to="{_e(r.target.key)}" '
-            f'data-route="{r.side}" d="{_path(r, TOP, bottom)}" marker-end="url(#arrow)"/>'
+            f'data-bends="{len(r.via)}" d="{_path(r)}" marker-end="url(#arrow)"/>'
         )
     for node in at.values():
         body = [
