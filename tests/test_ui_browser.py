@@ -5,6 +5,8 @@ with confirmation → gone from list and search. Skips without Chromium."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,25 @@ from tests.test_trace_search import seeded
 pytestmark = pytest.mark.browser
 
 
+def shot(browser: Any, name: str) -> None:
+    """With ``PODIUM_UI_SCREENSHOTS=DIR``, save the page whole as ``DIR/ui-NAME.png`` (the images
+    in docs/serve.md); otherwise nothing."""
+    shots = os.environ.get("PODIUM_UI_SCREENSHOTS")
+    if not shots:
+        return
+    for _ in range(50):  # the plots first: an image still loading has no height yet
+        if browser.execute_script("return [...document.images].every(i => i.complete)"):
+            break
+        time.sleep(0.1)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1280, min(max(height + 160, 500), 2600))
+    browser.save_screenshot(str(Path(shots) / f"ui-{name}.png"))
+    browser.set_window_size(1280, 900)
+
+
 def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     traces = seeded(TraceStore(tmp_path / "t.sqlite3"))
     server = ThreadedUvicorn(create_app(Server(pool=str(POOLS / "three-fakes.toml"), traces=traces)))
@@ -33,6 +52,7 @@ def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -
             browser.implicitly_wait(5)  # each click loads a page: wait for its elements
             browser.get(server.url + "/ui")
             assert len(browser.find_elements(By.CSS_SELECTOR, "tr.request")) == 4
+            shot(browser, "requests")
             browser.find_element(By.NAME, "status").send_keys("fallback")
             browser.find_element(By.ID, "apply").click()
             rows = browser.find_elements(By.CSS_SELECTOR, "tr.request")
@@ -46,7 +66,9 @@ def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -
             [row] = browser.find_elements(By.CSS_SELECTOR, "tr.request")
             assert row.get_attribute("data-id") == "b" * 32 and "glaciers" in row.text
             row.find_element(By.TAG_NAME, "a").click()
+            WebDriverWait(browser, 10).until(lambda b: "/ui/requests/" in b.current_url)
             assert browser.current_url.endswith("/ui/requests/" + "b" * 32)
+            shot(browser, "request")
             edges = browser.execute_script(SAMPLE_EDGES)
             assert edges and all(e["covered"] == [] and e["own"] >= e["total"] / 3 for e in edges), edges
             browser.find_element(By.ID, "back").click()
@@ -68,7 +90,6 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
     """Eval runs → a run (its numbers, its Pareto plot drawn) → the compare form → the gate's
     flips → the shadow report → the registry → a version's learning curve, by clicking. With
     ``PODIUM_UI_SCREENSHOTS=DIR`` each page is also saved there (the images in docs/serve.md)."""
-    import os
     from types import SimpleNamespace
 
     from fastapi import FastAPI
@@ -84,20 +105,6 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
     traces = seeded(TraceStore(tmp_path / "t.sqlite3"))
     app.include_router(ui_router(SimpleNamespace(traces=traces, keys=None), sources))  # type: ignore[arg-type]
     server = ThreadedUvicorn(app)
-    shots = os.environ.get("PODIUM_UI_SCREENSHOTS")
-
-    def shot(browser: object, name: str) -> None:
-        if shots:
-            import time
-
-            for _ in range(50):  # the plots first: an image still loading has no height yet
-                if browser.execute_script("return [...document.images].every(i => i.complete)"):  # type: ignore[attr-defined]
-                    break
-                time.sleep(0.1)
-            height = browser.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-            browser.set_window_size(1280, min(max(height + 160, 500), 2600))  # type: ignore[attr-defined]
-            browser.save_screenshot(str(Path(shots) / f"ui-{name}.png"))  # type: ignore[attr-defined]
-            browser.set_window_size(1280, 900)  # type: ignore[attr-defined]
 
     def drawn(browser: Any, selector: str) -> bool:
         """Whether the image ``selector`` has loaded and has pixels, waiting up to 10 s for it

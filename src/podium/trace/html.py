@@ -421,8 +421,8 @@ def render_html(record: RunRecord, *, header: str = "", forms_to_self: bool = Fa
 {summary}
 <h2>Workflow</h2>
 <p class="dim">Steps in one column have the same dependency depth and could run in parallel; an arrow means the
-target step was shown the source step's output (dashed violet: from the previous round); arrows that skip a
-column run above the boxes. Click a step for its messages and output.</p>
+target step was shown the source step's output (dashed violet: from the previous round); an arrow that skips
+a column runs through a free place in it. Click a step for its messages and output.</p>
 <div class="graph">{_svg(record)}</div>
 {fallback}
 <h2 id="answer">Answer</h2>{answer}
