@@ -341,3 +341,24 @@ def test_podium_ui_serves_the_report_folders_it_is_given(tmp_path: Path, monkeyp
     assert client.get("/ui/evals").text.count('class="run"') == 2
     assert client.get("/ui/shadow").text.count('class="use-case"') == 2
     assert client.get("/ui/conductors").text.count('class="version"') == 2
+
+
+def test_podium_serve_takes_the_eval_folder_from_its_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``podium serve --eval-dir DIR``: the server's /ui eval pages list the runs in DIR, not
+    those of $PODIUM_EVAL_DIR (set here to an empty folder, so the flag must win)."""
+    import uvicorn
+
+    from podium.cli import cli
+    from podium.serve.ui_reports import EVAL_DIR_ENV
+
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(EVAL_DIR_ENV, str(tmp_path / "elsewhere"))  # restored after the test
+    sources = seed_reports(tmp_path / "reports")
+    served: list[FastAPI] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append(app))
+    argv = ["serve", "--pool", str(POOLS / "three-fakes.toml"), "--traces", str(tmp_path / "t.sqlite3"),
+            "--keys", str(tmp_path / "k.sqlite3"), "--eval-dir", str(sources.eval_dir)]  # fmt: skip
+    assert cli(argv) == 0
+    page = TestClient(served[0]).get("/ui/evals")
+    assert page.status_code == 200 and page.text.count('class="run"') == 2

@@ -114,6 +114,12 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     s.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
     _database_argument(s)
+    s.add_argument(
+        "--eval-dir",
+        type=Path,
+        help="folder of 'podium eval --out' folders for the /ui eval pages "
+        "(default: $PODIUM_EVAL_DIR, else ./podium-eval)",
+    )
     _stack_arguments(s)
 
     ui = sub.add_parser(
@@ -427,6 +433,10 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     if not 1 <= args.workers <= 64:
         raise ConfigError(f"--workers {args.workers}: give 1 to 64 processes")
     loop, http = serving_stack(args.loop, args.http)
+    if args.eval_dir is not None:  # the UI's eval pages read it, in this process and in every --workers one
+        from podium.serve.ui_reports import EVAL_DIR_ENV
+
+        os.environ[EVAL_DIR_ENV] = str(args.eval_dir.resolve())
     options = {
         "config": str(args.config) if args.config else None,
         "pool": args.pool,
