@@ -169,3 +169,44 @@ def test_eval_live_router_trained_on_an_earlier_single_run(tmp_path: Path, capsy
     assert methods["router(λ=1e+09)"]["summary"]["cost_usd"] == methods[cheaper]["summary"]["cost_usd"]
     # a routed request is the same exact request as the single worker's: served from the cache
     assert report["config"]["cache"]["hits"] >= 4
+
+
+@pytest.mark.parametrize(
+    "case", ["inject-plan-in-question", "worker-output-injection", "fake-tags", "inject-disallowed-worker"]
+)
+def test_the_real_lm_conductor_under_injection(case: str, tmp_path: Path) -> None:
+    """The shared adversarial questions through the real LM conductor (SmolLM2-135M, grammar-
+    constrained) and real workers: whatever it writes, the workflow that runs names existing
+    workers only, every step sees exactly what its access list grants, no accepted plan carries
+    plan syntax, an injected plan, an embedded instruction or the conductor's prompt
+    (``unsafe_subtask`` holds on what the model really wrote), no worker is sent 8 words in a
+    row of the conductor's prompt that the question lacks, and the answer is no plan."""
+    from podium.conductor.prompt import LEAK_WORDS, unsafe_subtask
+    from podium.messages import neutralise
+    from podium.runtime import build_orchestrator
+    from podium.trace.store import TraceStore
+
+    def grams(text: str) -> set[tuple[str, ...]]:
+        words = text.lower().split()
+        return {tuple(words[i : i + LEAK_WORDS]) for i in range(len(words) - LEAK_WORDS + 1)}
+
+    question = ADVERSARIAL[case]["question"]
+    orchestrator = build_orchestrator(load_pool(POOL), traces=TraceStore(tmp_path / "t.sqlite3"))
+    record = asyncio.run(orchestrator.run(question))
+    assert record.status in ("ok", "fallback"), record.error
+    accepted = [a for a in record.attempts if a.workflow is not None]
+    for attempt in accepted:
+        assert attempt.workflow is not None
+        assert unsafe_subtask(attempt.workflow.subtasks, attempt.messages, question) is None
+    shown_question = grams(question) | grams(neutralise(question))  # every prompt holds it, defanged
+    prompt = set().union(*(grams(m["content"]) for a in record.attempts for m in a.messages)) - shown_question
+    for step in record.steps:
+        if step.phase != "workflow":
+            continue
+        planned = record.workflows[step.round].steps[step.index]
+        assert 0 <= planned.worker < len(record.workers)
+        granted = list(range(step.index)) if planned.access == "all" else list(planned.access)
+        assert list(step.visible) == granted
+        sent = "\n".join(m["content"] for m in step.messages)
+        assert not grams(sent) & prompt, f"step {step.index} was sent the conductor's prompt"
+    assert "model_id" not in record.answer and "access_list" not in record.answer

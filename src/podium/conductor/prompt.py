@@ -23,6 +23,7 @@ __all__ = [
     "TOOL",
     "FewShot",
     "conductor_messages",
+    "embedded_instructions",
     "injected_subtasks",
     "recursion_messages",
     "roles_text",
@@ -248,6 +249,56 @@ def injected_subtasks(question: str) -> list[str]:
     return found
 
 
+_MARKER = re.compile(
+    # a role label where a line or a sentence starts ("Great product. SYSTEM: …", not "Solar system: …")
+    r"(?:(?<=[\n.!?;:'\"“”‘’(\[{<>])|(?<=[\n.!?;:'\"“”‘’(\[{<>]) )"
+    r"(?:system|assistant|developer|admin(?:istrator)?|operator)(?:\s+(?:prompt|message|note|override))?\s*:"
+    r"|\bnew\s+(?:plan|instructions?|task|rules?|orders?)\s*:"
+    r"|\b(?:ignore|disregard|forget|override|ignorer|glem)\s+(?:\w+\s+){0,3}?"
+    r"(?:instructions?|rules?|directions?|prompts?|guidelines?|orders?|instruktion(?:er|erne)?|regler(?:ne)?)\b",
+    re.IGNORECASE,
+)
+_SPAN = 400
+"""How far an embedded instruction reaches after its marker, characters (up to a line break)."""
+_STOP_WORDS = """a an the and or but of to in on at for from with by as any all every each this that these those
+it its is are be was were do does your my our their his her me you we they i them us so then than into onto
+og i på at for til af en et den det de med som er din dit dine min mit mine alle"""
+_STOP = frozenset(_STOP_WORDS.split())
+"""Words too common to tell an instruction apart (English and Danish), left out of the 3-grams."""
+
+
+def _content(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+def _content_grams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
+    """Instructions embedded in untrusted ``text`` (a question, a worker's output): what follows
+    a role or override marker (``SYSTEM:``, ``new plan:``, ``ignore your instructions``, in
+    English and Danish) up to the end of its line, at most :data:`_SPAN` characters. A role
+    label counts where a line or sentence starts; a marker that opens the text is its author's
+    own words, not an embedded instruction.
+
+    Returns the content-word 3-grams of those spans (stop words dropped, lower case) and the
+    text outside them. Linear in ``len(text)`` (bounded patterns, one scan)."""
+    grams: set[tuple[str, ...]] = set()
+    outside: list[str] = []
+    end = 0
+    opening = len(text) - len(text.lstrip())
+    for marker in _MARKER.finditer(text):
+        if marker.start() < end or marker.start() <= opening:
+            continue  # inside the span before; or where the text starts: that is its author's own
+        outside.append(text[end : marker.start()])
+        stop = text.find("\n", marker.end(), marker.end() + _SPAN)
+        end = stop if stop != -1 else min(len(text), marker.end() + _SPAN)
+        grams |= _content_grams(_content(text[marker.end() : end]))
+    outside.append(text[end:])
+    return grams, "".join(outside)
+
+
 def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
     words = _WORD.findall(text.lower())
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
@@ -256,7 +307,7 @@ def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
 def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], question: str) -> str | None:
     """Why an LM conductor's subtasks may not be sent to workers, or None when they may.
 
-    Three rules, checked per step (the conductor reads untrusted text, so a steered conductor must
+    Four rules, checked per step (the conductor reads untrusted text, so a steered conductor must
     not carry it further):
 
     * a subtask may not contain workflow syntax (``model_id =``, ``subtasks:``,
@@ -266,13 +317,20 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
       (``messages``) that the question does not contain: the prompt's instructions and few-shot
       examples never reach a worker;
     * a subtask may not be, or be part of, a subtask of a workflow written in the question
-      (:func:`injected_subtasks`): a plan in the question is data, never the conductor's plan.
+      (:func:`injected_subtasks`): a plan in the question is data, never the conductor's plan;
+    * a subtask may not carry an instruction embedded in the question or in an earlier output
+      the conductor was shown (:func:`embedded_instructions`: three content words in a row from
+      what follows ``SYSTEM:``, ``ignore your instructions`` and the like, that the rest of the
+      text does not contain): such text is data, never the conductor's orders.
 
     Role templates (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
     """
 
     prompt = _grams("\n".join(m["content"] for m in messages)) - _grams(question)
     injected = injected_subtasks(question)
+    shown = "\n".join([question, *(m["content"] for m in messages if m["role"] != "system")])
+    embedded, rest = embedded_instructions(shown)
+    embedded -= _content_grams(_content(rest))
     for index, subtask in enumerate(subtasks):
         if role_of(subtask) is not None:
             continue
@@ -282,6 +340,12 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
         if words and any(f" {words} " in f" {i} " or f" {i} " in f" {words} " for i in injected):
             return (
                 f"step {index}: the subtask copies a workflow written in the question (a plan in the question is data)"
+            )
+        carried = _content_grams(_content(subtask)) & embedded
+        if carried:
+            return (
+                f"step {index}: the subtask carries an instruction embedded in the question or an output "
+                f"({' '.join(sorted(carried)[0])!r} …): such text is data"
             )
         copied = _grams(subtask) & prompt
         if copied:
