@@ -105,3 +105,29 @@ def test_every_reservation_is_released_and_caps_hold_up_to_incidents(
     for r in records:
         over = sum(max(i.actual_usd - i.reserved_usd, 0.0) for i in r.totals.incidents)
         assert r.totals.total_cost_usd <= cap + over + 1e-12
+
+
+_LIMIT = st.none() | st.floats(min_value=0.01, max_value=1e4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(deadline=_LIMIT, cap=_LIMIT, asked_deadline=_LIMIT, asked_cap=_LIMIT)
+def test_a_clients_limits_only_tighten_and_an_operators_replace(
+    deadline: float | None, cap: float | None, asked_deadline: float | None, asked_cap: float | None
+) -> None:
+    """The one place limits are merged (``Limits.tightened``/``overridden``): a client's value
+    never loosens the operator's (None = unlimited is the loosest), and is the result wherever it
+    is tighter; an operator's override is taken as given. The other fields never change."""
+
+    def looser(a: float | None, b: float | None) -> bool:  # a is looser than b
+        return b is not None and (a is None or a > b)
+
+    base = Limits(deadline, 3.0, cap, 0.3)
+    t = base.tightened(deadline_s=asked_deadline, cost_cap_usd=asked_cap)
+    for got, operator, asked in ((t.deadline_s, deadline, asked_deadline), (t.cost_cap_usd, cap, asked_cap)):
+        assert not looser(got, operator) and not looser(got, asked)
+        assert got in (operator, asked)
+    o = base.overridden(deadline_s=asked_deadline, cost_cap_usd=asked_cap)
+    assert o.deadline_s == (deadline if asked_deadline is None else asked_deadline)
+    assert o.cost_cap_usd == (cap if asked_cap is None else asked_cap)
+    assert (t.step_timeout_s, t.fallback_reserve, o.step_timeout_s, o.fallback_reserve) == (3.0, 0.3, 3.0, 0.3)

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
 from podium.records import BudgetIncident
@@ -89,6 +89,28 @@ class Limits:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
         if not 0 <= self.fallback_reserve <= 0.9:
             raise ConfigError(f"fallback_reserve must be within 0..0.9, got {self.fallback_reserve!r}")
+
+    def overridden(self, *, deadline_s: float | None = None, cost_cap_usd: float | None = None) -> Limits:
+        """These limits with the operator's overrides (``podium run --deadline/--cost-cap``, a
+        serving preset's own limits): each value given replaces this one, looser or not; None
+        keeps it. Raises ConfigError for a value that is not a positive number."""
+        return replace(
+            self,
+            deadline_s=self.deadline_s if deadline_s is None else deadline_s,
+            cost_cap_usd=self.cost_cap_usd if cost_cap_usd is None else cost_cap_usd,
+        )
+
+    def tightened(self, *, deadline_s: float | None = None, cost_cap_usd: float | None = None) -> Limits:
+        """These limits under a client's own (a request's ``deadline_s``/``cost_cap_usd``): each
+        value given applies only where it is lower, so a client can never loosen what the
+        operator set (None here or there = unlimited). Raises ConfigError as :meth:`overridden`."""
+
+        def lower(limit: float | None, asked: float | None) -> float | None:
+            return limit if asked is None else asked if limit is None else min(limit, asked)
+
+        return replace(
+            self, deadline_s=lower(self.deadline_s, deadline_s), cost_cap_usd=lower(self.cost_cap_usd, cost_cap_usd)
+        )
 
 
 class CostLedger:

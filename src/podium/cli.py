@@ -151,10 +151,9 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rich.text import Text
 
     from podium._render import print_record
-    from podium.budget import Limits
     from podium.orchestrator import validate_question
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator, build_telemetry
+    from podium.runtime import build_orchestrator, build_telemetry, pool_limits
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
@@ -173,15 +172,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             raise ConfigError(f"{flag} must be between 0 and {top}, got {value}")
     if args.max_steps == 0:
         raise ConfigError("--max-steps must be at least 1")
-    limits = None
-    if args.deadline is not None or args.cost_cap is not None:
-        c = config.limits
-        limits = Limits(
-            deadline_s=c.deadline_s if args.deadline is None else args.deadline,
-            step_timeout_s=c.step_timeout_s,
-            cost_cap_usd=c.cost_cap_usd if args.cost_cap is None else args.cost_cap,
-            fallback_reserve=c.fallback_reserve,
-        )
+    limits = pool_limits(config).overridden(deadline_s=args.deadline, cost_cap_usd=args.cost_cap)
     traces = None if args.no_trace else open_traces(args.traces, retention_days=config.traces.retention_days)
     telemetry = build_telemetry(config)
     orchestrator = build_orchestrator(

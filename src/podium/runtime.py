@@ -23,7 +23,7 @@ from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator, RecordExporter
 from podium.pii.session import PIIProtection
-from podium.pool import LimitsConfig, PoolConfig
+from podium.pool import PoolConfig
 from podium.trace.backend import TraceBackend
 from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from podium.telemetry import Telemetry
     from podium.workers.cache import RequestCache
 
-__all__ = ["build_orchestrator", "build_telemetry", "data_policy", "pii_protection", "pii_to_warm"]
+__all__ = ["build_orchestrator", "build_telemetry", "data_policy", "pii_protection", "pii_to_warm", "pool_limits"]
 
 
 def build_orchestrator(
@@ -125,7 +125,7 @@ def build_orchestrator(
         resamples=config.conductor.resamples if resamples is None else resamples,
         max_question_chars=config.max_question_chars,
         traces=traces,
-        limits=limits or _limits(config.limits),
+        limits=limits or pool_limits(config),
         periods=_periods(config, traces),
         recursion_rounds=config.conductor.recursion_rounds if recursion_rounds is None else recursion_rounds,
         exporter=exporter,
@@ -173,7 +173,10 @@ _SETTINGS = ("temperature", "seed", "reasoning_tokens", "max_tokens", "constrain
 """The [conductor] fields that are :class:`LMConductorSettings`."""
 
 
-def _limits(c: LimitsConfig) -> Limits:
+def pool_limits(config: PoolConfig) -> Limits:
+    """The pool file's ``[limits]`` as the orchestrator's :class:`~podium.budget.Limits` (for a
+    caller's own changes: :meth:`Limits.overridden`, :meth:`Limits.tightened`)."""
+    c = config.limits
     return Limits(c.deadline_s, c.step_timeout_s, c.cost_cap_usd, c.fallback_reserve)
 
 

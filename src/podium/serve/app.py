@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from podium import __version__
-from podium.budget import Limits, RequestBudget
+from podium.budget import RequestBudget
 from podium.conductor.base import Conductor
 from podium.conductor.baselines import FixedConductor
 from podium.conductor.lm import LMConductor
@@ -317,12 +317,7 @@ class Server:
             if unknown:
                 raise ConfigError(f"workers {unknown} are not in the pool ({', '.join(names)})")
             subset = [names.index(w) for w in preset.workers]
-        limits = Limits(
-            preset.deadline_s or base.limits.deadline_s,
-            base.limits.step_timeout_s,
-            preset.cost_cap_usd or base.limits.cost_cap_usd,
-            base.limits.fallback_reserve,
-        )
+        limits = base.limits.overridden(deadline_s=preset.deadline_s, cost_cap_usd=preset.cost_cap_usd)
         shaped = base.derive(workers=subset, max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
         conductor: Conductor
         if self.serving(config) == "fallback" or preset.conductor == "fallback":
@@ -446,13 +441,7 @@ class Server:
                 orchestrator = orchestrator.derive(workers=subset, recursion_rounds=options.rounds)
             except ConfigError as exc:
                 raise ApiError(400, str(exc), param="workers") from None
-        base = orchestrator.limits
-        limits = Limits(
-            _lower(base.deadline_s, options.deadline_s),
-            base.step_timeout_s,
-            _lower(base.cost_cap_usd, options.cost_cap_usd),
-            base.fallback_reserve,
-        )
+        limits = orchestrator.limits.tightened(deadline_s=options.deadline_s, cost_cap_usd=options.cost_cap_usd)
         periods = list(orchestrator.periods)
         if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
             if ledger.exhausted():
@@ -573,13 +562,6 @@ class _Prepared:
             subject=self.subject,
             stream=stream,
         )
-
-
-def _lower(limit: float | None, asked: float | None) -> float | None:
-    """The request's own limit when it is lower than the preset's (None = unlimited)."""
-    if asked is None:
-        return limit
-    return asked if limit is None else min(limit, asked)
 
 
 _HEADERS = {
