@@ -283,3 +283,27 @@ def test_the_conductor_can_be_a_worker_and_its_depth_is_limited(tmp_path: Path) 
     assert nested[0].status == "fallback" and nested[0].steps[0].error_type == "ClientError"
     assert "depth limit" in (nested[0].steps[0].error or "")
     assert nested[0].question.endswith("</your_subtask>")  # the step's whole message was its question
+
+
+def test_the_orchestrators_settings_are_one_frozen_config() -> None:
+    """Per-request settings live in one frozen OrchestratorConfig: keywords replace its fields,
+    derive() changes only what it is given (dataclasses.replace), the original is untouched,
+    and an out-of-range setting is a ConfigError naming it."""
+    import dataclasses
+
+    from podium.budget import Limits
+    from podium.errors import ConfigError
+    from podium.orchestrator import OrchestratorConfig
+
+    base = OrchestratorConfig(pool_name="p", max_steps=4, resamples=1, recursion_rounds=0)
+    orch = Orchestrator([ScriptedWorker("a"), ScriptedWorker("b")], ScriptedConductor(["x"]), Fallback(0, "A."), base,
+                        limits=Limits(deadline_s=9.0))  # fmt: skip
+    assert orch.config == dataclasses.replace(base, limits=Limits(deadline_s=9.0)) and orch.max_steps == 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        orch.config.max_steps = 9  # type: ignore[misc]
+    derived = orch.derive(workers=[1, 0], max_steps=2)
+    assert derived.config == dataclasses.replace(orch.config, max_steps=2)
+    assert orch.config.max_steps == 4 and [w.name for w in derived.pool] == ["b", "a"]
+    for field, value in (("max_steps", 0), ("resamples", -1), ("recursion_rounds", -1), ("max_question_chars", 0)):
+        with pytest.raises(ConfigError, match=field):
+            OrchestratorConfig(**{field: value})

@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ 
     )
     from podium.executor import execute
     from podium.messages import worker_messages
-    from podium.orchestrator import Fallback, Orchestrator
+    from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
     from podium.parse import parse_workflow
     from podium.pool import PoolConfig, WorkerConfig, load_pool
     from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
@@ -77,6 +77,7 @@ __all__ = [
     "ModelBehaviourError",
     "ModelNotInstalled",
     "Orchestrator",
+    "OrchestratorConfig",
     "PIIProtectionError",
     "PeriodBudget",
     "PlanAttempt",
@@ -145,6 +146,7 @@ _LAZY: dict[str, str] = {
     "worker_messages": "podium.messages",
     "Fallback": "podium.orchestrator",
     "Orchestrator": "podium.orchestrator",
+    "OrchestratorConfig": "podium.orchestrator",
     "parse_workflow": "podium.parse",
     "PoolConfig": "podium.pool",
     "WorkerConfig": "podium.pool",

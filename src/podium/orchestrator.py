@@ -24,7 +24,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
@@ -38,7 +38,7 @@ from podium.workers.base import Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
 
-__all__ = ["EventHook", "Fallback", "Orchestrator", "RecordExporter", "validate_question"]
+__all__ = ["EventHook", "Fallback", "Orchestrator", "OrchestratorConfig", "RecordExporter", "validate_question"]
 
 _log = logging.getLogger("podium")
 
@@ -61,6 +61,41 @@ class Fallback:
 
     worker: int
     subtask: str
+
+
+@dataclass(frozen=True)
+class OrchestratorConfig:
+    """What an orchestrator does per request, as data: frozen, changed by
+    :func:`dataclasses.replace` (:meth:`Orchestrator.derive` does it for a kind of request).
+
+    Attributes:
+        pool_name: shown in traces.
+        max_steps: workflow step limit (1 or more).
+        resamples: extra conductor attempts after an invalid plan (0 or more).
+        max_question_chars: longer questions are refused (1 or more).
+        limits: default per-request limits (deadline, step timeout, cost cap).
+        periods: period budgets (e.g. per day) every request draws on.
+        recursion_rounds: extra rounds after the first (Nielsen et al. 2026 §3.2): the
+            conductor reviews its workflow and answer and either keeps the answer (three empty
+            lists) or writes a new workflow whose ``"all"`` steps also see the previous round.
+
+    Raises ConfigError for a count outside its range.
+    """
+
+    pool_name: str = "pool"
+    max_steps: int = 5
+    resamples: int = 2
+    max_question_chars: int = 20_000
+    limits: Limits = field(default_factory=Limits)
+    periods: tuple[PeriodBudget, ...] = ()
+    recursion_rounds: int = 1
+
+    def __post_init__(self) -> None:
+        for name, low in (("max_steps", 1), ("resamples", 0), ("max_question_chars", 1), ("recursion_rounds", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an integer of {low} or more, got {value!r}")
+        object.__setattr__(self, "periods", tuple(self.periods))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -97,18 +132,14 @@ class Orchestrator:
             :func:`podium.workers.resilience.harden` for budgets, retries and failover.
         conductor: the policy that writes workflows.
         fallback: the fallback pipeline.
-        pool_name: shown in traces.
-        max_steps: workflow step limit.
-        resamples: extra conductor attempts after an invalid plan.
-        max_question_chars: longer questions are refused.
+        config: the per-request settings (:class:`OrchestratorConfig`; default: its defaults).
         traces: where records go; None keeps them in memory only.
-        limits: default per-request limits (deadline, step timeout, cost cap).
-        periods: period budgets (e.g. per day) every request of this pool draws on.
-        recursion_rounds: extra rounds after the first (Nielsen et al. 2026 §3.2): the
-            conductor reviews its workflow and answer and either keeps the answer (three empty
-            lists) or writes a new workflow whose ``"all"`` steps also see the previous round.
         exporter: also hands every finished record to this (after the trace store); its
             failures are logged, never raised into the request.
+        pool_name, max_steps, resamples, max_question_chars, limits, periods, recursion_rounds:
+            for short, replace that field of ``config`` (None: keep it).
+
+    Raises ConfigError for a fallback worker outside the pool or a setting out of range.
     """
 
     def __init__(
@@ -116,33 +147,64 @@ class Orchestrator:
         pool: Sequence[Worker],
         conductor: Conductor,
         fallback: Fallback,
+        config: OrchestratorConfig | None = None,
         *,
-        pool_name: str = "pool",
-        max_steps: int = 5,
-        resamples: int = 2,
-        max_question_chars: int = 20_000,
         traces: RecordSink | None = None,
-        limits: Limits | None = None,
-        periods: Sequence[PeriodBudget] = (),
-        recursion_rounds: int = 1,
         exporter: RecordExporter | None = None,
+        pool_name: str | None = None,
+        max_steps: int | None = None,
+        resamples: int | None = None,
+        max_question_chars: int | None = None,
+        limits: Limits | None = None,
+        periods: Sequence[PeriodBudget] | None = None,
+        recursion_rounds: int | None = None,
     ) -> None:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
+        given: dict[str, Any] = {
+            "pool_name": pool_name,
+            "max_steps": max_steps,
+            "resamples": resamples,
+            "max_question_chars": max_question_chars,
+            "limits": limits,
+            "periods": tuple(periods) if periods is not None else None,
+            "recursion_rounds": recursion_rounds,
+        }
+        self.config = replace(config or OrchestratorConfig(), **{k: v for k, v in given.items() if v is not None})
         self.pool = [budget_guarded(w) for w in pool]  # caps hold whether or not harden() was applied
         self.conductor = conductor
         self.fallback = fallback
-        self.pool_name = pool_name
-        self.max_steps = max_steps
-        self.resamples = resamples
-        self.max_question_chars = max_question_chars
         self.traces = traces
-        self.limits = limits or Limits()
-        self.periods = tuple(periods)
-        if recursion_rounds < 0:
-            raise ConfigError(f"recursion_rounds must be 0 or more, got {recursion_rounds}")
-        self.recursion_rounds = recursion_rounds
         self.exporter = exporter
+
+    # the config's fields, read-only: change them with derive() or a new config
+    @property
+    def pool_name(self) -> str:
+        return self.config.pool_name
+
+    @property
+    def max_steps(self) -> int:
+        return self.config.max_steps
+
+    @property
+    def resamples(self) -> int:
+        return self.config.resamples
+
+    @property
+    def max_question_chars(self) -> int:
+        return self.config.max_question_chars
+
+    @property
+    def limits(self) -> Limits:
+        return self.config.limits
+
+    @property
+    def periods(self) -> tuple[PeriodBudget, ...]:
+        return self.config.periods
+
+    @property
+    def recursion_rounds(self) -> int:
+        return self.config.recursion_rounds
 
     def _keep(self, record: RunRecord) -> None:
         """Hand a finished record to the trace store, then to the exporter."""
@@ -230,19 +292,10 @@ class Orchestrator:
                 raise ConfigError(f"the allowed workers must include the fallback worker {name!r}")
             fallback = Fallback(chosen.index(fallback.worker), fallback.subtask)
             pool = [pool[i] for i in chosen]
+        changes: dict[str, Any] = {"max_steps": max_steps, "recursion_rounds": recursion_rounds, "limits": limits}
+        config = replace(self.config, **{k: v for k, v in changes.items() if v is not None})
         return Orchestrator(
-            pool,
-            conductor or self.conductor,
-            fallback,
-            pool_name=self.pool_name,
-            max_steps=self.max_steps if max_steps is None else max_steps,
-            resamples=self.resamples,
-            max_question_chars=self.max_question_chars,
-            traces=self.traces,
-            limits=limits or self.limits,
-            periods=self.periods,
-            recursion_rounds=self.recursion_rounds if recursion_rounds is None else recursion_rounds,
-            exporter=self.exporter,
+            pool, conductor or self.conductor, fallback, config, traces=self.traces, exporter=self.exporter
         )
 
     async def run(

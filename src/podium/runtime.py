@@ -21,7 +21,7 @@ from podium.budget import Limits, PeriodBudget
 from podium.conductor.base import Conductor
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.errors import ConfigError
-from podium.orchestrator import Fallback, Orchestrator, RecordExporter
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig, RecordExporter
 from podium.pii.session import PIIProtection
 from podium.pool import PoolConfig
 from podium.trace.backend import TraceBackend
@@ -116,20 +116,17 @@ def build_orchestrator(
             )
             model = stack(own, resilience=policy)
         conductor = LMConductor(model, settings)
-    orchestrator = Orchestrator(
-        pool,
-        conductor,
-        Fallback(config.worker_index(config.fallback.worker), config.fallback.subtask),
+    per_request = OrchestratorConfig(
         pool_name=config.name,
         max_steps=config.max_steps if max_steps is None else max_steps,
         resamples=config.conductor.resamples if resamples is None else resamples,
         max_question_chars=config.max_question_chars,
-        traces=traces,
         limits=limits or pool_limits(config),
-        periods=_periods(config, traces),
+        periods=tuple(_periods(config, traces)),
         recursion_rounds=config.conductor.recursion_rounds if recursion_rounds is None else recursion_rounds,
-        exporter=exporter,
     )
+    fallback = Fallback(config.worker_index(config.fallback.worker), config.fallback.subtask)
+    orchestrator = Orchestrator(pool, conductor, fallback, per_request, traces=traces, exporter=exporter)
     for worker in raw:
         if isinstance(worker, ConductorWorker):
             worker.bind(orchestrator)
