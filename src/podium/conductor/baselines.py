@@ -34,6 +34,7 @@ __all__ = [
     "MOA_AGGREGATE",
     "MOA_PROPOSE",
     "PIPELINE_SUBTASKS",
+    "FallbackOnly",
     "FixedConductor",
     "FixedPipeline",
     "MixtureOfAgents",
@@ -122,6 +123,15 @@ class SingleWorker(FixedConductor):
     def __init__(self, worker: int, name: str | None = None) -> None:
         super().__init__(name or f"single:{worker}", lambda _q, _p, _m: (Step(worker, ANSWER, ()),))
         self.worker = worker
+
+
+class FallbackOnly(FixedConductor):
+    """The fallback pipeline's one step as the whole workflow, with no conductor call: what a
+    server serves while its kill switch is on (``serving = "fallback"``) or for a preset whose
+    conductor is ``"fallback"``."""
+
+    def __init__(self, worker: int, subtask: str) -> None:
+        super().__init__("fallback", lambda _q, _p, _m: (Step(worker, subtask, ()),))
 
 
 class RandomWorker(FixedConductor):

@@ -54,7 +54,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from podium import __version__
 from podium.budget import RequestBudget
 from podium.conductor.base import Conductor
-from podium.conductor.baselines import FixedConductor
+from podium.conductor.baselines import FallbackOnly
 from podium.conductor.lm import LMConductor
 from podium.conductor.named import named_conductor
 from podium.errors import ConfigError, InvalidQuestion
@@ -68,7 +68,6 @@ from podium.store.settings import KILL_SWITCH, Setting, SharedSettings
 from podium.streaming import AnswerStream
 from podium.trace.backend import TraceBackend
 from podium.workers.base import Worker
-from podium.workflow import Step
 
 if TYPE_CHECKING:
     from podium.telemetry import Telemetry
@@ -76,7 +75,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_JSON_DEPTH",
     "ApiError",
-    "FallbackOnly",
     "Server",
     "create_app",
     "question_from_messages",
@@ -239,13 +237,6 @@ class _Admission:
             if not slot.done():
                 slot.set_result(None)
                 self.running += 1
-
-
-class FallbackOnly(FixedConductor):
-    """The kill switch's conductor: the fallback pipeline's one step, no conductor call."""
-
-    def __init__(self, worker: int, subtask: str) -> None:
-        super().__init__("fallback", lambda _q, _p, _m: (Step(worker, subtask, ()),))
 
 
 class Server:
