@@ -107,3 +107,27 @@ def test_the_rule() -> None:
     assert not worse.promote and "does not beat" in worse.line  # the override never passes a worse reward
     first = promotion_verdict(against_promoted=False, reward=(0.9, 0.8), quality=(0.5, 0.8), **common)
     assert first.promote and not first.guarded and "no quality guard" in first.line  # against a single worker
+
+
+def test_train_json_is_one_typed_record(tmp_path: Path) -> None:
+    """Every policy's train.json reads as one TrainingInfo: the common fields typed, the rest in
+    ``extra``, written back unchanged; a version from before ``policy`` existed is light; what is
+    not a training record is a ConfigError naming the file, never a crash in a reader."""
+    from podium.errors import ConfigError
+    from podium.registry import TrainingInfo, Version
+
+    stored = {"policy": "lm", "config": {"lam": 2.5, "model": "m"}, "data": {"matrix": "x.csv"},
+              "history": [{"step": 1, "reward": 0.5}], "adapter_gguf": {"file": "a.gguf"}}  # fmt: skip
+    version = Version("c", 1, tmp_path)
+    (tmp_path / "train.json").write_text(json.dumps(stored))
+    info = version.training()
+    assert (info.policy, info.lam, info.extra) == ("lm", 2.5, {"adapter_gguf": {"file": "a.gguf"}})
+    version.write_training(info)
+    assert json.loads((tmp_path / "train.json").read_text()) == stored
+    (tmp_path / "train.json").write_text(json.dumps({"config": {"lam": 1}, "history": []}))
+    assert version.training().policy == "light" and version.training().lam == 1.0
+    for bad in ("[1, 2]", '{"policy": "magic"}', '{"config": [1]}', "{not json"):
+        (tmp_path / "train.json").write_text(bad)
+        with pytest.raises(ConfigError, match=r"train\.json"):
+            version.training()
+    assert TrainingInfo("plans").to_json() == {"policy": "plans", "config": {}, "data": {}, "history": []}

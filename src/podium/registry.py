@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from podium.errors import ConfigError
 from podium.records import utc_now
 from podium.trace import data_dir
 
-__all__ = ["QUALITY_MARGIN", "Registry", "Verdict", "Version", "parse_ref", "promotion_verdict"]
+__all__ = ["QUALITY_MARGIN", "Registry", "TrainingInfo", "Verdict", "Version", "parse_ref", "promotion_verdict"]
 
 QUALITY_MARGIN = 0.01
 """The most mean quality (absolute, on a 0–1 score) a candidate may lose against the current
@@ -54,6 +55,58 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     return name, int(version.lstrip("v"))
 
 
+Policy = Literal["light", "lm", "plans"]
+_POLICIES: tuple[Policy, ...] = ("light", "lm", "plans")
+_COMMON = ("policy", "config", "data", "history")
+
+
+@dataclass(frozen=True)
+class TrainingInfo:
+    """What a version's ``train.json`` says of its training: the one record ``podium train``
+    writes (every policy) and ``podium conductor``, the UI and promotion read.
+
+    Attributes:
+        policy: ``light`` (CMA-ES), ``lm`` (GRPO + LoRA) or ``plans`` (the plan conductor).
+        config: the training settings as given (``lam``: the cost penalty λ, 1/USD).
+        data: what it was trained on (e.g. ``matrix``, ``split``, ``tags``, ``questions``).
+        history: one entry per generation (light) or logged step (lm), oldest first.
+        extra: what only one policy records (``adapter_gguf`` and ``warm_start_loss`` of lm,
+            ``best_generation`` of light, ``cross_validation`` and ``curve`` of plans, …).
+    """
+
+    policy: Policy
+    config: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
+    history: Sequence[Mapping[str, Any]] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def lam(self) -> float:
+        """The training's cost penalty λ (1/USD; 0 when it recorded none)."""
+        value = self.config.get("lam")
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``train.json`` object: the four common fields, then ``extra``'s."""
+        common = {"policy": self.policy, "config": dict(self.config), "data": dict(self.data)}
+        return {**common, "history": [dict(h) for h in self.history], **self.extra}
+
+    @classmethod
+    def from_json(cls, stored: object, *, where: str = "train.json") -> TrainingInfo:
+        """Read a ``train.json`` object; a version trained before the field existed has no
+        ``policy`` and is ``light``. Raises ConfigError naming ``where`` for what is not one."""
+        if not isinstance(stored, dict):
+            raise ConfigError(f"{where}: expected a JSON object, got {type(stored).__name__}")
+        policy = stored.get("policy", "light")
+        if policy not in _POLICIES:
+            raise ConfigError(f"{where}: unknown policy {policy!r} (expected {', '.join(_POLICIES)})")
+        config, data, history = stored.get("config", {}), stored.get("data", {}), stored.get("history", [])
+        if not isinstance(config, dict) or not isinstance(data, dict) or not isinstance(history, list):
+            raise ConfigError(f"{where}: config and data must be objects and history a list")
+        extra = {k: v for k, v in stored.items() if k not in _COMMON}
+        return cls(policy, config, data, [h for h in history if isinstance(h, dict)], extra)
+
+
 @dataclass(frozen=True)
 class Version:
     """One stored version: ``name@v<number>`` in ``path``."""
@@ -70,10 +123,22 @@ class Version:
     def policy_path(self) -> Path:
         return self.path / "policy.npz"
 
-    def train_info(self) -> dict[str, Any]:
-        """The stored ``train.json`` ({} if absent)."""
+    def training(self) -> TrainingInfo:
+        """The stored ``train.json`` (absent: an empty ``light`` record, as a policy file copied
+        in by hand has). Raises ConfigError for one that is not valid JSON or not a training
+        record."""
         file = self.path / "train.json"
-        return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+        if not file.is_file():
+            return TrainingInfo("light")
+        try:
+            stored = json.loads(file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ConfigError(f"{file}: not valid JSON ({exc})") from None
+        return TrainingInfo.from_json(stored, where=str(file))
+
+    def write_training(self, info: TrainingInfo) -> None:
+        """Store ``info`` as this version's ``train.json`` (replacing it)."""
+        (self.path / "train.json").write_text(json.dumps(info.to_json(), indent=1) + "\n", encoding="utf-8")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from podium.conductor.base import Conductor
 from podium.conductor.baselines import (
@@ -120,7 +120,7 @@ def light_conductor(ref: str, embeddings: Path | None = None, *, name: str | Non
         path, shown = Path(ref), ref
     else:  # a bare name is its promoted version: the name says which, so traces show rollbacks
         version = Registry().get(ref)
-        if version.train_info().get("policy") == "lm":
+        if version.training().policy == "lm":
             raise ConfigError(f"{version.ref} is a GRPO-trained LM conductor; name it lm:{ref}")
         path, shown = version.policy_path, version.ref
     from podium.conductor.plans import PlanConductor, PlanPolicy, is_plan_policy
@@ -167,19 +167,19 @@ def trained_lm(
     from podium.workers.llama_cpp import LlamaCppWorker
 
     version = Registry().get(ref)
-    info: dict[str, Any] = version.train_info()
-    if info.get("policy") != "lm":
+    info = version.training()
+    if info.policy != "lm":
         raise ConfigError(f"{version.ref} is not a GRPO-trained LM conductor (a light conductor: name it light:{ref})")
-    exported = info.get("adapter_gguf")
+    exported = info.extra.get("adapter_gguf")
     if not exported:
-        failed = info.get("adapter_gguf_error")
+        failed = info.extra.get("adapter_gguf_error")
         why = f" (the export after training failed: {failed})" if failed else ""
         raise ConfigError(f"{version.ref} has no GGUF adapter{why}; export it: podium conductor export {version.ref}")
     base = str(exported.get("base_model", ""))
     if base not in EMBEDDED_MODELS:
         known = ", ".join(EMBEDDED_MODELS)
         raise ConfigError(f"{version.ref} was trained on {base!r}, not an embedded model ({known})")
-    config = info.get("config", {})
+    config = info.config
     worker = LlamaCppWorker(
         name,
         base,

@@ -14,20 +14,22 @@ registry version's report; pages look ids up among the runs found, so an id neve
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request  # FastAPI reads the route signatures' annotations at run time
 from fastapi.responses import HTMLResponse, Response
 
 from podium.errors import ConfigError
 from podium.store.engine import is_database_url, mask_url
+
+if TYPE_CHECKING:
+    from podium.registry import Version
 
 __all__ = [
     "EVAL_DIR_ENV",
@@ -249,7 +251,7 @@ def conductor_versions(root: Path) -> list[dict[str, Any]]:
         promoted = registry.promoted(name)
         versions = []
         for v in registry.versions(name):
-            info = _train_info(v.path)
+            info = _train_info(v)
             cfg = info.get("config", {})
             versions.append(
                 {
@@ -275,13 +277,12 @@ def conductor_versions(root: Path) -> list[dict[str, Any]]:
     return names
 
 
-def _train_info(folder: Path) -> dict[str, Any]:
-    """A version's ``train.json`` ({} when absent or unreadable: the page says what it can)."""
+def _train_info(version: Version) -> dict[str, Any]:
+    """A version's ``train.json`` as stored ({} when unreadable: the page says what it can)."""
     try:
-        data = json.loads((folder / "train.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return version.training().to_json()
+    except (OSError, ConfigError):
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def history_table(history: list[Mapping[str, Any]]) -> tuple[list[str], list[list[float | None]]]:
@@ -481,7 +482,7 @@ def add_report_routes(
         version = version_named(request)
         if isinstance(version, Response):
             return version
-        info = _train_info(version.path)
+        info = _train_info(version)
         columns, rows = history_table(info.get("history", []))
         runs = await asyncio.to_thread(eval_runs, sources)
         from podium.registry import Registry

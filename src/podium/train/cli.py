@@ -7,6 +7,7 @@ current conductor's reward on the held-out split, or its quality fell more than 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 from dataclasses import asdict
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from podium._render import progress_bar
 from podium.errors import ConfigError
-from podium.registry import Registry, Version
+from podium.registry import Registry, TrainingInfo, Version
 from podium.train.reward import workflow_reward
 
 if TYPE_CHECKING:
@@ -193,8 +194,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
     version = registry.create(args.name)
     result.policy.save(version.policy_path)
-    record = result.to_json()
-    (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    version.write_training(TrainingInfo.from_json({"policy": "light", **result.to_json()}))
+    record = version.training().to_json()
     if result.history:
         _curve(version, record)
     if args.json:
@@ -324,18 +325,20 @@ def _train_lm(args: argparse.Namespace, out: Console, err: Console) -> int:
                 shutil.rmtree(version.path, ignore_errors=True)  # nothing worth keeping: no empty version
             raise
     metrics = result.metrics
-    record: dict[str, Any] = {
-        "policy": "lm",
-        "config": asdict(config),
-        "data": {"matrix": data_name, "split": config.split, "tags": list(config.tags)},
-        "history": [asdict(m) for m in metrics],
-        "warm_start_loss": result.warm_start_loss,
-    }
-    if result.adapter is not None:
-        record["adapter_gguf"] = result.adapter.to_json()
-    else:
-        record["adapter_gguf_error"] = result.export_error
-    (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    adapter = (
+        {"adapter_gguf": result.adapter.to_json()}
+        if result.adapter is not None
+        else {"adapter_gguf_error": result.export_error}
+    )
+    info = TrainingInfo(
+        "lm",
+        asdict(config),
+        {"matrix": data_name, "split": config.split, "tags": list(config.tags)},
+        [asdict(m) for m in metrics],
+        {"warm_start_loss": result.warm_start_loss, **adapter},
+    )
+    version.write_training(info)
+    record = info.to_json()
     if metrics:
         learning_curve_plot(
             version.path / "learning-curve.png",
@@ -401,7 +404,7 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _list(registry, args.json, out)
     if args.conductor_command == "show":
         version = registry.get(args.ref)
-        info = {"ref": version.ref, "path": str(version.path), **version.train_info()}
+        info = {"ref": version.ref, "path": str(version.path), **version.training().to_json()}
         info["evals"] = sorted(str(p.relative_to(version.path)) for p in version.path.glob("eval/*/eval.json"))
         if args.json:
             print(json.dumps(info, indent=1))
@@ -497,7 +500,7 @@ def _promote(
     from podium.registry import QUALITY_MARGIN, promotion_verdict
 
     methods = report["methods"]
-    lam = args.lam if args.lam is not None else float(candidate.train_info().get("config", {}).get("lam", 0.0))
+    lam = args.lam if args.lam is not None else candidate.training().lam
 
     def reward(summary: dict[str, Any]) -> float:
         return workflow_reward(float(summary["quality"]["mean"]), float(summary["cost_usd"]["mean"]), lam=lam)
@@ -550,15 +553,17 @@ def _promote(
 
 def _method(version: Version) -> str:
     """The eval method name of a stored version: ``lm:REF`` (GRPO) or ``light:REF``."""
-    return f"{'lm' if version.train_info().get('policy') == 'lm' else 'light'}:{version.ref}"
+    return f"{'lm' if version.training().policy == 'lm' else 'light'}:{version.ref}"
 
 
 def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Console) -> int:
     """``podium conductor export REF``: adapter/ → adapter.gguf, its sha256 into train.json."""
     version = registry.get(args.ref, bare="latest")
-    info = version.train_info()
-    if info.get("policy") != "lm":
-        raise ConfigError(f"{version.ref} is a light conductor; only LM conductors (podium train --policy lm) export")
+    info = version.training()
+    if info.policy != "lm":
+        raise ConfigError(
+            f"{version.ref} is a {info.policy} conductor; only LM conductors (podium train --policy lm) export"
+        )
     if args.amplify <= 0:
         raise ConfigError(f"--amplify must be positive, got {args.amplify}")
     try:
@@ -567,12 +572,11 @@ def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Con
         from podium.train.export import lora_to_gguf
     except ImportError as exc:
         raise ConfigError(f"the export needs the train extra: pip install -e '.[train]' ({exc})") from exc
-    base = str(info.get("config", {}).get("model", ""))
+    base = str(info.config.get("model", ""))
     with err.status(f"exporting {version.ref} for {base}"):
         exported = lora_to_gguf(version.path / "adapter", base, version.path / "adapter.gguf")
-    info["adapter_gguf"] = exported.to_json()
-    info.pop("adapter_gguf_error", None)
-    (version.path / "train.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    extra = {k: v for k, v in info.extra.items() if k != "adapter_gguf_error"}
+    version.write_training(dataclasses.replace(info, extra={**extra, "adapter_gguf": exported.to_json()}))
     result: dict[str, Any] = {"version": version.ref, "path": str(version.path / exported.file), **exported.to_json()}
     if args.check and exported.identity:
         err.print(
@@ -611,21 +615,20 @@ _CHECK_TEXT = (
 
 
 def _list(registry: Registry, as_json: bool, out: Console) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in registry.names():
         promoted = registry.promoted(name)
         for v in registry.versions(name):
-            info = v.train_info()
-            cfg = info.get("config", {})
+            info = v.training()
             rows.append(
                 {
                     "ref": v.ref,
-                    "policy": info.get("policy", "light"),
+                    "policy": info.policy,
                     "promoted": promoted is not None and promoted.number == v.number,
-                    "lam": cfg.get("lam"),
-                    "data": info.get("data", {}).get("matrix"),
-                    "generations": len(info.get("history", [])),
-                    "warm_start_steps": len(info.get("warm_start_loss", [])),
+                    "lam": info.config.get("lam"),
+                    "data": info.data.get("matrix"),
+                    "generations": len(info.history),
+                    "warm_start_steps": len(info.extra.get("warm_start_loss") or []),
                     "path": str(v.path),
                 }
             )

@@ -91,7 +91,7 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     """Run ``podium train --policy plans`` (see the module docstring)."""
     from podium.embed import Embedder
     from podium.eval.session import EvalSpec
-    from podium.registry import Registry
+    from podium.registry import Registry, TrainingInfo
     from podium.train.cli import _encoder
     from podium.train.plans import PlanTrainConfig, train_plans
 
@@ -141,7 +141,7 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
         "plans_chosen": dict(usage.most_common()),
         "curve": result.curve,
     }
-    (version.path / "train.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    version.write_training(TrainingInfo.from_json(record))
     if args.json:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0
