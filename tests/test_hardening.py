@@ -363,6 +363,71 @@ def test_a_period_budget_refusal_ends_the_request_without_the_fallback() -> None
     assert "key:team/day" in (record.error or "")
 
 
+_IMPOSSIBLE_USAGE = [
+    {"prompt_tokens": 10, "completion_tokens": -1_000_000},
+    {"prompt_tokens": -10_000_000, "completion_tokens": 5},
+    {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 10_000_000}},
+    {"prompt_tokens": 10, "completion_tokens": "12abc"},
+    {"prompt_tokens": 10.5, "completion_tokens": 5},
+    {"prompt_tokens": 10, "completion_tokens": 10**15},
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", [False, True])
+def test_usage_that_cannot_be_true_never_pays_a_ledger_back_or_crashes(stream: bool) -> None:
+    """An OpenAI-compatible server (real HTTP) reporting negative, fractional, non-numeric,
+    absurd or self-contradicting token counts (and NaN, which JSON carries as a bare word): the
+    outside test saw a day budget at -$199 after one such call, then 50 honest requests let
+    through, and a 500 for NaN. Each call now counts as unreported: estimated from the bytes,
+    the worst case kept in the ledgers, and the request answers."""
+    import json as json_module
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from podium.workers.openai_compat import OpenAICompatWorker
+    from tests.conftest import ThreadedUvicorn
+
+    reports = [*(json_module.dumps(u) for u in _IMPOSSIBLE_USAGE), '{"prompt_tokens": 10, "completion_tokens": NaN}']
+    served: list[str] = []
+
+    async def chat(request: Request) -> Response:  # Starlette: FastAPI cannot see this local import
+        usage = reports[len(served) % len(reports)]
+        served.append(usage)
+        head = '"id": "x", "created": 0, "model": "m"'
+        if not (await request.json()).get("stream"):
+            choice = '{"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}'
+            body = f'{{{head}, "object": "chat.completion", "choices": [{choice}], "usage": {usage}}}'
+            return Response(body, media_type="application/json")
+        delta = '{"index": 0, "delta": {"content": "4"}, "finish_reason": "stop"}'
+        events = (f'data: {{{head}, "object": "chat.completion.chunk", "choices": [{delta}]}}\n\n'
+                  f'data: {{{head}, "object": "chat.completion.chunk", "choices": [], "usage": {usage}}}\n\n'
+                  "data: [DONE]\n\n")  # fmt: skip
+        return Response(events, media_type="text/event-stream")
+
+    server = ThreadedUvicorn(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
+    try:
+        worker = OpenAICompatWorker("liar", "m", base_url=server.url + "/v1", settings=WorkerSettings(max_tokens=50),
+                                    price=Price(input=10.0, output=200.0), stream=stream)  # fmt: skip
+        day = PeriodBudget(1.0, scope="pool:x/day")
+        plan = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
+        orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), periods=[day], resamples=0)
+        records = [asyncio.run(orch.run(f"What is 2 + {i}?")) for i in range(len(reports))]
+    finally:
+        server.stop()
+    assert len(served) == len(reports), [(r.status, r.error, [s.error for s in r.steps]) for r in records][:2]
+    for record in records:
+        assert record.status == "ok" and record.answer == "4", record.error
+        (step,) = record.steps
+        assert step.usage.estimated and step.cost_usd > 0  # counted from the bytes, never negative
+    assert day.spent_usd > 0 and day.reserved_usd == pytest.approx(0.0, abs=1e-12)
+    # each call kept its worst case: 50 output tokens at $200/M plus the prompt's bound
+    assert day.spent_usd >= len(reports) * 50 * 200 / 1e6
+
+
 # --- 4. a per-call timeout bounds the whole call ---------------------------------------------
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from podium.budget import prompt_token_bound
 from podium.errors import ConfigError
-from podium.workers.base import Completion, Price, Usage, WorkerSettings
+from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
 
 __all__ = ["RemoteWorker"]
 
@@ -68,3 +70,15 @@ class RemoteWorker:
     def completion(self, text: str, usage: Usage, finish: str, started: float) -> Completion:
         """A Completion priced with this worker's table; ``started`` is a perf_counter time."""
         return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started, finish)
+
+    def _answered(
+        self, text: str, usage: Usage | None, finish: str, started: float, messages: Sequence[Message]
+    ) -> Completion:
+        """:meth:`completion` for what the provider reported; with no usage it can believe
+        (None), the call is counted from the bytes sent and received (an upper bound: a token is
+        at least one byte) and marked unreported, so the budget keeps its worst case."""
+        if usage is not None:
+            return self.completion(text, usage, finish, started)
+        bound = Usage(prompt_token_bound(messages), len(text.encode("utf-8")) + 1, estimated=True)
+        done = self.completion(text, bound, finish, started)
+        return Completion(done.text, bound, done.cost_usd, done.latency_s, done.finish_reason, usage_reported=False)

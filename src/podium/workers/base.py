@@ -52,6 +52,22 @@ class Usage:
     reasoning_tokens: int = 0
     estimated: bool = False
 
+    @classmethod
+    def reported(
+        cls, input_tokens: object, output_tokens: object, cached: object = 0, reasoning: object = 0
+    ) -> Usage | None:
+        """The usage a provider reported, or None when it cannot be true: a count that is not a
+        whole number of 0 or more (negative, NaN, infinite, fractional, text that is not
+        digits; ``None`` counts as 0), or more cached than prompt tokens, or more reasoning
+        than output tokens. A backend then estimates the call as if nothing was reported, so
+        the budget keeps the worst case: a lying provider can neither crash a request nor
+        pay money back into a ledger."""
+        counts = [_count(v) for v in (input_tokens, output_tokens, cached, reasoning)]
+        if any(c is None for c in counts):
+            return None
+        i, o, c, r = (int(x or 0) for x in counts)
+        return cls(i, o, c, r) if c <= i and r <= o else None
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -60,6 +76,25 @@ class Usage:
             self.reasoning_tokens + other.reasoning_tokens,
             self.estimated or other.estimated,
         )
+
+
+_MAX_TOKENS = 10**12
+"""More tokens than any call can have: a count above it is not believed."""
+
+
+def _count(value: object) -> int | None:
+    """A reported token count as an int, or None when it is not a plausible one."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value <= _MAX_TOKENS else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and 0 <= value <= _MAX_TOKENS else None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 13:
+        return int(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -59,12 +59,15 @@ class AnthropicWorker(RemoteWorker):
         }
         data = await post_json(self.name, f"{self.base_url}/v1/messages", headers, body, self.timeout_s)
         text = "".join(block.get("text", "") for block in data.get("content", []) if block.get("type") == "text")
-        u = data.get("usage", {})
-        cached = int(u.get("cache_read_input_tokens") or 0)
-        written = int(u.get("cache_creation_input_tokens") or 0)
-        usage = Usage(int(u.get("input_tokens") or 0) + cached + written, int(u.get("output_tokens") or 0), cached)
+        u = data.get("usage") or {}
+        parts = [u.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+        counts = Usage.reported(*parts[1:])  # the two cache counts, as plausible counts
+        usage = None
+        if counts is not None and (fresh := Usage.reported(parts[0], u.get("output_tokens"))) is not None:
+            cached, written = counts.input_tokens, counts.output_tokens
+            usage = Usage(fresh.input_tokens + cached + written, fresh.output_tokens, cached)
         finish = "length" if data.get("stop_reason") == "max_tokens" else "stop"
-        return self.completion(text, usage, finish, started)
+        return self._answered(text, usage, finish, started, messages)
 
 
 class GeminiWorker(RemoteWorker):
@@ -102,13 +105,14 @@ class GeminiWorker(RemoteWorker):
         candidates = data.get("candidates") or [{}]
         parts = candidates[0].get("content", {}).get("parts", [])
         text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
-        u = data.get("usageMetadata", {})
-        thoughts = int(u.get("thoughtsTokenCount") or 0)
-        usage = Usage(
-            int(u.get("promptTokenCount") or 0),
-            int(u.get("candidatesTokenCount") or 0) + thoughts,
-            int(u.get("cachedContentTokenCount") or 0),
-            thoughts,
+        u = data.get("usageMetadata") or {}
+        thoughts = Usage.reported(0, u.get("thoughtsTokenCount"))
+        visible = Usage.reported(
+            u.get("promptTokenCount"), u.get("candidatesTokenCount"), u.get("cachedContentTokenCount")
         )
+        usage = None
+        if thoughts is not None and visible is not None:
+            spent = thoughts.output_tokens
+            usage = Usage(visible.input_tokens, visible.output_tokens + spent, visible.cached_input_tokens, spent)
         finish = "length" if candidates[0].get("finishReason") == "MAX_TOKENS" else "stop"
-        return self.completion(text, usage, finish, started)
+        return self._answered(text, usage, finish, started, messages)

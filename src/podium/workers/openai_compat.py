@@ -26,6 +26,7 @@ import asyncio
 import atexit
 import dataclasses
 import functools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -51,6 +52,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ConfigError("the openai backend needs the openai SDK: pip install 'podium[openai]'") from exc
 
 __all__ = ["OpenAICompatWorker", "estimate_usage"]
+
+_log = logging.getLogger("podium")
 
 _NO_KEY = "sk-no-key-needed"  # local servers ignore the key, but the SDK wants one
 
@@ -141,7 +144,7 @@ class OpenAICompatWorker(RemoteWorker):
                     self.last_model = response.model
                     choice = response.choices[0]
                     text, finish = choice.message.content or "", choice.finish_reason or "stop"
-                    usage = _usage(response.usage) if response.usage is not None else None
+                    usage = _usage(response.usage)
         except TimeoutError:
             raise WorkerTimeout(
                 f"worker {self.name!r}: no complete reply within {timeout:.1f} s", worker=self.name
@@ -165,7 +168,7 @@ class OpenAICompatWorker(RemoteWorker):
         async for chunk in response:
             self.last_model = chunk.model or self.last_model
             if chunk.usage is not None:
-                usage = _usage(chunk.usage)
+                usage = _usage(chunk.usage)  # None for usage that cannot be true: estimated below
             for choice in chunk.choices:
                 if choice.delta and choice.delta.content:
                     parts.append(choice.delta.content)
@@ -225,12 +228,19 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
     return count
 
 
-def _usage(raw: Any) -> Usage:
+def _usage(raw: Any) -> Usage | None:
+    """The reported usage, or None when there is none or it cannot be true (:meth:`Usage.reported`):
+    the call is then estimated, and its worst case kept in the budget."""
     if raw is None:
-        return Usage()
-    cached = getattr(getattr(raw, "prompt_tokens_details", None), "cached_tokens", None) or 0
-    reasoning = getattr(getattr(raw, "completion_tokens_details", None), "reasoning_tokens", None) or 0
-    return Usage(int(raw.prompt_tokens or 0), int(raw.completion_tokens or 0), int(cached), int(reasoning))
+        return None
+    cached = getattr(getattr(raw, "prompt_tokens_details", None), "cached_tokens", None)
+    reasoning = getattr(getattr(raw, "completion_tokens_details", None), "reasoning_tokens", None)
+    usage = Usage.reported(
+        getattr(raw, "prompt_tokens", None), getattr(raw, "completion_tokens", None), cached, reasoning
+    )
+    if usage is None:
+        _log.warning("a server reported usage that cannot be true (%r); the call is estimated instead", raw)
+    return usage
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -170,7 +171,9 @@ class BudgetGuard(_Wrapper):
             except BaseException:  # cancelled, a 5xx, a bug: billed only if it was sent
                 reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
                 raise
-        if not result.usage_reported:  # the real cost is unknown: keep the worst case so caps still hold
+        if not result.usage_reported or not 0 <= result.cost_usd < math.inf:
+            # the real cost is unknown (or a backend priced it as negative or not a number):
+            # keep the worst case so caps still hold; no ledger is ever paid back
             reservation.settle(reservation.amount_usd)
             return result
         if budget.shared:  # a database transaction: off the event loop (it completes even if cancelled)
