@@ -362,3 +362,49 @@ def test_podium_serve_takes_the_eval_folder_from_its_flag(tmp_path: Path, monkey
     assert cli(argv) == 0
     page = TestClient(served[0]).get("/ui/evals")
     assert page.status_code == 200 and page.text.count('class="run"') == 2
+
+
+def test_the_ui_purge_also_purges_the_shadow_store_and_refuses_what_is_not_there(tmp_path: Path) -> None:
+    """Purging a shadow-mode request from its page removes the shadow store's copy (question and
+    both answers) as `podium trace purge` does — the walk-through found the row and its text left
+    behind; an id that is not stored is a 404, not a 'Purged 0' page."""
+    from podium.store.shadow import ShadowStore
+
+    traces = seeded(TraceStore(tmp_path / "t.sqlite3"))
+    shadow_path = tmp_path / "shadow.sqlite3"
+    shadow = ShadowStore(shadow_path)
+    for request_id in ("b" * 32, "c" * 32):
+        shadow.add({"at": "2026-12-01T10:00:00.000Z", "status": "done", "mode": "execute", "use_case": "support",
+                    "request_id": request_id, "question": f"question of {request_id[0]}"})  # fmt: skip
+    shadow.close()
+    app = FastAPI()
+    sources = ReportSources(tmp_path / "evals", shadow_path, tmp_path / "conductors")
+    app.include_router(ui_router(SimpleNamespace(traces=traces, keys=None), sources))  # type: ignore[arg-type]
+    client = TestClient(app)
+    done = client.post(f"/ui/requests/{'b' * 32}/purge", data={"confirm": "b" * 32})
+    assert 'id="purged"' in done.text and "Also removed 1 shadow record(s)" in done.text
+    left = ShadowStore(shadow_path)
+    assert [r["request_id"] for r in left.rows()] == ["c" * 32]
+    left.close()
+    assert client.post(f"/ui/requests/{'d' * 31}e/purge", data={"confirm": "d" * 31 + "e"}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("form", "says"),
+    [
+        ({"until": "9999-12-31"}, "outside the dates"),
+        ({"since": "0001-01-01T00:00+01:00"}, "outside the dates"),
+        ({"min_cost": "nan"}, "is not a number"),
+        ({"max_latency": "1e309"}, "is not a number"),
+        ({"before": "xyz|abc"}, "page cursor"),
+    ],
+)
+def test_extreme_or_meaningless_filters_are_a_400_page(server: Server, form: dict[str, str], says: str) -> None:
+    """The walk-through's 500s (a date whose next midnight overflows, an offset past year 1) and
+    silently accepted values (NaN and infinite bounds, a garbage cursor) are 400 pages that name
+    the value; an oversized form is 413, never read as an empty one."""
+    client = TestClient(create_app(server))
+    page = client.post("/ui", data=form)
+    assert page.status_code == 400 and says in html.unescape(page.text), page.text[:300]
+    assert client.post("/ui", content=b"q=" + b"a" * 70_000,
+                       headers={"content-type": "application/x-www-form-urlencoded"}).status_code == 413  # fmt: skip

@@ -128,12 +128,13 @@ def add_parsers(sub: Any) -> None:
         description="Serve the trace browser on http://HOST:PORT/ui for a trace database: the request list with "
         "filters and full-text search, each request's workflow graph, messages and costs, and purge; stored eval "
         "runs (tables, slices, Pareto plot, two side by side with the gate's flips), the shadow report and the "
-        "conductor registry. It answers loopback clients only; with API keys in the key store, only signed-in ones.",
+        "conductor registry. Without API keys it answers loopback clients only; with keys in the key store, clients "
+        "signed in with an admin key (podium keys create NAME --scope admin), from any address.",
     )
     ui.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     ui.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
     _database_argument(ui)
-    ui.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1; the UI refuses other clients)")
+    ui.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1; other clients need an admin key)")
     ui.add_argument("--port", type=int, default=8010, help="port (default: 8010)")
     ui.add_argument(
         "--eval-dir",

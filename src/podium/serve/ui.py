@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -45,6 +47,7 @@ from podium.store.engine import StoreError
 
 if TYPE_CHECKING:
     from podium.serve.app import Server
+    from podium.trace.query import PurgeResult
 
 __all__ = ["PAGE_SIZE", "ReportSources", "ui_router"]
 
@@ -66,6 +69,19 @@ def _loopback(request: Request) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "testclient"  # Starlette's in-process test client
+
+
+def _purge_shadow(location: str | Path, request_ids: Sequence[str]) -> int:
+    """Remove the shadow store's rows of ``request_ids``; how many went (0 with no store)."""
+    if not request_ids or (isinstance(location, Path) and not location.is_file()):
+        return 0  # the UI never creates a store
+    from podium.store.shadow import ShadowStore
+
+    store = ShadowStore(location)
+    try:
+        return store.purge(request_ids=request_ids)
+    finally:
+        store.close()
 
 
 def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter:
@@ -164,10 +180,18 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         form = await _form(request)
         if server.traces is None:
             return HTMLResponse("no trace store", status_code=503)
+        if await _thread(server.traces.get, request_id) is None:
+            return HTMLResponse("no such request (purged, or never stored)", status_code=404)
         if form.get("confirm") != request_id:
             return page(request, "purge.html", request_id=request_id)
-        result = await _thread(server.traces.purge, request_ids=[request_id])
-        return page(request, "purged.html", result=dataclasses.asdict(result))
+        return await purged(request, await _thread(server.traces.purge, request_ids=[request_id]))
+
+    async def purged(request: Request, result: PurgeResult) -> Response:
+        """The purged page, after the shadow store's copies of the purged requests went too (the
+        shadow store keeps each shadow run's question and both answers; `podium trace purge`
+        removes them alike)."""
+        shadow_rows = await _thread(_purge_shadow, where.shadow_store, result.request_ids)
+        return page(request, "purged.html", result=dataclasses.asdict(result), shadow_rows=shadow_rows)
 
     @router.post("/purge-subject", response_class=HTMLResponse)
     async def purge_subject(request: Request) -> Response:
@@ -180,8 +204,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         if form.get("confirm") != subject:
             dry = await _thread(server.traces.purge, subject=subject, dry_run=True)
             return page(request, "purge_subject.html", subject=subject, count=len(dry.request_ids))
-        result = await _thread(server.traces.purge, subject=subject)
-        return page(request, "purged.html", result=dataclasses.asdict(result))
+        return await purged(request, await _thread(server.traces.purge, subject=subject))
 
     from podium.serve.ui_reports import add_report_routes
 
@@ -196,10 +219,13 @@ async def _thread(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """An urlencoded form body (at most 64 KiB), one value per field."""
+    """An urlencoded form body (at most 64 KiB: more is HTTP 413, never read as an empty form),
+    one value per field."""
+    from fastapi import HTTPException
+
     body = await request.body()
     if len(body) > 65_536:
-        return {}
+        raise HTTPException(413, "the form is larger than 64 KiB: shorten the search text")
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items() if v}
 
 
@@ -212,18 +238,21 @@ def _filter(form: dict[str, str]) -> Any:
         if not value:
             return None
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
-            raise ConfigError(f"{name.replace('_', ' ')} {value!r} is not a number") from None
+            number = math.nan
+        if not math.isfinite(number):
+            raise ConfigError(f"{name.replace('_', ' ')} {value!r} is not a number; give e.g. 0.01") from None
+        return number
 
     text = {k: (form.get(k) or "").strip() or None for k in ("status", "worker", "conductor", "subject")}
     since, until, before = (form.get(k, "").strip() for k in ("since", "until", "before"))
     cursor = None
     if before:  # the "older" button's cursor: the last listed request's start time and id
         started, _, request_id = before.partition("|")
-        if not request_id:
+        if not request_id or not started:
             raise ConfigError(f"page cursor {before!r} is not 'started_at|id': use the page's 'older' button")
-        cursor = (started, request_id)
+        cursor = (parse_utc(started, flag="page cursor"), request_id)
     return TraceFilter(
         since=parse_utc(since, flag="since") if since else None,
         until=parse_utc(until, flag="until", end_of_day=True) if until else None,

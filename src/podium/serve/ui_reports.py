@@ -426,6 +426,8 @@ def add_report_routes(
             until = parse_utc(form["until"], flag="until", end_of_day=True) if form["until"] else None
         except ConfigError as exc:
             return error(request, 400, str(exc))
+        if since is not None and until is not None and since >= until:
+            return error(request, 400, f"since {form['since']} is not before until {form['until']}: swap them")
         try:  # the store cannot be opened, or math-verify (the eval extra) is missing
             rows = await asyncio.to_thread(shadow_rows, since, until)
             report = None if rows is None else await asyncio.to_thread(shadow_report, rows)

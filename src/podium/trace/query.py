@@ -66,12 +66,16 @@ def parse_utc(text: str, *, flag: str = "time", end_of_day: bool = False) -> str
             moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
             return _format(moment + timedelta(days=1) if end_of_day else moment)
         moment = datetime.fromisoformat(cleaned)
+        return _format(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
     except ValueError:
         raise ConfigError(
             f"{flag} {text!r} is not an ISO 8601 date or datetime; use YYYY-MM-DD or e.g. 2026-11-30T14:00:00Z "
             "(UTC unless it has an offset)"
         ) from None
-    return _format(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    except OverflowError:  # 9999-12-31's next midnight, or an offset past year 1 or 9999 in UTC
+        raise ConfigError(
+            f"{flag} {text!r} is outside the dates the store can hold (years 1 to 9999, in UTC); give a nearer one"
+        ) from None
 
 
 @dataclass(frozen=True)
