@@ -556,6 +556,73 @@ def test_undecodable_bytes_in_the_question_are_a_clear_error(
     assert "not valid text" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("blank", ["\u200b\ufeff", "\x00\x00", "\u00a0\u2009\n", "\u3164", "\u0301"])
+def test_a_question_of_invisible_characters_is_empty(blank: str) -> None:
+    """Zero-width characters, NULs, no-break and thin spaces, a Hangul filler, a lone combining
+    mark: nothing a reader can see, so nothing is sent to any worker (the outside re-test saw
+    such questions answered). A question with one visible character around them is kept."""
+    from podium.errors import InvalidQuestion
+    from podium.orchestrator import validate_question
+
+    with pytest.raises(InvalidQuestion, match="empty"):
+        validate_question(blank, max_chars=100)
+    assert (
+        validate_question(blank + "?" + blank, max_chars=100).strip("\u200b\ufeff\x00\u00a0\u2009\n\u3164\u0301") == "?"
+    )
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "   "}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": None}],
+        [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"},
+            {"role": "user", "content": " "},
+        ],
+        [{"role": "user", "content": "\u200b\ufeff"}],
+    ],
+)
+def test_a_blank_last_user_turn_is_400_even_after_system_text(messages: list[dict[str, object]]) -> None:
+    """The system text or the transcript made the whole question non-empty, so a blank question
+    was answered (200); the user's own turn must hold text."""
+    from podium.errors import InvalidQuestion
+    from podium.serve.app import question_from_messages
+
+    with pytest.raises(InvalidQuestion, match="empty"):
+        question_from_messages(messages)
+
+
+def test_other_commands_refuse_undecodable_arguments_and_a_closed_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trace search` / `trace purge --subject` with a non-UTF-8 byte crashed in SQLite with
+    UnicodeEncodeError; `podium run -` with stdin closed raised AttributeError. Each is a
+    one-line error and exit 2."""
+    from podium.cli import cli
+
+    traces = str(tmp_path / "t.sqlite3")
+    for argv in (["trace", "search", "caf\udcff", "--traces", traces],
+                 ["trace", "purge", "--subject", "\udcff", "--traces", traces, "--yes"]):  # fmt: skip
+        assert cli(argv) == 2
+        err = capsys.readouterr().err
+        assert "not UTF-8" in err and "Traceback" not in err
+    monkeypatch.setattr("sys.stdin", None)
+    assert cli(["run", "-", "--traces", traces]) == 2
+    assert "standard input is closed" in capsys.readouterr().err
+
+
+def test_a_character_whose_lower_case_is_longer_does_not_hide_the_plan() -> None:
+    """'İ'.lower() is two characters: indices found in text.lower() cut the text in the wrong
+    places, and a plan after a <think> block was lost (missing_field)."""
+    from podium.parse import try_parse_workflow
+
+    text = "İ" * 20 + '<think>draft</think>\nmodel_id = [0]\nsubtasks = ["Add."]\naccess_list = [[]]'
+    workflow, error = try_parse_workflow(text, pool_size=2)
+    assert error is None and workflow is not None and list(workflow.subtasks) == ["Add."]
+
+
 # --- 9. telemetry -------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -119,10 +120,16 @@ def _warm_pii(orchestrators: Sequence[Any], err: Console) -> None:
 def _read_question(arg: str) -> str:
     if arg != "-":
         return arg
+    if sys.stdin is None or sys.stdin.closed:
+        raise ConfigError(
+            "the question is '-' (read standard input), but standard input is closed: pipe the question in"
+        )
     try:
         return sys.stdin.read()
     except UnicodeDecodeError:
         raise ConfigError("standard input is not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the question from standard input ({exc.strerror or exc})") from None
 
 
 def _progress(console: Console) -> Any:
@@ -136,7 +143,10 @@ def _progress(console: Console) -> Any:
             what = "reviewing its answer" if data.get("round") else "writing the workflow"
             status.update(f"conductor: {what} (round {data.get('round', 0)}, attempt {data['attempt']})")
         elif event == "plan_end" and not data["ok"]:
-            console.print(Text(f"conductor attempt {data['attempt']}: invalid plan ({data['error']})", style="yellow"))
+            where = f"round {data['round']} · " if data.get("round") else ""
+            console.print(
+                Text(f"conductor {where}attempt {data['attempt']}: invalid plan ({data['error']})", style="yellow")
+            )
         elif event == "step_start":
             status.update(f"step {data['index']}: Model {data['step'].worker} working")
         elif event == "fallback":
@@ -211,11 +221,21 @@ def cli(argv: Sequence[str] | None = None) -> int:
 
     from podium._render import output_console
 
+    for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character gets '?', not a crash
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
+
     # piped output is wide and plain lines are never hard-wrapped; errors never are: commands stay pasteable
     out, err = output_console(), Console(stderr=True, soft_wrap=True)
     try:
         if args.command in ("run", "plan"):
-            return _cmd_request(args, out, err)
+            return _cmd_request(args, out, err)  # the question's own check names it (validate_question)
+        for i, value in enumerate(argv):
+            if any("\ud800" <= ch <= "\udfff" for ch in value):
+                raise ConfigError(
+                    f"argument {i + 1} ({value.encode('utf-8', 'replace').decode()!r}) holds bytes that are not UTF-8 "
+                    "text; give it as UTF-8"
+                )
         module = importlib.import_module(_SUBCOMMANDS[args.command][0])
         code: int = module.run(args, out, err)
         return code

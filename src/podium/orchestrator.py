@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import re
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,15 @@ from podium.workers.base import Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
 
-__all__ = ["EventHook", "Fallback", "Orchestrator", "OrchestratorConfig", "RecordExporter", "validate_question"]
+__all__ = [
+    "EventHook",
+    "Fallback",
+    "Orchestrator",
+    "OrchestratorConfig",
+    "RecordExporter",
+    "is_blank",
+    "validate_question",
+]
 
 _log = logging.getLogger("podium")
 
@@ -101,6 +110,17 @@ class OrchestratorConfig:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+_BLANK = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+"""Unicode categories that carry no visible text on their own: controls (NUL …), format
+characters (zero-width space, BOM …), spaces and separators, and combining marks."""
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` holds nothing a reader could see: empty, or only characters of
+    :data:`_BLANK`'s categories (also Hangul fillers, which render as nothing). Linear."""
+    return all(unicodedata.category(ch) in _BLANK or ch in "\u115f\u1160\u3164\uffa0" for ch in text)
+
+
 def validate_question(question: object, *, max_chars: int) -> str:
     """The question, stripped; raises InvalidQuestion if it is not text, empty, longer than
     ``max_chars`` characters, or not valid Unicode — a lone surrogate, which is what Python makes
@@ -114,8 +134,11 @@ def validate_question(question: object, *, max_chars: int) -> str:
             "surrogate; give the question as UTF-8 text"
         )
     text = question.strip()
-    if not text:
-        raise InvalidQuestion("the question is empty; give it some text (podium run: as an argument or on stdin)")
+    if is_blank(text):
+        raise InvalidQuestion(
+            "the question is empty (nothing but spaces, control or invisible characters); give it some text "
+            "(podium run: as an argument or on stdin)"
+        )
     if len(text) > max_chars:
         raise InvalidQuestion(
             f"the question is {len(text):,} characters; the limit is {max_chars:,} "

@@ -129,10 +129,13 @@ def try_parse_workflow(
         return None, exc
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _strip_thinking(text: str) -> str:
     """Drop ``<think>…</think>`` blocks (case-insensitive) in one forward scan; an unclosed
     ``<think>`` hides everything after it; a stray ``</think>`` hides everything before it."""
-    lower = text.lower()
+    lower = text.translate(_ASCII_LOWER)  # one for one: str.lower() makes "İ" two characters, shifting every index
     last_close = lower.rfind("</think>")
     if last_close != -1 and lower.rfind("<think>", 0, last_close) == -1:
         return text[last_close + len("</think>") :]  # a stray closing tag: the answer follows it

@@ -58,7 +58,7 @@ from podium.conductor.baselines import FallbackOnly
 from podium.conductor.lm import LMConductor
 from podium.conductor.named import named_conductor
 from podium.errors import ConfigError, InvalidQuestion
-from podium.orchestrator import Orchestrator, validate_question
+from podium.orchestrator import Orchestrator, is_blank, validate_question
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
 from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
@@ -154,6 +154,10 @@ def question_from_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     system = "\n".join(t for r, t in texts if r in ("system", "developer") and t.strip())
     turns = [(r, t) for r, t in texts if r not in ("system", "developer")]
     last = turns[-1][1]
+    if is_blank(last):
+        raise InvalidQuestion(
+            f"messages[{len(messages) - 1}]: the user's question is empty (only spaces or invisible characters)"
+        )
     parts = [f"Instructions: {system}"] if system else []
     if len(turns) > 1:
         names = {"user": "User", "assistant": "Assistant", "tool": "Tool"}
