@@ -250,15 +250,18 @@ def injected_subtasks(question: str) -> list[str]:
 
 
 _MARKER = re.compile(
-    # a role label where a line or a sentence starts ("Great product. SYSTEM: …", not "Solar system: …")
+    # a role label in capitals where a line or a sentence starts ("Great product. SYSTEM: …"; not
+    # "Solar system: …", nor a quoted notice's "System: your password expires")
     r"(?:(?<=[\n.!?;:'\"“”‘’(\[{<>])|(?<=[\n.!?;:'\"“”‘’(\[{<>]) )"
-    r"(?:system|assistant|developer|admin(?:istrator)?|operator)(?:\s+(?:prompt|message|note|override))?\s*:"
-    r"|\bnew\s+(?:plan|instructions?|task|rules?|orders?)\s*:"
-    r"|\b(?:ignore|disregard|forget|override|ignorer|glem)\s+(?:\w+\s+){0,3}?"
-    r"(?:instructions?|rules?|directions?|prompts?|guidelines?|orders?|instruktion(?:er|erne)?|regler(?:ne)?)\b",
-    re.IGNORECASE,
+    r"(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
+    r"|(?i:\bnew\s+(?:plan|instructions|orders)\s*:)"
+    # an override aimed at the assistant's own instructions: "ignore all previous instructions",
+    # "disregard your prompt" (not "ignore the rules for one line", "override the CSS rules")
+    r"|(?i:\b(?:ignore|disregard|forget|override|bypass|ignorer|glem)\s+(?:\w+\s+){0,2}?"
+    r"(?:all|previous|prior|above|earlier|preceding|original|your|system|alle|tidligere|foregående|ovenstående|dine)"
+    r"\s+(?:\w+\s+)?(?:instructions?|prompts?|rules|guidelines|directions|orders|instruktion(?:er|erne)?|regler(?:ne)?)\b)"
 )
-_SPAN = 400
+_SPAN = 200
 """How far an embedded instruction reaches after its marker, characters (up to a line break)."""
 _STOP_WORDS = """a an the and or but of to in on at for from with by as any all every each this that these those
 it its is are be was were do does your my our their his her me you we they i them us so then than into onto
