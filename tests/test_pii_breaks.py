@@ -136,3 +136,29 @@ def test_glued_values_the_property_tests_found_never_reach_the_worker(tmp_path: 
     assert all(value in FOUND_BY_PROPERTY_TESTS for _, value in FOUND_VALUES)
     assert _leaked(wire, FOUND_VALUES) == [], wire
     assert answer == FOUND_BY_PROPERTY_TESTS
+
+
+OTHER_SEPARATORS = (
+    "Kunde Jonas Holm, CPR 120388\u00a01457, konto DK50\u20090040\u20090440\u20091162\u200943, "
+    "kort 4111\u202f1111\u202f1111\u202f1111, tlf. \uff12\uff10\uff11\uff12\uff13\uff14\uff15\uff16, "
+    "CPR 030275\u20136321."
+)
+OTHER_SEPARATOR_VALUES = (
+    ("PERSON", "Jonas Holm"),
+    ("DK_CPR", "120388\u00a01457"),
+    ("IBAN_CODE", "DK50\u20090040\u20090440\u20091162\u200943"),
+    ("CREDIT_CARD", "4111\u202f1111\u202f1111\u202f1111"),
+    ("DK_CPR", "030275\u20136321"),
+)
+
+
+def test_values_written_with_other_spaces_dashes_or_digits_never_reach_the_worker(tmp_path: Path) -> None:
+    """The outside re-test: a no-break space, a thin or narrow no-break space, an en dash, or
+    full-width digits between the parts of a value hid it from detection. Detection now reads a
+    one-for-one ASCII fold of the text (pii.detect.fold_separators), so offsets, masking and
+    exact restoration are unchanged."""
+    wire, answer = _wire(tmp_path, OTHER_SEPARATORS)
+    assert _leaked(wire, OTHER_SEPARATOR_VALUES) == [], wire
+    digits = "".join(ch for ch in wire if ch.isdigit())
+    assert "20123456" not in digits.translate(str.maketrans("０１２３４５６７８９", "0123456789")), wire
+    assert answer == OTHER_SEPARATORS

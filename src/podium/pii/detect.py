@@ -23,7 +23,9 @@ neighbour's detection overlapped it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +53,15 @@ from podium.pii.recognizers import (
 from podium.pii.segment import segmented_view
 from podium.pii.vault import ENTITY_TYPES
 
-__all__ = ["CHUNK_CHARS", "CHUNK_OVERLAP", "KIND_PRIORITY", "Detection", "Detector", "resolve_overlaps"]
+__all__ = [
+    "CHUNK_CHARS",
+    "CHUNK_OVERLAP",
+    "KIND_PRIORITY",
+    "Detection",
+    "Detector",
+    "fold_separators",
+    "resolve_overlaps",
+]
 
 KIND_PRIORITY: tuple[str, ...] = (
     "DK_CPR",
@@ -140,6 +150,40 @@ class _BlankSpacyEngine(SpacyNlpEngine):
         )
 
 
+def _fold_char(ch: str) -> str:
+    if ch.isascii():
+        return ch
+    category = unicodedata.category(ch)
+    if category == "Zs":  # no-break, thin, figure, ideographic … spaces
+        return " "
+    if category == "Pd" or ch == "\u2212":  # hyphens and dashes, the minus sign
+        return "-"
+    digit = unicodedata.decimal(ch, None)  # full-width, Arabic-Indic, Devanagari … digits
+    if digit is not None:
+        return str(digit)
+    wide = unicodedata.normalize("NFKC", ch)  # full-width letters and signs (＠, Ａ, ．)
+    return wide if len(wide) == 1 and wide.isascii() and wide.isprintable() else ch
+
+
+_FOLD_CACHE: dict[str, str] = {}
+
+
+def fold_separators(text: str) -> str:
+    """``text`` with spaces, dashes and digits written in other scripts or widths replaced by
+    their ASCII forms, one character for one (so an offset in the result is the same offset in
+    ``text``): detection then sees ``070491\u00a02846`` and ``０７０４９１－２８４６`` as the CPR
+    they are. Linear."""
+    if text.isascii():
+        return text
+    out = []
+    for ch in text:
+        folded = _FOLD_CACHE.get(ch)
+        if folded is None:
+            folded = _FOLD_CACHE[ch] = _fold_char(ch)
+        out.append(folded)
+    return "".join(out)
+
+
 class Detector:
     """Finds PII in text with an offline Presidio analyzer.
 
@@ -210,8 +254,9 @@ class Detector:
         """
         if not text.strip():
             return []
-        found = self._analyze(text)
-        view = segmented_view(text)
+        plain = fold_separators(text)  # one character for one: every offset holds in ``text``
+        found = [dataclasses.replace(d, text=text[d.start : d.end]) for d in self._analyze(plain)]
+        view = segmented_view(plain)
         if view is not None:  # only the chunks with a boundary in them differ from the text
             for d in self._analyze(view.text, only=lambda start, end: -1 in view.origin[start:end]):
                 span = view.span(d.start, d.end)
