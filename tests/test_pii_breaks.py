@@ -162,3 +162,30 @@ def test_values_written_with_other_spaces_dashes_or_digits_never_reach_the_worke
     digits = "".join(ch for ch in wire if ch.isdigit())
     assert "20123456" not in digits.translate(str.maketrans("０１２３４５６７８９", "0123456789")), wire
     assert answer == OTHER_SEPARATORS
+
+
+BRACKETED = (
+    "From: Lars Jensen <lars.jensen@example.dk>. «Mette Nielsen» ringede; "
+    "svar til [Mette Nielsen](mailto:mette.nielsen@example.dk)."
+)
+
+
+def test_a_value_in_the_users_own_brackets_comes_back_with_them(tmp_path: Path) -> None:
+    """The outside re-test, with no worker alteration at all: ``<lars@…>`` masked to
+    ``<<EMAIL_ADDRESS_1>>`` and restoration took both brackets as the placeholder's, so the user
+    got ``lars@…`` without them (also « » and a Markdown link's [ ]). Restored exactly now."""
+    wire, answer = _wire(tmp_path, BRACKETED)
+    assert "example.dk" not in wire and "Nielsen" not in wire, wire
+    assert answer == BRACKETED
+
+
+def test_a_markdown_escaped_placeholder_is_restored_or_fails_closed() -> None:
+    """A worker answering in Markdown escapes underscores (``<PERSON\\_1>``): the placeholder is
+    restored; one of a number never issued fails closed instead of reaching the user."""
+    from podium.pii.vault import UnknownPlaceholder, Vault
+
+    vault = Vault()
+    token = vault.placeholder("PERSON", "Mette Nielsen")
+    assert vault.restore(f"Ring til {token.replace('_', chr(92) + '_')}.") == "Ring til Mette Nielsen."
+    with pytest.raises(UnknownPlaceholder):
+        vault.restore("Ring til <PERSON\\_7>.")

@@ -54,7 +54,7 @@ NUMERIC_KINDS = frozenset({"DK_CPR", "PHONE_NUMBER", "IBAN_CODE", "CREDIT_CARD"}
 """Kinds whose value is its letters and digits: once ``070491-2846`` is in the vault, masking
 finds ``0704912846`` again as the same CPR (and gives that form a placeholder of its own)."""
 
-_SEP = r"[\s_\-\u2010-\u2015\u2212]"
+_SEP = r"[\s_\\\-\u2010-\u2015\u2212]"  # a backslash too: Markdown escapes ``PERSON\_1``
 _KIND_WORDS = "|".join(sorted((k.replace("_", f"{_SEP}*") for k in ENTITY_TYPES), key=len, reverse=True))
 _OPENERS = "<‹«〈⟨《❮❬❰⟪ᐸ˂⧼"
 _CLOSERS = ">›»〉⟩》❯❭❱⟫ᐳ˃⧽"
@@ -195,7 +195,10 @@ class Vault:
         def one(m: re.Match[str], written: str) -> str:
             entry = self._by_token.get(_parts(m))
             if entry is not None:
-                return written if entry.literal else entry.value
+                if entry.literal:
+                    return written
+                before, after = _outer_brackets(written)  # the user's own: «<PERSON_1>» is «Mette»
+                return before + entry.value + after
             bare = m.group("bare")
             if bare is None or "_" in m.group("bsep") or bare.isupper():
                 raise UnknownPlaceholder(written)
@@ -211,6 +214,26 @@ class Vault:
             if entry is not None and entry.token == m.group(0):
                 counts[entry.kind] += 1
         return counts
+
+
+_ONE_OPEN = re.compile(rf"\\?(?:[{_OPENERS}\[{{]|&lt;?|&#0*60;?|&#x0*3c;?)", re.IGNORECASE)
+_ONE_CLOSE = re.compile(rf"\\?(?:[{_CLOSERS}\]}}]|&gt;?|&#0*62;?|&#x0*3e;?)$", re.IGNORECASE)
+
+
+def _outer_brackets(written: str) -> tuple[str, str]:
+    """The brackets around a placeholder that are the text's, not its own: a bracket outside the
+    issued ``<``/``>`` (``<lars@x.dk>`` masks to ``<<EMAIL_ADDRESS_1>>``, ``«Mette»`` to
+    ``«<PERSON_1>»``, a Markdown link's ``[Mette]`` to ``[<PERSON_1>]``), kept by restoration.
+    A doubled bracket of another kind (``[[PERSON_1]]``, ``{{PERSON_1}}``) is a model's
+    rewriting of the placeholder and goes with it."""
+    before = after = ""
+    first = _ONE_OPEN.match(written)
+    if first is not None and (inner := _ONE_OPEN.match(written, first.end())) is not None and inner.group() == "<":
+        before = written[: first.end()]
+    last = _ONE_CLOSE.search(written)
+    if last is not None and last.start() > 0 and written[last.start() - 1] == ">":
+        after = written[last.start() :]
+    return before, after
 
 
 _KIND_BY_LETTERS = {k.replace("_", ""): k for k in ENTITY_TYPES}
