@@ -43,13 +43,18 @@ _STRUCTURAL = (
 # backtrack past the next `<`, so the scan stays linear on any text.
 _TAG = re.compile(rf"<(\s*/?\s*(?:{_STRUCTURAL})\b[^<>]*)>", re.IGNORECASE)
 # Chat-template control sequences of the backends podium runs: ChatML / Qwen / Phi / Llama 3
-# (<|im_start|>, <|start_header_id|>, <|user|>), Llama 2 / Mistral ([INST], <<SYS>>), Gemma
-# (<start_of_turn>, <end_of_turn>), DeepSeek (<｜User｜>, also with ‹ or › for < >), and the
-# sentence markers <s>, </s>, <bos>, <eos>.
+# (<|im_start|>, <|start_header_id|>, <|user|>, Qwen's <tool_call> and <tool_response>), Llama 2
+# / Mistral ([INST], <<SYS>>, and v3's [SYSTEM_PROMPT], [TOOL_CALLS], [AVAILABLE_TOOLS],
+# [TOOL_RESULTS]), Gemma (<start_of_turn>, <end_of_turn>), DeepSeek (<｜User｜>, also with ‹ or
+# › for < >), and the sentence markers <s>, </s>, <bos>, <eos>.
 _SPECIAL = re.compile(
-    r"<\||\|>|<\s*/?\s*(?:s|bos|eos|start_of_turn|end_of_turn)\s*>|\[\s*/?\s*INST\s*\]|<<\s*/?\s*SYS\s*>>",
+    r"<\||\|>|<\s*/?\s*(?:s|bos|eos|start_of_turn|end_of_turn|tool_call|tool_response|tools)\s*>"
+    r"|\[\s*/?\s*(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\s*\]|<<\s*/?\s*SYS\s*>>",
     re.IGNORECASE,
 )
+# A closing structural tag left open (``</output`` then a line break): a model may read it as
+# closed, so its ``<`` is defanged too. Only the closing form: ``a < step`` in code stays.
+_OPEN_CLOSING = re.compile(rf"<\s*/\s*(?:{_STRUCTURAL})\b(?![^<>\n]*>)", re.IGNORECASE)
 _FULLWIDTH_TOKEN = re.compile(r"[<‹]?｜[^｜\n]{1,60}｜[>›]?")
 _DEFANG = str.maketrans(
     {"<": "\u2039", ">": "\u203a", "[": "\u2045", "]": "\u2046", "｜": "\u00a6",
@@ -58,7 +63,16 @@ _DEFANG = str.maketrans(
 # Look-alikes are matched on a folded view of the text, one character for one (so a match's
 # position is the same in both): full-width ASCII (＜ｓｔｅｐ＞, ／), small and single angle
 # quotes (﹤ ﹥ ‹ ›) as < and >. A model reads ＜／ｏｕｔｐｕｔ＞ as </output>.
-_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0xFE64: "<", 0xFE65: ">", 0x2039: "<", 0x203A: ">"}
+_FOLD = (
+    {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
+    | {0xFE64: "<", 0xFE65: ">", 0x2039: "<", 0x203A: ">"}
+    # angle brackets of other scripts that read as < and >: 〈 〉 (two), ⟨ ⟩, ⟪ ⟫, ᐸ ᐳ, ˂ ˃, ❮ ❯, ❬ ❭, ❰ ❱, ⧼ ⧽
+    | {cp: "<" for cp in (0x2329, 0x3008, 0x27E8, 0x27EA, 0x1438, 0x02C2, 0x276E, 0x276C, 0x2770, 0x29FC)}
+    | {cp: ">" for cp in (0x232A, 0x3009, 0x27E9, 0x27EB, 0x1433, 0x02C3, 0x276F, 0x276D, 0x2771, 0x29FD)}
+    # invisible format characters (zero-width space and joiners, U+2060, BOM, soft hyphen) read
+    # as a space, so </\u200boutput> is the closing tag it shows as
+    | {cp: " " for cp in (0x00AD, 0x200B, 0x200C, 0x200D, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF)}
+)
 
 
 def neutralise(text: str) -> str:
@@ -82,6 +96,8 @@ def _defang(text: str, view: str) -> str:
     chars = list(text)
     for match in _TAG.finditer(view):  # the tag's own < and > become ‹ ›, whatever they were
         chars[match.start()], chars[match.end() - 1] = "\u2039", "\u203a"
+    for match in _OPEN_CLOSING.finditer(view):
+        chars[match.start()] = "\u2039"
     for pattern in (_SPECIAL, _FULLWIDTH_TOKEN):
         for match in pattern.finditer(view):
             chars[match.start() : match.end()] = "".join(chars[match.start() : match.end()]).translate(_DEFANG)
