@@ -408,3 +408,18 @@ def test_extreme_or_meaningless_filters_are_a_400_page(server: Server, form: dic
     assert page.status_code == 400 and says in html.unescape(page.text), page.text[:300]
     assert client.post("/ui", content=b"q=" + b"a" * 70_000,
                        headers={"content-type": "application/x-www-form-urlencoded"}).status_code == 413  # fmt: skip
+
+
+def test_every_page_forbids_scripts_unknown_paths_are_html_404s_and_sign_out_forgets_the_key(server: Server) -> None:
+    """The walk-through: only the request page carried a CSP; /ui/nope was FastAPI's JSON 404;
+    there was no way to sign out."""
+    client = TestClient(create_app(server))
+    for path in ("/ui", "/ui/evals", "/ui/shadow", "/ui/conductors"):
+        csp = client.get(path).headers.get("content-security-policy", "")
+        assert "default-src 'none'" in csp and "script-src" not in csp, path
+    for path in ("/ui/nope", "/ui/requests/", "/ui/evals/nope/deeper"):
+        missing = client.get(path)
+        assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html"), path
+    client.cookies.set("podium_ui_key", "some-key", path="/ui")
+    out = client.get("/ui/logout", follow_redirects=False)
+    assert out.status_code == 303 and 'podium_ui_key=""' in out.headers["set-cookie"]

@@ -31,6 +31,7 @@ external resource, so they work offline.
 from __future__ import annotations
 
 import dataclasses
+import html
 import ipaddress
 import math
 from collections.abc import Sequence
@@ -84,6 +85,13 @@ def _purge_shadow(location: str | Path, request_ids: Sequence[str]) -> int:
         store.close()
 
 
+_CSP = (
+    "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
+"""Every UI page: nothing runs, nothing loads from elsewhere, no page frames it."""
+
+
 def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter:
     """The ``/ui`` routes for ``server`` (its trace store and key store) and the report pages
     over ``sources`` (default :meth:`ReportSources.defaults`: ``$PODIUM_EVAL_DIR`` or
@@ -116,7 +124,17 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         return None
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
-        return templates.TemplateResponse(request, name, context, status_code=status)
+        response = templates.TemplateResponse(request, name, context, status_code=status)
+        response.headers["Content-Security-Policy"] = _CSP  # server-rendered pages: no script at all
+        return response
+
+    @router.get("/logout", response_class=HTMLResponse)
+    @router.post("/logout", response_class=HTMLResponse)
+    async def logout(request: Request) -> Response:
+        """Forget the sign-in cookie in this browser (the key itself stays valid)."""
+        response = RedirectResponse("/ui/login" if server.keys is not None and server.keys.active() else "/ui", 303)
+        response.delete_cookie(_COOKIE, path="/ui")
+        return response
 
     @router.get("/login", response_class=HTMLResponse)
     async def login_form(request: Request) -> Response:
@@ -209,6 +227,13 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     from podium.serve.ui_reports import add_report_routes
 
     add_report_routes(router, where, refused, page)
+
+    @router.api_route("/{rest:path}", methods=["GET", "POST"], response_class=HTMLResponse)
+    async def not_found(request: Request, rest: str) -> Response:  # last: every other /ui route wins
+        if (answer := refused(request)) is not None:
+            return answer
+        return HTMLResponse(f'no page /ui/{html.escape(rest)} here; start at <a href="/ui">/ui</a>', status_code=404)
+
     return router
 
 
