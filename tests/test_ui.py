@@ -423,3 +423,22 @@ def test_every_page_forbids_scripts_unknown_paths_are_html_404s_and_sign_out_for
     client.cookies.set("podium_ui_key", "some-key", path="/ui")
     out = client.get("/ui/logout", follow_redirects=False)
     assert out.status_code == 303 and 'podium_ui_key=""' in out.headers["set-cookie"]
+
+
+def test_a_search_says_when_it_shows_only_the_best_matches_and_a_short_id_opens_its_request(tmp_path: Path) -> None:
+    """The walk-through: a search with 429 matches showed 50 and said nothing; /ui/requests/
+    with an id prefix (what every CLI command accepts) was a 404."""
+    traces = TraceStore(tmp_path / "t.sqlite3")
+    base = make_record("lava")
+    for i in range(55):
+        store_copy(traces, base, id=f"{i + 1:02x}" + "e" * 30, started_at=f"2026-11-01T10:00:{i:02d}.000Z")
+    client = TestClient(create_app(Server(pool=str(POOLS / "three-fakes.toml"), traces=traces)))
+    many = client.post("/ui", data={"q": "lava"})
+    assert many.text.count('class="request"') == 50 and 'id="capped"' in many.text
+    few = client.post("/ui", data={"q": "lava", "since": "2026-11-01T10:00:50Z"})
+    assert few.text.count('class="request"') == 5 and 'id="capped"' not in few.text
+    full = f"{55:02x}" + "e" * 30
+    short = client.get("/ui/requests/" + full[:2], follow_redirects=False)  # "37": too short to take
+    assert short.status_code == 404
+    prefix = client.get("/ui/requests/" + full[:8], follow_redirects=False)  # unique: only request 55
+    assert prefix.status_code == 303 and prefix.headers["location"] == "/ui/requests/" + full

@@ -177,7 +177,8 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         except ConfigError as exc:
             return page(request, "list.html", status=400, rows=[], hits={}, form=form, error=str(exc))
         older = f"{rows[-1].started_at}|{rows[-1].id}" if len(rows) == PAGE_SIZE and not query else None
-        return page(request, "list.html", rows=rows, hits=by_id, form=form, error=None, older=older)
+        capped = bool(query) and len(rows) == PAGE_SIZE  # search pages are ranked, not paged: say so
+        return page(request, "list.html", rows=rows, hits=by_id, form=form, error=None, older=older, capped=capped)
 
     @router.get("/requests/{request_id}", response_class=HTMLResponse)
     async def request_page(request: Request, request_id: str) -> Response:
@@ -186,6 +187,13 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         from podium.trace.html import render_html
 
         record = await _thread(server.traces.get, request_id) if server.traces is not None else None
+        if record is None and server.traces is not None and 4 <= len(request_id) < 32:
+            try:  # a unique prefix, as every CLI command takes: go to the full id's page
+                full = await _thread(server.traces.resolve_id, request_id)
+            except ConfigError:
+                full = None
+            if full is not None:
+                return RedirectResponse(f"/ui/requests/{full}", status_code=303)
         if record is None:
             return HTMLResponse("no such request (purged, or never stored)", status_code=404)
         actions = templates.get_template("request_actions.html").render(request_id=record.id)
