@@ -217,3 +217,21 @@ def test_the_page_in_a_real_browser(two_rounds: RunRecord, tmp_path: Path) -> No
         assert "merged: 42" in browser.find_element(By.CSS_SELECTOR, "#step-r0-s2 pre.output").text
     finally:
         browser.quit()
+
+
+def test_a_review_round_without_a_valid_plan_is_drawn(store: TraceStore) -> None:
+    """The walk-through: a --rounds 1 request whose review attempts were all refused showed only
+    round 0, as if no review had run. The round gets a band saying no plan was valid, and why."""
+    orch = Orchestrator(
+        [ScriptedWorker("a", reply="x")],
+        ScriptedConductor(['model_id = [0]\nsubtasks = ["A"]\naccess_list = [[]]'], reviews=["not a plan at all"]),
+        Fallback(0, "Answer."),
+        traces=store,
+        resamples=1,
+    )
+    record = stored(store, orch, "Review?")
+    assert len(record.workflows) == 1 and any(a.round == 1 and a.workflow is None for a in record.attempts)
+    page = render_html(record)
+    g = graph(page)
+    assert "r1-failed" in g.nodes and "no valid plan" in page and "round 1" in page
+    assert "error" in g.nodes["r1-failed"][0]

@@ -114,6 +114,13 @@ def _bands(record: RunRecord) -> tuple[list[_Band], list[tuple[str, str, str]]]:
         bands.append(_Band(f"round {round_}" if len(record.workflows) > 1 else "workflow", columns))
         if done:
             last_key = nodes[max(done)].key
+    accepted = len(record.workflows)
+    for round_ in sorted({a.round for a in record.attempts if a.round >= accepted}):  # rounds with no valid plan
+        tried = [a for a in record.attempts if a.round == round_]
+        kinds = sorted({a.error_kind or "invalid" for a in tried})
+        note = _Node(f"r{round_}-failed", "no valid plan", f"{len(tried)} attempt(s)", ", ".join(kinds), "error",
+                     f"round {round_}: " + "; ".join(a.error or "" for a in tried)[:300])  # fmt: skip
+        bands.append(_Band(f"round {round_}", [[note]]))
     fallback = [s for s in record.steps if s.phase == "fallback"]
     if fallback:
         reason = record.fallback.reason if record.fallback else "fallback"
