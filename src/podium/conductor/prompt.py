@@ -228,11 +228,14 @@ LEAK_WORDS = 8
 """A subtask that repeats this many consecutive words of the conductor's own prompt (its
 instructions or examples) that the question does not contain has leaked prompt text."""
 
-_PLAN_SYNTAX = re.compile(r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)\s*[:=]", re.IGNORECASE)
+# the lists as the parser reads them, as Python (``subtasks = [``) or JSON (``"subtasks": [``)
+_PLAN_SYNTAX = re.compile(
+    r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)[\"'“”‘’]?\s*[:=]", re.IGNORECASE
+)
 _WORD = re.compile(r"\w+")
 
 
-_INJECTED_LIST = re.compile(r"\bsub[ _-]?tasks?\s*[:=]\s*\[([^\]]{0,4000})", re.IGNORECASE)
+_INJECTED_LIST = re.compile(r"\bsub[ _-]?tasks?[\"'“”‘’]?\s*[:=]\s*\[([^\]]{0,4000})", re.IGNORECASE)
 _QUOTED = re.compile(r'"([^"\n]{1,1000})"|\'([^\'\n]{1,1000})\'|[“”]([^“”\n]{1,1000})[“”]')
 
 
