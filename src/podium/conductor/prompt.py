@@ -229,9 +229,7 @@ LEAK_WORDS = 8
 instructions or examples) that the question does not contain has leaked prompt text."""
 
 # the lists as the parser reads them, as Python (``subtasks = [``) or JSON (``"subtasks": [``)
-_PLAN_SYNTAX = re.compile(
-    r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)[\"'“”‘’]?\s*[:=]", re.IGNORECASE
-)
+_PLAN_SYNTAX = re.compile(r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)[\"'“”‘’]?\s*[:=]", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 
 
