@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import sqlite3
 from pathlib import Path
 from typing import cast
@@ -165,8 +166,11 @@ def test_filters(store: TraceBackend) -> None:
 def test_bad_filter_values_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="--since '2026-13-01' is not an ISO 8601"):
         parse_utc("2026-13-01", flag="--since")
-    with pytest.raises(ConfigError, match=r"--min-cost 2\.0 is above --max-cost 1\.0"):
+    with pytest.raises(ConfigError, match=r"min cost 2 is above max cost 1"):
         TraceFilter(min_cost_usd=2.0, max_cost_usd=1.0)
+    for bad in (math.nan, math.inf):  # the CLI took nan as "nothing matches", exit 0; the UI as a filter
+        with pytest.raises(ConfigError, match="must be numbers"):
+            TraceFilter(min_wall_s=bad)
     with pytest.raises(ConfigError, match="status 'done' is unknown"):
         TraceFilter(status="done")
     assert parse_utc("2026-11-30T14:00:00+02:00") == "2026-11-30T12:00:00.000Z"  # converted to UTC
@@ -254,3 +258,19 @@ def test_cli_bad_input_is_exit_2_with_one_line(
 ) -> None:
     code, _, err = run_cli(["trace", *argv, "--traces", str(sqlite_store.path)], capsys)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_a_search_of_many_terms_is_refused_before_the_index_is_asked(store: TraceBackend) -> None:
+    """The UI re-check: 1,000 words (3 KB) held a server thread for 293 s, the index's cost
+    growing with the square of the terms. Repeats count once; more than MAX_TERMS distinct
+    terms, or a query over MAX_QUERY_CHARS, is a ConfigError naming the limit, on both stores."""
+    from podium.errors import ConfigError
+    from podium.trace.query import MAX_QUERY_CHARS, MAX_TERMS, search_terms
+
+    assert search_terms(" ".join(["a*"] * 300)) == [("prefix", "a")]  # one term, given 300 times
+    assert len(store.search(" ".join(["glaciers"] * 100))) == 1
+    with pytest.raises(ConfigError, match=f"more than {MAX_TERMS}"):
+        store.search(" ".join(f"w{i}" for i in range(MAX_TERMS + 1)))
+    with pytest.raises(ConfigError, match="characters"):
+        store.search("x" * (MAX_QUERY_CHARS + 1))
+    assert store.search(" ".join(["glaciers", *(f"w{i}" for i in range(MAX_TERMS - 1))])) == []  # at the limit: fine

@@ -417,9 +417,18 @@ def test_every_page_forbids_scripts_unknown_paths_are_html_404s_and_sign_out_for
     for path in ("/ui", "/ui/evals", "/ui/shadow", "/ui/conductors"):
         csp = client.get(path).headers.get("content-security-policy", "")
         assert "default-src 'none'" in csp and "script-src" not in csp, path
-    for path in ("/ui/nope", "/ui/requests/", "/ui/evals/nope/deeper"):
+    for path in ("/ui/nope", "/ui/requests/", "/ui/evals/nope/deeper", "/ui/requests/" + "0" * 32):
         missing = client.get(path)
         assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html"), path
+        assert "default-src 'none'" in missing.headers.get("content-security-policy", ""), path
+    page = client.get(
+        "/ui/requests/" + "b" * 32
+    )  # the request page: its meta CSP, and the header that can forbid framing
+    assert (
+        page.headers["x-frame-options"] == "DENY"
+        and "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    )
+    assert "content-security-policy" not in client.get("/healthz").headers  # the API is not touched
     client.cookies.set("podium_ui_key", "some-key", path="/ui")
     out = client.get("/ui/logout", follow_redirects=False)
     assert out.status_code == 303 and 'podium_ui_key=""' in out.headers["set-cookie"]
@@ -442,3 +451,27 @@ def test_a_search_says_when_it_shows_only_the_best_matches_and_a_short_id_opens_
     assert short.status_code == 404
     prefix = client.get("/ui/requests/" + full[:8], follow_redirects=False)  # unique: only request 55
     assert prefix.status_code == 303 and prefix.headers["location"] == "/ui/requests/" + full
+
+
+def test_a_purge_whose_shadow_store_cannot_be_read_says_the_traces_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The re-check: a shadow store that is not a database gave a plain 500 after the trace was
+    already purged; the page now says what was purged and what is left, and the CLI the same."""
+    from podium.cli import cli
+
+    traces = seeded(TraceStore(tmp_path / "t.sqlite3"))
+    broken = tmp_path / "shadow.sqlite3"
+    broken.write_text("this is not sqlite")
+    app = FastAPI()
+    sources = ReportSources(tmp_path / "evals", broken, tmp_path / "conductors")
+    app.include_router(ui_router(SimpleNamespace(traces=traces, keys=None), sources))  # type: ignore[arg-type]
+    done = TestClient(app).post(f"/ui/requests/{'b' * 32}/purge", data={"confirm": "b" * 32})
+    assert done.status_code == 500 and 'id="shadow-error"' in done.text and "b" * 32 in done.text
+    assert traces.get("b" * 32) is None
+    traces.flush()
+    argv = ["trace", "purge", "--request", "c" * 32, "--yes", "--traces", str(tmp_path / "t.sqlite3"),
+            "--shadow-store", str(broken)]  # fmt: skip
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert "purged 1 request(s) from the traces, but not their shadow copies" in err and "Traceback" not in err

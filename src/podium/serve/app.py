@@ -858,9 +858,10 @@ def create_app(server: Server) -> FastAPI:
                 server.telemetry.shutdown()
 
     app = FastAPI(title="podium", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
-    from podium.serve.ui import ui_router
+    from podium.serve.ui import UIHeaders, ui_router
 
     app.include_router(ui_router(server))
+    app.add_middleware(UIHeaders)  # every /ui answer: no script, no framing
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> Response:

@@ -317,6 +317,8 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
 
         since = parse_utc(args.since, flag="--since") if args.since else None
         until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
+        if since is not None and until is not None and since >= until:
+            raise ConfigError(f"--since {args.since} is not before --until {args.until}: swap them")
         location = shadow_location(args.report_store or args.store, default_shadow_path(), url=args.database_url)
         store = ShadowStore(location)
         report = shadow_report(store.rows(since=since, until=until), top=args.top)
@@ -489,7 +491,7 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     import uvicorn
     from fastapi import FastAPI
 
-    from podium.serve.ui import ReportSources, ui_router
+    from podium.serve.ui import ReportSources, UIHeaders, ui_router
     from podium.store.shadow import shadow_location
 
     if not 0 < args.port < 65536:
@@ -504,6 +506,7 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     )
     app = FastAPI(title="podium ui", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(ui_router(types.SimpleNamespace(traces=traces, keys=keys), sources))  # type: ignore[arg-type]
+    app.add_middleware(UIHeaders)
     out.print(f"podium trace browser on http://{args.host}:{args.port}/ui — traces: {traces.path}", highlight=False)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -92,6 +92,30 @@ _CSP = (
 """Every UI page: nothing runs, nothing loads from elsewhere, no page frames it."""
 
 
+class UIHeaders:
+    """ASGI middleware: every ``/ui`` response — pages, error and 404 texts, redirects, 405s —
+    carries the UI's Content-Security-Policy and may not be framed; other paths (the ``/v1`` API)
+    pass untouched, at the cost of one string check."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope.get("type") == "http" else ""
+        if path != "/ui" and not path.startswith("/ui/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-security-policy"]
+                headers += [(b"content-security-policy", _CSP.encode()), (b"x-frame-options", b"DENY")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter:
     """The ``/ui`` routes for ``server`` (its trace store and key store) and the report pages
     over ``sources`` (default :meth:`ReportSources.defaults`: ``$PODIUM_EVAL_DIR`` or
@@ -124,9 +148,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         return None
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
-        response = templates.TemplateResponse(request, name, context, status_code=status)
-        response.headers["Content-Security-Policy"] = _CSP  # server-rendered pages: no script at all
-        return response
+        return templates.TemplateResponse(request, name, context, status_code=status)  # headers: UIHeaders
 
     @router.get("/logout", response_class=HTMLResponse)
     @router.post("/logout", response_class=HTMLResponse)
@@ -216,8 +238,13 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         """The purged page, after the shadow store's copies of the purged requests went too (the
         shadow store keeps each shadow run's question and both answers; `podium trace purge`
         removes them alike)."""
-        shadow_rows = await _thread(_purge_shadow, where.shadow_store, result.request_ids)
-        return page(request, "purged.html", result=dataclasses.asdict(result), shadow_rows=shadow_rows)
+        try:
+            shadow_rows, shadow_error = await _thread(_purge_shadow, where.shadow_store, result.request_ids), None
+        except ConfigError as exc:  # StoreError too: the traces are purged already, say what is left
+            shadow_rows, shadow_error = 0, str(exc)
+        status = 200 if shadow_error is None else 500
+        return page(request, "purged.html", status=status, result=dataclasses.asdict(result),
+                    shadow_rows=shadow_rows, shadow_error=shadow_error)  # fmt: skip
 
     @router.post("/purge-subject", response_class=HTMLResponse)
     async def purge_subject(request: Request) -> Response:

@@ -268,7 +268,13 @@ def _cmd_purge(store: TraceBackend, args: argparse.Namespace, out: Console, err:
     result = preview if args.dry_run else store.purge(**selection)  # selects again: the count may have changed
     shadow_rows = 0
     if not result.dry_run:
-        shadow_rows = _purge_shadow(args.shadow_store, result.request_ids, selection["before"], args.database_url)
+        try:
+            shadow_rows = _purge_shadow(args.shadow_store, result.request_ids, selection["before"], args.database_url)
+        except ConfigError as exc:  # the traces are gone already: say so, then what is left to do
+            raise ConfigError(
+                f"purged {len(result.request_ids)} request(s) from the traces, but not their shadow copies: {exc}; "
+                "run the same purge again once the shadow store can be read"
+            ) from None
     if args.json:
         print(json.dumps(dataclasses.asdict(result) | {"shadow_rows": shadow_rows}, indent=2))
         return 0

@@ -9,6 +9,7 @@ form (``2026-11-30T14:00:00.000Z``), so comparing strings compares instants.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from podium.errors import ConfigError
 __all__ = [
     "FIELDS",
     "LETTERS",
+    "MAX_QUERY_CHARS",
+    "MAX_TERMS",
     "STATUSES",
     "PurgeListener",
     "PurgeResult",
@@ -121,12 +124,14 @@ class TraceFilter:
             ("cost", self.min_cost_usd, self.max_cost_usd),
             ("latency", self.min_wall_s, self.max_wall_s),
         ):
+            if any(v is not None and not math.isfinite(v) for v in (low, high)):
+                raise ConfigError(f"the {what} bounds must be numbers (got {low} .. {high}); give e.g. 0.01")
             if any(v is not None and v < 0 for v in (low, high)):
-                raise ConfigError(f"the {what} range must not be negative (got {low} .. {high})")
+                raise ConfigError(f"the {what} bounds must not be negative (got {low} .. {high})")
             if low is not None and high is not None and low > high:
-                raise ConfigError(f"--min-{what} {low} is above --max-{what} {high}")
+                raise ConfigError(f"min {what} {low:g} is above max {what} {high:g}; swap them")
         if self.since and self.until and self.since >= self.until:
-            raise ConfigError(f"--since {self.since} is not before --until {self.until}; nothing could match")
+            raise ConfigError(f"since ({self.since}) is not before until ({self.until}); nothing could match")
 
     def sql(self) -> tuple[str, list[Any]]:
         """A WHERE condition over the ``requests`` table aliased ``r``, and its parameters
@@ -209,20 +214,37 @@ def fold(text: str) -> str:
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 
 
+MAX_TERMS = 16
+"""The most distinct terms one search may hold (every one must occur in a request)."""
+MAX_QUERY_CHARS = 1000
+"""The longest search query, characters."""
+
+
 def search_terms(text: str) -> list[tuple[str, str]]:
     """What plain search words mean, for either store: (kind, term) pairs, folded as the index
     is (:func:`fold`), every one of which must occur — kind ``"phrase"`` (a ``"quoted phrase"``,
     as written), ``"prefix"`` (``retr*``, the term without its ``*``) or ``"word"``. Operators,
     column filters and punctuation are just text.
 
-    Raises ConfigError when ``text`` holds no word.
+    A term given twice counts once (every term must occur anyway). Raises ConfigError when
+    ``text`` holds no word, is longer than :data:`MAX_QUERY_CHARS` characters, or holds more than
+    :data:`MAX_TERMS` distinct terms: the index's cost grows with the square of the terms (a
+    3 KB query of 1,000 words held a server for minutes).
     """
+    if len(text) > MAX_QUERY_CHARS:
+        raise ConfigError(f"the search query is {len(text):,} characters; at most {MAX_QUERY_CHARS:,}: shorten it")
     terms: list[tuple[str, str]] = []
     for phrase, word in _TOKEN.findall(fold(text)):
         prefix = not phrase and len(word) > 1 and word.endswith("*")
         term = phrase if phrase else word[:-1] if prefix else word
-        if term.strip():
-            terms.append(("phrase" if phrase else "prefix" if prefix else "word", term))
+        pair = ("phrase" if phrase else "prefix" if prefix else "word", term)
+        if term.strip() and pair not in terms:
+            terms.append(pair)
+            if len(terms) > MAX_TERMS:
+                raise ConfigError(
+                    f"the search has more than {MAX_TERMS} different terms; give at most {MAX_TERMS} "
+                    '(a "quoted phrase" counts as one)'
+                )
     if not terms:
         raise ConfigError("the search query is empty; give some words (or only filters, without a query)")
     return terms
