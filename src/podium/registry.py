@@ -33,7 +33,16 @@ from podium.errors import ConfigError
 from podium.records import utc_now
 from podium.trace import data_dir
 
-__all__ = ["QUALITY_MARGIN", "Registry", "TrainingInfo", "Verdict", "Version", "parse_ref", "promotion_verdict"]
+__all__ = [
+    "QUALITY_MARGIN",
+    "Policy",
+    "Registry",
+    "TrainingInfo",
+    "Verdict",
+    "Version",
+    "parse_ref",
+    "promotion_verdict",
+]
 
 QUALITY_MARGIN = 0.01
 """The most mean quality (absolute, on a 0–1 score) a candidate may lose against the current

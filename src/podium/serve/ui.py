@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from podium.serve.app import Server
     from podium.trace.query import PurgeResult
 
-__all__ = ["PAGE_SIZE", "ReportSources", "ui_router"]
+__all__ = ["PAGE_SIZE", "ReportSources", "UIHeaders", "ui_router"]
 
 PAGE_SIZE = 50
 """Requests per list page (older ones: the page's "older" button)."""
