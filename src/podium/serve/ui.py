@@ -34,7 +34,6 @@ import dataclasses
 import html
 import ipaddress
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -45,6 +44,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from podium.errors import ConfigError
 from podium.serve.ui_reports import ReportSources
 from podium.store.engine import StoreError
+from podium.store.shadow import purge_shadow_copies
 
 if TYPE_CHECKING:
     from podium.serve.app import Server
@@ -70,19 +70,6 @@ def _loopback(request: Request) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "testclient"  # Starlette's in-process test client
-
-
-def _purge_shadow(location: str | Path, request_ids: Sequence[str]) -> int:
-    """Remove the shadow store's rows of ``request_ids``; how many went (0 with no store)."""
-    if not request_ids or (isinstance(location, Path) and not location.is_file()):
-        return 0  # the UI never creates a store
-    from podium.store.shadow import ShadowStore
-
-    store = ShadowStore(location)
-    try:
-        return store.purge(request_ids=request_ids)
-    finally:
-        store.close()
 
 
 _CSP = (
@@ -239,7 +226,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         shadow store keeps each shadow run's question and both answers; `podium trace purge`
         removes them alike)."""
         try:
-            shadow_rows, shadow_error = await _thread(_purge_shadow, where.shadow_store, result.request_ids), None
+            shadow_rows, shadow_error = await _thread(purge_shadow_copies, where.shadow_store, result.request_ids), None
         except ConfigError as exc:  # StoreError too: the traces are purged already, say what is left
             shadow_rows, shadow_error = 0, str(exc)
         status = 200 if shadow_error is None else 500

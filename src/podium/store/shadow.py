@@ -25,7 +25,7 @@ from podium.store.engine import (
     vacuum,
 )
 
-__all__ = ["ShadowStore", "shadow_location"]
+__all__ = ["ShadowStore", "purge_shadow_copies", "shadow_location"]
 
 
 def shadow_location(explicit: Path | None, default: Path, *, url: str | None = None) -> str | Path:
@@ -116,3 +116,17 @@ class ShadowStore:
 
     def _guard(self, action: str) -> AbstractContextManager[None]:
         return database_errors(f"cannot {action} the shadow store {self._name}")
+
+
+def purge_shadow_copies(location: str | Path, request_ids: Sequence[str], *, before: str | None = None) -> int:
+    """Remove the shadow store's copies of purged requests (each shadow run keeps the question
+    and both answers): rows of ``request_ids`` and, with ``before``, every older row. How many
+    rows went; 0 for a store file that does not exist (a purge never creates one). Raises
+    StoreError when the store cannot be opened."""
+    if isinstance(location, Path) and not location.is_file():
+        return 0
+    store = ShadowStore(location)
+    try:
+        return store.purge(request_ids=request_ids, before=before)
+    finally:
+        store.close()

@@ -299,18 +299,12 @@ def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | N
     ``--before`` every older row. The shared store (``$PODIUM_DATABASE_URL``) is purged when it
     is set; the default file only if it exists."""
     from podium.serve.cli import default_shadow_path
-    from podium.store.shadow import ShadowStore, shadow_location
+    from podium.store.shadow import purge_shadow_copies, shadow_location
 
     shadow = shadow_location(path, default_shadow_path(), url=url)
-    if isinstance(shadow, Path) and not shadow.is_file():
-        if path is not None:
-            raise ConfigError(f"no shadow store at {path}")
-        return 0
-    store = ShadowStore(shadow)
-    try:
-        return store.purge(request_ids=request_ids, before=before)
-    finally:
-        store.close()
+    if path is not None and isinstance(shadow, Path) and not shadow.is_file():
+        raise ConfigError(f"no shadow store at {path}")
+    return purge_shadow_copies(shadow, request_ids, before=before)
 
 
 def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:

@@ -194,8 +194,9 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
     version = registry.create(args.name)
     result.policy.save(version.policy_path)
-    version.write_training(TrainingInfo.from_json({"policy": "light", **result.to_json()}))
-    record = version.training().to_json()
+    info = TrainingInfo.from_json({"policy": "light", **result.to_json()})
+    version.write_training(info)
+    record = info.to_json()
     if result.history:
         _curve(version, record)
     if args.json:

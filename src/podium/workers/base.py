@@ -19,6 +19,7 @@ __all__ = [
     "Usage",
     "Worker",
     "WorkerSettings",
+    "token_count",
 ]
 
 
@@ -62,7 +63,7 @@ class Usage:
         than output tokens. A backend then estimates the call as if nothing was reported, so
         the budget keeps the worst case: a lying provider can neither crash a request nor
         pay money back into a ledger."""
-        counts = [_count(v) for v in (input_tokens, output_tokens, cached, reasoning)]
+        counts = [token_count(v) for v in (input_tokens, output_tokens, cached, reasoning)]
         if any(c is None for c in counts):
             return None
         i, o, c, r = (int(x or 0) for x in counts)
@@ -82,8 +83,9 @@ _MAX_TOKENS = 10**12
 """More tokens than any call can have: a count above it is not believed."""
 
 
-def _count(value: object) -> int | None:
-    """A reported token count as an int, or None when it is not a plausible one."""
+def token_count(value: object) -> int | None:
+    """A reported token count as an int (``None`` counts as 0), or None when it is not a
+    plausible one: negative, fractional, not finite, above 10^12, or text that is not digits."""
     if value is None:
         return 0
     if isinstance(value, bool):

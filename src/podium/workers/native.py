@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from podium.workers._http import post_json
 from podium.workers._remote import RemoteWorker
-from podium.workers.base import Completion, Message, Usage, WorkerSettings
+from podium.workers.base import Completion, Message, Usage, WorkerSettings, token_count
 
 __all__ = ["AnthropicWorker", "GeminiWorker"]
 
@@ -60,12 +60,11 @@ class AnthropicWorker(RemoteWorker):
         data = await post_json(self.name, f"{self.base_url}/v1/messages", headers, body, self.timeout_s)
         text = "".join(block.get("text", "") for block in data.get("content", []) if block.get("type") == "text")
         u = data.get("usage") or {}
-        parts = [u.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
-        counts = Usage.reported(*parts[1:])  # the two cache counts, as plausible counts
+        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+        fresh, cached, written, output = (token_count(u.get(k)) for k in keys)  # None: cannot be true
         usage = None
-        if counts is not None and (fresh := Usage.reported(parts[0], u.get("output_tokens"))) is not None:
-            cached, written = counts.input_tokens, counts.output_tokens
-            usage = Usage(fresh.input_tokens + cached + written, fresh.output_tokens, cached)
+        if fresh is not None and cached is not None and written is not None and output is not None:
+            usage = Usage(fresh + cached + written, output, cached)
         finish = "length" if data.get("stop_reason") == "max_tokens" else "stop"
         return self._answered(text, usage, finish, started, messages)
 
@@ -106,13 +105,12 @@ class GeminiWorker(RemoteWorker):
         parts = candidates[0].get("content", {}).get("parts", [])
         text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
         u = data.get("usageMetadata") or {}
-        thoughts = Usage.reported(0, u.get("thoughtsTokenCount"))
+        thoughts = token_count(u.get("thoughtsTokenCount"))
         visible = Usage.reported(
             u.get("promptTokenCount"), u.get("candidatesTokenCount"), u.get("cachedContentTokenCount")
         )
         usage = None
         if thoughts is not None and visible is not None:
-            spent = thoughts.output_tokens
-            usage = Usage(visible.input_tokens, visible.output_tokens + spent, visible.cached_input_tokens, spent)
+            usage = Usage(visible.input_tokens, visible.output_tokens + thoughts, visible.cached_input_tokens, thoughts)
         finish = "length" if candidates[0].get("finishReason") == "MAX_TOKENS" else "stop"
         return self._answered(text, usage, finish, started, messages)
