@@ -15,6 +15,7 @@ how a worker rewrites the placeholders. The detector is the real offline analyze
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -24,7 +25,8 @@ from hypothesis import strategies as st
 
 from podium.pii.detect import CHUNK_CHARS, CHUNK_OVERLAP, Detector
 from podium.pii.mask import Pseudonymizer
-from podium.pii.samples import KINDS, Sample, alter_placeholders, leaked, value
+from podium.pii.recognizers import first_names
+from podium.pii.samples import FORMS, KINDS, Sample, alter_placeholders, glueable, hide, leaked, value
 from podium.pii.vault import ENTITY_TYPES, StreamRestorer, UnknownPlaceholder, Vault
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -50,9 +52,13 @@ def glued(draw: st.DrawFn) -> tuple[str, list[Sample], int]:
     seed = draw(st.integers(0, 2**32 - 1))
     rng = random.Random(seed)
     samples = [value(rng, kind) for kind in kinds]
+    samples = [hide(s, rng) if draw(st.booleans()) and draw(st.booleans()) else s for s in samples]
     text = samples[0].text
-    for sample in samples[1:]:
-        text += draw(JOINTS) + sample.text
+    for before, sample in itertools.pairwise(samples):
+        joint = draw(JOINTS)
+        if joint in ("", " ", ", ") and not (glueable(before) and glueable(sample)):
+            joint = "; "  # "Hooper, Dagobert" glued to "r@example.dk" has no edge left (UNGLUEABLE_FORMS)
+        text += joint + sample.text
     return draw(PROSE).format(text), samples, seed
 
 
@@ -66,7 +72,7 @@ def test_glued_values_never_leak_and_restore_exactly_after_the_worker_rewrites_p
     vault = Vault()
     masked, _ = pseudonymizer.mask(text, vault)
     for sample in samples:
-        assert not leaked(sample, masked), (sample, masked)
+        assert not leaked(sample, masked), (sample, text, masked)
     assert vault.restore(masked) == text
     rewritten = alter_placeholders(masked, random.Random(seed))
     assert vault.restore(rewritten) == text, rewritten
@@ -142,7 +148,9 @@ def test_long_texts_are_analysed_in_chunks_without_losing_a_value_at_a_seam(
     first_seam = CHUNK_CHARS - CHUNK_OVERLAP
     at = first_seam - 250 + shift
     samples = [value(rng) for _ in range(3)]
-    glued_run = "".join(s.text for s in samples)
+    glued_run = samples[0].text
+    for before, sample in itertools.pairwise(samples):
+        glued_run += ("" if glueable(before) and glueable(sample) else "; ") + sample.text
     text = filler[:at] + " " + glued_run + " " + filler[at:] + filler
     assert len(text) > 2 * CHUNK_CHARS
     vault = Vault()
@@ -150,3 +158,31 @@ def test_long_texts_are_analysed_in_chunks_without_losing_a_value_at_a_seam(
     for sample in samples:
         assert not leaked(sample, masked), (sample, shift)
     assert vault.restore(masked) == text
+
+
+EVERY_FORM = [(kind, form) for kind, forms in FORMS.items() for form in dict.fromkeys(forms)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "form"), EVERY_FORM, ids=[f"{k}-{f}" for k, f in EVERY_FORM])
+def test_every_written_form_is_masked_in_prose_also_with_an_invisible_character_inside(
+    kind: str, form: str, pseudonymizer: Pseudonymizer
+) -> None:
+    """Each form of each kind, one value in a sentence, 12 values per form, half of them with a
+    zero-width or other invisible character inside (which a reader reads past): none may be
+    readable in the masked text, and each text comes back exactly. Names that are first names
+    too, written surname first ("Austin, Katy"), are the known exception (docs/pii.md)."""
+    rng = random.Random(f"{kind}/{form}")
+    for n in range(12):
+        sample = value(rng, kind, form)
+        if form == "surname_first" and sample.text.split(",")[0].casefold() in first_names():
+            continue
+        if n % 2:
+            sample = hide(sample, rng)
+        text = rng.choice(["Kunde {} ringede i dag.", "Please update the record: {}.", "Hej: {} — tak."]).format(
+            sample.text
+        )
+        vault = Vault()
+        masked, _ = pseudonymizer.mask(text, vault)
+        assert not leaked(sample, masked), (sample, text, masked)
+        assert vault.restore(masked) == text

@@ -6,6 +6,9 @@ and registers only recognizers that need no NER: podium's own (:mod:`podium.pii.
 plus Presidio's IP recognizer. Lemmas are the lowercased tokens, so Presidio's context words
 ("cpr", "tlf", ...) still raise scores.
 
+Invisible characters: a text with zero-width or other invisible characters (:func:`podium.pii.segment.visible_view`)
+is analysed once more without them, so ``0704\u200b912846`` is the CPR it reads as.
+
 Glued values: each text is analysed as written and, when it has glue points, once more as its
 segmented view (:mod:`podium.pii.segment`: boundaries inserted between ``a@x.dk`` and
 ``b@y.dk``, a card number and a CPR, ``Kjærgaard`` and ``0704912846``, ...); the view's spans are
@@ -24,6 +27,7 @@ neighbour's detection overlapped it.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -50,7 +54,7 @@ from podium.pii.recognizers import (
     PersonNameRecognizer,
     PhoneNumberRecognizer,
 )
-from podium.pii.segment import segmented_view
+from podium.pii.segment import SegmentedView, segmented_view, visible_view
 from podium.pii.vault import ENTITY_TYPES
 
 __all__ = [
@@ -168,20 +172,24 @@ def _fold_char(ch: str) -> str:
 _FOLD_CACHE: dict[str, str] = {}
 
 
+_DIGIT_UNDERSCORE = re.compile(r"(?<=\d)_(?=\d)")
+
+
 def fold_separators(text: str) -> str:
     """``text`` with spaces, dashes and digits written in other scripts or widths replaced by
-    their ASCII forms, one character for one (so an offset in the result is the same offset in
-    ``text``): detection then sees ``070491\u00a02846`` and ``０７０４９１－２８４６`` as the CPR
-    they are. Linear."""
-    if text.isascii():
-        return text
-    out = []
-    for ch in text:
-        folded = _FOLD_CACHE.get(ch)
-        if folded is None:
-            folded = _FOLD_CACHE[ch] = _fold_char(ch)
-        out.append(folded)
-    return "".join(out)
+    their ASCII forms, and an underscore between two digits by a hyphen, one character for one
+    (so an offset in the result is the same offset in ``text``): detection then sees
+    ``070491\u00a02846``, ``070491_2846`` and ``０７０４９１－２８４６`` as the CPR they are.
+    Linear."""
+    if not text.isascii():
+        out = []
+        for ch in text:
+            folded = _FOLD_CACHE.get(ch)
+            if folded is None:
+                folded = _FOLD_CACHE[ch] = _fold_char(ch)
+            out.append(folded)
+        text = "".join(out)
+    return _DIGIT_UNDERSCORE.sub("-", text) if "_" in text else text
 
 
 class Detector:
@@ -256,13 +264,24 @@ class Detector:
             return []
         plain = fold_separators(text)  # one character for one: every offset holds in ``text``
         found = [dataclasses.replace(d, text=text[d.start : d.end]) for d in self._analyze(plain)]
-        view = segmented_view(plain)
-        if view is not None:  # only the chunks with a boundary in them differ from the text
-            for d in self._analyze(view.text, only=lambda start, end: -1 in view.origin[start:end]):
-                span = view.span(d.start, d.end)
-                if span is not None:
-                    start, end = span
-                    found.append(Detection(d.kind, start, end, d.score, text[start:end]))
+        visible = visible_view(plain)
+        if visible is not None:  # only the chunks where an invisible character was left out differ
+            found += self._from_view(text, visible, lambda a, b: _has_gap(visible.origin, a, b))
+        base = visible or SegmentedView(plain, tuple(range(len(plain))))
+        glued = segmented_view(base.text)
+        if glued is not None:  # only the chunks with a boundary in them differ from the text
+            found += self._from_view(text, base.then(glued), lambda a, b: -1 in glued.origin[a:b])
+        return resolve_overlaps(found)
+
+    def _from_view(self, text: str, view: SegmentedView, only: Callable[[int, int], bool]) -> list[Detection]:
+        """Detections in ``view`` (chunks that ``only`` accepts), as spans of ``text``."""
+        found = []
+        for d in self._analyze(view.text, only=only):
+            span = view.span(d.start, d.end)
+            if span is not None:
+                start, end = span
+                found.append(Detection(d.kind, start, end, d.score, text[start:end]))
+        return found
         return resolve_overlaps(found)
 
     def _analyze(self, text: str, only: Callable[[int, int], bool] | None = None) -> list[Detection]:
@@ -282,6 +301,11 @@ class Detector:
                     for r in results
                 ]
         return found
+
+
+def _has_gap(origin: tuple[int, ...], start: int, end: int) -> bool:
+    """Whether the view's characters ``start:end`` skip a character of the text."""
+    return end - start > 0 and origin[end - 1] - origin[start] != end - 1 - start
 
 
 CHUNK_CHARS = 2000

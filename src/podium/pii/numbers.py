@@ -97,10 +97,18 @@ def _iban_checksum_ok(compact: str) -> bool:
     return int(number) % 97 == 1
 
 
+_IBAN_SEPARATORS = " -./_"  # the checksum, the length and the country's pattern make any of them safe
+
+
+def _ascii_alnum(s: str) -> bool:
+    return s.isascii() and s.isalnum()
+
+
 def iban_at(text: str, start: int) -> int | None:
     """The end of an IBAN that starts at ``text[start]``, or None.
 
-    The IBAN may be in any case and have one space or hyphen between any two characters; it is
+    The IBAN may be in any case and have one space, hyphen, dot, slash or underscore between any
+    two characters (after its first four); it is
     as long as its country's IBANs are (so what follows it, glued or not, is not part of it) and
     its checksum and its country's BBAN pattern must hold.
     """
@@ -119,7 +127,7 @@ def iban_at(text: str, start: int) -> int | None:
             chars.append(c.upper())
             i += 1
             ends.append(i)
-        elif c in " -" and len(chars) >= 4 and i + 1 < len(text) and text[i + 1].isascii() and text[i + 1].isalnum():
+        elif c in _IBAN_SEPARATORS and len(chars) >= 4 and _ascii_alnum(text[i + 1 : i + 2]):
             i += 1
         else:
             break
@@ -152,8 +160,8 @@ def phone_shape(digits: str) -> str | None:
     """The region whose national (or country-coded) number shape ``digits`` has, or None.
 
     DK: 8 digits starting 2–9, or that after 45 / 0045. US: 10 digits NXX-NXX-XXXX (N = 2–9),
-    after an optional 1; a 7-digit local NXX-XXXX. GB: 11 digits starting 0 then 1–9, or 44
-    and 10 digits. Shapes only: a run of digits with one of these lengths is not necessarily a
+    after an optional 1 or 001; a 7-digit local NXX-XXXX. GB: 11 digits starting 0 then 1–9, or
+    44 or 0044 and 10 digits. Shapes only: a run of digits with one of these lengths is not necessarily a
     phone number, which is why the callers want a context word, separators or a neighbour.
     """
     n = len(digits)
@@ -173,6 +181,8 @@ def phone_shape(digits: str) -> str | None:
         return "GB"
     if n == 12 and digits.startswith("44") and digits[2] >= "1":
         return "GB"
+    if (n == 14 and digits.startswith("0044")) or (n == 13 and digits.startswith("001")):
+        return phone_shape(digits[2:])  # 00: the international prefix of most of Europe
     return None
 
 
@@ -190,7 +200,7 @@ class Piece:
 
 _STRONG = ("DK_CPR", "CREDIT_CARD")
 _STRONG_LENGTHS = (10, 13, 14, 15, 16, 17, 18, 19)
-_PHONE_LENGTHS = (7, 8, 10, 11, 12)
+_PHONE_LENGTHS = (7, 8, 10, 11, 12, 13, 14)
 MAX_RUN_DIGITS = 400
 """Longer runs are not split (that is a number, not twenty glued values); the whole-run
 recognizers still see them."""
@@ -308,6 +318,8 @@ _PHONE_GROUPINGS: dict[int, tuple[frozenset[int], ...]] = {
     10: (frozenset({3, 6}), frozenset({2, 4, 6, 8}), frozenset({2, 6}), frozenset({2})),  # US; 45 + DK
     11: (frozenset({3, 7}), frozenset({4, 7}), frozenset({5}), frozenset({5, 8}), frozenset({1, 4, 7})),  # GB; 1 + US
     12: (frozenset({4, 6, 8, 10}), frozenset({4, 8}), frozenset({2, 6}), frozenset({2, 5})),  # 0045 + DK; 44 + GB
+    13: (frozenset({3, 6, 9}), frozenset({3})),  # 001 + US
+    14: (frozenset({4, 8}), frozenset({4, 7}), frozenset({4})),  # 0044 + GB
 }
 
 
@@ -319,11 +331,13 @@ def _phone_grouping_ok(i: int, length: int, seps: Mapping[int, str]) -> bool:
 
 
 def _card_separators_ok(inner: Mapping[int, str], length: int) -> bool:
-    """Whether separators inside a card piece are none, or spaces or hyphens in all of its
-    length's groups (a 19-digit ``2720-9141-9615-4774394`` is no card)."""
+    """Whether separators inside a card piece are none, or spaces or hyphens — or one dot or
+    slash throughout — in all of its length's groups (a 19-digit ``2720-9141-9615-4774394`` is
+    no card)."""
     if not inner:
         return True
-    return all(c not in "./" for c in inner.values()) and set(inner) == _CARD_GROUPINGS.get(length)
+    kinds = set(inner.values())
+    return (kinds <= {" ", "-"} or len(kinds) == 1) and set(inner) == _CARD_GROUPINGS.get(length)
 
 
 def _sound_pieces(found: list[Piece], n: int, seps: Mapping[int, str], phones_alone: bool) -> list[Piece]:
@@ -366,7 +380,10 @@ def _sound_pieces(found: list[Piece], n: int, seps: Mapping[int, str], phones_al
 
 def _cpr_separators_ok(inner: Mapping[int, str]) -> bool:
     """Whether separators at these offsets inside a 10-digit piece are a CPR's: DD?MM?YY?SSSS,
-    the two date separators both there and the same, or both absent."""
+    the two date separators both there and the same, or both absent; or DD MM YY SS SS, one
+    separator throughout."""
+    if set(inner) == {2, 4, 6, 8}:
+        return len(set(inner.values())) == 1
     if not set(inner) <= {2, 4, 6}:
         return False
     return (2 in inner) == (4 in inner) and inner.get(2) == inner.get(4)

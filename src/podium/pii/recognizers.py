@@ -38,6 +38,7 @@ IP recognizer is used unchanged.
 
 from __future__ import annotations
 
+import itertools
 import re
 from functools import cache, lru_cache
 from importlib import resources
@@ -150,12 +151,13 @@ _NATIONAL_PHONES = (
     re.compile(rf"{_BEFORE}(?:1[ .-]?)?{_US_BODY}{_AFTER}"),
     re.compile(rf"(?<![\w+]){_US_PARENS}{_AFTER}"),
     re.compile(rf"{_PLUS}1[ .-]?{_US_BODY}{_AFTER}"),
+    re.compile(rf"{_BEFORE}001[ .-]?{_US_BODY}{_AFTER}"),  # 00 is the international prefix in Europe
     # US local (no area code): NXX-XXXX, NXX.XXXX; with a space it needs a context word
     re.compile(rf"{_BEFORE}[2-9]\d\d[.-]\d{{4}}(?!\d)(?![.-]\d)"),
     re.compile(rf"{_BEFORE}[2-9]\d\d \d{{4}}{_AFTER}"),
     # UK national: 11 digits from 0, grouped 3-4-4, 4-3-4, 5-6, 5-3-3 (checked by digit count)
     re.compile(rf"{_BEFORE}\(?0{_GB_BODY}{_AFTER}"),
-    re.compile(rf"{_PLUS}44 ?(?:\(0\) ?)?{_GB_BODY}{_AFTER}"),
+    re.compile(rf"(?:{_PLUS}|{_BEFORE}00)44 ?(?:\(0\) ?)?{_GB_BODY}{_AFTER}"),
 )
 
 
@@ -181,7 +183,8 @@ class PhoneNumberRecognizer(PhoneRecognizer):
         spans = {(r.start, r.end) for r in results}
         for pattern in _NATIONAL_PHONES:
             for m in pattern.finditer(text):
-                if phone_shape(re.sub(r"\D", "", m.group().replace("(0)", ""))) is None:
+                digits = re.sub(r"\D", "", m.group().replace("(0)", ""))
+                if phone_shape(digits[2:] if digits.startswith("00") else digits) is None:
                     continue  # e.g. a UK grouping with the wrong number of digits
                 if (m.start(), m.end()) not in spans:
                     spans.add((m.start(), m.end()))
@@ -297,8 +300,11 @@ _SURNAME_ENDINGS = (
 class PersonNameRecognizer(LocalRecognizer):
     """Person names from name lists and simple cues (no NER model); see the module docstring.
 
-    Scores: known first name + capitalised surname 0.85; title or naming cue + capitalised
-    tokens 0.8; lowercase first name + known surname 0.6.
+    Scores: known first name (or a hyphenated one made of them) + capitalised surname 0.85;
+    title or naming cue + capitalised tokens 0.8; an initial + known surname ("M. Kjærgaard") and
+    known surname + comma + known first name ("Kjærgaard, Mette") 0.75; lowercase first name +
+    known surname 0.6. A dotted initial may end a name ("Mette K."); a known surname at the start
+    of the next line continues a first name ("Mette\nKjærgaard").
     """
 
     def __init__(self, supported_language: str = "da") -> None:
@@ -323,6 +329,11 @@ class PersonNameRecognizer(LocalRecognizer):
             start, end = tokens[i][0], tokens[last][1]
             if text[end - 2 : end] in ("'s", "’s"):  # English possessive: not part of the name
                 end -= 2
+            if last > i and "," in text[tokens[i][1] : tokens[i + 1][0]] and self._first_name(tokens[i][2]):
+                # "Jackson, Corey": a surname first, or two people named in a list — one placeholder
+                # each keeps the count of people right either way
+                results.append(self._result(start, tokens[i][1], score))
+                start = tokens[i + 1][0]
             results.append(self._result(start, end, score))
             i = last + 1
         return results
@@ -342,7 +353,23 @@ class PersonNameRecognizer(LocalRecognizer):
             last = self._capitalised_run(text, tokens, i, first=True, caps=caps)
             if last is not None:
                 return last, 0.8
-        if folded not in self.first_names:
+        if i + 1 < len(tokens) and word[0].isupper():
+            gap = text[tokens[i][1] : tokens[i + 1][0]]
+            nxt = tokens[i + 1][2]
+            initial = len(word) == 1 and re.fullmatch(r"\.[ \t]+", gap)
+            if initial and nxt[0].isupper() and nxt.casefold() in self.surnames:  # "M. Kjærgaard"
+                return self._capitalised_run(text, tokens, i + 1, first=True, caps=caps) or i + 1, 0.75
+            if (
+                re.fullmatch(r",[ \t]+", gap)  # surname, first name: "Kjærgaard, Mette"
+                and folded in self.surnames
+                and nxt[0].isupper()
+                and self._first_name(nxt)
+            ):
+                more = self._capitalised_run(text, tokens, i + 2, caps=caps)
+                if more is None or self._first_name(tokens[more][2]):  # "Kjærgaard, Mette Louise"
+                    return (i + 1 if more is None else more), 0.75
+                # else "Howard, Alwina Jensen": a list, read on as usual
+        if not self._first_name(word):
             return None
         if word[0].isupper():
             last = self._capitalised_run(text, tokens, i + 1, caps=caps)
@@ -352,6 +379,14 @@ class PersonNameRecognizer(LocalRecognizer):
             if surname.islower() and surname in self.surnames and surname.endswith(_SURNAME_ENDINGS):
                 return i + 1, 0.6
         return None
+
+    def _first_name(self, word: str) -> bool:
+        """Whether ``word`` is a known first name, or a hyphenated one made of them ("Anne-Mette")."""
+        folded = word.casefold()
+        if folded in self.first_names:
+            return True
+        parts = re.split(r"[-'’]", folded)
+        return len(parts) > 1 and all(p in self.first_names for p in parts)
 
     def _capitalised_run(
         self, text: str, tokens: list[tuple[int, int, str]], j: int, *, first: bool = False, caps: bool = False
@@ -363,9 +398,10 @@ class PersonNameRecognizer(LocalRecognizer):
         A token in capitals is an acronym that ends the name, unless the name is written in
         capitals (``caps``) or the token is a known name ("Mette KJÆRGAARD"); words like CPR or
         TLF end it even then."""
-        last = None
+        last = initial = None
         for k in range(j, min(j + 8, len(tokens))):
-            if k > 0 and not (first and k == j) and not self._joined(text, tokens, k - 1):
+            joined = (first and k == j) or self._joined(text, tokens, k - 1)
+            if k > 0 and not joined and not (k == j and self._line_break_surname(text, tokens, k)):
                 break
             if k >= j + 4 and tokens[k][2].casefold() not in self.first_names | self.surnames:
                 break  # past three further tokens only known names go on (two names side by side)
@@ -377,11 +413,15 @@ class PersonNameRecognizer(LocalRecognizer):
             if word.casefold() in _PARTICLES and k + 1 < len(tokens) and tokens[k + 1][2][:1].isupper():
                 continue
             folded = word.casefold()
+            dotted = len(word) == 1 and word.isupper() and text[tokens[k][1] : tokens[k][1] + 1] == "."
+            if dotted:  # an initial continues a name ("Ida H. Jensen", "Mikhail I. Kerrisk"), may end one ("Ida H.")
+                initial = k
+                continue
             known = folded in self.surnames or folded in self.first_names
             stop = folded in _NOT_NAMES and not ((k > j or not first) and known)
             if not word[0].isupper() or stop:  # "Otte", "Fem": stop words that are names, after a name
                 break
-            if len(word) == 1:  # an initial ("Ida H. Jensen") continues a name but never ends one
+            if len(word) == 1:  # an initial without a dot continues a name but never ends one
                 continue
             acronym = word.isupper() and not (first and k == j)  # ends the name, unless the name is in capitals
             # a label word in capitals ends a name (METTE KJÆRGAARD CPR …) unless it is a surname too
@@ -390,7 +430,17 @@ class PersonNameRecognizer(LocalRecognizer):
             if acronym and (label or not (caps or known)):
                 break
             last = k
+        if initial is not None and (last is None or initial == last + 1):
+            return initial  # "Ida H.", "Mette Hansen K."
         return last
+
+    def _line_break_surname(self, text: str, tokens: list[tuple[int, int, str]], k: int) -> bool:
+        """Whether token ``k`` is a known surname at the start of the line after a first name
+        ("Mette\nKjærgaard", as a signature is written), and no first name follows it after a
+        comma ("Loni\nMelville, Hakan" is a list of names written surname first)."""
+        gap = text[tokens[k - 1][1] : tokens[k][0]]
+        listed = re.match(r"[ \t]*,[ \t]*[^\W\d_]", text[tokens[k][1] : tokens[k][1] + 8])
+        return gap.strip(" \t") == "\n" and tokens[k][2].casefold() in self.surnames and not listed
 
     @staticmethod
     def _joined(text: str, tokens: list[tuple[int, int, str]], k: int) -> bool:
@@ -467,15 +517,19 @@ class IbanCodeRecognizer(LocalRecognizer):
         return [_result(self, "IBAN_CODE", start, end, 1.0) for start, end in iban_spans(text)]
 
 
-_DIGIT_RUN = re.compile(rf"\d(?:[ ./{_DASHES}]?\d)*")
+_DIGIT_RUN = re.compile(rf"\d(?:(?:[ ./{_DASHES}]| [{_DASHES}] )?\d)*")
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4_RUN = re.compile(rf"(?<![\d.])(?:{_OCTET}\.){{3}}(?:{_OCTET}|\d{{2,6}}(?:\.{_OCTET}){{3}})(?![\d])")
 """An IPv4 address, or two glued (``203.0.113.47198.51.100.23``): not a run of digits to split."""
 
 
+_DASH_CHARS = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2212")
+
+
 def digit_runs(text: str) -> list[tuple[int, int, str, dict[int, str]]]:
-    """Maximal runs of ASCII digits with single spaces, dashes, dots or slashes between them,
-    IBANs left out: (start, end, the digits, digit offset → the separator written before it)."""
+    """Maximal runs of ASCII digits with single spaces, dashes, dots or slashes between them
+    (or a dash between two spaces, ``070491 - 2846``, taken as the dash), IBANs left out:
+    (start, end, the digits, digit offset → the separator written before it)."""
     masked = text
     for start, end in iban_spans(text) + [m.span() for m in IPV4_RUN.finditer(text)]:
         masked = masked[:start] + "x" * (end - start) + masked[end:]  # an IBAN's, an IP address's digits
@@ -489,7 +543,7 @@ def digit_runs(text: str) -> list[tuple[int, int, str, dict[int, str]]]:
         for c in run:
             if c.isdigit():
                 digits.append(c)
-            else:
+            elif seps.get(len(digits)) not in _DASH_CHARS:
                 seps[len(digits)] = c
         runs.append((m.start(), m.end(), "".join(digits), seps))
     return runs
@@ -524,9 +578,23 @@ class CardNumberRecognizer(LocalRecognizer):
     ) -> list[RecognizerResult]:
         results = []
         for start, end, digits, seps in digit_runs(text):
-            if is_card(digits) and all(c not in "./" for c in seps.values()):
+            if is_card(digits) and _card_grouping(len(digits), seps):
                 results.append(_result(self, "CREDIT_CARD", start, end, 1.0))
         return results
+
+
+def _card_grouping(length: int, seps: dict[int, str]) -> bool:
+    """Whether a run's separators can be a card's: none, spaces or hyphens anywhere, or dots or
+    slashes that split it into groups of four or more with one kind throughout
+    (``4111.1111.1111.1111``, ``3475/575940/48499``) — a decimal number has one dot, a date is
+    groups of two."""
+    kinds = set(seps.values())
+    if kinds <= {" ", "-"}:  # the detector folds every dash to "-"
+        return True
+    if len(kinds) != 1 or len(seps) < 2:
+        return False
+    cuts = [0, *sorted(seps), length]
+    return all(b - a >= 4 for a, b in itertools.pairwise(cuts))
 
 
 _AREA_CODE_BEFORE = re.compile(r"\([2-9]\d\d\) ?$")

@@ -15,6 +15,7 @@ reproduces a case.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from dataclasses import dataclass
@@ -25,13 +26,17 @@ from podium.pii.numbers import luhn_ok
 from podium.pii.recognizers import first_names, surnames
 
 __all__ = [
+    "FORMS",
+    "INVISIBLES",
     "KINDS",
     "Sample",
     "alter_placeholders",
     "card",
     "cpr",
     "email",
+    "glueable",
     "glued_text",
+    "hide",
     "iban",
     "leaked",
     "person",
@@ -63,18 +68,49 @@ def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     return firsts, lasts, typical
 
 
+FORMS: dict[str, tuple[str, ...]] = {
+    "PERSON": ("title", "title", "caps", "lower", "middle", "hyphen_first", "hyphen_last", "surname_first",
+               "initial_first", "first_initial", "line_break"),
+    "DK_CPR": ("dash", "plain", "space", "dots", "slashes", "dashes", "pairs", "underscore", "spaced_dash"),
+    "IBAN_CODE": ("compact", "spaced", "lower", "lower_spaced", "dashed", "dotted"),
+    "CREDIT_CARD": ("plain", "spaces", "dashes", "dots", "slashes"),
+    "PHONE_NUMBER": ("dk_pairs", "dk_quads", "dk_intl", "dk_dashes", "us", "us_dashes", "us_intl", "us_local",
+                     "gb_london", "gb_mobile", "gb_intl", "gb_00", "dk_00", "us_00"),
+    "EMAIL_ADDRESS": ("dotted", "first", "digits", "initial"),
+}  # fmt: skip
+"""The written forms of each kind (see each maker's docstring); a form listed twice is drawn
+twice as often."""
+
+UNGLUEABLE_FORMS: dict[str, frozenset[str]] = {"PERSON": frozenset({"surname_first", "initial_first", "line_break"})}
+"""Forms whose edges are lost when another value is set right next to them, glued or after a
+bare space: ``Hooper, Dagobert`` glued to ``r@example.dk`` reads as ``Dagobertr@``, ``E. Frank``
+glued to ``angelica3@…`` as ``Frankangelica3@``, and neither ``Mette Hansen Lindell, Joann``
+nor ``Kerville, Loni, Hakan, Bo`` has edges a reader could be sure of. The generators set these
+apart with a semicolon or a line break (:func:`glued_text`, the property tests); one value in
+prose, every form is masked."""
+
+
 def person(rng: random.Random, form: str | None = None) -> Sample:
     """A first name and a surname from the bundled lists; forms: ``title`` (Mette Kjærgaard),
     ``caps`` (METTE KJÆRGAARD), ``lower`` (mette kjærgaard, with a surname of a typical ending:
-    only those are recognised in lower case), ``middle`` (two first names and a surname)."""
+    only those are recognised in lower case), ``middle`` (two first names and a surname),
+    ``hyphen_first`` (Anne-Mette Kjærgaard), ``hyphen_last`` (Mette Kjærgaard-Holm),
+    ``surname_first`` (Kjærgaard, Mette), ``initial_first`` (M. Kjærgaard), ``first_initial``
+    (Mette K.), ``line_break`` (Mette\nKjærgaard, as in a signature)."""
     firsts, lasts, typical = _names()
-    form = form or rng.choice(("title", "title", "caps", "lower", "middle"))
-    first = rng.choice(firsts)
+    form = form or rng.choice(FORMS["PERSON"])
+    first, last = rng.choice(firsts), rng.choice(lasts)
     if form == "lower":
         return Sample("PERSON", f"{first} {rng.choice(typical)}".lower(), form)
-    name = f"{first} {rng.choice(lasts)}"
-    if form == "middle":
-        name = f"{first} {rng.choice(firsts)} {rng.choice(lasts)}"
+    name = {
+        "middle": f"{first} {rng.choice(firsts)} {last}",
+        "hyphen_first": f"{first}-{rng.choice(firsts)} {last}",
+        "hyphen_last": f"{first} {last}-{rng.choice(lasts)}",
+        "surname_first": f"{last}, {first}",
+        "initial_first": f"{first[0]}. {last}",
+        "first_initial": f"{first} {last[0]}.",
+        "line_break": f"{first}\n{last}",
+    }.get(form, f"{first} {last}")
     return Sample("PERSON", name.upper() if form == "caps" else name, form)
 
 
@@ -89,9 +125,10 @@ def _cpr_digits(rng: random.Random) -> str:
 def cpr(rng: random.Random, form: str | None = None) -> Sample:
     """A CPR number with a real date; forms ``dash`` (070491-2846), ``plain`` (0704912846),
     ``space`` (070491 2846), ``dots`` (07.04.91-2846), ``slashes`` (07/04/91-2846), ``dashes``
-    (07-04-91-2846)."""
+    (07-04-91-2846), ``pairs`` (07 04 91 28 46), ``underscore`` (070491_2846), ``spaced_dash``
+    (070491 - 2846)."""
     d = _cpr_digits(rng)
-    form = form or rng.choice(("dash", "plain", "space", "dots", "slashes", "dashes"))
+    form = form or rng.choice(FORMS["DK_CPR"])
     text = {
         "dash": f"{d[:6]}-{d[6:]}",
         "plain": d,
@@ -99,6 +136,9 @@ def cpr(rng: random.Random, form: str | None = None) -> Sample:
         "dots": f"{d[:2]}.{d[2:4]}.{d[4:6]}-{d[6:]}",
         "slashes": f"{d[:2]}/{d[2:4]}/{d[4:6]}-{d[6:]}",
         "dashes": f"{d[:2]}-{d[2:4]}-{d[4:6]}-{d[6:]}",
+        "pairs": " ".join(d[i : i + 2] for i in range(0, 10, 2)),
+        "underscore": f"{d[:6]}_{d[6:]}",
+        "spaced_dash": f"{d[:6]} - {d[6:]}",
     }[form]
     return Sample("DK_CPR", text, form)
 
@@ -108,7 +148,8 @@ _BBAN = {"DK": "n14", "DE": "n18", "NO": "n11", "SE": "n20", "GB": "a4n14", "NL"
 
 def iban(rng: random.Random, form: str | None = None) -> Sample:
     """An IBAN with valid check digits (DK, DE, NO, SE, GB, NL, FI); forms ``compact``,
-    ``spaced`` (groups of four), ``lower`` (compact, lower case), ``lower_spaced``."""
+    ``spaced`` (groups of four), ``lower`` (compact, lower case), ``lower_spaced``, ``dashed``
+    and ``dotted`` (groups of four joined by hyphens or dots)."""
     country = rng.choice(sorted(_BBAN))
     bban = ""
     for kind, count in re.findall(r"([an])(\d+)", _BBAN[country]):
@@ -116,15 +157,22 @@ def iban(rng: random.Random, form: str | None = None) -> Sample:
         bban += "".join(rng.choice(alphabet) for _ in range(int(count)))
     numeric = "".join(str(int(c, 36)) for c in bban + country + "00")
     compact = f"{country}{98 - int(numeric) % 97:02d}{bban}"
-    form = form or rng.choice(("compact", "spaced", "lower", "lower_spaced"))
-    spaced = " ".join(compact[i : i + 4] for i in range(0, len(compact), 4))
-    text = {"compact": compact, "spaced": spaced, "lower": compact.lower(), "lower_spaced": spaced.lower()}[form]
+    form = form or rng.choice(FORMS["IBAN_CODE"])
+    groups = [compact[i : i + 4] for i in range(0, len(compact), 4)]
+    text = {
+        "compact": compact,
+        "spaced": " ".join(groups),
+        "lower": compact.lower(),
+        "lower_spaced": " ".join(groups).lower(),
+        "dashed": "-".join(groups),
+        "dotted": ".".join(groups),
+    }[form]
     return Sample("IBAN_CODE", text, form)
 
 
 def card(rng: random.Random, form: str | None = None) -> Sample:
     """A Luhn-valid card number (Visa, Mastercard, Amex, Discover); forms ``plain``, ``spaces``,
-    ``dashes`` (in the brand's groups)."""
+    ``dashes``, ``dots``, ``slashes`` (in the brand's groups)."""
     brand = rng.choice(("visa", "mastercard", "amex", "discover"))
     prefix, length = {
         "visa": ("4", 16),
@@ -135,12 +183,13 @@ def card(rng: random.Random, form: str | None = None) -> Sample:
     body = prefix + "".join(rng.choice("0123456789") for _ in range(length - len(prefix) - 1))
     digits = next(body + c for c in "0123456789" if luhn_ok(body + c))
     groups = (4, 6, 5) if brand == "amex" else (4, 4, 4, 4)
-    form = form or rng.choice(("plain", "spaces", "dashes"))
+    form = form or rng.choice(FORMS["CREDIT_CARD"])
     parts, at = [], 0
     for g in groups:
         parts.append(digits[at : at + g])
         at += g
-    text = {"plain": digits, "spaces": " ".join(parts), "dashes": "-".join(parts)}[form]
+    text = {"plain": digits, "spaces": " ".join(parts), "dashes": "-".join(parts), "dots": ".".join(parts),
+            "slashes": "/".join(parts)}[form]  # fmt: skip
     return Sample("CREDIT_CARD", text, form)
 
 
@@ -153,12 +202,10 @@ def phone(rng: random.Random, form: str | None = None) -> Sample:
     ``dk_quads`` (2012 3456), ``dk_intl`` (+45 20 12 34 56), ``dk_dashes`` (20-12-34-56),
     ``us`` ((212) 555-0187), ``us_dashes`` (212-555-0187), ``us_intl`` (+1 212 555 0187),
     ``us_local`` (555-0187), ``gb_london`` (020 7946 0958), ``gb_mobile`` (07700 900123),
-    ``gb_intl`` (+44 7700 900123). Numbers without any separator are not generated: those need
+    ``gb_intl`` (+44 7700 900123), ``gb_00`` (0044 7700 900123), ``dk_00`` (0045 20 12 34 56),
+    ``us_00`` (001 212 555 0187). Numbers without any separator are not generated: those need
     a context word by design (an order number is a bare digit run too)."""
-    form = form or rng.choice(
-        ("dk_pairs", "dk_quads", "dk_intl", "dk_dashes", "us", "us_dashes", "us_intl", "us_local", "gb_london",
-         "gb_mobile", "gb_intl")
-    )  # fmt: skip
+    form = form or rng.choice(FORMS["PHONE_NUMBER"])
     dk = _d(rng, 8, "2345678")
     area, exchange, line = _d(rng, 3, "23456789"), _d(rng, 3, "23456789"), _d(rng, 4)
     mobile = "7" + _d(rng, 3, "456789") + " " + _d(rng, 6)
@@ -174,6 +221,9 @@ def phone(rng: random.Random, form: str | None = None) -> Sample:
         "gb_london": f"020 7946 {_d(rng, 4)}",
         "gb_mobile": "0" + mobile,
         "gb_intl": "+44 " + mobile,
+        "gb_00": "0044 " + mobile,
+        "dk_00": "0045 " + " ".join(dk[i : i + 2] for i in range(0, 8, 2)),
+        "us_00": f"001 {area} {exchange} {line}",
     }[form]
     return Sample("PHONE_NUMBER", text, form)
 
@@ -185,7 +235,7 @@ def email(rng: random.Random, form: str | None = None) -> Sample:
     """An e-mail address on an example domain; forms ``dotted`` (first.last@), ``first``
     (first@), ``digits`` (first42@), ``initial`` (a single letter, a@x.dk style)."""
     firsts, lasts, _ = _names()
-    form = form or rng.choice(("dotted", "first", "digits", "initial"))
+    form = form or rng.choice(FORMS["EMAIL_ADDRESS"])
     first, last = rng.choice(firsts).lower(), rng.choice(lasts).lower()
     first = first.translate(str.maketrans("æøåäöü", "aoaaou"))
     last = last.translate(str.maketrans("æøåäöü", "aoaaou"))
@@ -208,6 +258,24 @@ def value(rng: random.Random, kind: str | None = None, form: str | None = None) 
     return _MAKERS[kind or rng.choice(KINDS)](rng, form)
 
 
+INVISIBLES = "\u200b\u200c\u200d\u2060\u00ad\ufeff"
+"""Zero-width space, non-joiner and joiner, word joiner, soft hyphen, zero-width no-break space:
+characters that text pasted from a web page or a word processor may carry inside a value, and that
+an attacker may put there to hide it."""
+_DROP_INVISIBLES = {ord(c): None for c in INVISIBLES}
+
+
+def hide(sample: Sample, rng: random.Random) -> Sample:
+    """``sample`` with one invisible character (:data:`INVISIBLES`) inside it, between two of its
+    letters or digits; its form gets ``+invisible``."""
+    inner = [i for i in range(1, len(sample.text)) if sample.text[i - 1].isalnum() and sample.text[i].isalnum()]
+    if not inner:
+        return sample
+    at = rng.choice(inner)
+    text = sample.text[:at] + rng.choice(INVISIBLES) + sample.text[at:]
+    return Sample(sample.kind, text, sample.form + "+invisible")
+
+
 _PROSE = (
     "Hej, her er oplysningerne: {} — tak.",
     "Please update the record: {}.",
@@ -220,12 +288,21 @@ _PROSE = (
 def glued_text(rng: random.Random, count: int | None = None) -> tuple[str, list[Sample]]:
     """A text with 2–4 values, each pair either glued (nothing between them) or separated by a
     space, a comma or a newline, set in one of a few Danish and English sentences; and the
-    values in order."""
+    values in order. One value in eight carries an invisible character (:func:`hide`)."""
     samples = [value(rng) for _ in range(count or rng.randint(2, 4))]
+    samples = [hide(s, rng) if rng.random() < 0.125 else s for s in samples]
     parts = [samples[0].text]
-    for nxt in samples[1:]:
-        parts.append(rng.choice(("", "", "", " ", ", ", "\n")) + nxt.text)
+    for before, nxt in itertools.pairwise(samples):
+        joint = rng.choice(("", "", "", " ", ", ", "\n"))
+        if joint in ("", " ", ", ") and not (glueable(before) and glueable(nxt)):
+            joint = "; "
+        parts.append(joint + nxt.text)
     return rng.choice(_PROSE).format("".join(parts)), samples
+
+
+def glueable(sample: Sample) -> bool:
+    """Whether ``sample`` may be glued to a neighbour with nothing between (:data:`UNGLUEABLE_FORMS`)."""
+    return sample.form.split("+")[0] not in UNGLUEABLE_FORMS.get(sample.kind, frozenset())
 
 
 _ALTERATIONS = (
@@ -294,12 +371,14 @@ def leaked(sample: Sample, masked: str) -> bool:
     """Whether ``sample`` can still be read in ``masked`` (placeholders left out): a number's
     digits (an IBAN's letters and digits, an IP address's digits) in order, whatever separates
     them; a name's tokens (any case, as words); an address's words of four or more letters; an
-    e-mail address in any case or its local part before an ``@``."""
-    text = _strip_placeholders(masked)
+    e-mail address in any case or its local part before an ``@``. Invisible characters
+    (:data:`INVISIBLES`) are read past, in the value and in the text, as a reader would."""
+    sample = Sample(sample.kind, sample.text.translate(_DROP_INVISIBLES), sample.form)
+    text = _strip_placeholders(masked.translate(_DROP_INVISIBLES))
     if sample.kind in ("DK_CPR", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "IP_ADDRESS"):
         chars = re.sub(r"[\W_]", "", sample.text).upper()
-        if sample.kind == "PHONE_NUMBER" and sample.text.startswith("+"):
-            chars = re.sub(r"^(?:45|44|1)(?=\d{7})", "", chars)  # the national number is the value
+        if sample.kind == "PHONE_NUMBER" and sample.text.startswith(("+", "00")):
+            chars = re.sub(r"^(?:00)?(?:45|44|1)(?=\d{7})", "", chars)  # the national number is the value
         pieces = [re.sub(r"[\W_]", "", p).upper() for p in text.split("\x00")]
         return any(chars in p for p in pieces)
     if sample.kind in ("PERSON", "ADDRESS"):

@@ -14,7 +14,8 @@ Glue points, each found in one linear pass:
 - a letter next to a run of five or more digits (``Kjærgaard0704912846``), except inside an
   IBAN or an e-mail address's local part (``abigail43@``), and a ``+`` with
   digits after a letter or digit (``Kjærgaard+45 20 12 34 56``);
-- a change of case inside a word that starts a new word (``dkMette``, ``KJÆRGAARDMette``,
+- a change of case inside a word that starts a new word (``dkMette``, ``KJÆRGAARDMette``, an
+  initial ``MorganG.``,
   ``TORPEYmartine`` where the lower-case rest is a known name; ``KAULilija``: the reading with
   more known names on its two sides);
 - a word that is two or three bundled names and on no name list itself (``mettekjærgaard``),
@@ -27,6 +28,7 @@ Glue points, each found in one linear pass:
   letter no domain has (``example.orgøjvind``); of several such points, one where the rest
   starts with a known name wins, then one at a change of case (``deAlanna``: not the ``.deal``
   domain), then the last;
+- a number right after an initial's dot (``Mette K.02.03.04-5641``);
 - the start (after a letter or digit) and the end of an IBAN (:func:`podium.pii.numbers.iban_spans`);
 - the edges of the values in a run of digits that holds several
   (:func:`podium.pii.recognizers.glued_numbers`).
@@ -35,6 +37,7 @@ Glue points, each found in one linear pass:
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
@@ -48,7 +51,7 @@ from podium.pii.recognizers import (
     valid_email_domain,
 )
 
-__all__ = ["SegmentedView", "glue_points", "segmented_view"]
+__all__ = ["SegmentedView", "glue_points", "is_invisible", "segmented_view", "visible_view"]
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,42 @@ class SegmentedView:
             return None
         return inside[0], inside[-1] + 1
 
+    def then(self, inner: SegmentedView | None) -> SegmentedView:
+        """The view ``inner`` (a view of this view's text) as a view of the original text."""
+        if inner is None:
+            return self
+        return SegmentedView(inner.text, tuple(self.origin[o] if o >= 0 else -1 for o in inner.origin))
+
+
+_INVISIBLE_MARKS = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)]
+)
+"""Invisible characters outside category Cf: the combining grapheme joiner, Hangul fillers,
+Khmer inherent vowels, variation selectors."""
+
+
+def is_invisible(ch: str) -> bool:
+    """Whether ``ch`` draws nothing: a format character (Unicode category Cf: zero-width space,
+    joiners, word joiner, soft hyphen, byte-order mark, bidirectional controls, tag characters)
+    or one of the other invisible marks (variation selectors, the combining grapheme joiner,
+    Hangul fillers)."""
+    return unicodedata.category(ch) == "Cf" or ord(ch) in _INVISIBLE_MARKS
+
+
+def visible_view(text: str) -> SegmentedView | None:
+    """``text`` without its invisible characters (:func:`is_invisible`), or None when it has
+    none: a value with a zero-width space or a soft hyphen inside (``0704\u200b912846``,
+    ``Me\u00adtte``) reads as the value to a person and must read so to the recognizers. The
+    view's spans map back to the text over the deleted characters. Linear."""
+    if text.isascii() or not any(is_invisible(c) for c in text):
+        return None
+    kept = [i for i, c in enumerate(text) if not is_invisible(c)]
+    return SegmentedView("".join(text[i] for i in kept), tuple(kept))
+
 
 _LETTERS = re.compile(r"[^\W\d_]+")
 _LETTER_DIGIT = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])|(?<=[^\W_])(?=[+(]\d)")
+_INITIAL_DIGIT = re.compile(r"(?<=(?<![^\W\d_])[^\W\d_]\.)(?=\d)")
 _GLUED_IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}(\d{2,6})(?:\.\d{1,3}){3}(?![\d.])")
 _DOMAIN = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 _MAX_NAME_PARTS = 3
@@ -116,6 +152,8 @@ def glue_points(text: str) -> dict[int, str]:
         digit_side = at if text[at].isdigit() else at - 1
         if text[at] in "+(" or (not inside[at] and run_digits[digit_side] >= _MIN_GLUED_DIGITS):
             add(at)
+    for m in _INITIAL_DIGIT.finditer(text):  # "Mette K.02.03.04-5641": an initial's dot, then a number
+        add(m.start())
     for m in _GLUED_IPV4.finditer(text):  # 203.0.113.47198.51.100.23: the 4th octet runs into the next address
         seam = _octet_seam(m.group(1))
         if seam is not None:
@@ -129,7 +167,10 @@ def glue_points(text: str) -> dict[int, str]:
                 if seam is not None:
                     add(m.start() + seam)
             continue
-        for offset in _word_glue(m.group()):
+        word = m.group()
+        if len(word) >= 3 and word[-1].isupper() and word[-2].islower() and text[m.end() : m.end() + 1] == ".":
+            add(m.end() - 1)  # an initial glued to a name: MorganG. Nguyen
+        for offset in _word_glue(word):
             if not any(0 < start - (m.start() + offset) <= 2 for start, _ in ibans):
                 add(m.start() + offset)  # (MACCOLEfi51…: the IBAN's start is the seam, not E|fi)
     for offset in _email_glue(text):
