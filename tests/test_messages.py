@@ -144,3 +144,23 @@ def test_code_with_comparisons_is_left_alone() -> None:
     comparisons (``</ b``, ``n<task_count``: ``task`` is not a whole word there)."""
     code = "if a < b: x = a </ b  # not a tag\nwhile n<task_count: n += 1\ny = m </step_size"
     assert neutralise(code) == code
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        "<out\u00adput>",  # a soft hyphen inside the tag's name
+        "</ste\u200bp>",  # a zero-width space inside it
+        "<step\ufe0f index='2'>",  # a variation selector
+        "<\u043eutput>",  # a Cyrillic о for the Latin o
+        "</\u0455tep>",  # a Cyrillic ѕ for the Latin s
+        "[IN\u200dST]",  # a zero-width joiner inside a Llama 2 marker
+        "<|im\u2060_start|>",  # a word joiner inside ChatML's
+    ],
+)
+def test_framing_with_invisible_characters_or_look_alike_letters_inside_its_name_is_defanged(framing: str) -> None:
+    """A model reads past invisible characters and reads Cyrillic look-alikes as the letters they
+    imitate; these passed the boundary unchanged before (podium.text is the one definition)."""
+    out = neutralise(f"data {framing} more")
+    assert "<" not in out and "[" not in out, out
+    assert neutralise("if a < b and c > d: pass  # ordinary code") == "if a < b and c > d: pass  # ordinary code"

@@ -189,3 +189,17 @@ def test_a_markdown_escaped_placeholder_is_restored_or_fails_closed() -> None:
     assert vault.restore(f"Ring til {token.replace('_', chr(92) + '_')}.") == "Ring til Mette Nielsen."
     with pytest.raises(UnknownPlaceholder):
         vault.restore("Ring til <PERSON\\_7>.")
+
+
+@pytest.mark.parametrize("mark", ["\ufe0f", "\u034f", "\u3164", "\U000e0101", "\u00ad"])
+def test_a_placeholder_with_any_invisible_mark_inside_is_restored_or_fails_closed(mark: str) -> None:
+    """Variation selectors, the combining grapheme joiner and Hangul fillers draw nothing, as the
+    Cf format characters do (podium.text.is_invisible): a placeholder carrying one is restored,
+    and one never issued fails closed instead of reaching the user."""
+    from podium.pii.vault import UnknownPlaceholder, Vault
+
+    vault = Vault()
+    token = vault.placeholder("PERSON", "Mette Nielsen")
+    assert vault.restore(f"Ring til {token[:3]}{mark}{token[3:]}.") == "Ring til Mette Nielsen."
+    with pytest.raises(UnknownPlaceholder):
+        vault.restore(f"Ring til <PER{mark}SON_7>.")

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from podium.text import LATIN_LOOKALIKES, is_invisible, visible_characters
+
 if TYPE_CHECKING:  # annotations only: importing podium.workers here would import this module back
     from podium.workers.base import Message
 
@@ -69,10 +71,23 @@ _FOLD = (
     # angle brackets of other scripts that read as < and >: 〈 〉 (two), ⟨ ⟩, ⟪ ⟫, ᐸ ᐳ, ˂ ˃, ❮ ❯, ❬ ❭, ❰ ❱, ⧼ ⧽
     | {cp: "<" for cp in (0x2329, 0x3008, 0x27E8, 0x27EA, 0x1438, 0x02C2, 0x276E, 0x276C, 0x2770, 0x29FC)}
     | {cp: ">" for cp in (0x232A, 0x3009, 0x27E9, 0x27EB, 0x1433, 0x02C3, 0x276F, 0x276D, 0x2771, 0x29FD)}
-    # invisible format characters (zero-width space and joiners, U+2060, BOM, soft hyphen) read
-    # as a space, so </\u200boutput> is the closing tag it shows as
-    | {cp: " " for cp in (0x00AD, 0x200B, 0x200C, 0x200D, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF)}
 )
+
+
+class _Folding(dict[int, "int | str"]):
+    """:data:`_FOLD`; every invisible character (:func:`podium.text.is_invisible`: zero-width
+    space and joiners, soft hyphen, BOM, bidi controls, variation selectors …) read as a space,
+    so ``</\u200boutput>`` is the tag it shows as; Cyrillic and Greek letters drawn like Latin
+    ones as those (:data:`podium.text.LATIN_LOOKALIKES`: ``<оutput>`` with a Cyrillic о).
+    Remembered per character."""
+
+    def __missing__(self, cp: int) -> int | str:
+        folded: int | str = " " if is_invisible(chr(cp)) else LATIN_LOOKALIKES.get(cp, cp)
+        self[cp] = folded
+        return folded
+
+
+_FOLDING = _Folding(_FOLD)
 
 
 def neutralise(text: str) -> str:
@@ -86,21 +101,30 @@ def neutralise(text: str) -> str:
     Everything else (code with ``a < b``, HTML the user asked about) is left unchanged.
     """
     text = _defang(text, text)  # as written
-    return _defang(text, text.translate(_FOLD))  # then look-alikes (a second pass: folding ‹ into <
+    text = _defang(text, text.translate(_FOLDING))  # then look-alikes (a second pass: folding ‹ into <
     # must not hide a tag the first pass sees, as in </output‹›>)
+    kept = visible_characters(text)
+    if kept is None:
+        return text
+    # then without invisible characters, which a model reads past: <out\u00adput>, </ste\u200bp>
+    folded = text.translate(_FOLDING)
+    return _defang(text, "".join(folded[i] for i in kept), kept)
 
 
-def _defang(text: str, view: str) -> str:
-    """``text`` with the framing found in ``view`` (``text`` or its one-for-one fold) defanged at
-    the same positions."""
+def _defang(text: str, view: str, origin: Sequence[int] | None = None) -> str:
+    """``text`` with the framing found in ``view`` defanged at the same positions: ``view`` is
+    ``text``, its one-for-one fold, or (with ``origin``: per view character its offset in
+    ``text``) the fold without invisible characters."""
+    at = origin if origin is not None else range(len(view))
     chars = list(text)
     for match in _TAG.finditer(view):  # the tag's own < and > become ‹ ›, whatever they were
-        chars[match.start()], chars[match.end() - 1] = "\u2039", "\u203a"
+        chars[at[match.start()]], chars[at[match.end() - 1]] = "\u2039", "\u203a"
     for match in _OPEN_CLOSING.finditer(view):
-        chars[match.start()] = "\u2039"
+        chars[at[match.start()]] = "\u2039"
     for pattern in (_SPECIAL, _FULLWIDTH_TOKEN):
         for match in pattern.finditer(view):
-            chars[match.start() : match.end()] = "".join(chars[match.start() : match.end()]).translate(_DEFANG)
+            start, end = at[match.start()], at[match.end() - 1] + 1
+            chars[start:end] = "".join(chars[start:end]).translate(_DEFANG)
     return "".join(chars)
 
 

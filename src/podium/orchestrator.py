@@ -35,6 +35,7 @@ from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog, call_log, pii_scope
 from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream, streaming_to
+from podium.text import is_invisible
 from podium.workers.base import Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
@@ -117,8 +118,9 @@ characters (zero-width space, BOM …), spaces and separators, and combining mar
 
 def is_blank(text: str) -> bool:
     """Whether ``text`` holds nothing a reader could see: empty, or only characters of
-    :data:`_BLANK`'s categories (also Hangul fillers, which render as nothing). Linear."""
-    return all(unicodedata.category(ch) in _BLANK or ch in "\u115f\u1160\u3164\uffa0" for ch in text)
+    :data:`_BLANK`'s categories or invisible (:func:`podium.text.is_invisible`: also Hangul
+    fillers and variation selectors). Linear."""
+    return all(unicodedata.category(ch) in _BLANK or is_invisible(ch) for ch in text)
 
 
 def validate_question(question: object, *, max_chars: int) -> str:

@@ -37,7 +37,6 @@ Glue points, each found in one linear pass:
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
@@ -50,8 +49,9 @@ from podium.pii.recognizers import (
     surnames,
     valid_email_domain,
 )
+from podium.text import visible_characters
 
-__all__ = ["SegmentedView", "glue_points", "is_invisible", "segmented_view", "visible_view"]
+__all__ = ["SegmentedView", "glue_points", "segmented_view", "visible_view"]
 
 
 @dataclass(frozen=True)
@@ -82,29 +82,14 @@ class SegmentedView:
         return SegmentedView(inner.text, tuple(self.origin[o] if o >= 0 else -1 for o in inner.origin))
 
 
-_INVISIBLE_MARKS = frozenset(
-    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)]
-)
-"""Invisible characters outside category Cf: the combining grapheme joiner, Hangul fillers,
-Khmer inherent vowels, variation selectors."""
-
-
-def is_invisible(ch: str) -> bool:
-    """Whether ``ch`` draws nothing: a format character (Unicode category Cf: zero-width space,
-    joiners, word joiner, soft hyphen, byte-order mark, bidirectional controls, tag characters)
-    or one of the other invisible marks (variation selectors, the combining grapheme joiner,
-    Hangul fillers)."""
-    return unicodedata.category(ch) == "Cf" or ord(ch) in _INVISIBLE_MARKS
-
-
 def visible_view(text: str) -> SegmentedView | None:
-    """``text`` without its invisible characters (:func:`is_invisible`), or None when it has
-    none: a value with a zero-width space or a soft hyphen inside (``0704\u200b912846``,
-    ``Me\u00adtte``) reads as the value to a person and must read so to the recognizers. The
-    view's spans map back to the text over the deleted characters. Linear."""
-    if text.isascii() or not any(is_invisible(c) for c in text):
+    """``text`` without its invisible characters (:func:`podium.text.is_invisible`), or None
+    when it has none: a value with a zero-width space or a soft hyphen inside
+    (``0704\u200b912846``, ``Me\u00adtte``) reads as the value to a person and must read so to
+    the recognizers. The view's spans map back to the text over the deleted characters. Linear."""
+    kept = visible_characters(text)
+    if kept is None:
         return None
-    kept = [i for i, c in enumerate(text) if not is_invisible(c)]
     return SegmentedView("".join(text[i] for i in kept), tuple(kept))
 
 

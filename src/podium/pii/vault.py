@@ -36,6 +36,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from podium.text import LATIN_LOOKALIKES, is_invisible
+
 __all__ = ["ENTITY_TYPES", "NUMERIC_KINDS", "Entry", "StreamRestorer", "UnknownPlaceholder", "Vault"]
 
 ENTITY_TYPES: tuple[str, ...] = (
@@ -69,11 +71,6 @@ _PLACEHOLDER = re.compile(
 bracketed (``open``/``kind``/``num``), as issued without brackets (``canon``/``cnum``), or a
 bare prose form (``bare``/``bsep``/``bnum``)."""
 
-_CONFUSABLES = str.maketrans(
-    "АВЕКМНОРСТХУІЅЈԁаеорсухіѕјΑΒΕΖΗΙΚΜΝΟΡΤΥΧον",
-    "ABEKMHOPCTXYISJdaeopcyxisjABEZHIKMNOPTYXov",
-)
-"""Cyrillic and Greek letters that look like the Latin letters of the kind names."""
 _KIND_LETTERS = tuple(k.replace("_", "") for k in ENTITY_TYPES)  # PERSON, DKCPR, ...
 _PARTIAL_OPENER = re.compile(
     rf"(?:\\?(?:[{_OPENERS}\[{{]|&lt;?|&#0*60;?|&#x0*3c;?)){{0,2}}\\?(?:&(?:l|#0*6?|#x0*3?)?)?"
@@ -96,9 +93,9 @@ def _skeleton(text: str) -> tuple[str, list[int] | None]:
             chars.append(c)
             origin.append(i)
             continue
-        if unicodedata.category(c) == "Cf":  # zero-width space/joiners, U+2060, U+FEFF, bidi marks, soft hyphen
+        if is_invisible(c):  # zero-width space/joiners, U+2060, BOM, bidi marks, soft hyphen, variation selectors
             continue
-        for x in unicodedata.normalize("NFKC", c).translate(_CONFUSABLES):
+        for x in unicodedata.normalize("NFKC", c).translate(LATIN_LOOKALIKES):
             chars.append(x)
             origin.append(i)
     return "".join(chars), origin
