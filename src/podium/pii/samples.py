@@ -29,6 +29,7 @@ __all__ = [
     "FORMS",
     "INVISIBLES",
     "KINDS",
+    "UNGLUEABLE_FORMS",
     "Sample",
     "alter_placeholders",
     "card",
