@@ -203,3 +203,34 @@ def test_a_placeholder_with_any_invisible_mark_inside_is_restored_or_fails_close
     assert vault.restore(f"Ring til {token[:3]}{mark}{token[3:]}.") == "Ring til Mette Nielsen."
     with pytest.raises(UnknownPlaceholder):
         vault.restore(f"Ring til <PER{mark}SON_7>.")
+
+
+SECOND_RECHECK_VALUES = (
+    ("PERSON", "Anne-Mette Kjærgaard"),
+    ("PERSON", "Holm, Jonas"),
+    ("DK_CPR", "120388_1457"),
+    ("DK_CPR", "03 02 75 63 21"),
+    ("DK_CPR", "0704\u200b912846"),
+    ("IBAN_CODE", "DK50.0040.0440.1162.43"),
+    ("CREDIT_CARD", "4111/1111/1111/1111"),
+    ("PHONE_NUMBER", "0044 7700 900123"),
+    ("EMAIL_ADDRESS", "lars.jensen@example.dk"),
+)
+SECOND_RECHECK = (
+    "Kunde Anne-Mette Kjærgaard (cpr 120388_1457) og Holm, Jonas med CPR 03 02 75 63 21 og 0704\u200b912846. "
+    "Konto DK50.0040.0440.1162.43, kort 4111/1111/1111/1111, tlf 0044 7700 900123. "
+    "Skriv til lars.jensen@example.dk.Tak"
+)
+
+
+def test_values_in_the_second_rechecks_forms_never_reach_the_worker(tmp_path: Path) -> None:
+    """The second outside re-check: a hyphenated first name, a name written surname first, CPR
+    numbers with an underscore, in pairs or with a zero-width space inside, an IBAN grouped with
+    dots, a card grouped with slashes, a phone number after 0044 and an e-mail address run into
+    the next sentence (``…@example.dk.Tak``) each reached the worker. Each is masked now, and
+    the answer comes back exactly."""
+    wire, answer = _wire(tmp_path, SECOND_RECHECK)
+    visible = wire.replace("\u200b", "")
+    assert _leaked(visible, SECOND_RECHECK_VALUES) == [], wire
+    assert "lars.jensen" not in wire and "Tak" in wire, wire
+    assert answer == SECOND_RECHECK

@@ -222,14 +222,24 @@ class OfflineEmailRecognizer(EmailRecognizer):
         super().__init__(supported_language=supported_language)
 
     def validate_result(self, pattern_text: str) -> bool:
-        return valid_email_domain(pattern_text.rsplit("@", 1)[-1])
+        return True  # the domain is checked in analyze, where a sentence run into it can be cut off
 
     def analyze(
         self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None, regex_flags: int | None = None
     ) -> list[RecognizerResult]:
-        """Presidio's matches, with code around an address cut off: the pattern allows ``=``
-        and quotes in the local part, so ``to='ops@example.com`` would match whole."""
-        results: list[RecognizerResult] = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        """Presidio's matches whose domain is registrable (the bundled suffix list), with a
+        sentence run into the domain cut off (``mette@example.dk.Tak``: the last labels are
+        dropped until the domain is valid), and code around an address cut off: the pattern
+        allows ``=`` and quotes in the local part, so ``to='ops@example.com`` would match whole."""
+        results: list[RecognizerResult] = []
+        for result in super().analyze(text, entities, nlp_artifacts, regex_flags):
+            at = text.index("@", result.start)
+            domain = text[at + 1 : result.end]
+            while not valid_email_domain(domain) and "." in domain:
+                domain = domain.rsplit(".", 1)[0]
+            if valid_email_domain(domain):
+                result.end = at + 1 + len(domain)
+                results.append(result)
         for result in results:
             local = text[result.start : text.index("@", result.start)]
             cut = max(local.rfind(c) for c in '=:"`(<') + 1
