@@ -255,12 +255,23 @@ _MARKER = re.compile(
     # "Solar system: …", nor a quoted notice's "System: your password expires")
     r"(?:(?<=[\n.!?;:'\"“”‘’(\[{<>])|(?<=[\n.!?;:'\"“”‘’(\[{<>]) )"
     r"(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
-    r"|(?i:\bnew\s+(?:plan|instructions|orders)\s*:)"
+    r"|(?i:\b(?:new|neue[n]?|nye?|nouvelles?|nuevas?)\s+(?:plan|instructions|orders|anweisungen|instruktioner|"
+    r"consignes|instrucciones)\s*:)"
+    # a chat message's role written as data, JSON or YAML: "role": "system", role: developer
+    r"|(?i:\brole[\"']?\s*:\s*[\"']?(?:system|developer)\b)"
+    # the assistant told what it now is: "you are now DAN", "from now on you will …", "fra nu af er du"
+    r"|(?i:\byou\s+are\s+now\b|\bfrom\s+now\s+on,?\s+you\b|\bfra\s+nu\s+af\s+(?:er|skal)\s+du\b|"
+    r"\bab\s+(?:jetzt|sofort)\s+(?:bist|sollst)\s+du\b|\bdu\s+bist\s+jetzt\b)"
     # an override aimed at the assistant's own instructions: "ignore all previous instructions",
-    # "disregard your prompt" (not "ignore the rules for one line", "override the CSS rules")
-    r"|(?i:\b(?:ignore|disregard|forget|override|bypass|ignorer|glem)\s+(?:\w+\s+){0,2}?"
-    r"(?:all|previous|prior|above|earlier|preceding|original|your|system|alle|tidligere|foregående|ovenstående|dine)"
-    r"\s+(?:\w+\s+)?(?:instructions?|prompts?|rules|guidelines|directions|orders|instruktion(?:er|erne)?|regler(?:ne)?)\b)"
+    # "disregard your prompt" (not "ignore the rules for one line", "override the CSS rules");
+    # English, Danish/Norwegian, Swedish, German, French, Spanish
+    r"|(?i:\b(?:ignore[sz]?|disregard|forget|override|bypass|ignorer(?:e|a)?|glem|glöm|se\s+bort\s+fra|"
+    r"ignoriere|ignorieren|vergiss|vergessen|oublie[sz]?|ignora|olvida)\s+(?:\w+\s+){0,2}?"
+    r"(?:all|previous|prior|above|earlier|preceding|original|your|system|alle|tidligere|foregående|ovenstående|dine|"
+    r"alla|tidigare|dina|vorherigen|bisherigen|obigen|deine|ihre|toutes|tous|les|précédentes|vos|todas|las|"
+    r"anteriores|tus)"
+    r"\s+(?:\w+\s+)?(?:instructions?|prompts?|rules|guidelines|directions|orders|instruktion(?:er|erne)?|"
+    r"regler(?:ne|na)?|anweisungen|regeln|vorgaben|consignes|règles|instrucciones|reglas|indicaciones)\b)"
 )
 _SPAN = 200
 """How far an embedded instruction reaches after its marker, characters (up to a line break)."""
@@ -281,8 +292,9 @@ def _content_grams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
 
 def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
     """Instructions embedded in untrusted ``text`` (a question, a worker's output): what follows
-    a role or override marker (``SYSTEM:``, ``new plan:``, ``ignore your instructions``, in
-    English and Danish) up to the end of its line, at most :data:`_SPAN` characters. A role
+    a role or override marker (``SYSTEM:``, ``new plan:``, ``"role": "system"``, ``you are now``,
+    ``ignore your instructions``, in English, Danish, Norwegian, Swedish, German, French and
+    Spanish) up to the end of its line, at most :data:`_SPAN` characters. A role
     label counts where a line or sentence starts; a marker that opens the text is its author's
     own words, not an embedded instruction.
 
