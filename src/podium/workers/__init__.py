@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from podium.messages import DEFAULT_SYSTEM_PROMPT
 from podium.workers.base import Completion, Message, Price, TextCompleter, Usage, Worker, WorkerSettings
+from podium.workers.wrapper import Call, WorkerWrapper
 
 if TYPE_CHECKING:  # the pool file's models (pydantic) load with the first worker built, not on import
     from podium.pool import PoolConfig, WorkerConfig
 
 __all__ = [
+    "Call",
     "Completion",
     "Message",
     "Price",
@@ -21,6 +23,7 @@ __all__ = [
     "Usage",
     "Worker",
     "WorkerSettings",
+    "WorkerWrapper",
     "build_pool_workers",
     "build_worker",
     "system_prompt",

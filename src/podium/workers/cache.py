@@ -22,14 +22,13 @@ import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
-from podium.workers.base import Completion, Message, Usage, Worker, WorkerSettings
-from podium.workers.resilience import _Wrapper, unwrap
+from podium.workers.base import Completion, Usage, Worker, WorkerSettings
+from podium.workers.wrapper import Call, WorkerWrapper, unwrap
 
 __all__ = [
     "KEY_VERSION",
@@ -174,7 +173,7 @@ def request_key(worker: Worker, call: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class CachedWorker(_Wrapper):
+class CachedWorker(WorkerWrapper):
     """``inner`` behind a :class:`RequestCache` (see the module docstring).
 
     Wrap the raw worker (inside the budget guard), so budgets still reserve and settle every
@@ -188,22 +187,22 @@ class CachedWorker(_Wrapper):
         if counter is not None:  # exact reservations, as without the cache
             self.count_tokens = counter
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
-        messages: Sequence[Message] = args[0]
-        call: dict[str, Any] = {"messages": messages}
-        if method == "continue_text":
-            call |= {
-                "settings": args[2] or self.settings,
-                "prefix": args[1],
-                "grammar": kwargs.get("grammar"),
-                "stop": list(kwargs.get("stop", ())),
+    async def call(self, call: Call) -> Completion:
+        # the key's fields and their order are the recorded cache's: keep them as they are
+        asked: dict[str, Any] = {"messages": call.messages}
+        if call.is_continuation:
+            asked |= {
+                "settings": call.settings_for(self),
+                "prefix": call.prefix,
+                "grammar": call.grammar,
+                "stop": list(call.stop),
             }
         else:
-            call["settings"] = args[1] or self.settings
-        key = request_key(self.inner, call)
+            asked["settings"] = call.settings_for(self)
+        key = request_key(self.inner, asked)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        completion = await super()._call(method, *args, **kwargs)
+        completion = await super().call(call)
         self.cache.put(key, self.name, completion)
         return completion

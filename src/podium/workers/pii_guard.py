@@ -33,7 +33,7 @@ from podium.pii.vault import StreamRestorer, UnknownPlaceholder, Vault
 from podium.records import Disclosure
 from podium.streaming import TextSink, current_stream, streaming_to
 from podium.workers.base import Completion, Message, Worker
-from podium.workers.resilience import _Wrapper
+from podium.workers.wrapper import Call, WorkerWrapper
 
 __all__ = ["DEFAULT_ENDPOINTS", "DataPolicy", "PIIGuard"]
 
@@ -91,7 +91,7 @@ class _RestoringSink:
         self.outer.update(self.restored)
 
 
-class PIIGuard(_Wrapper):
+class PIIGuard(WorkerWrapper):
     """Applies ``policy`` (and, when not None, ``protection``) to every call of ``inner``.
 
     Args:
@@ -113,18 +113,18 @@ class PIIGuard(_Wrapper):
             recipient=self.name, provider=self.provider, endpoint=self.endpoint, region=self.policy.region, **fields
         )
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+    async def call(self, call: Call) -> Completion:
         if not self.policy.external:
-            return await super()._call(method, *args, **kwargs)
+            return await super().call(call)
         log = current_call_log()
-        messages: Sequence[Message] = args[0]
+        messages = call.messages
         if self.protection is None or self.policy.allow_pii:
-            disclosure = await self._clear_disclosure(messages, args[1] if method == "continue_text" else "")
+            disclosure = await self._clear_disclosure(messages, call.prefix or "")
             if log is not None:
                 log.add(disclosure)
-            return self._uncount_cached(await super()._call(method, *args, **kwargs), log)
+            return self._uncount_cached(await super().call(call), log)
         vault = current_vault() or Vault()  # a call outside any request: a vault for this call only
-        prefix: str | None = args[1] if method == "continue_text" else None
+        prefix = call.prefix
         try:
             masked, masked_prefix, counts = await asyncio.to_thread(
                 self._mask, self.protection, messages, prefix, vault
@@ -143,10 +143,9 @@ class PIIGuard(_Wrapper):
             values = {e.token: e.value for e in vault if e.token in sent}
         if log is not None:
             log.add(self._disclosure(masked=dict(counts), scanned=True, values=values), masked)
-        call_args = (masked, masked_prefix, *args[2:]) if prefix is not None else (masked, *args[1:])
         outer = current_stream()  # the answering step of a streamed request: restore as it streams
         with streaming_to(_RestoringSink(outer, vault) if outer is not None else None):
-            result = self._uncount_cached(await super()._call(method, *call_args, **kwargs), log)
+            result = self._uncount_cached(await super().call(call.with_messages(masked, masked_prefix)), log)
         try:
             text = vault.restore(result.text)
         except UnknownPlaceholder as exc:

@@ -1,7 +1,8 @@
 """Workers wrapping workers: budget guard, retries, circuit breaker, failover.
 
-Each wrapper is itself a :class:`~podium.workers.base.Worker`, so the executor never knows they
-exist. :func:`harden` stacks them in the order that makes each one mean what it says::
+Each wrapper is a :class:`~podium.workers.wrapper.WorkerWrapper` (itself a worker, so the
+executor never knows they exist) and overrides its one method, ``call``. :func:`harden` stacks
+them in the order that makes each one mean what it says::
 
     Failover(                      # an equivalent worker takes over when the primary is out
         Retrying(                  # transient errors: exponential backoff + jitter, 429 retry-after
@@ -18,9 +19,9 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from podium.budget import (
     RequestBudget,
@@ -33,7 +34,6 @@ from podium.budget import (
 from podium.errors import (
     TRANSIENT_ERRORS,
     ClientError,
-    ConfigError,
     ProviderError,
     RateLimited,
     ServerError,
@@ -42,7 +42,8 @@ from podium.errors import (
     WorkerUnavailable,
 )
 from podium.records import BudgetIncident
-from podium.workers.base import Completion, Message, TextCompleter, Worker, WorkerSettings
+from podium.workers.base import Completion, Message, Worker
+from podium.workers.wrapper import Call, WorkerWrapper, grammar_capable, unwrap
 
 _log = logging.getLogger("podium")
 
@@ -59,65 +60,19 @@ __all__ = [
 ]
 
 
-class _Wrapper:
-    """Forwards the worker attributes and the optional grammar method to ``inner``."""
-
-    def __init__(self, inner: Worker) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.description = inner.description
-        self.price = inner.price
-        self.settings = inner.settings
-        self.system_prompt: str | None = getattr(inner, "system_prompt", None)
-        self.is_tool: bool = getattr(inner, "is_tool", False)
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
-        """One call of ``method`` on ``inner``; wrappers override to add their behaviour."""
-        result: Completion = await getattr(self.inner, method)(*args, **kwargs)
-        return result
-
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        return await self._call("complete", messages, settings)
-
-    async def continue_text(
-        self,
-        messages: Sequence[Message],
-        prefix: str,
-        settings: WorkerSettings,
-        *,
-        grammar: str | None = None,
-        stop: Sequence[str] = (),
-    ) -> Completion:
-        if not grammar_capable(self.inner):
-            raise ConfigError(f"worker {self.name!r} cannot continue text under a grammar")
-        return await self._call("continue_text", messages, prefix, settings, grammar=grammar, stop=stop)
-
-
-def unwrap(worker: Worker) -> Worker:
-    """The innermost worker under any wrappers."""
-    while isinstance(worker, _Wrapper):
-        worker = worker.inner
-    return worker
-
-
 def budget_guarded(worker: Worker) -> Worker:
     """``worker`` itself when a :class:`BudgetGuard` is among its wrappers, else the worker in
     one: the orchestrator (and the LM conductor for its model) applies this, so request caps and
     period budgets hold for any pool, hardened by :func:`harden` or not."""
     inner: Worker = worker
-    while isinstance(inner, _Wrapper):
+    while isinstance(inner, WorkerWrapper):
         if isinstance(inner, BudgetGuard):
             return worker
         inner = inner.inner
     return BudgetGuard(worker)
 
 
-def grammar_capable(worker: Worker) -> bool:
-    """Whether the worker (under its wrappers) supports grammar-constrained continuation."""
-    return isinstance(unwrap(worker), TextCompleter)
-
-
-class BudgetGuard(_Wrapper):
+class BudgetGuard(WorkerWrapper):
     """Enforces the current request's budget on every call.
 
     Before the call: the deadline is checked and the call's worst-case cost is reserved (exact
@@ -130,18 +85,18 @@ class BudgetGuard(_Wrapper):
     than its reservation is a :class:`~podium.budget.BudgetIncident` (see :mod:`podium.budget`).
     """
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+    async def call(self, call: Call) -> Completion:
         budget = current_budget()
         if budget is None:
-            return await super()._call(method, *args, **kwargs)
+            return await super().call(call)
         budget.check_deadline()
         if getattr(self.inner, "self_budgeted", False):  # e.g. a nested conductor: its calls reserve
-            return await super()._call(method, *args, **kwargs)
-        messages: Sequence[Message] = args[0]
-        settings: WorkerSettings = (args[2] if method == "continue_text" else args[1]) or self.settings
+            return await super().call(call)
+        messages = call.messages
+        settings = call.settings_for(self)
         per_call = getattr(unwrap(self.inner), "worst_case_usd", None)  # priced per call (replay), not per token
         counter = getattr(self.inner, "count_tokens", None)
-        prefix = args[1] if method == "continue_text" else ""
+        prefix = call.prefix or ""
         if per_call is not None:
             amount = float(per_call(messages, settings))
         elif counter is not None:  # may load a model: keep it off the event loop
@@ -156,7 +111,7 @@ class BudgetGuard(_Wrapper):
         with call_ticket() as ticket:
             try:
                 async with asyncio.timeout(timeout):
-                    result = await super()._call(method, *args, **kwargs)
+                    result = await super().call(call)
             except TimeoutError:
                 reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
                 remaining = budget.remaining_s()
@@ -216,7 +171,7 @@ def _as_message(prefix: str) -> Message:
     return {"role": "assistant", "content": prefix}
 
 
-class Retrying(_Wrapper):
+class Retrying(WorkerWrapper):
     """Retries transient errors (timeouts, 429, 5xx, connection errors) with exponential
     backoff and full jitter; a 429's ``retry_after`` is honoured. Never retries client errors
     (4xx) or an open circuit. Gives up at once when the wait would pass the request deadline.
@@ -252,10 +207,10 @@ class Retrying(_Wrapper):
             return max(0.0, error.retry_after)
         return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+    async def call(self, call: Call) -> Completion:
         for attempt in range(self.attempts):
             try:
-                return await super()._call(method, *args, **kwargs)
+                return await super().call(call)
             except TRANSIENT_ERRORS as exc:
                 if attempt == self.attempts - 1:
                     raise
@@ -268,7 +223,7 @@ class Retrying(_Wrapper):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-class CircuitBreaker(_Wrapper):
+class CircuitBreaker(WorkerWrapper):
     """Takes a worker out for ``cooldown_s`` after ``threshold`` provider failures in a row;
     meanwhile calls raise WorkerUnavailable at once. After the cool-down one trial call goes
     through; a failure reopens the circuit, a success closes it. Client errors (4xx) and budget
@@ -294,7 +249,7 @@ class CircuitBreaker(_Wrapper):
     def is_open(self) -> bool:
         return self.clock() < self.open_until
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+    async def call(self, call: Call) -> Completion:
         now = self.clock()
         if now < self.open_until:
             raise WorkerUnavailable(
@@ -303,7 +258,7 @@ class CircuitBreaker(_Wrapper):
                 retry_after=self.open_until - now,
             )
         try:
-            result = await super()._call(method, *args, **kwargs)
+            result = await super().call(call)
         except ProviderError as exc:
             if not isinstance(exc, (ClientError, WorkerUnavailable)):
                 self.failures += 1
@@ -314,7 +269,7 @@ class CircuitBreaker(_Wrapper):
         return result
 
 
-class Failover(_Wrapper):
+class Failover(WorkerWrapper):
     """Calls ``equivalent`` when the primary is unavailable or its transient errors are
     exhausted. The result is the equivalent's, with ``Completion.served_by`` naming it, so the
     step's trace shows who answered."""
@@ -323,16 +278,16 @@ class Failover(_Wrapper):
         super().__init__(inner)
         self.equivalent = equivalent
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Completion:
+    async def call(self, call: Call) -> Completion:
         try:
-            return await super()._call(method, *args, **kwargs)
+            return await super().call(call)
         except (WorkerUnavailable, WorkerTimeout, RateLimited, ServerError, TransportError):
-            if method == "continue_text" and not grammar_capable(self.equivalent):
+            if call.is_continuation and not grammar_capable(self.equivalent):
                 raise
             budget = current_budget()
             if budget is not None:
                 budget.check_deadline()
-            result = cast(Completion, await getattr(self.equivalent, method)(*args, **kwargs))
+            result = await call.send(self.equivalent)
             return dataclasses.replace(result, served_by=result.served_by or self.equivalent.name)
 
 
