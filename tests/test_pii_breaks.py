@@ -234,3 +234,19 @@ def test_values_in_the_second_rechecks_forms_never_reach_the_worker(tmp_path: Pa
     assert _leaked(visible, SECOND_RECHECK_VALUES) == [], wire
     assert "lars.jensen" not in wire and "Tak" in wire, wire
     assert answer == SECOND_RECHECK
+
+
+def test_a_placeholder_in_capitals_with_its_number_glued_on_is_restored_or_fails_closed() -> None:
+    """``PERSON1``, ``DKCPR1`` (a worker dropping the brackets and the underscore) used to reach
+    the user as written; now they are restored, one never issued fails closed, and lower-case
+    ``person1`` (a variable in a worker's code) is left alone."""
+    from podium.pii.vault import UnknownPlaceholder, Vault
+
+    vault = Vault()
+    person = vault.placeholder("PERSON", "Mette Nielsen")
+    cpr = vault.placeholder("DK_CPR", "070491-2846")
+    assert (person, cpr) == ("<PERSON_1>", "<DK_CPR_1>")
+    assert vault.restore("PERSON1 har CPR DKCPR1.") == "Mette Nielsen har CPR 070491-2846."
+    assert vault.restore("person1 = load(DK_CPR1)") == "person1 = load(070491-2846)"
+    with pytest.raises(UnknownPlaceholder):
+        vault.restore("Ring til PERSON7.")

@@ -325,8 +325,9 @@ _ALTERATIONS = (
     "{lkind}_{n}",
     "{skind} {n}",
     "{tkind} {n}",
+    "{ckind}{n}",
 )
-_BARE = ("{kind}_{n}", "{lkind}_{n}", "{skind} {n}", "{tkind} {n}")
+_BARE = ("{kind}_{n}", "{lkind}_{n}", "{skind} {n}", "{tkind} {n}", "{ckind}{n}")
 _FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "<>_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}
 _CYRILLIC = str.maketrans("AEOPCX", "АЕОРСХ")  # the same shapes, Cyrillic letters
 
@@ -336,7 +337,7 @@ def alter_placeholders(masked: str, rng: random.Random) -> str:
     model might: other brackets (‹ › 〈 〉 ＜ ＞ « », HTML-escaped, doubled), zero-width and other
     invisible characters, fullwidth or Cyrillic look-alike letters, another case, spaces or
     hyphens instead of underscores, and bare forms (``KIND_n``, ``kind_n``, ``KIND n``,
-    ``Kind n``). Bare forms are used only where no reader could misread them either: not
+    ``Kind n``, ``KINDn``). Bare forms are used only where no reader could misread them either: not
     after a letter or an underscore (except ``KIND_n`` itself, which is read glued) and not
     before a digit."""
 
@@ -357,6 +358,7 @@ def alter_placeholders(masked: str, rng: random.Random) -> str:
             skind=kind.replace("_", " "),
             tkind=kind.replace("_", " ").title(),
             dkind=kind.replace("_", "-").lower(),
+            ckind=kind.replace("_", ""),
             fullwidth="".join(_FULLWIDTH.get(c, c) for c in f"<{kind}_{n}>"),
             cyrillic=kind.translate(_CYRILLIC),
         )

@@ -17,7 +17,7 @@ the matching stretch of the reply itself. It accepts:
   spaces, underscores, hyphens, dashes or nothing between kind words and number
   (``‹person\u200b_1>``, ``&lt;DK-CPR-1&gt;``, ``[[PERSON 1]]``, ``<PERSON_1``);
 - a bare one: ``PERSON_1`` as issued (also glued to a word), or ``person_1``, ``PERSON 1``,
-  ``Person-1`` after a non-letter.
+  ``Person-1`` after a non-letter, or ``PERSON1`` in capitals with the number glued on.
 
 What it cannot map fails closed with :class:`UnknownPlaceholder` — a bracketed or ``KIND_n``
 placeholder of a known kind whose number this request never issued, and a bare one with an
@@ -58,6 +58,9 @@ finds ``0704912846`` again as the same CPR (and gives that form a placeholder of
 
 _SEP = r"[\s_\\\-\u2010-\u2015\u2212]"  # a backslash too: Markdown escapes ``PERSON\_1``
 _KIND_WORDS = "|".join(sorted((k.replace("_", f"{_SEP}*") for k in ENTITY_TYPES), key=len, reverse=True))
+_KIND_CAPS = "|".join(sorted((k.replace("_", "_?") for k in ENTITY_TYPES), key=len, reverse=True))
+"""A kind in capitals with its number glued on (``PERSON1``, ``DKCPR2``): capitals only, so
+``person1`` in a worker's code is not taken for one."""
 _OPENERS = "<‹«〈⟨《❮❬❰⟪ᐸ˂⧼"
 _CLOSERS = ">›»〉⟩》❯❭❱⟫ᐳ˃⧽"
 _OPEN = rf"(?:\\?(?:[{_OPENERS}\[{{]|&lt;?|&#0*60;?|&#x0*3c;?)){{1,2}}"
@@ -66,10 +69,12 @@ _PLACEHOLDER = re.compile(
     rf"(?i:(?P<open>{_OPEN})\s*(?P<kind>{_KIND_WORDS}){_SEP}*(?P<num>\d{{1,6}})\s*(?:{_CLOSE})?)"
     rf"|(?<!_)(?P<canon>{'|'.join(ENTITY_TYPES)})_(?P<cnum>\d{{1,6}})(?!\d)"
     rf"|(?i:(?<![^\W\d])(?P<bare>{_KIND_WORDS})(?P<bsep>{_SEP}+)(?P<bnum>\d{{1,6}})(?!\d))"
+    rf"|(?<![^\W\d])(?P<glued>{_KIND_CAPS})(?P<gnum>\d{{1,6}})(?!\d)"
 )
 """A placeholder as a model may write it (matched on the skeleton, see the module docstring):
-bracketed (``open``/``kind``/``num``), as issued without brackets (``canon``/``cnum``), or a
-bare prose form (``bare``/``bsep``/``bnum``)."""
+bracketed (``open``/``kind``/``num``), as issued without brackets (``canon``/``cnum``), a
+bare prose form (``bare``/``bsep``/``bnum``), or in capitals with the number glued on
+(``glued``/``gnum``)."""
 
 _KIND_LETTERS = tuple(k.replace("_", "") for k in ENTITY_TYPES)  # PERSON, DKCPR, ...
 _PARTIAL_OPENER = re.compile(
@@ -185,8 +190,8 @@ class Vault:
         for the forms accepted).
 
         Raises UnknownPlaceholder for a placeholder of a known kind that this vault never
-        issued — bracketed, written ``KIND_n``, or bare with an underscore or in capitals; an
-        unknown bare prose form (``Person 2``) is left as it is.
+        issued — bracketed, written ``KIND_n``, bare with an underscore or in capitals, or
+        ``KINDn`` in capitals; an unknown bare prose form (``Person 2``) is left as it is.
         """
 
         def one(m: re.Match[str], written: str) -> str:
@@ -239,7 +244,7 @@ _KIND_BY_LETTERS = {k.replace("_", ""): k for k in ENTITY_TYPES}
 def _parts(m: re.Match[str]) -> tuple[str, int]:
     """(kind, number) of a placeholder match, the kind normalised (``person 1`` → PERSON, 1;
     ``dk-cpr 2`` and ``DKCPR2`` → DK_CPR, 2)."""
-    for kind, num in (("kind", "num"), ("canon", "cnum"), ("bare", "bnum")):
+    for kind, num in (("kind", "num"), ("canon", "cnum"), ("bare", "bnum"), ("glued", "gnum")):
         if m.group(kind) is not None:
             return _KIND_BY_LETTERS[re.sub(f"{_SEP}+", "", m.group(kind)).upper()], int(m.group(num))
     raise ValueError(m.group(0))  # pragma: no cover - every alternative has a kind
