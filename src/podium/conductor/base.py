@@ -38,6 +38,12 @@ class Conductor(Protocol):
 
     Attributes:
         name: shown in traces (e.g. ``"lm:qwen2.5-coder-1.5b"``).
+
+    Budgets: the orchestrator puts every pool worker behind the request's cost cap and deadline,
+    but it cannot see a model a conductor holds itself. A conductor that calls its own model
+    should wrap it in :func:`podium.workers.resilience.budget_guarded` (as
+    :class:`~podium.conductor.lm.LMConductor` does), or its calls are neither reserved nor
+    counted against the request's cap and the period budget.
     """
 
     name: str
