@@ -251,3 +251,40 @@ def test_p95_latency_alerts_on_a_rise_of_seconds_not_of_milliseconds() -> None:
     assert [a["metric"] for a in slow["alerts"]] == ["p95_rise"] and slow["exit_code"] == 4
     noisy = drift_report(window("r", 0.003), window("n", 0.005), windows=spans, embedder=None)
     assert noisy["alerts"] == [] and noisy["exit_code"] == 0  # +67 %, but 2 ms
+
+
+def _shadow_store(path: Path) -> Path:
+    """A real shadow store: the same GSM8K use case both weeks, each row with the client's
+    reference (``X-Podium-Reference``); podium's answers are right in the reference week and
+    wrong in the recent one."""
+    from podium.store.shadow import ShadowStore
+
+    store = ShadowStore(path)
+    for week, answer in ((1, "The answer is 18."), (8, "The answer is 5.")):
+        for i, question in enumerate(gsm8k_questions(0 if week == 1 else 12, 12)):
+            store.add(
+                {"at": at(week + i % 6, 8 + i // 6), "status": "done", "mode": "execute", "use_case": "math",
+                 "task_type": "math", "reference": "18", "question": question, "upstream_answer": "18",
+                 "podium_status": "ok", "podium_answer": answer, "podium_cost_usd": 0.001}
+            )  # fmt: skip
+    store.close()
+    return path
+
+
+def test_drift_over_shadow_records_scores_quality_with_the_clients_references(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--source shadow``: the shadow rows are the traffic, a use case is a slice, and the
+    references the client sent are the labels — no labelled set needed for a quality alert."""
+    store = _shadow_store(tmp_path / "shadow.sqlite3")
+    base = ["drift", "--source", "shadow", "--store", str(store), *WINDOWS, "--json", "--embedder", "none"]
+    assert cli([*base, "--tag", "use-case:math"]) == 4
+    data = json.loads(capsys.readouterr().out)
+    outcome = data["slices"]["use-case:math"]["outcome"]
+    assert (outcome["reference"]["quality"], outcome["recent"]["quality"]) == (1.0, 0.0)
+    assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (12, 12)
+    assert "quality_drop" in alerts(data, "use-case:math")
+    assert cli([*base, "--tag", "billing"]) == 2  # not a use case of the store: a clear error
+    assert "shadow slices are use cases: use-case:math" in capsys.readouterr().err
+    assert cli(["drift", "--store", str(store), *WINDOWS]) == 2  # a shadow store without --source shadow
+    assert "add --source shadow" in capsys.readouterr().err

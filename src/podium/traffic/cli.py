@@ -23,6 +23,7 @@ from podium.trace import default_trace_path
 if TYPE_CHECKING:
     from podium.embed import Embedder
     from podium.traffic.export import Pseudonymize
+    from podium.traffic.source import TrafficItem
 
 __all__ = ["add_parsers", "cmd_drift", "cmd_tasks", "run"]
 
@@ -133,6 +134,13 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     d.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
+    d.add_argument(
+        "--source",
+        choices=["traces", "shadow"],
+        default="traces",
+        help="traces (default) or shadow records (slices: --tag use-case:NAME; quality from the client's references)",
+    )
+    d.add_argument("--store", metavar="FILE|URL", help="shadow store (--source shadow; default as podium shadow)")
     w = d.add_argument_group("windows (UTC; default: the last --days days against the --days before)")
     w.add_argument("--days", type=float, default=7.0, help="length of each default window, days (default 7)")
     w.add_argument("--since", metavar="WHEN", help="recent window start")
@@ -474,19 +482,28 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         reference_until=args.reference_until,
         days=args.days,
     )
-    store = source.open_traces(args.traces or default_trace_path())
-    try:
-        if args.tag:
-            _check_tags(store, args.tag)
-        reference = source.read_traces(store, since=windows["reference"][0], until=windows["reference"][1])
-        recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
-    finally:
-        store.close()
+    if args.source == "shadow":
+        reference, recent = _shadow_windows(args, windows)
+    else:
+        if args.store is not None:
+            raise ConfigError("--store names a shadow store: add --source shadow, or use --traces FILE for traces")
+        store = source.open_traces(args.traces or default_trace_path())
+        try:
+            if args.tag:
+                _check_tags(store, args.tag)
+            reference = source.read_traces(store, since=windows["reference"][0], until=windows["reference"][1])
+            recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
+        finally:
+            store.close()
     scores: dict[str, float] = {}
     if args.labels is not None:
         from podium.eval.tasks import load_tasks
 
         scores = label_scores([*reference, *recent], load_tasks(args.labels))
+    elif args.source == "shadow":
+        from podium.traffic.drift import reference_scores
+
+        scores = reference_scores([*reference, *recent])
     embedder = _embedder(args.embedder)
     options = DriftOptions(
         thresholds=thresholds,
@@ -523,6 +540,30 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         kinds = sorted({a["kind"] for a in report["alerts"]})
         err.print(Text(f"drift: {len(report['alerts'])} alert(s) ({', '.join(kinds)} shift); exit {code}", "yellow"))
     return code
+
+
+def _shadow_windows(
+    args: argparse.Namespace, windows: dict[str, tuple[str, str]]
+) -> tuple[list[TrafficItem], list[TrafficItem]]:
+    """The reference and recent windows' shadow rows; ``--tag`` must name use cases the store has."""
+    from podium.serve.cli import default_shadow_path
+    from podium.store.shadow import shadow_location
+    from podium.traffic import source as source_module
+
+    if args.traces is not None:
+        raise ConfigError("--traces names a trace database: drop --source shadow, or use --store for the shadow store")
+    path = shadow_location(args.store, default_shadow_path())
+    reference = source_module.read_shadow(path, since=windows["reference"][0], until=windows["reference"][1])
+    recent = source_module.read_shadow(path, since=windows["recent"][0], until=windows["recent"][1])
+    if args.tag:
+        known = {f"use-case:{u}" for u in source_module.shadow_use_cases(path)}
+        unknown = [t for t in args.tag if t not in known]
+        if unknown:
+            raise ConfigError(
+                f"no shadow record has {', '.join(map(repr, unknown))}; shadow slices are use cases: "
+                f"{', '.join(sorted(known)) or 'none yet'}"
+            )
+    return reference, recent
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -73,6 +73,7 @@ __all__ = [
     "label_scores",
     "mmd_test",
     "parse_thresholds",
+    "reference_scores",
     "report_markdown",
     "windows_for",
 ]
@@ -576,6 +577,26 @@ def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task]) -> dict[st
         return out
 
     return asyncio.run(score_all()) if pairs else {}
+
+
+def reference_scores(items: Sequence[TrafficItem]) -> dict[str, float]:
+    """Scores (``origin`` → 1/0) of the podium answers of shadow rows whose client sent a
+    reference (``X-Podium-Reference``) of a task type a rule can check, by the shadow report's
+    own rule (:func:`podium.serve.shadow.correct`: the eval loop's verifiers), so drift's quality
+    and ``podium shadow report``'s agree. Rows without a reference or an answer are left out.
+
+    Raises ConfigError when math-verify (the ``eval`` extra) is missing."""
+    from podium.serve.shadow import correct
+
+    out: dict[str, float] = {}
+    for item in items:
+        if item.reference is None or item.answer is None:
+            continue
+        row = {"id": item.origin, "question": item.question, "reference": item.reference, "task_type": item.task_type}
+        score = correct(item.answer, row)
+        if score is not None:
+            out[item.origin] = score
+    return out
 
 
 # --------------------------------------------------------------------------------- Markdown
