@@ -250,3 +250,17 @@ def test_a_placeholder_in_capitals_with_its_number_glued_on_is_restored_or_fails
     assert vault.restore("person1 = load(DK_CPR1)") == "person1 = load(070491-2846)"
     with pytest.raises(UnknownPlaceholder):
         vault.restore("Ring til PERSON7.")
+
+
+def test_a_streamed_placeholder_padded_with_invisible_characters_is_never_shown() -> None:
+    """The stream restorer held back at most 64 characters, so a placeholder padded with more
+    zero-width spaces than that was shown as written, chunk by chunk. It now counts visible
+    characters (up to 4 KiB in all)."""
+    from podium.pii.vault import StreamRestorer, Vault
+
+    vault = Vault()
+    vault.placeholder("PERSON", "Mette Nielsen")
+    reply = "Ring til <PERSON" + "\u200b" * 100 + "_1> i dag."
+    restorer = StreamRestorer(vault)
+    shown = "".join(restorer.feed(ch) for ch in reply) + restorer.close()
+    assert shown == vault.restore(reply) == "Ring til Mette Nielsen i dag."

@@ -289,7 +289,24 @@ def _may_grow(tail: str) -> bool:
 
 
 _HOLD_MAX = 64
-"""At most this many characters are held back while a placeholder may still be growing."""
+"""At most this many visible characters are held back while a placeholder may still be growing."""
+_HOLD_RAW_MAX = 4096
+"""… and at most this many characters in all, invisible ones (which a placeholder may carry:
+``<PERSON\u200b_1>``) included."""
+
+
+def _hold_window(text: str) -> list[int]:
+    """The offsets where a placeholder still growing at the end of ``text`` may start: its
+    visible characters among the last :data:`_HOLD_MAX` visible ones (an invisible character
+    starts nothing: the skeleton drops it), within the last :data:`_HOLD_RAW_MAX` characters."""
+    starts: list[int] = []
+    i = len(text)
+    floor = max(0, len(text) - _HOLD_RAW_MAX)
+    while i > floor and len(starts) < _HOLD_MAX:
+        i -= 1
+        if not is_invisible(text[i]):
+            starts.append(i)
+    return starts[::-1]
 
 
 class StreamRestorer:
@@ -308,7 +325,7 @@ class StreamRestorer:
     def feed(self, chunk: str) -> str:
         text = self._held + chunk
         cut = len(text)
-        for i in range(max(0, len(text) - _HOLD_MAX), len(text)):
+        for i in _hold_window(text):
             if _may_grow(text[i:]):
                 cut = i
                 break
