@@ -28,7 +28,7 @@ def is_invisible(ch: str) -> bool:
 
 def visible_characters(text: str) -> list[int] | None:
     """Offsets of the characters of ``text`` that are not invisible (:func:`is_invisible`), or
-    None when all are (the common case, checked fast for ASCII text). ``"".join(text[i] for i
+    None when it has no invisible character (the common case, checked fast for ASCII text). ``"".join(text[i] for i
     in offsets)`` is the text as a person reads it."""
     if text.isascii() or not any(is_invisible(c) for c in text):
         return None

@@ -267,10 +267,10 @@ class Detector:
         visible = visible_view(plain)
         if visible is not None:  # only the chunks where an invisible character was left out differ
             found += self._from_view(text, visible, lambda a, b: _has_gap(visible.origin, a, b))
-        base = visible or SegmentedView(plain, tuple(range(len(plain))))
-        glued = segmented_view(base.text)
+        glued = segmented_view(plain if visible is None else visible.text)
         if glued is not None:  # only the chunks with a boundary in them differ from the text
-            found += self._from_view(text, base.then(glued), lambda a, b: -1 in glued.origin[a:b])
+            view = glued if visible is None else visible.then(glued)
+            found += self._from_view(text, view, lambda a, b: -1 in glued.origin[a:b])
         return resolve_overlaps(found)
 
     def _from_view(self, text: str, view: SegmentedView, only: Callable[[int, int], bool]) -> list[Detection]:
@@ -282,7 +282,6 @@ class Detector:
                 start, end = span
                 found.append(Detection(d.kind, start, end, d.score, text[start:end]))
         return found
-        return resolve_overlaps(found)
 
     def _analyze(self, text: str, only: Callable[[int, int], bool] | None = None) -> list[Detection]:
         """Presidio's detections in each language, chunk by chunk (:func:`_chunks`); with

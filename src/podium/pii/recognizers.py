@@ -235,19 +235,21 @@ class OfflineEmailRecognizer(EmailRecognizer):
         for result in super().analyze(text, entities, nlp_artifacts, regex_flags):
             at = text.index("@", result.start)
             domain = text[at + 1 : result.end]
-            while not valid_email_domain(domain) and "." in domain:
+            valid = valid_email_domain(domain)
+            while not valid and "." in domain:
                 domain = domain.rsplit(".", 1)[0]
-            if valid_email_domain(domain):
-                result.end = at + 1 + len(domain)
-                results.append(result)
-        for result in results:
-            local = text[result.start : text.index("@", result.start)]
+                valid = valid_email_domain(domain)
+            if not valid:
+                continue
+            result.end = at + 1 + len(domain)
+            local = text[result.start : at]
             cut = max(local.rfind(c) for c in '=:"`(<') + 1
             if local[cut : cut + 1] == "'":
                 cut += 1
             elif cut == 0 and local[:1] == "'":
                 cut = 1
             result.start += cut
+            results.append(result)
         return results
 
 
@@ -533,9 +535,6 @@ IPV4_RUN = re.compile(rf"(?<![\d.])(?:{_OCTET}\.){{3}}(?:{_OCTET}|\d{{2,6}}(?:\.
 """An IPv4 address, or two glued (``203.0.113.47198.51.100.23``): not a run of digits to split."""
 
 
-_DASH_CHARS = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2212")
-
-
 def digit_runs(text: str) -> list[tuple[int, int, str, dict[int, str]]]:
     """Maximal runs of ASCII digits with single spaces, dashes, dots or slashes between them
     (or a dash between two spaces, ``070491 - 2846``, taken as the dash), IBANs left out:
@@ -553,7 +552,7 @@ def digit_runs(text: str) -> list[tuple[int, int, str, dict[int, str]]]:
         for c in run:
             if c.isdigit():
                 digits.append(c)
-            elif seps.get(len(digits)) not in _DASH_CHARS:
+            elif seps.get(len(digits)) != "-":  # " - " is the dash (the run is ASCII: no other dash)
                 seps[len(digits)] = c
         runs.append((m.start(), m.end(), "".join(digits), seps))
     return runs

@@ -75,10 +75,8 @@ class SegmentedView:
             return None
         return inside[0], inside[-1] + 1
 
-    def then(self, inner: SegmentedView | None) -> SegmentedView:
+    def then(self, inner: SegmentedView) -> SegmentedView:
         """The view ``inner`` (a view of this view's text) as a view of the original text."""
-        if inner is None:
-            return self
         return SegmentedView(inner.text, tuple(self.origin[o] if o >= 0 else -1 for o in inner.origin))
 
 

@@ -189,16 +189,9 @@ class CachedWorker(WorkerWrapper):
 
     async def call(self, call: Call) -> Completion:
         # the key's fields and their order are the recorded cache's: keep them as they are
-        asked: dict[str, Any] = {"messages": call.messages}
+        asked: dict[str, Any] = {"messages": call.messages, "settings": call.settings_for(self)}
         if call.is_continuation:
-            asked |= {
-                "settings": call.settings_for(self),
-                "prefix": call.prefix,
-                "grammar": call.grammar,
-                "stop": list(call.stop),
-            }
-        else:
-            asked["settings"] = call.settings_for(self)
+            asked |= {"prefix": call.prefix, "grammar": call.grammar, "stop": list(call.stop)}
         key = request_key(self.inner, asked)
         hit = self.cache.get(key)
         if hit is not None:
