@@ -31,7 +31,7 @@ from podium.messages import worker_messages
 from podium.pool import PoolConfig, load_pool
 from podium.runtime import build_orchestrator
 from podium.trace.store import TraceStore
-from podium.workers import Worker, build_pool_workers
+from podium.workers import Call, Worker, build_pool_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 GSM8K = ROOT / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
@@ -160,7 +160,7 @@ async def single_worker(n: int, name: str) -> dict[str, Any]:
     correct, seconds = 0, []
     for row in rows:
         messages = worker_messages(row["question"], [], config.fallback.subtask)
-        result = await worker.complete(messages)
+        result = await worker.complete(Call(messages))
         reference = float(row["answer"].split("####")[-1].strip().replace(",", ""))
         got = last_number(result.text)
         correct += got is not None and abs(got - reference) < 1e-6

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -22,14 +22,14 @@ import httpx
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
-from podium.budget import Limits, PeriodBudget, mark_pending
+from podium.budget import Limits, PeriodBudget
 from podium.errors import WorkerTimeout
 from podium.orchestrator import Fallback, Orchestrator
 from podium.parse import try_parse_workflow
 from podium.serve.app import Server, create_app
 from podium.testing import ScriptedConductor, ScriptedWorker, ThreadedUvicorn
 from podium.trace.store import TraceStore
-from podium.workers.base import Completion, Message, Price, Usage, Worker, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Usage, Worker, WorkerSettings
 from podium.workers.openai_compat import OpenAICompatWorker
 
 POOL = str(Path(__file__).parent.parent / "tests" / "pools" / "three-fakes.toml")  # three fake workers
@@ -50,7 +50,7 @@ def parser_row() -> tuple[str, str, str]:
 
 
 class _Hang(ScriptedWorker):
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         await asyncio.sleep(60)
         raise AssertionError
 
@@ -84,7 +84,7 @@ def stream_row() -> tuple[str, str, str]:
                                     stream=True, timeout_s=1.0)  # fmt: skip
         started = time.perf_counter()
         with contextlib.suppress(WorkerTimeout):
-            asyncio.run(worker.complete([{"role": "user", "content": "hi"}]))
+            asyncio.run(worker.complete(Call([{"role": "user", "content": "hi"}])))
         past = time.perf_counter() - started - 1.0
     finally:
         server.stop()
@@ -96,23 +96,21 @@ def stream_row() -> tuple[str, str, str]:
 
 
 class _Liar(ScriptedWorker):
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        result = await super().complete(messages, settings)
+    async def complete(self, call: Call) -> Completion:
+        result = await super().complete(call)
         usage = Usage(result.usage.input_tokens, 500)  # 5× max_tokens
-        return Completion(result.text, usage, self.price.cost(usage), result.latency_s)
+        return Completion(result.text, usage, self.info.price.cost(usage), result.latency_s)
 
 
 def overshoot_rows() -> list[tuple[str, str, str]]:
-    liar = _Liar("liar", price=Price(10.0, 200.0))
-    liar.settings = WorkerSettings(max_tokens=100)
+    liar = _Liar("liar", price=Price(10.0, 200.0), settings=WorkerSettings(max_tokens=100))
     plan = 'model_id = [0, 0, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0], [1]]'
     record = asyncio.run(Orchestrator([liar], ScriptedConductor([plan]), Fallback(0, "A."),
                                       limits=Limits(cost_cap_usd=0.05)).run("q"))  # fmt: skip
     request_over = record.totals.total_cost_usd - 0.05
     one_call = record.totals.incidents[0].actual_usd if record.totals.incidents else 0.0
     day = PeriodBudget(0.05, scope="pool:x/day")
-    liar2 = _Liar("liar", price=Price(10.0, 200.0))
-    liar2.settings = WorkerSettings(max_tokens=100)
+    liar2 = _Liar("liar", price=Price(10.0, 200.0), settings=WorkerSettings(max_tokens=100))
     orch = Orchestrator([liar2], ScriptedConductor([ONE_STEP]), Fallback(0, "A."), periods=[day])
     for i in range(20):
         asyncio.run(orch.run(f"q{i}"))
@@ -126,8 +124,8 @@ def overshoot_rows() -> list[tuple[str, str, str]]:
 
 
 class _Queued(ScriptedWorker):
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        mark_pending()
+    async def complete(self, call: Call) -> Completion:
+        call.context.mark_pending()
         await asyncio.sleep(60)
         raise AssertionError
 

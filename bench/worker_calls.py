@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-MESSAGES = [{"role": "user", "content": "What is 6 * 7?"}]
+MESSAGES: Any = [{"role": "user", "content": "What is 6 * 7?"}]
 
 
 def _port() -> int:
@@ -90,7 +90,7 @@ def _cases(base: str) -> dict[str, Callable[[], Case]]:
     import openai
 
     from podium.workers._http import post_json
-    from podium.workers.base import Price, WorkerSettings
+    from podium.workers.base import NO_CONTEXT, Call, Price, WorkerSettings
     from podium.workers.openai_compat import OpenAICompatWorker
 
     settings, price = WorkerSettings(max_tokens=16), Price(1.0, 1.0)
@@ -100,7 +100,7 @@ def _cases(base: str) -> dict[str, Callable[[], Case]]:
     def openai_shared() -> Case:
         workers = [OpenAICompatWorker(n, "fixed", base_url=f"{base}/v1", settings=settings, price=price)
                    for n in ("a", "b")]  # fmt: skip
-        return (lambda i: workers[i % 2].complete(MESSAGES)), _nothing
+        return (lambda i: workers[i % 2].complete(Call(MESSAGES))), _nothing
 
     def openai_own() -> Case:
         workers = [OpenAICompatWorker(n, "fixed", base_url=f"{base}/v1", settings=settings, price=price)
@@ -120,10 +120,10 @@ def _cases(base: str) -> dict[str, Callable[[], Case]]:
             for client in clients.values():
                 await client.close()
 
-        return (lambda i: workers[i % 2].complete(MESSAGES)), close
+        return (lambda i: workers[i % 2].complete(Call(MESSAGES))), close
 
     def httpx_shared() -> Case:
-        return (lambda i: post_json("bench", url, {}, body, 30.0)), _nothing
+        return (lambda i: post_json("bench", url, {}, body, 30.0, NO_CONTEXT)), _nothing
 
     def httpx_per_call() -> Case:
         async def call(_i: int) -> Any:

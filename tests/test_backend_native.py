@@ -15,6 +15,7 @@ from podium.errors import ClientError, ConfigError, RateLimited, ServerError
 from podium.workers.base import Price, WorkerSettings
 
 pytest.importorskip("httpx", reason="needs podium[providers]")
+from podium.workers.base import Call
 from podium.workers.native import AnthropicWorker, GeminiWorker
 
 # Replies in the shapes the providers document (Anthropic Messages API, Gemini generateContent).
@@ -77,7 +78,7 @@ def call(worker_cls: type, provider: Provider, **kw: Any) -> Any:
             base_url=f"http://127.0.0.1:{port}", **kw,
         )  # fmt: skip
         try:
-            return await worker.complete(MESSAGES)
+            return await worker.complete(Call(MESSAGES))
         finally:
             server.close()
 

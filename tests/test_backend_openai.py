@@ -5,6 +5,7 @@ errors."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 from podium.cli import cli
 from podium.errors import ClientError, TransportError
 from podium.local_models import resolve_model
-from podium.workers.base import Price, WorkerSettings
+from podium.workers.base import Call, Price, WorkerSettings
 
 pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python's server extra (make setup-dev)")
 pytest.importorskip("openai", reason="needs podium[openai]")
@@ -73,7 +74,7 @@ def worker(base_url: str, **kw: object) -> OpenAICompatWorker:
 
 
 def test_chat_completion_reports_usage_and_cost(server: str) -> None:
-    result = asyncio.run(worker(server).complete(MESSAGES))  # type: ignore[arg-type]
+    result = asyncio.run(worker(server).complete(Call(MESSAGES)))  # type: ignore[arg-type]
     assert result.text.strip()
     assert result.usage.input_tokens > 10 and 0 < result.usage.output_tokens <= 24
     assert result.cost_usd == pytest.approx(
@@ -82,8 +83,8 @@ def test_chat_completion_reports_usage_and_cost(server: str) -> None:
 
 
 def test_streaming_gives_the_same_text_with_usage(server: str) -> None:
-    plain = asyncio.run(worker(server).complete(MESSAGES))  # type: ignore[arg-type]
-    streamed = asyncio.run(worker(server, stream=True).complete(MESSAGES))  # type: ignore[arg-type]
+    plain = asyncio.run(worker(server).complete(Call(MESSAGES)))  # type: ignore[arg-type]
+    streamed = asyncio.run(worker(server, stream=True).complete(Call(MESSAGES)))  # type: ignore[arg-type]
     assert streamed.text == plain.text  # greedy decoding: identical
     assert plain.usage_reported and plain.usage.output_tokens > 0
     # llama_cpp.server sends no usage in streams even when asked: podium counts the tokens (the
@@ -98,14 +99,14 @@ def test_streaming_gives_the_same_text_with_usage(server: str) -> None:
 def test_connection_refused_is_a_transport_error() -> None:
     w = worker(f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(TransportError) as info:
-        asyncio.run(w.complete(MESSAGES))  # type: ignore[arg-type]
+        asyncio.run(w.complete(Call(MESSAGES)))  # type: ignore[arg-type]
     assert info.value.worker == "smol-http"
 
 
 def test_bad_request_is_a_client_error(server: str) -> None:
     bad = [{"role": "user", "content": "word " * 3000}]  # longer than the server's 2048-token context
     with pytest.raises(ClientError) as info:
-        asyncio.run(worker(server).complete(bad))  # type: ignore[arg-type]
+        asyncio.run(worker(server).complete(Call(bad)))  # type: ignore[arg-type]
     assert info.value.status is not None and 400 <= info.value.status < 500
 
 
@@ -113,12 +114,12 @@ def test_server_stopped_mid_request_is_a_transport_error() -> None:
     port = free_port()
     proc = start_server(port)
     w = worker(f"http://127.0.0.1:{port}/v1")
-    w.settings = WorkerSettings(max_tokens=200, temperature=0.8)
+    w.info = dataclasses.replace(w.info, settings=WorkerSettings(max_tokens=200, temperature=0.8))
     # ~1,400 prompt tokens: the server is still reading them (seconds) when it is killed
     long_prompt = [{"role": "user", "content": "Summarise: " + "the cat sat on the mat. " * 200}]
 
     async def call_then_kill() -> BaseException | None:
-        task = asyncio.create_task(w.complete(long_prompt))  # type: ignore[arg-type]
+        task = asyncio.create_task(w.complete(Call(long_prompt)))  # type: ignore[arg-type]
         await asyncio.sleep(0.5)
         proc.kill()
         try:

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podium.budget import Limits, PeriodBudget, current_budget, mark_pending, mark_sent
+from podium.budget import Limits, PeriodBudget
 from podium.errors import ServerError, TransportError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Usage, WorkerSettings
 
 BEHAVIOURS = ("ok", "overshoot", "refused", "server_error", "queued", "slow")
 
@@ -27,33 +26,33 @@ class _Provider(ScriptedWorker):
     """Each call does what the next behaviour in its script says."""
 
     def __init__(self, name: str, script: list[str], owed: list[float]) -> None:
-        super().__init__(name, reply="the answer is 4", price=Price(input=20.0, output=60.0))
-        self.settings = WorkerSettings(max_tokens=50)
+        settings = WorkerSettings(max_tokens=50)
+        super().__init__(name, reply="the answer is 4", price=Price(input=20.0, output=60.0), settings=settings)
         self.script = script
         self.owed = owed  # what each call should cost the ledger, by its fate (the test's own accounting)
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         behaviour = self.script.pop(0) if self.script else "ok"
-        budget = current_budget()
+        budget = call.context.budget
         assert budget is not None
         reserved = budget.ledger.reserved_usd  # this request's only call in flight: its reservation
-        mark_pending()
+        call.context.mark_pending()
         await asyncio.sleep(0.001)
         if behaviour == "refused":
-            raise TransportError("connection refused", worker=self.name)  # nothing sent: owes 0
+            raise TransportError("connection refused", worker=self.info.name)  # nothing sent: owes 0
         if behaviour == "queued":
             await asyncio.sleep(30)  # cancelled or timed out while still queued: nothing sent
-        mark_sent()
+        call.context.mark_sent()
         if behaviour in ("server_error", "slow"):
             self.owed.append(reserved)  # sent, then failed or cut off: may have been billed in full
         if behaviour == "server_error":
-            raise ServerError("HTTP 503", worker=self.name, status=503)
+            raise ServerError("HTTP 503", worker=self.info.name, status=503)
         if behaviour == "slow":
             await asyncio.sleep(30)
         out = 50 * 4 if behaviour == "overshoot" else 20
         usage = Usage(100, out)
-        self.owed.append(self.price.cost(usage))
-        return Completion("the answer is 4", usage, self.price.cost(usage), 0.001)
+        self.owed.append(self.info.price.cost(usage))
+        return Completion("the answer is 4", usage, self.info.price.cost(usage), 0.001)
 
 
 @settings(max_examples=40, deadline=None)

@@ -21,6 +21,7 @@ from podium.runtime import build_orchestrator
 from podium.testing import ScriptedConductor
 from podium.trace.query import parse_utc as parse_time
 from podium.trace.store import TraceStore
+from podium.workers.base import Price, WorkerSettings
 from podium.workers.pii_guard import DEFAULT_ENDPOINTS
 from tests.conftest import v2_trace_database
 from tests.test_pii import PLAN_3, fakes, pool_file, question_of
@@ -124,11 +125,9 @@ def test_default_endpoints_match_the_backends() -> None:
     from podium.workers.native import AnthropicWorker, GeminiWorker
     from podium.workers.openai_compat import OpenAICompatWorker
 
-    assert {
-        "openai": OpenAICompatWorker.default_base_url,
-        "anthropic": AnthropicWorker.default_base_url,
-        "gemini": GeminiWorker.default_base_url,
-    } == DEFAULT_ENDPOINTS
+    fields = {"settings": WorkerSettings(), "price": Price()}
+    built = [cls("w", "m", **fields) for cls in (OpenAICompatWorker, AnthropicWorker, GeminiWorker)]
+    assert {w.backend: w.info.endpoint for w in built} == DEFAULT_ENDPOINTS  # what each calls without base_url
 
 
 def test_the_register_sees_requests_whose_traces_are_still_queued(

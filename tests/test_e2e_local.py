@@ -19,6 +19,7 @@ from podium.cli import cli
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.pool import load_pool
 from podium.workers import build_pool_workers
+from podium.workers.base import Call
 from tests.conftest import POOLS, SHARED_DATA, read_jsonl
 
 pytest.importorskip("llama_cpp", reason="needs podium[local]")
@@ -134,7 +135,7 @@ def test_the_deadline_holds_on_the_real_runtime_even_mid_prompt(tmp_path: Path) 
     store = TraceStore(tmp_path / "t.sqlite3")
     orch = build_orchestrator(config, traces=store)
     question = "Summarise this report in one sentence: " + "The quarterly numbers were flat. " * 180
-    asyncio.run(orch.pool[0].complete([{"role": "user", "content": "hi"}]))  # load the model first
+    asyncio.run(orch.pool[0].complete(Call([{"role": "user", "content": "hi"}])))  # load the model first
     started = time.monotonic()
     record = asyncio.run(orch.run(question, limits=Limits(deadline_s=1.5, fallback_reserve=0.3)))
     elapsed = time.monotonic() - started  # asyncio.run also waited for the llama.cpp thread

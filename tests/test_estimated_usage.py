@@ -17,10 +17,10 @@ import pytest
 
 pytest.importorskip("openai", reason="needs podium[openai]")
 
-from podium.budget import Limits, RequestBudget, budget_scope, prompt_token_bound, worst_case_cost
+from podium.budget import Limits, RequestBudget, prompt_token_bound, worst_case_cost
 from podium.cli import cli
 from podium.local_models import model_status
-from podium.workers.base import Message, Price, WorkerSettings
+from podium.workers.base import Call, CallContext, Message, Price, WorkerSettings
 from podium.workers.openai_compat import OpenAICompatWorker
 from podium.workers.resilience import BudgetGuard
 from tests.conftest import ThreadedUvicorn
@@ -50,7 +50,7 @@ def worker(url: str, model: str = "smollm2", *, stream: bool = True) -> OpenAICo
 
 
 def test_a_stream_without_usage_is_counted_as_a_byte_bound_and_marked(no_usage: str) -> None:
-    result = asyncio.run(worker(no_usage).complete(MESSAGES))
+    result = asyncio.run(worker(no_usage).complete(Call(MESSAGES)))
     assert result.text == REPLY
     assert not result.usage_reported and result.usage.estimated
     # no tokenizer for the name "smollm2": the bound — prompt bytes + template markers, reply bytes + 1
@@ -60,7 +60,7 @@ def test_a_stream_without_usage_is_counted_as_a_byte_bound_and_marked(no_usage: 
 
 
 def test_a_stream_with_usage_keeps_the_servers_counts(with_usage: str) -> None:
-    result = asyncio.run(worker(with_usage).complete(MESSAGES))
+    result = asyncio.run(worker(with_usage).complete(Call(MESSAGES)))
     assert result.usage_reported and not result.usage.estimated
     assert (result.usage.input_tokens, result.usage.output_tokens) == (7, len(REPLY.split()))  # its word counts
 
@@ -69,7 +69,7 @@ def test_a_stream_with_usage_keeps_the_servers_counts(with_usage: str) -> None:
 def test_an_embedded_model_name_is_counted_with_its_tokenizer(no_usage: str) -> None:
     from podium.workers.llama_cpp import LlamaCppWorker
 
-    result = asyncio.run(worker(no_usage, "smollm2-135m-instruct").complete(MESSAGES))
+    result = asyncio.run(worker(no_usage, "smollm2-135m-instruct").complete(Call(MESSAGES)))
     assert result.usage.estimated and not result.usage_reported
     exact = LlamaCppWorker("local", "smollm2-135m-instruct", settings=WorkerSettings(), price=PRICE)
     assert result.usage.input_tokens == exact.count_tokens(MESSAGES)  # its chat template and vocabulary
@@ -81,8 +81,7 @@ def test_the_budget_keeps_the_full_reservation(no_usage: str) -> None:
     budget = RequestBudget(Limits(cost_cap_usd=1.0))
 
     async def call() -> None:
-        with budget_scope(budget):
-            await BudgetGuard(worker(no_usage)).complete(MESSAGES)
+        await BudgetGuard(worker(no_usage)).complete(Call(MESSAGES, context=CallContext(budget=budget)))
 
     asyncio.run(call())
     worst = worst_case_cost(PRICE, prompt_token_bound([*MESSAGES, {"role": "assistant", "content": ""}]), 64)

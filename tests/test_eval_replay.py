@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from podium.cli import cli
-from podium.eval.replay import OutcomeMatrix, ReplayWorker, oracle_choice, replay_scope
+from podium.eval.replay import OutcomeMatrix, ReplayWorker, oracle_choice
 from podium.eval.session import EvalSpec, run_eval
 from podium.eval.tasks import TaskSetError
+from podium.workers.base import Call, CallContext
 from tests.conftest import SHARED_DATA
 
 MODELS = ("big", "mid", "tiny")
@@ -83,13 +84,12 @@ def test_replay_worker_answers_with_the_record(matrix_path: Path) -> None:
     worker = ReplayWorker("mid", matrix)
 
     async def call() -> tuple[str, float]:
-        with replay_scope("q2"):
-            done = await worker.complete([{"role": "user", "content": "anything"}])
+        done = await worker.complete(Call([{"role": "user", "content": "anything"}], context=CallContext(task_id="q2")))
         return done.text, done.cost_usd
 
     assert asyncio.run(call()) == ("mid answers q2", 0.002)
-    with pytest.raises(KeyError, match="outside replay_scope"):
-        asyncio.run(worker.complete([{"role": "user", "content": "x"}]))
+    with pytest.raises(KeyError, match="without a task id"):
+        asyncio.run(worker.complete(Call([{"role": "user", "content": "x"}])))
     # the oracle: cheapest among the best scores (q1: big and mid score 1, mid is cheaper)
     assert [oracle_choice(matrix, q, MODELS) for q in ("q1", "q2", "q3", "q4")] == ["mid", "big", "tiny", "tiny"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
+from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import (
     ClientError,
     CostCapExceeded,
@@ -27,7 +27,7 @@ from podium.errors import (
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
-from podium.workers.base import Completion, Message, Price, WorkerSettings
+from podium.workers.base import Call, CallContext, Completion, Message, Price
 from podium.workers.resilience import CircuitBreaker, Failover, ResiliencePolicy, Retrying, harden
 
 ONE_STEP = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'
@@ -41,11 +41,11 @@ class Flaky(ScriptedWorker):
         super().__init__(name, reply=reply, **kw)  # type: ignore[arg-type]
         self.errors = list(errors)
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         if self.errors:
-            self.calls.append(list(messages))
+            self.calls.append(list(call.messages))
             raise self.errors.pop(0)
-        return await super().complete(messages, settings)
+        return await super().complete(call)
 
 
 def orchestrator(workers: list[ScriptedWorker], tmp_path: Path | None = None, **kw: object) -> Orchestrator:
@@ -67,7 +67,7 @@ def test_429_with_retry_after_is_retried_after_that_wait() -> None:
 
     worker = Flaky("w", [RateLimited("slow down", worker="w", status=429, retry_after=0.25)] * 2, reply="42")
     retrying = Retrying(worker, attempts=3, sleep=sleep)
-    result = asyncio.run(retrying.complete([{"role": "user", "content": "q"}]))
+    result = asyncio.run(retrying.complete(Call([{"role": "user", "content": "q"}])))
     assert result.text == "42" and len(worker.calls) == 3
     assert sleeps == [0.25, 0.25]
 
@@ -83,7 +83,7 @@ def test_transient_errors_are_retried_with_bounded_jittered_backoff(error: Excep
 
     worker = Flaky("w", [error, error], reply="fine")
     retrying = Retrying(worker, attempts=3, base_delay_s=1.0, max_delay_s=1.5, rng=random.Random(7), sleep=sleep)
-    assert asyncio.run(retrying.complete([{"role": "user", "content": "q"}])).text == "fine"
+    assert asyncio.run(retrying.complete(Call([{"role": "user", "content": "q"}]))).text == "fine"
     assert len(sleeps) == 2
     assert 0 <= sleeps[0] <= 1.0 and 0 <= sleeps[1] <= 1.5  # min(max, base * 2**k)
     assert len(set(sleeps)) == 2  # jittered, not a fixed schedule
@@ -105,18 +105,18 @@ def test_circuit_breaker_takes_a_failing_worker_out_then_tries_again() -> None:
     msgs: list[Message] = [{"role": "user", "content": "q"}]
     for _ in range(2):
         with pytest.raises(ServerError):
-            asyncio.run(breaker.complete(msgs))
+            asyncio.run(breaker.complete(Call(msgs)))
     with pytest.raises(WorkerUnavailable) as info:
-        asyncio.run(breaker.complete(msgs))
+        asyncio.run(breaker.complete(Call(msgs)))
     assert len(worker.calls) == 2  # the open circuit did not call the worker
     assert info.value.retry_after == pytest.approx(30)
     now[0] = 31.0  # cool-down over: one trial call goes through (and fails: reopens)
     with pytest.raises(ServerError):
-        asyncio.run(breaker.complete(msgs))
+        asyncio.run(breaker.complete(Call(msgs)))
     with pytest.raises(WorkerUnavailable):
-        asyncio.run(breaker.complete(msgs))
+        asyncio.run(breaker.complete(Call(msgs)))
     now[0] = 62.0
-    assert asyncio.run(breaker.complete(msgs)).text == "back"
+    assert asyncio.run(breaker.complete(Call(msgs))).text == "back"
     assert breaker.failures == 0 and not breaker.is_open
 
 
@@ -192,12 +192,12 @@ def test_reservation_is_atomic_across_request_and_period_ledgers() -> None:
 def test_period_budget_rolls_over_at_the_next_period() -> None:
     now = [86_400.0 * 10 + 5]
     day = PeriodBudget(1.0, clock=lambda: now[0])
-    with budget_scope(RequestBudget(periods=[day])) as budget:
-        budget.reserve(1.0).settle(1.0)
-        with pytest.raises(CostCapExceeded):
-            budget.reserve(0.01)
-        now[0] += 86_400
-        budget.reserve(0.5)
+    budget = RequestBudget(periods=[day])
+    budget.reserve(1.0).settle(1.0)
+    with pytest.raises(CostCapExceeded):
+        budget.reserve(0.01)
+    now[0] += 86_400
+    budget.reserve(0.5)
 
 
 def test_fifty_concurrent_requests_never_overshoot_their_caps(tmp_path: Path) -> None:
@@ -247,14 +247,13 @@ def test_a_call_without_reported_usage_keeps_its_full_reservation() -> None:
     """Some servers omit usage (e.g. in streams): the cap must not treat the call as free."""
 
     class Unreported(ScriptedWorker):
-        async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-            result = await super().complete(messages, settings)
+        async def complete(self, call: Call) -> Completion:
+            result = await super().complete(call)
             return Completion(result.text, usage_reported=False)
 
     budget = RequestBudget(Limits(cost_cap_usd=1.0))
     worker = harden(Unreported("w", price=Price(input=100.0, output=100.0)), FAST)
-    with budget_scope(budget):
-        asyncio.run(worker.complete([{"role": "user", "content": "hi"}]))
+    asyncio.run(worker.complete(Call([{"role": "user", "content": "hi"}], context=CallContext(budget=budget))))
     # worst case = (prompt bound + 512 max_tokens) tokens at $100 per 1M, all of it kept as spent
     assert budget.ledger.spent_usd > 512 * 100 / 1e6
     assert budget.ledger.reserved_usd == pytest.approx(0.0)
@@ -264,7 +263,7 @@ def test_a_conductor_attempt_that_fails_midway_keeps_what_it_cost() -> None:
     """The LM conductor makes two calls (reasoning, then the lists); when the second does not
     fit the budget, the first one's cost must still reach the trace and the totals (a fake
     conductor that pays for one call through the real budget, then is refused)."""
-    from podium.budget import Limits, current_budget
+    from podium.budget import Limits
     from podium.errors import CostCapExceeded
     from podium.orchestrator import Fallback, Orchestrator
     from podium.records import PlanAttempt
@@ -273,8 +272,8 @@ def test_a_conductor_attempt_that_fails_midway_keeps_what_it_cost() -> None:
     class HalfPaid:
         name = "half-paid"
 
-        async def plan(self, question: str, pool: object, **_: object) -> PlanAttempt:
-            budget = current_budget()
+        async def plan(self, question: str, pool: object, *, context: CallContext, **_: object) -> PlanAttempt:
+            budget = context.budget
             assert budget is not None
             budget.reserve(0.004).settle(0.003)  # the first pass ran and cost $0.003
             raise CostCapExceeded("the second pass does not fit", needed_usd=0.01, remaining_usd=0.0, scope="request")

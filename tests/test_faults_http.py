@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from podium.budget import Limits, RequestBudget, budget_scope
+from podium.budget import Limits, RequestBudget
 from podium.errors import ClientError, RateLimited, ServerError, TransportError, WorkerTimeout
-from podium.workers.base import Price, WorkerSettings
+from podium.workers.base import Call, CallContext, Price, WorkerSettings
 from podium.workers.resilience import Retrying
 
 pytest.importorskip("openai", reason="needs podium[openai]")
@@ -92,10 +92,10 @@ def test_429_retry_after_header_is_read_and_honoured() -> None:
     async def scenario() -> tuple[float, str, int]:
         async with scripted_server(handler) as (url, count):
             with pytest.raises(RateLimited) as info:
-                await http_worker(url).complete(MESSAGES)  # type: ignore[arg-type]
+                await http_worker(url).complete(Call(MESSAGES))  # type: ignore[arg-type]
             assert info.value.retry_after == pytest.approx(0.3) and info.value.status == 429
             started = time.monotonic()
-            result = await Retrying(http_worker(url), attempts=2).complete(MESSAGES)  # type: ignore[arg-type]
+            result = await Retrying(http_worker(url), attempts=2).complete(Call(MESSAGES))  # type: ignore[arg-type]
             return time.monotonic() - started, result.text, count()
 
     waited, text, requests = asyncio.run(scenario())
@@ -112,9 +112,9 @@ def test_500_is_a_server_error_and_is_retried() -> None:
     async def scenario() -> str:
         async with scripted_server(handler) as (url, _):
             with pytest.raises(ServerError):
-                await http_worker(url).complete(MESSAGES)  # type: ignore[arg-type]
+                await http_worker(url).complete(Call(MESSAGES))  # type: ignore[arg-type]
             worker = Retrying(http_worker(url), attempts=3, base_delay_s=0.01)
-            return (await worker.complete(MESSAGES)).text  # type: ignore[arg-type]
+            return (await worker.complete(Call(MESSAGES))).text  # type: ignore[arg-type]
 
     assert asyncio.run(scenario()) == "ok"
 
@@ -125,7 +125,7 @@ def test_connection_reset_is_a_transport_error() -> None:
 
     async def scenario() -> None:
         async with scripted_server(handler) as (url, _):
-            await http_worker(url).complete(MESSAGES)  # type: ignore[arg-type]
+            await http_worker(url).complete(Call(MESSAGES))  # type: ignore[arg-type]
 
     with pytest.raises(TransportError):
         asyncio.run(scenario())
@@ -147,11 +147,11 @@ def test_a_stream_that_hangs_midway_ends_at_the_deadline() -> None:
 
     async def scenario() -> float:
         async with scripted_server(handler) as (url, _):
-            with budget_scope(RequestBudget(Limits(deadline_s=1.0))):
-                started = time.monotonic()
-                with pytest.raises(WorkerTimeout):
-                    await http_worker(url, stream=True).complete(MESSAGES)  # type: ignore[arg-type]
-                return time.monotonic() - started
+            context = CallContext(budget=RequestBudget(Limits(deadline_s=1.0)))
+            started = time.monotonic()
+            with pytest.raises(WorkerTimeout):
+                await http_worker(url, stream=True).complete(Call(MESSAGES, context=context))  # type: ignore[arg-type]
+            return time.monotonic() - started
 
     elapsed = asyncio.run(scenario())
     assert 0.9 <= elapsed < 1.5  # the transport timeout follows the request deadline
@@ -170,7 +170,7 @@ def test_unknown_model_404_is_a_client_error_and_not_retried() -> None:
     async def scenario() -> tuple[BaseException, int]:
         async with scripted_server(handler) as (url, count):
             try:
-                await Retrying(http_worker(url), attempts=3, base_delay_s=0.01).complete(MESSAGES)  # type: ignore[arg-type]
+                await Retrying(http_worker(url), attempts=3, base_delay_s=0.01).complete(Call(MESSAGES))  # type: ignore[arg-type]
             except Exception as exc:  # the assertions below name what is expected
                 return exc, count()
         raise AssertionError("no error")

@@ -19,7 +19,7 @@ from podium.conductor.prompt import FEW_SHOT
 from podium.orchestrator import Fallback, Orchestrator
 from podium.parse import try_parse_workflow
 from podium.testing import ScriptedConductor, ScriptedWorker
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, Completion, Message, Price, Usage, WorkerSettings
 from tests.conftest import SHARED_DATA, read_jsonl
 
 ADVERSARIAL = {c["id"]: c for c in read_jsonl(SHARED_DATA / "adversarial" / "cases.jsonl")}
@@ -301,14 +301,14 @@ class _OverReporting(ScriptedWorker):
     (what a misbehaving server did: 500 tokens against max_tokens 100)."""
 
     def __init__(self, name: str, factor: float = 5.0) -> None:
-        super().__init__(name, reply="the answer is 4", price=Price(input=10.0, output=200.0))
-        self.settings = WorkerSettings(max_tokens=100)
+        settings = WorkerSettings(max_tokens=100)
+        super().__init__(name, reply="the answer is 4", price=Price(input=10.0, output=200.0), settings=settings)
         self.factor = factor
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        result = await super().complete(messages, settings)
-        usage = Usage(result.usage.input_tokens, int(self.settings.max_tokens * self.factor))
-        return Completion(result.text, usage, self.price.cost(usage), result.latency_s)
+    async def complete(self, call: Call) -> Completion:
+        result = await super().complete(call)
+        usage = Usage(result.usage.input_tokens, int(self.info.settings.max_tokens * self.factor))
+        return Completion(result.text, usage, self.info.price.cost(usage), result.latency_s)
 
 
 def test_an_overshooting_call_is_an_incident_and_the_request_stops_calling() -> None:
@@ -356,11 +356,10 @@ def test_a_day_budget_overshoots_by_at_most_one_call_then_refuses() -> None:
 
 def test_a_call_cancelled_before_it_was_sent_releases_its_reservation() -> None:
     """Queued behind a busy local model and cancelled there: nothing was spent, nothing stays."""
-    from podium.budget import mark_pending
 
     class Queued(ScriptedWorker):
-        async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-            mark_pending()  # a backend that knows it has not sent yet (llama.cpp: waiting for its lock)
+        async def complete(self, call: Call) -> Completion:
+            call.context.mark_pending()  # a backend that knows it has not sent yet (llama.cpp: waiting for its lock)
             await asyncio.sleep(10)
             raise AssertionError("never reached")
 
@@ -507,7 +506,7 @@ def test_a_trickling_stream_ends_at_the_workers_timeout(tmp_path: Path) -> None:
         )
         started = time.perf_counter()
         with pytest.raises(WorkerTimeout):
-            asyncio.run(worker.complete([{"role": "user", "content": "hi"}]))
+            asyncio.run(worker.complete(Call([{"role": "user", "content": "hi"}])))
         assert time.perf_counter() - started < 3.0
     finally:
         server.stop()

@@ -29,6 +29,7 @@ from podium.train.export import (  # noqa: E402
     gguf_tensor_name,
     lora_to_gguf,
 )
+from podium.workers.base import Call  # noqa: E402
 
 HIDDEN, KV, FFN, HEADS, KV_HEADS, BLOCKS, VOCAB = 16, 8, 24, 4, 2, 2, 32
 PREFIX = "base_model.model.model.layers"
@@ -294,7 +295,7 @@ def test_pool_file_version_builds_the_trained_conductor(
     assert isinstance(conductor, LMConductor)
     s = conductor.settings
     assert (s.temperature, s.max_tokens, s.constrained) == (0.0, 48, False)  # temperature from the pool file
-    assert conductor.model.name == "conductor"
+    assert conductor.model.info.name == "conductor"
     worker = conductor.model
     while hasattr(worker, "inner"):  # under the resilience wrappers
         worker = worker.inner
@@ -407,11 +408,11 @@ def test_a_registry_version_runs_its_adapter_in_llama_cpp(isolated_home: Path, s
     base = LlamaCppWorker("base", "smollm2-135m-instruct", settings=WorkerSettings(), price=Price())
     greedy = WorkerSettings(max_tokens=12, temperature=0.0)
     messages = [{"role": "user", "content": "Name three colours."}]
-    with_adapter = asyncio.run(trained.model.complete(messages, greedy)).text
-    without = asyncio.run(base.complete(messages, greedy)).text
+    with_adapter = asyncio.run(trained.model.complete(Call(messages, greedy))).text
+    without = asyncio.run(base.complete(Call(messages, greedy))).text
     assert with_adapter.strip() and without.strip() and with_adapter != without
     with pytest.raises(ConfigError, match="fails its sha256 check"):
-        asyncio.run(named_conductor("lm:lm@v2", pool).model.complete(messages, greedy))
+        asyncio.run(named_conductor("lm:lm@v2", pool).model.complete(Call(messages, greedy)))
 
 
 @pytest.mark.model

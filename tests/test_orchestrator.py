@@ -17,7 +17,7 @@ from podium.messages import worker_messages
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
-from podium.workers.base import Message
+from podium.workers.base import Call, Completion, Message
 
 VALID_3 = (
     "Reasoning: draft, independent draft, then combine.\n"
@@ -162,9 +162,9 @@ def test_independent_steps_overlap_and_dependent_ones_wait() -> None:
         return reply
 
     class Logged(ScriptedWorker):
-        async def complete(self, messages, settings=None):  # type: ignore[no-untyped-def]
+        async def complete(self, call: Call) -> Completion:
             log.append(f"start {self.name}")
-            return await super().complete(messages, settings)
+            return await super().complete(call)
 
     w = [
         Logged("a", reply=replying("a"), delay_s=0.05),
@@ -195,7 +195,7 @@ def test_plan_mode_executes_nothing(tmp_path: Path) -> None:
 
 def test_an_unexpected_crash_still_leaves_a_trace(tmp_path: Path) -> None:
     class Broken(ScriptedWorker):
-        async def complete(self, messages, settings=None):  # type: ignore[no-untyped-def]
+        async def complete(self, call: Call) -> Completion:
             raise ZeroDivisionError("bug")
 
     orch = make(ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']), [Broken("w0")], tmp_path)
@@ -303,7 +303,7 @@ def test_the_orchestrators_settings_are_one_frozen_config() -> None:
         orch.config.max_steps = 9  # type: ignore[misc]
     derived = orch.derive(workers=[1, 0], max_steps=2)
     assert derived.config == dataclasses.replace(orch.config, max_steps=2)
-    assert orch.config.max_steps == 4 and [w.name for w in derived.pool] == ["b", "a"]
+    assert orch.config.max_steps == 4 and [w.info.name for w in derived.pool] == ["b", "a"]
     for field, value in (("max_steps", 0), ("resamples", -1), ("recursion_rounds", -1), ("max_question_chars", 0)):
         with pytest.raises(ConfigError, match=field):
             OrchestratorConfig(**{field: value})

@@ -9,6 +9,7 @@ cache, restored from the bank's files alone."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from podium.eval.tasks import Task
 from podium.eval.verifiers import verify
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedWorker
-from podium.workers.base import Completion, Message, Price, Worker, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Worker
 from podium.workers.cache import CachedWorker, RequestCache
 from podium.workers.python_tool import PythonToolWorker
 from podium.workers.vote_tool import VoteToolWorker
@@ -41,12 +42,12 @@ class _Fake(ScriptedWorker):
     """Answers depend on the worker, the subtask and the sample seed: the 1.5B is right on even
     questions, samples vary with their seed, programs compute the product (unit-test double)."""
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        text = messages[-1]["content"]
+    async def complete(self, call: Call) -> Completion:
+        text = call.messages[-1]["content"]
         question = text.split("<question>\n", 1)[1].split("\n</question>", 1)[0]
         a = int(question.split()[2])
         subtask = text.rsplit("<your_subtask>", 1)[1]
-        seed = (settings or self.settings).seed
+        seed = call.settings_for(self).seed
         strong = self.name.endswith("1.5b")
         if "Python program" in subtask or "assert statements" in subtask:
             reply = f"```python\nprint({a} * 7)\n```"
@@ -58,7 +59,7 @@ class _Fake(ScriptedWorker):
                 right = (a + seed) % 2 == 0
             reply = f"The final answer is {a * 7 if right else a * 7 + 1}."
         self.reply = reply
-        return await super().complete(messages, settings)
+        return await super().complete(call)
 
 
 def _pool() -> list[Worker]:
@@ -78,19 +79,17 @@ class _NoCalls:
     """A worker that must not be called: every request has to come from the cache."""
 
     def __init__(self, inner: Worker) -> None:
-        self.name, self.description, self.price, self.settings = inner.name, "", inner.price, inner.settings
-        self.system_prompt = getattr(inner, "system_prompt", None)
-        self.backend = getattr(inner, "backend", type(inner).__name__)
-        self.kind = type(inner).__name__
+        backend = inner.info.backend or type(inner).__name__  # the cache key's, as the inner worker's
+        self.info = dataclasses.replace(inner.info, description="", backend=backend)
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        raise AssertionError(f"{self.name} was called: the bank did not hold this request")
+    async def complete(self, call: Call) -> Completion:
+        raise AssertionError(f"{self.info.name} was called: the bank did not hold this request")
 
 
 def _live(plan: Plan, bank_dir: Path, task: Task, cache: RequestCache) -> tuple[float, float]:
     """(score, cost) of ``plan`` executed live over the restored cache, by the orchestrator."""
     bank = read_bank(bank_dir)
-    pool = [CachedWorker(_NoCalls(w), cache) if w.name != "vote" else w for w in _pool()]
+    pool = [CachedWorker(_NoCalls(w), cache) if w.info.name != "vote" else w for w in _pool()]
     from podium.conductor.baselines import FixedConductor
     from podium.conductor.compose import plan_workflow
 
@@ -159,7 +158,7 @@ def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(bank_dir: P
     restore_cache(bank, _pool()[:4], cache)
     cascade = Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0)
     conductor = PlanConductor(_policy(bank_dir, np.zeros((1, 1, 1)), [cascade]), _Embed())
-    pool = [CachedWorker(_NoCalls(w), cache) if w.name != "vote" else w for w in _pool()]
+    pool = [CachedWorker(_NoCalls(w), cache) if w.info.name != "vote" else w for w in _pool()]
     orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), recursion_rounds=1)
     out = plan_outcomes([cascade], bank.catalogue.columns, bank.rows)
     for i, task in enumerate(TASKS):

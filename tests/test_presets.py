@@ -17,6 +17,7 @@ from podium.workers import build_pool_workers
 from podium.workers.base import Price, WorkerSettings
 
 pytest.importorskip("openai", reason="needs podium[openai]")
+from podium.workers.base import Call
 from podium.workers.openai_compat import OpenAICompatWorker
 
 
@@ -113,7 +114,7 @@ def test_request_fields_and_reasoning_usage(monkeypatch: pytest.MonkeyPatch) -> 
             extra_body={"thinking": {"type": "enabled", "budget_tokens": 1024}},
         )  # fmt: skip
         try:
-            return await worker.complete([{"role": "user", "content": "hi"}])
+            return await worker.complete(Call([{"role": "user", "content": "hi"}]))
         finally:
             server.close()
 

@@ -9,6 +9,7 @@ import pytest
 from podium.messages import GrantedStep, worker_messages
 from podium.pool import load_pool
 from podium.workers import build_pool_workers
+from podium.workers.base import Call
 from podium.workers.python_tool import PythonToolWorker, extract_code
 from podium.workers.vote_tool import VoteToolWorker
 
@@ -25,13 +26,13 @@ def test_runs_the_last_code_block_of_the_granted_steps_not_the_question() -> Non
         [GrantedStep(0, "Write code.", "First try:\n```python\nprint(1)\n```\nBetter:\n```python\nprint(6 * 7)\n```")],
         "Run the program.",
     )
-    out = asyncio.run(TOOL.complete(messages)).text
+    out = asyncio.run(TOOL.complete(Call(messages))).text
     assert out.startswith("[python: exit code 0]") and "42" in out
     assert "CODE FROM THE QUESTION" not in out
 
 
 def test_no_code_block_is_reported_not_guessed() -> None:
-    out = asyncio.run(TOOL.complete(worker_messages("q", [], "Run it."))).text
+    out = asyncio.run(TOOL.complete(Call(worker_messages("q", [], "Run it.")))).text
     assert "no ```python code block" in out
 
 
@@ -74,6 +75,6 @@ def test_environment_and_directory_are_fresh() -> None:
 def test_local_tools_preset_is_the_local_pool_plus_the_python_and_vote_tools() -> None:
     pool = load_pool("local-tools")
     workers = build_pool_workers(pool)
-    assert isinstance(workers[-2], PythonToolWorker) and workers[-2].is_tool
-    assert isinstance(workers[-1], VoteToolWorker) and workers[-1].is_tool
+    assert isinstance(workers[-2], PythonToolWorker) and workers[-2].info.is_tool
+    assert isinstance(workers[-1], VoteToolWorker) and workers[-1].info.is_tool
     assert [w.name for w in pool.workers][:3] == [w.name for w in load_pool().workers]

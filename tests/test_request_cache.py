@@ -12,7 +12,7 @@ import pytest
 
 from podium.errors import ServerError
 from podium.testing import ScriptedWorker
-from podium.workers.base import Message, WorkerSettings
+from podium.workers.base import Call, Message, WorkerSettings
 from podium.workers.cache import CachedWorker, RequestCache
 
 ASK: list[Message] = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -21,28 +21,28 @@ ASK: list[Message] = [{"role": "user", "content": "What is 2 + 2?"}]
 def test_hit_replays_the_stored_completion_without_calling(tmp_path: Path) -> None:
     inner = ScriptedWorker("w", reply="4")
     worker = CachedWorker(inner, RequestCache(tmp_path / "c.sqlite3"))
-    first = asyncio.run(worker.complete(ASK))
-    second = asyncio.run(worker.complete(ASK))
+    first = asyncio.run(worker.complete(Call(ASK)))
+    second = asyncio.run(worker.complete(Call(ASK)))
     assert len(inner.calls) == 1  # the second call never reached the worker
     assert second.cached and not first.cached
     assert dataclasses.replace(second, cached=False) == first  # text, usage, cost and recorded latency
     # a new process (a new RequestCache on the same file) still hits
     again = CachedWorker(ScriptedWorker("w", reply="changed"), RequestCache(tmp_path / "c.sqlite3"))
-    assert asyncio.run(again.complete(ASK)).text == "4"
+    assert asyncio.run(again.complete(Call(ASK))).text == "4"
 
 
 def test_anything_that_changes_the_request_misses(tmp_path: Path) -> None:
     inner = ScriptedWorker("w", reply=lambda msgs: msgs[-1]["content"][::-1])
     cache = RequestCache(tmp_path / "c.sqlite3")
     worker = CachedWorker(inner, cache)
-    asyncio.run(worker.complete(ASK))
-    asyncio.run(worker.complete([{"role": "user", "content": "What is 2 + 3?"}]))
-    asyncio.run(worker.complete(ASK, dataclasses.replace(WorkerSettings(), seed=1)))
-    asyncio.run(worker.complete(ASK, dataclasses.replace(WorkerSettings(), temperature=0.9)))
+    asyncio.run(worker.complete(Call(ASK)))
+    asyncio.run(worker.complete(Call([{"role": "user", "content": "What is 2 + 3?"}])))
+    asyncio.run(worker.complete(Call(ASK, dataclasses.replace(WorkerSettings(), seed=1))))
+    asyncio.run(worker.complete(Call(ASK, dataclasses.replace(WorkerSettings(), temperature=0.9))))
     assert len(inner.calls) == 4 and cache.misses == 4 and cache.hits == 0
     # another worker name with the same request is another worker: a miss
     other = CachedWorker(ScriptedWorker("v", reply="x"), cache)
-    assert asyncio.run(other.complete(ASK)).text == "x"
+    assert asyncio.run(other.complete(Call(ASK))).text == "x"
     assert len(cache) == 5
 
 
@@ -50,9 +50,9 @@ def test_errors_are_not_cached(tmp_path: Path) -> None:
     failing = ScriptedWorker("w", error=ServerError("boom", worker="w"))
     cache = RequestCache(tmp_path / "c.sqlite3")
     with pytest.raises(ServerError):
-        asyncio.run(CachedWorker(failing, cache).complete(ASK))
+        asyncio.run(CachedWorker(failing, cache).complete(Call(ASK)))
     assert len(cache) == 0
-    assert asyncio.run(CachedWorker(ScriptedWorker("w", reply="ok"), cache).complete(ASK)).text == "ok"
+    assert asyncio.run(CachedWorker(ScriptedWorker("w", reply="ok"), cache).complete(Call(ASK))).text == "ok"
 
 
 def test_unopenable_cache_is_a_clear_error(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from podium.executor import execute
 from podium.messages import GrantedStep, worker_messages
 from podium.roles import ROLES, SAMPLE_TEMPERATURE, role_of, step_settings
 from podium.testing import ScriptedWorker
-from podium.workers.base import Message, WorkerSettings
+from podium.workers.base import Call, Completion, Message, WorkerSettings
 from podium.workers.cache import request_key
 from podium.workers.vote_tool import VoteToolWorker, granted_outputs
 from podium.workflow import Step
@@ -71,12 +71,12 @@ def test_vote_tool_returns_a_whole_earlier_output() -> None:
     message = worker_messages("Q?", [GrantedStep(i, "Answer.", o) for i, o in enumerate(outputs)], "Vote.")
     seen = granted_outputs(message[-1]["content"])
     assert seen[:2] == outputs[:2] and "‹question›" in seen[2]  # read back exactly (neutralised)
-    result = asyncio.run(VoteToolWorker("vote").complete(message))
+    result = asyncio.run(VoteToolWorker("vote").complete(Call(message)))
     assert result.text == outputs[0] and result.cost_usd == 0.0
 
 
 def test_vote_without_steps_is_an_error_text_not_an_exception() -> None:
-    result = asyncio.run(VoteToolWorker("vote").complete(worker_messages("Q?", [], "Vote.")))
+    result = asyncio.run(VoteToolWorker("vote").complete(Call(worker_messages("Q?", [], "Vote."))))
     assert result.text.startswith("error:")
 
 
@@ -87,9 +87,9 @@ class _Recorder(ScriptedWorker):
         super().__init__(name, reply=lambda msgs: f"{name} says {len(self.calls)}")
         self.requests: list[tuple[list[Message], WorkerSettings | None]] = []
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None):  # type: ignore[no-untyped-def]
-        self.requests.append((list(messages), settings))
-        return await super().complete(messages, settings)
+    async def complete(self, call: Call) -> Completion:
+        self.requests.append((list(call.messages), call.settings))
+        return await super().complete(call)
 
 
 def _requests_of(members: Sequence[str], columns: dict[str, Column], names: Sequence[str]) -> list[tuple[str, str]]:
@@ -101,7 +101,7 @@ def _requests_of(members: Sequence[str], columns: dict[str, Column], names: Sequ
     for w in pool:
         if isinstance(w, _Recorder):
             for messages, settings in w.requests:
-                keys.append((w.name, request_key(w, {"messages": messages, "settings": settings or w.settings})))
+                keys.append((w.name, request_key(w, {"messages": messages, "settings": settings or w.info.settings})))
     return keys
 
 

@@ -12,7 +12,6 @@ import json
 import re
 import textwrap
 import time
-from collections.abc import Sequence
 
 import pytest
 
@@ -28,7 +27,7 @@ from podium.eval.verifiers import (
     verify,
 )
 from podium.testing import ScriptedWorker
-from podium.workers.base import Completion, Message, WorkerSettings
+from podium.workers.base import Call, Completion, WorkerSettings
 from tests.conftest import SHARED_DATA, read_jsonl
 
 BENCH = SHARED_DATA / "benchmarks"
@@ -334,9 +333,9 @@ class RecordingJudge(ScriptedWorker):
         super().__init__("judge", reply)
         self.seen_settings: list[WorkerSettings | None] = []
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        self.seen_settings.append(settings)
-        return await super().complete(messages, settings)
+    async def complete(self, call: Call) -> Completion:
+        self.seen_settings.append(call.settings)
+        return await super().complete(call)
 
 
 def test_judge_score_8_is_correct_and_the_prompt_carries_the_rubric() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from podium.conductor.prompt import FEW_SHOT, conductor_messages
 from podium.parse import parse_workflow
 from podium.testing import ScriptedWorker
 from podium.train.warmstart import SHAPES, format_target
+from podium.workers.base import Call, Completion
 
 
 @pytest.mark.parametrize("max_steps", [1, 2, 3, 5])
@@ -88,9 +88,9 @@ class _SeedRecorder(ScriptedWorker):
         super().__init__("conductor", format_target(2, 1, random.Random(0)))
         self.seeds: list[int | None] = []
 
-    async def complete(self, messages: Any, settings: Any = None, **kwargs: Any) -> Any:
-        self.seeds.append(None if settings is None else settings.seed)
-        return await super().complete(messages, settings, **kwargs)
+    async def complete(self, call: Call) -> Completion:
+        self.seeds.append(None if call.settings is None else call.settings.seed)
+        return await super().complete(call)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from podium.workers.base import Message, Price, WorkerSettings
+from podium.workers.base import Call, Message, Price, WorkerSettings
 
 MESSAGES: list[Message] = [{"role": "user", "content": "What is 6 * 7?"}]
 
@@ -39,7 +39,7 @@ def test_openai_workers_on_one_endpoint_share_one_connection() -> None:
     async def run() -> None:
         for _ in range(3):
             for worker in workers:
-                await worker.complete(MESSAGES)
+                await worker.complete(Call(MESSAGES))
 
     try:
         asyncio.run(run())
@@ -84,7 +84,7 @@ def test_native_calls_reuse_a_kept_alive_connection() -> None:
             price=Price(1.0, 1.0), api_key_env="PODIUM_TEST_KEY",
         )  # fmt: skip
         try:
-            return [(await worker.complete(MESSAGES)).text for _ in range(4)]
+            return [(await worker.complete(Call(MESSAGES))).text for _ in range(4)]
         finally:
             server.close()
 

@@ -25,19 +25,17 @@ draw on one cap: each reserves with its own :meth:`PeriodBudget.hold` transactio
 in-process ledgers took their share, and is settled with :meth:`PeriodBudget.settle_hold`; a
 refusal by one releases what the others took.
 
-The current request's budget travels in a :class:`contextvars.ContextVar`, so the budget guard
-wrapping each worker (and threads started with :func:`asyncio.to_thread`) can see it without
-the executor passing it around.
+A request's budget travels with each of its calls (``Call.context.budget``,
+:class:`podium.workers.base.CallContext`), so the budget guard wrapping each worker
+(:class:`podium.workers.resilience.BudgetGuard`) sees it without any hidden state.
 """
 
 from __future__ import annotations
 
-import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
@@ -52,11 +50,6 @@ __all__ = [
     "PeriodBudget",
     "RequestBudget",
     "Reservation",
-    "budget_scope",
-    "call_ticket",
-    "current_budget",
-    "mark_pending",
-    "mark_sent",
     "prompt_token_bound",
     "worst_case_cost",
 ]
@@ -241,40 +234,13 @@ class CallTicket:
     """One worker call's state for the budget guard: whether the request has left.
 
     ``sent`` starts True (a backend that says nothing may have billed a call it did not finish).
-    Backends that know better call :func:`mark_pending` when a call starts and :func:`mark_sent`
-    right before the request goes out (HTTP) or the model starts on it (in-process, after its
-    queue), so a call cancelled before that releases its reservation."""
+    The budget guard opens one per call (``Call.context.ticket``); backends that know better
+    call ``context.mark_pending()`` when a call starts and ``context.mark_sent()`` right before
+    the request goes out (HTTP) or the model starts on it (in-process, after its queue), so a
+    call cancelled before that releases its reservation."""
 
     def __init__(self) -> None:
         self.sent = True
-
-
-_TICKET: contextvars.ContextVar[CallTicket | None] = contextvars.ContextVar("podium_call", default=None)
-
-
-@contextmanager
-def call_ticket() -> Iterator[CallTicket]:
-    """A fresh :class:`CallTicket` for the enclosed call (the budget guard opens one per call)."""
-    ticket = CallTicket()
-    token = _TICKET.set(ticket)
-    try:
-        yield ticket
-    finally:
-        _TICKET.reset(token)
-
-
-def mark_pending() -> None:
-    """Backends: the current call has not been sent yet (see :class:`CallTicket`)."""
-    ticket = _TICKET.get()
-    if ticket is not None:
-        ticket.sent = False
-
-
-def mark_sent() -> None:
-    """Backends: the current call's request is leaving now (see :class:`CallTicket`)."""
-    ticket = _TICKET.get()
-    if ticket is not None:
-        ticket.sent = True
 
 
 class RequestBudget:
@@ -368,24 +334,6 @@ class RequestBudget:
             Reservation(local, amount_usd, holds).settle(0.0)  # release what the others took
             raise
         return Reservation(local, amount_usd, holds)
-
-
-_CURRENT: contextvars.ContextVar[RequestBudget | None] = contextvars.ContextVar("podium_budget", default=None)
-
-
-def current_budget() -> RequestBudget | None:
-    """The budget of the request being served in this context, if any."""
-    return _CURRENT.get()
-
-
-@contextmanager
-def budget_scope(budget: RequestBudget) -> Iterator[RequestBudget]:
-    """Make ``budget`` the current one for the enclosed code (and tasks it starts)."""
-    token = _CURRENT.set(budget)
-    try:
-        yield budget
-    finally:
-        _CURRENT.reset(token)
 
 
 _TEMPLATE_TOKENS_PER_MESSAGE = 16

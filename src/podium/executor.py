@@ -21,11 +21,11 @@ from typing import Literal
 
 from podium.errors import ConfigError, ContextOverflow, PodiumError, WorkflowFailed
 from podium.messages import GrantedStep, worker_messages
-from podium.pii.session import CallLog, call_log
+from podium.pii.session import CallLog
 from podium.records import StepRecord, utc_now
 from podium.roles import step_settings
-from podium.streaming import AnswerStream, streaming_to
-from podium.workers.base import Completion, Worker, WorkerSettings
+from podium.streaming import AnswerStream
+from podium.workers.base import NO_CONTEXT, Call, CallContext, Completion, Worker, WorkerSettings
 from podium.workflow import ALL, Step, Workflow
 
 __all__ = ["StepCallback", "WorkflowFailed", "execute", "run_step"]
@@ -47,10 +47,13 @@ async def run_step(
     previous: Sequence[StepRecord] = (),
     settings: WorkerSettings | None = None,
     errors: dict[int, BaseException] | None = None,
+    context: CallContext = NO_CONTEXT,
 ) -> StepRecord:
     """Execute one step whose visible steps are all in ``done``.
 
     Args:
+        context: the request's context for the step's call (its budget, PII vault and, for the
+            answering step, the answer stream); the step adds its own disclosure log.
         round: the recursion round of this step.
         previous: the previous round's steps; a step with access ``"all"`` sees them too
             (Nielsen et al. 2026 §3.2), tagged with their round.
@@ -70,7 +73,7 @@ async def run_step(
     earlier = [s for s in previous if s.phase == "workflow"] if step.access == ALL else []
     granted = [GrantedStep(s.index, s.subtask, s.output, s.round) for s in earlier]
     granted += [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
-    messages = worker_messages(question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None))
+    messages = worker_messages(question, granted, step.subtask, system_prompt=worker.info.system_prompt)
     started_at, t0 = utc_now(), time.perf_counter()
     calls = CallLog()  # what an external worker was sent (pseudonymized) and who received it
 
@@ -79,7 +82,7 @@ async def run_step(
             index=index,
             phase=phase,
             worker_index=step.worker,
-            worker=result.served_by or worker.name,
+            worker=result.served_by or worker.info.name,
             subtask=step.subtask,
             access=step.to_json()["access"],
             visible=visible,
@@ -99,8 +102,7 @@ async def run_step(
         )
 
     try:
-        with call_log(calls):
-            result = await worker.complete(messages, settings)
+        result = await worker.complete(Call(messages, settings, context=context.replace(calls=calls)))
     except asyncio.CancelledError as exc:
         if sink is not None:
             sink[index] = record(Completion(""), exc)
@@ -134,6 +136,7 @@ async def execute(
     round: int = 0,
     previous: Sequence[StepRecord] = (),
     stream: AnswerStream | None = None,
+    context: CallContext = NO_CONTEXT,
 ) -> tuple[StepRecord, ...]:
     """Run every step of ``workflow`` over ``pool``; returns records in step order.
 
@@ -142,6 +145,7 @@ async def execute(
         round, previous: the recursion round and the previous round's step records.
         stream: where the last step's text goes while it is generated (see
             :mod:`podium.streaming`); no other step's text ever reaches it.
+        context: the request's context for every call (budget, PII vault).
 
     Raises WorkflowFailed (with every record made) when a step's worker fails or the time
     limit passes.
@@ -155,20 +159,20 @@ async def execute(
             await finished[dep].wait()
         if on_step:
             on_step("start", index, step)
-        with streaming_to(stream if index == len(workflow) - 1 else None):
-            settings = step_settings(workflow.steps, index, pool[step.worker].settings)
-            record = await run_step(
-                index,
-                step,
-                question,
-                pool,
-                done,
-                sink=done,
-                round=round,
-                previous=previous,
-                settings=settings,
-                errors=errors,
-            )
+        settings = step_settings(workflow.steps, index, pool[step.worker].info.settings)
+        record = await run_step(
+            index,
+            step,
+            question,
+            pool,
+            done,
+            sink=done,
+            round=round,
+            previous=previous,
+            settings=settings,
+            errors=errors,
+            context=context.replace(stream=stream if index == len(workflow) - 1 else None),
+        )
         done[index] = record
         if on_step:
             on_step("end", index, step)

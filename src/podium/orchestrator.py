@@ -11,8 +11,9 @@ did not fit the cost cap), ``deadline`` (the workflow ran out of time; the fallb
 time kept back by ``Limits.fallback_reserve``), ``pii_protection`` (PII protection refused a
 third-party call or its reply: :class:`~podium.errors.PIIProtectionError`).
 
-Each request runs in its own PII scope (:func:`~podium.pii.session.pii_scope`): one vault of
-placeholders for all its steps and conductor calls, never stored.
+Each request has one :class:`~podium.workers.base.CallContext` that every call it makes carries:
+its budget, and one vault of PII placeholders for all its steps and conductor calls (never
+stored; a nested request shares its parent's).
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from podium.budget import Limits, PeriodBudget, RequestBudget, budget_scope
+from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidQuestion, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
-from podium.pii.session import CallLog, call_log, pii_scope
+from podium.pii.session import CallLog
+from podium.pii.vault import Vault
 from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, Totals, utc_now
-from podium.streaming import AnswerStream, streaming_to
+from podium.streaming import AnswerStream
 from podium.text import is_invisible
-from podium.workers.base import Worker
+from podium.workers.base import CallContext, Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
 
@@ -262,7 +264,7 @@ class Orchestrator:
             id=request_id or uuid.uuid4().hex,
             question=question,
             pool=self.pool_name,
-            workers=tuple(w.name for w in self.pool),
+            workers=tuple(w.info.name for w in self.pool),
             conductor=self.conductor.name,
             mode="run",
             started_at=now,
@@ -313,7 +315,7 @@ class Orchestrator:
             if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < len(pool) for i in chosen):
                 raise ConfigError(f"workers must be distinct pool indices 0..{len(pool) - 1}, got {chosen}")
             if fallback.worker not in chosen:
-                name = pool[fallback.worker].name
+                name = pool[fallback.worker].info.name
                 raise ConfigError(f"the allowed workers must include the fallback worker {name!r}")
             fallback = Fallback(chosen.index(fallback.worker), fallback.subtask)
             pool = [pool[i] for i in chosen]
@@ -331,6 +333,7 @@ class Orchestrator:
         on_event: EventHook | None = None,
         limits: Limits | None = None,
         budget: RequestBudget | None = None,
+        context: CallContext | None = None,
         request_id: str | None = None,
         tags: Sequence[str] = (),
         subject: str | None = None,
@@ -340,8 +343,12 @@ class Orchestrator:
 
         Args:
             limits: this request's limits (default: the orchestrator's).
-            budget: run inside an existing request's budget (nested requests of a conductor
-                worker share their parent's deadline and cost cap); overrides ``limits``.
+            budget: this request's budget (a server builds it with the key's period budgets);
+                overrides ``limits``.
+            context: run inside an enclosing request's context (a conductor worker's nested
+                request shares its parent's budget — deadline and cost cap — and PII vault), or
+                with an evaluation task id for replay workers (``CallContext(task_id=…)``);
+                its budget, when set, overrides ``budget`` and ``limits``.
             request_id: the trace id to use (32 lowercase hex; default: a new uuid4), so a
                 server can hand the id out before the request ends.
             tags, subject: stored with the trace (see :class:`~podium.records.RunRecord`).
@@ -359,18 +366,22 @@ class Orchestrator:
         installed) after recording the failed request in the trace store.
         """
         question = validate_question(question, max_chars=self.max_question_chars)
-        budget = budget or RequestBudget(limits or self.limits, self.periods)
+        outer = context or CallContext()
+        budget = outer.budget or budget or RequestBudget(limits or self.limits, self.periods)
         if request_id is not None and not _is_request_id(request_id):
             raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         live = stream if self.recursion_rounds == 0 else None  # a review round may replace the answer
         meta = _Meta(request_id or uuid.uuid4().hex, tuple(tags), subject, live)
-        with budget_scope(budget), streaming_to(None), pii_scope():  # only the answering step streams
-            return await self._run(question, mode, on_event or (lambda _e, _d: None), budget, meta)
+        # only the answering step streams (the executor puts the stream on that step's call)
+        vault = Vault() if outer.vault is None else outer.vault
+        request = outer.replace(budget=budget, vault=vault, calls=None, stream=None, ticket=None)
+        return await self._run(question, mode, on_event or (lambda _e, _d: None), request, meta)
 
     async def _run(
-        self, question: str, mode: Literal["run", "plan"], emit: EventHook, budget: RequestBudget, meta: _Meta
+        self, question: str, mode: Literal["run", "plan"], emit: EventHook, context: CallContext, meta: _Meta
     ) -> RunRecord:
         request_id = meta.request_id
+        budget = _budget(context)
         started_at, t0 = utc_now(), time.perf_counter()
         if self.traces:
             self.traces.begin(
@@ -395,7 +406,7 @@ class Orchestrator:
                 id=request_id,
                 question=question,
                 pool=self.pool_name,
-                workers=tuple(w.name for w in self.pool),
+                workers=tuple(w.info.name for w in self.pool),
                 conductor=self.conductor.name,
                 mode=mode,
                 started_at=started_at,
@@ -415,7 +426,7 @@ class Orchestrator:
             return record
 
         try:
-            workflow, fallback = await self._plan(question, attempts, emit, budget)
+            workflow, fallback = await self._plan(question, attempts, emit, context)
             if workflow is not None:
                 workflows.append(workflow)
             if mode == "plan":
@@ -424,21 +435,21 @@ class Orchestrator:
                 return finish()
             if workflow is not None:
                 try:
-                    done = await self._execute_round(workflow, question, 0, (), emit, budget, meta.stream)
+                    done = await self._execute_round(workflow, question, 0, (), emit, context, meta.stream)
                     steps.extend(done)
                     answer = done[-1].output
                     if not answer:
                         fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
                     else:
                         first = PreviousRound(0, workflow, answer, tuple(s.output for s in done))
-                        answer = await self._recurse(question, first, done, attempts, steps, workflows, emit, budget)
+                        answer = await self._recurse(question, first, done, attempts, steps, workflows, emit, context)
                 except WorkflowFailed as exc:
                     steps.extend(exc.records)
                     fallback = FallbackInfo(exc.fallback_reason, str(exc))
                     _stop_if_period_budget(exc.cause)
             if fallback is not None:
                 emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
-                answer, status, error = await self._fallback(question, steps, budget, meta.stream)
+                answer, status, error = await self._fallback(question, steps, context, meta.stream)
             return finish()
         except _PeriodBudgetSpent as spent:  # no fallback: it would draw on the same budget
             status, error, fallback = "error", f"CostCapExceeded: {spent.cause}", None
@@ -455,7 +466,7 @@ class Orchestrator:
         round_: int,
         previous_steps: Sequence[StepRecord],
         emit: EventHook,
-        budget: RequestBudget,
+        context: CallContext,
         stream: AnswerStream | None = None,
     ) -> tuple[StepRecord, ...]:
         """One round's workflow within the workflow's time. Raises WorkflowFailed."""
@@ -467,10 +478,11 @@ class Orchestrator:
             question,
             self.pool,
             on_step=hook,
-            timeout_s=_until(budget.workflow_deadline()),
+            timeout_s=_until(_budget(context).workflow_deadline()),
             round=round_,
             previous=previous_steps,
             stream=stream,
+            context=context,
         )
 
     async def _recurse(
@@ -482,14 +494,14 @@ class Orchestrator:
         steps: list[StepRecord],
         workflows: list[Workflow],
         emit: EventHook,
-        budget: RequestBudget,
+        context: CallContext,
     ) -> str:
         """Further rounds; returns the answer to keep. A round that keeps the answer (empty
         workflow), finds no valid plan, fails or runs out of time ends the recursion with the
         previous answer — it never turns an answered request into a failed one."""
         for round_ in range(1, self.recursion_rounds + 1):
             try:
-                workflow, stopped = await self._plan(question, attempts, emit, budget, previous=previous)
+                workflow, stopped = await self._plan(question, attempts, emit, context, previous=previous)
             except _PeriodBudgetSpent:  # a review round is optional: keep the answer
                 break
             if workflow is None or stopped is not None:
@@ -499,7 +511,7 @@ class Orchestrator:
                 emit("keep_answer", {"round": round_})
                 break
             try:
-                done = await self._execute_round(workflow, question, round_, previous_steps, emit, budget)
+                done = await self._execute_round(workflow, question, round_, previous_steps, emit, context)
             except WorkflowFailed as exc:
                 steps.extend(exc.records)
                 break
@@ -511,18 +523,18 @@ class Orchestrator:
         return previous.answer
 
     async def _fallback(
-        self, question: str, steps: list[StepRecord], budget: RequestBudget, stream: AnswerStream | None
+        self, question: str, steps: list[StepRecord], context: CallContext, stream: AnswerStream | None
     ) -> tuple[str, Literal["fallback", "error"], str | None]:
         """Run the fallback pipeline if time is left; returns (answer, status, error)."""
         try:
-            budget.check_deadline()
+            _budget(context).check_deadline()
         except DeadlineExceeded as exc:
             return "", "error", f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)"
         fresh = stream if stream is not None and not stream.sent else None  # never mix two texts
-        with streaming_to(fresh):
-            record = await run_step(
-                0, Step(self.fallback.worker, self.fallback.subtask, ()), question, self.pool, {}, phase="fallback"
-            )
+        step = Step(self.fallback.worker, self.fallback.subtask, ())
+        record = await run_step(
+            0, step, question, self.pool, {}, phase="fallback", context=context.replace(stream=fresh)
+        )
         steps.append(record)
         if record.error or not record.output:
             return "", "error", record.error or "EmptyOutput: the fallback pipeline returned no text"
@@ -533,12 +545,13 @@ class Orchestrator:
         question: str,
         attempts: list[PlanAttempt],
         emit: EventHook,
-        budget: RequestBudget,
+        context: CallContext,
         previous: PreviousRound | None = None,
     ) -> tuple[Workflow | None, FallbackInfo | None]:
         """Sample up to ``1 + resamples`` workflows within the workflow's time; the first valid
         one wins."""
         round_ = 0 if previous is None else previous.round + 1
+        budget = _budget(context)
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
             started, started_at = time.perf_counter(), utc_now()
@@ -546,10 +559,14 @@ class Orchestrator:
             calls = CallLog()  # an external conductor model: what it was sent, and who received it
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
-                    with call_log(calls):
-                        attempt = await self.conductor.plan(
-                            question, self.pool, max_steps=self.max_steps, attempt=k, previous=previous
-                        )
+                    attempt = await self.conductor.plan(
+                        question,
+                        self.pool,
+                        max_steps=self.max_steps,
+                        attempt=k,
+                        previous=previous,
+                        context=context.replace(calls=calls),
+                    )
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
@@ -634,6 +651,12 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
     """Raises _PeriodBudgetSpent when ``exc`` is a period budget's refusal."""
     if isinstance(exc, CostCapExceeded) and exc.scope != "request":
         raise _PeriodBudgetSpent(exc)
+
+
+def _budget(context: CallContext) -> RequestBudget:
+    """The request's budget (:meth:`Orchestrator.run` gives every request's context one)."""
+    assert context.budget is not None
+    return context.budget
 
 
 def _is_request_id(value: str) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 from podium.errors import PodiumError
 from podium.pool import PoolConfig
-from podium.workers.base import Worker
+from podium.workers.base import Call, Worker
 
 __all__ = ["check_pool", "same_model"]
 
@@ -71,12 +71,12 @@ def _row(name: str, role: str, model: str | None) -> dict[str, Any]:
 
 
 async def _check_worker(worker: Worker, model: str | None) -> dict[str, Any]:
-    row = _row(worker.name, "worker", model or None)
-    prompt = _TOOL_PROMPT if getattr(worker, "is_tool", False) else _PROMPT
-    settings = dataclasses.replace(worker.settings, max_tokens=8)
+    row = _row(worker.info.name, "worker", model or None)
+    prompt = _TOOL_PROMPT if worker.info.is_tool else _PROMPT
+    settings = dataclasses.replace(worker.info.settings, max_tokens=8)
     started = time.perf_counter()
     try:
-        result = await worker.complete([{"role": "user", "content": prompt}], settings)
+        result = await worker.complete(Call([{"role": "user", "content": prompt}], settings))
         row.update(reply=result.text.strip()[:60], input_tokens=result.usage.input_tokens,
                    output_tokens=result.usage.output_tokens)  # fmt: skip
     except PodiumError as exc:
@@ -168,7 +168,7 @@ async def _check_light(config: PoolConfig, workers: list[Worker], row: dict[str,
         row["problems"].append(f"light conductor {ref!r} wrote no workflow: {attempt.error}")
         return
     trained = getattr(getattr(conductor, "policy", None), "workers", ())
-    missing = [w for w in trained if w not in {x.name for x in workers}]
+    missing = [w for w in trained if w not in {x.info.name for x in workers}]
     if missing:
         row["notes"].append(f"trained on workers this pool lacks (never chosen): {', '.join(missing)}")
     row["reply"] = f"{conductor.name}: planned {len(attempt.workflow)} step(s) for a test question"

@@ -1,11 +1,11 @@
 """Streaming the answer: the final step's text reaches the caller while it is generated.
 
 Only the step whose output becomes the answer streams; earlier steps never reach the caller.
-The orchestrator hands an :class:`AnswerStream` to the executor, which makes it the *current*
-stream (a context variable) for that one step only; backends that generate token by token
-(in-process llama.cpp, streamed OpenAI-compatible calls) report the text generated so far with
-:func:`report_text`. Everything else — cached calls, non-streaming backends, tools — simply
-reports nothing, and the caller gets the answer when the request ends.
+The orchestrator hands an :class:`AnswerStream` to the executor, which puts it on that one
+step's call (``Call.context.stream``); backends that generate token by token (in-process
+llama.cpp, streamed OpenAI-compatible calls) report the text generated so far with
+``call.context.report_text``. Everything else — cached calls, non-streaming backends, tools —
+simply reports nothing, and the caller gets the answer when the request ends.
 
 The stream only ever *extends* what it sent. Backends report cumulative text, so a retried
 call that regenerates the same text sends nothing twice; if a retry (or the fallback pipeline)
@@ -16,13 +16,11 @@ caller whether the final answer still extends what was sent (then only the rest 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["AnswerStream", "TextSink", "current_stream", "report_text", "streaming_to"]
+__all__ = ["AnswerStream", "TextSink"]
 
 
 class TextSink(Protocol):
@@ -85,30 +83,3 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
-
-
-_current: ContextVar[TextSink | None] = ContextVar("podium_answer_stream", default=None)
-
-
-def current_stream() -> TextSink | None:
-    """The stream the running call's text should go to, or None (the usual case)."""
-    return _current.get()
-
-
-def report_text(text: str) -> None:
-    """Backends call this with their cumulative generated text; a no-op unless the call is the
-    answering step of a streamed request."""
-    stream = _current.get()
-    if stream is not None:
-        stream.update(text)
-
-
-@contextlib.contextmanager
-def streaming_to(stream: TextSink | None) -> Iterator[None]:
-    """Make ``stream`` current for the calls made inside (None: no streaming inside — nested
-    requests and non-answering steps use this so their text never reaches the caller)."""
-    token = _current.set(stream)
-    try:
-        yield
-    finally:
-        _current.reset(token)

@@ -17,8 +17,18 @@ from typing import Any
 from podium.conductor.base import PreviousRound
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
-from podium.streaming import current_stream, report_text
-from podium.workers.base import Completion, Message, Price, Usage, Worker, WorkerSettings
+from podium.workers.base import (
+    NO_CONTEXT,
+    Call,
+    CallContext,
+    Completion,
+    Message,
+    Price,
+    Usage,
+    Worker,
+    WorkerInfo,
+    WorkerSettings,
+)
 
 __all__ = ["KEEP_ANSWER", "ScriptedConductor", "ScriptedWorker", "ThreadedUvicorn", "fake_tokens"]
 
@@ -35,8 +45,8 @@ class ScriptedWorker:
     worker saw. ``error`` makes every call raise it; ``delay_s`` sleeps before replying.
     Usage is :func:`fake_tokens` of the messages and reply; cost follows ``price``. When the
     call is the answering step of a streamed request, the reply is reported word by word
-    (:func:`podium.streaming.report_text`) with ``word_delay_s`` between words, as a streaming
-    backend would.
+    (``call.context.report_text``) with ``word_delay_s`` between words, as a streaming backend
+    would.
     """
 
     def __init__(
@@ -50,33 +60,39 @@ class ScriptedWorker:
         delay_s: float = 0.0,
         system_prompt: str | None = None,
         word_delay_s: float = 0.0,
+        settings: WorkerSettings | None = None,
     ) -> None:
-        self.name = name
         self.reply = reply
-        self.price = price or Price(input=1.0, output=2.0)
-        self.description = description
-        self.settings = WorkerSettings()
         self.error = error
         self.delay_s = delay_s
         self.word_delay_s = word_delay_s
-        self.system_prompt = system_prompt
+        price = price or Price(input=1.0, output=2.0)
+        self.info = WorkerInfo(name, description, price, settings or WorkerSettings(), system_prompt)
         self.calls: list[list[Message]] = []
+        self.contexts: list[CallContext] = []
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    @property
+    def name(self) -> str:
+        """Its name (``info.name``)."""
+        return self.info.name
+
+    async def complete(self, call: Call) -> Completion:
+        messages = call.messages
         self.calls.append(list(messages))
+        self.contexts.append(call.context)
         started = time.perf_counter()
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.error is not None:
             raise self.error
         text = self.reply(messages) if callable(self.reply) else self.reply
-        if current_stream() is not None:
+        if call.context.stream is not None:
             words = text.split(" ")
             for k in range(1, len(words) + 1):
-                report_text(" ".join(words[:k]))
+                call.context.report_text(" ".join(words[:k]))
                 await asyncio.sleep(self.word_delay_s)
         usage = Usage(sum(fake_tokens(m["content"]) for m in messages), fake_tokens(text) if text else 0)
-        return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started)
+        return Completion(text, usage, self.info.price.cost(usage), time.perf_counter() - started)
 
 
 KEEP_ANSWER = "model_id = []\nsubtasks = []\naccess_list = []"
@@ -115,6 +131,7 @@ class ScriptedConductor:
         max_steps: int,
         attempt: int = 0,
         previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         script = self.outputs if previous is None else self.reviews
         calls = sum(1 for p in self.previous if (p is None) == (previous is None))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podium.records import PlanAttempt
-from podium.workers.base import Worker
+from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workflow import Workflow
 
 __all__ = ["Conductor", "PreviousRound"]
@@ -41,9 +41,9 @@ class Conductor(Protocol):
 
     Budgets: the orchestrator puts every pool worker behind the request's cost cap and deadline,
     but it cannot see a model a conductor holds itself. A conductor that calls its own model
-    should wrap it in :func:`podium.workers.resilience.budget_guarded` (as
-    :class:`~podium.conductor.lm.LMConductor` does), or its calls are neither reserved nor
-    counted against the request's cap and the period budget.
+    should wrap it in :func:`podium.workers.resilience.budget_guarded` and make its calls with
+    the ``context`` it is given (as :class:`~podium.conductor.lm.LMConductor` does), or its
+    calls are neither reserved nor counted against the request's cap and the period budget.
     """
 
     name: str
@@ -56,11 +56,14 @@ class Conductor(Protocol):
         max_steps: int,
         attempt: int = 0,
         previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         """One attempt at a workflow. Never raises for a bad plan: a failed parse is returned
         as a PlanAttempt with ``workflow=None`` and ``error_kind`` set, so it can be traced and
         re-sampled. Provider failures raise ProviderError.
 
         With ``previous`` (a recursion round) the conductor reviews the previous workflow and
-        its answer; an empty workflow (three empty lists) means "keep the answer"."""
+        its answer; an empty workflow (three empty lists) means "keep the answer". ``context``
+        is the request's (:class:`~podium.workers.base.CallContext`): a conductor that calls a
+        model passes it on its calls (``Call(..., context=context)``)."""
         ...

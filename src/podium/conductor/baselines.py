@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from podium.conductor.base import PreviousRound
+from podium.errors import ConfigError
 from podium.records import PlanAttempt
 from podium.roles import subtask
-from podium.workers.base import Worker
+from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workflow import ALL, Access, Step, Workflow
 
 __all__ = [
@@ -96,6 +97,7 @@ class FixedConductor:
         max_steps: int,
         attempt: int = 0,
         previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         started = time.perf_counter()
         if previous is not None:  # keep the answer
@@ -173,17 +175,35 @@ class MixtureOfAgents(FixedConductor):
         )
 
 
-class OracleRouter(FixedConductor):
-    """One step on ``choose(question)``'s worker; for replay's oracle (see module docstring)."""
+class OracleRouter:
+    """One step on ``choose(task_id)``'s worker, the task id being the evaluation task the
+    request answers (``context.task_id``); for replay's oracle (see module docstring). Raises
+    ConfigError for a request without a task id."""
 
     def __init__(self, choose: Callable[[str], int], name: str = "oracle") -> None:
-        super().__init__(name, lambda q, _p, _m: (Step(choose(q), ANSWER, ()),))
+        self.name = name
+        self.choose = choose
+
+    async def plan(
+        self,
+        question: str,
+        pool: Sequence[Worker],
+        *,
+        max_steps: int,
+        attempt: int = 0,
+        previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
+    ) -> PlanAttempt:
+        if context.task_id is None:
+            raise ConfigError("the oracle routes only replayed requests: give the request a task id")
+        single = SingleWorker(self.choose(context.task_id), self.name)
+        return await single.plan(question, pool, max_steps=max_steps, attempt=attempt, previous=previous)
 
 
 def cheapest(pool: Sequence[Worker], mean_cost: Sequence[float] | None = None) -> int:
     """Index of the cheapest worker: by measured mean cost per call (USD) when given, else by
     list price (input + output USD per 1M tokens). Ties go to the earlier worker."""
-    keys = list(mean_cost) if mean_cost is not None else [w.price.input + w.price.output for w in pool]
+    keys = list(mean_cost) if mean_cost is not None else [w.info.price.input + w.info.price.output for w in pool]
     return min(range(len(pool)), key=lambda i: (keys[i], i))
 
 
@@ -191,5 +211,5 @@ def strongest(pool: Sequence[Worker], quality: Sequence[float] | None = None) ->
     """Index of the strongest worker: by measured quality when given (e.g. the train split's
     mean score), else the most expensive by list price — price as a proxy for strength, which
     holds in the local pool (1.5B > 0.5B > 135M) but is only a default. Ties: earlier worker."""
-    keys = list(quality) if quality is not None else [w.price.input + w.price.output for w in pool]
+    keys = list(quality) if quality is not None else [w.info.price.input + w.info.price.output for w in pool]
     return max(range(len(pool)), key=lambda i: (keys[i], -i))

@@ -207,7 +207,7 @@ class LightConductor(FixedConductor):
         self.embedder = embedder
 
     def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
-        names = [w.name for w in pool]
+        names = [w.info.name for w in pool]
         allowed = [i for i, w in enumerate(self.policy.workers) if w in names]
         if not allowed:
             raise ConfigError(

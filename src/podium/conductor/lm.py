@@ -14,7 +14,6 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from podium.conductor.base import PreviousRound
 from podium.conductor.grammar import max_plan_chars, workflow_grammar
@@ -29,7 +28,7 @@ from podium.errors import PlanParseError
 from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.roles import ROLES, expand
-from podium.workers.base import Completion, Message, TextCompleter, Usage, Worker, WorkerSettings
+from podium.workers.base import NO_CONTEXT, Call, CallContext, Completion, Message, Usage, Worker, WorkerSettings
 from podium.workers.resilience import budget_guarded, grammar_capable
 
 __all__ = ["LMConductor", "LMConductorSettings"]
@@ -86,7 +85,7 @@ class LMConductor:
     def __init__(self, model: Worker, settings: LMConductorSettings | None = None, *, name: str | None = None) -> None:
         self.model = budget_guarded(model)  # the conductor's calls count against the request's cap
         self.settings = settings or LMConductorSettings()
-        self.name = name or f"lm:{model.name}"
+        self.name = name or f"lm:{model.info.name}"
 
     async def plan(
         self,
@@ -96,11 +95,12 @@ class LMConductor:
         max_steps: int,
         attempt: int = 0,
         previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         started = time.perf_counter()
-        tool = next((i for i, w in enumerate(pool) if getattr(w, "is_tool", False)), None)
+        tool = next((i for i, w in enumerate(pool) if w.info.is_tool), None)
         examples = FEW_SHOT if self.settings.few_shot and not self.settings.roles else ()
-        descriptions = [w.description for w in pool]
+        descriptions = [w.info.description for w in pool]
         roles = tuple(ROLES.values()) if self.settings.roles else ()
         messages = conductor_messages(
             question, descriptions, max_steps=max_steps, tool=tool, few_shot=examples, roles=roles
@@ -110,15 +110,12 @@ class LMConductor:
         recursing = previous is not None
         s = self.settings
         seed = s.seed + attempt + (zlib.crc32(question.encode()) % 1_000_003 if s.seed_per_question else 0)
-        completer = self.model if s.constrained and grammar_capable(self.model) else None
-        if completer is not None:
-            raw, calls = await self._constrained(
-                cast(TextCompleter, completer), messages, len(pool), max_steps, seed, allow_empty=recursing
-            )
+        constrained = s.constrained and grammar_capable(self.model)
+        if constrained:
+            raw, calls = await self._constrained(messages, len(pool), max_steps, seed, context, allow_empty=recursing)
         else:
-            reply = await self.model.complete(
-                messages, WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)
-            )
+            settings = WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)
+            reply = await self.model.complete(Call(messages, settings, context=context))
             raw, calls = reply.text, [reply]
         usage = sum((c.usage for c in calls), Usage())
         cost = sum(c.cost_usd for c in calls)
@@ -144,16 +141,16 @@ class LMConductor:
             latency_s=sum(c.latency_s for c in calls)
             if all(c.cached for c in calls)
             else time.perf_counter() - started,
-            constrained=completer is not None,
+            constrained=constrained,
         )
 
     async def _constrained(
         self,
-        completer: TextCompleter,
         messages: list[Message],
         pool_size: int,
         max_steps: int,
         seed: int,
+        context: CallContext,
         *,
         allow_empty: bool = False,
     ) -> tuple[str, list[Completion]]:
@@ -162,24 +159,19 @@ class LMConductor:
         calls: list[Completion] = []
         prefix = REASONING_PREFIX
         if s.reasoning_tokens:
-            reasoning = await completer.continue_text(
-                messages,
-                prefix,
-                WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed),
-                grammar=_REASONING_LINE,
+            settings = WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed)
+            reasoning = await self.model.complete(
+                Call(messages, settings, prefix=prefix, grammar=_REASONING_LINE, context=context)
             )
             calls.append(reasoning)
             prefix += reasoning.text.rstrip() + ("…" if reasoning.finish_reason == "length" else "")
         prefix += "\n"
         templates = list(ROLES) if s.roles else None  # role names: expanded to their instructions
         chars = max(len(t) for t in templates) if templates else s.subtask_chars
-        lists = await completer.continue_text(
-            messages,
-            prefix,
-            WorkerSettings(
-                max_tokens=max_plan_chars(pool_size, max_steps, chars), temperature=s.temperature, seed=seed
-            ),
-            grammar=workflow_grammar(pool_size, max_steps, chars, allow_empty=allow_empty, subtasks=templates),
+        settings = WorkerSettings(
+            max_tokens=max_plan_chars(pool_size, max_steps, chars), temperature=s.temperature, seed=seed
         )
+        grammar = workflow_grammar(pool_size, max_steps, chars, allow_empty=allow_empty, subtasks=templates)
+        lists = await self.model.complete(Call(messages, settings, prefix=prefix, grammar=grammar, context=context))
         calls.append(lists)
         return prefix + lists.text, calls

@@ -66,7 +66,7 @@ def named_conductor(
     Raises ConfigError for an unknown name, a worker not in the pool, or a trained conductor
     that is not in the registry (or, for ``lm:``, has no exported adapter).
     """
-    by_name = {w.name: i for i, w in enumerate(pool)}
+    by_name = {w.info.name: i for i, w in enumerate(pool)}
     best = strongest(pool, quality)
     if name.startswith("single:"):
         wanted = name.split(":", 1)[1]
@@ -81,15 +81,15 @@ def named_conductor(
         worker, settings, version = trained_lm(name.split(":", 1)[1])
         return LMConductor(worker, settings, name=f"lm:{version.ref}")
     if name == "cheapest":
-        return SingleWorker(cheapest(pool, cost), f"cheapest:{pool[cheapest(pool, cost)].name}")
+        return SingleWorker(cheapest(pool, cost), f"cheapest:{pool[cheapest(pool, cost)].info.name}")
     if name == "strongest":
-        return SingleWorker(best, f"strongest:{pool[best].name}")
+        return SingleWorker(best, f"strongest:{pool[best].info.name}")
     if name == "random":
         return RandomWorker(seed=0)
     if name == "pipeline":
         return FixedPipeline(best, best, best)
     if name == "moa":
-        return MixtureOfAgents([i for i, w in enumerate(pool) if not getattr(w, "is_tool", False)], best)
+        return MixtureOfAgents([i for i, w in enumerate(pool) if not w.info.is_tool], best)
     raise ConfigError(f"unknown conductor {name!r}; known: {', '.join(NAMED)}")
 
 

@@ -38,8 +38,7 @@ from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_w
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.records import PlanAttempt
-from podium.workers.base import Worker
-from podium.workers.resilience import unwrap
+from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workflow import Workflow
 
 __all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "fixed_plan", "is_plan_policy"]
@@ -185,8 +184,8 @@ class PlanConductor:
         """The plan for ``question`` and its first-round workflow over ``pool``.
 
         Raises ConfigError when the pool can run none of the policy's plans."""
-        names = [w.name for w in pool]
-        vote = next((w.name for w in pool if getattr(unwrap(w), "backend", "") == "vote"), None)
+        names = [w.info.name for w in pool]
+        vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
         workflows: list[Workflow | None] = []
         for plan in self.policy.plans:
             try:
@@ -222,6 +221,7 @@ class PlanConductor:
         max_steps: int,
         attempt: int = 0,
         previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         started = time.perf_counter()
         chosen, workflow = self.choose(question, pool, max_steps)
@@ -231,7 +231,7 @@ class PlanConductor:
             if chosen.escalate is not None and previous.round == 0:
                 agreement = self._agreement(chosen, previous)
                 if agreement < chosen.threshold:
-                    names = [w.name for w in pool]
+                    names = [w.info.name for w in pool]
                     workflow = plan_workflow([chosen.escalate], self.policy.columns, names)
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}: escalate"
                 else:

@@ -145,7 +145,7 @@ class RouterConductor(FixedConductor):
         self.lam = lam
 
     def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
-        names = [w.name for w in pool]
+        names = [w.info.name for w in pool]
         known = [i for i, w in enumerate(self.model.workers) if w in names]
         if not known:
             raise ConfigError(f"router knows none of the pool's workers {names}")

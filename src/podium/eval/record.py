@@ -63,7 +63,7 @@ async def _record_task(
     score: Callable[[Task, str], Any],
     step_timeout_s: float,
 ) -> dict[str, str]:
-    names = [w.name for w in pool]
+    names = [w.info.name for w in pool]
     row = {"sample_id": task.id, "eval_name": _eval_name(task), "split": task.split or "", "prompt": task.question}
     for cid in column_order(catalogue):
         workflow = plan_workflow([cid], catalogue.columns, names)
@@ -129,7 +129,7 @@ def record_bank(
     Raises ConfigError when the pool lacks a catalogue worker, the matrix has another header,
     or a worker cannot be set up (e.g. a model not installed).
     """
-    names = {w.name for w in pool}
+    names = {w.info.name for w in pool}
     missing = [w for w in catalogue.workers() if w not in names]
     if missing:
         raise ConfigError(
@@ -173,7 +173,7 @@ def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> in
     are never cached). Returns the number of calls stored.
 
     Raises ConfigError when the pool lacks a worker of the bank's catalogue."""
-    by_name = {w.name: w for w in pool}
+    by_name = {w.info.name: w for w in pool}
     missing = [w for w in bank.catalogue.workers() if w not in by_name]
     if missing:
         raise ConfigError(f"the pool lacks worker(s) {', '.join(missing)} that bank {bank.path} was recorded with")
@@ -185,17 +185,15 @@ def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> in
             if row[f"{cid}|error"]:
                 continue
             sub = sub_workflow(cid, columns)
-            workflow = plan_workflow(sub[-1:], columns, [w.name for w in pool])
+            workflow = plan_workflow(sub[-1:], columns, [w.info.name for w in pool])
             index = len(sub) - 1
             step = workflow.steps[index]
             worker = by_name[columns[cid].worker]
             granted = [
                 GrantedStep(j, workflow.steps[j].subtask, row[f"{sub[j]}|model_response"]) for j in step.visible(index)
             ]
-            messages = worker_messages(
-                question, granted, step.subtask, system_prompt=getattr(worker, "system_prompt", None)
-            )
-            settings = step_settings(workflow.steps, index, worker.settings) or worker.settings
+            messages = worker_messages(question, granted, step.subtask, system_prompt=worker.info.system_prompt)
+            settings = step_settings(workflow.steps, index, worker.info.settings) or worker.info.settings
             usage = Usage(
                 int(row[f"{cid}|input_tokens"] or 0),
                 int(row[f"{cid}|output_tokens"] or 0),
@@ -208,6 +206,6 @@ def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> in
                 latency_s=float(row[f"{cid}|step_latency_s"] or 0.0),
                 finish_reason=row[f"{cid}|finish_reason"] or "stop",
             )
-            cache.put(request_key(worker, {"messages": messages, "settings": settings}), worker.name, completion)
+            cache.put(request_key(worker, {"messages": messages, "settings": settings}), worker.info.name, completion)
             stored += 1
     return stored

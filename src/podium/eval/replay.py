@@ -22,51 +22,29 @@ How a workflow is scored in replay (and reported as such):
   step takes its worker's recorded seconds, reports give the critical path (plus the
   conductor's own planning time, measured), and training's −μ·latency reward term reads it.
 
-The replayed question is found from the task being evaluated (:func:`replay_scope`), not by
-parsing messages, so a subtask that rewrites the question still replays the right row.
+The replayed question is found from the task being evaluated (the request's
+``CallContext.task_id``, which the eval runner sets), not by parsing messages, so a subtask that
+rewrites the question still replays the right row.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import csv
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from podium.eval.tasks import Task, TaskSetError, TaskType
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
 
 __all__ = [
     "Outcome",
     "OutcomeMatrix",
     "ReplayWorker",
-    "current_task_id",
     "oracle_choice",
-    "replay_scope",
     "replay_score",
 ]
-
-_current: contextvars.ContextVar[str | None] = contextvars.ContextVar("podium_replay_task", default=None)
-
-
-@contextlib.contextmanager
-def replay_scope(task_id: str) -> Iterator[None]:
-    """Replay workers called inside this block answer for ``task_id`` (a matrix ``sample_id``).
-
-    Steps run in asyncio tasks created inside the block inherit it (contextvars)."""
-    token = _current.set(task_id)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-def current_task_id() -> str | None:
-    """The task id of the enclosing :func:`replay_scope`, or None."""
-    return _current.get()
 
 
 @dataclass(frozen=True)
@@ -228,30 +206,27 @@ def _task_type(eval_name: str) -> TaskType:
 class ReplayWorker:
     """One model of an outcome matrix as a worker (see the module docstring).
 
-    ``complete`` answers with the recorded response for the task set by :func:`replay_scope`
-    and costs its recorded USD; when the response is empty the text says so
-    (``[recorded outcome of <model>; score …]``), never empty. Raises KeyError outside a
-    replay scope or for a question the matrix lacks.
+    ``complete`` answers with the recorded response for the call's task
+    (``call.context.task_id``) and costs its recorded USD; when the response is empty the text
+    says so (``[recorded outcome of <model>; score …]``), never empty. Raises KeyError for a
+    call without a task id or for a question the matrix lacks.
     """
 
     def __init__(self, model: str, matrix: OutcomeMatrix, *, description: str = "") -> None:
-        self.name = model
         self.model = model
         self.matrix = matrix
-        self.description = description
-        self.price = Price()  # costs come per question from the matrix
-        self.settings = WorkerSettings()
-        self.system_prompt: str | None = None
+        # costs come per question from the matrix
+        self.info = WorkerInfo(model, description, Price(), WorkerSettings(), model=model)
 
-    def worst_case_usd(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> float:
-        """What a call costs, USD: the recorded cost for the current task (budgets reserve it)."""
-        task_id = _current.get()
+    def worst_case_usd(self, call: Call) -> float:
+        """What a call costs, USD: the recorded cost for its task (budgets reserve it)."""
+        task_id = call.context.task_id
         return 0.0 if task_id is None else self.matrix.outcome(task_id, self.model).cost_usd
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        task_id = _current.get()
+    async def complete(self, call: Call) -> Completion:
+        task_id = call.context.task_id
         if task_id is None:
-            raise KeyError(f"replay worker {self.name!r} called outside replay_scope(task_id)")
+            raise KeyError(f"replay worker {self.info.name!r} called without a task id (CallContext.task_id)")
         record = self.matrix.outcome(task_id, self.model)
         text = record.response.strip() or f"[recorded outcome of {self.model}; score {record.score:g}]"
         # a recorded result: like a request-cache hit, it carries the original call's latency

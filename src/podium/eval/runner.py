@@ -23,11 +23,11 @@ from typing import Any, Protocol
 
 from podium.conductor.base import Conductor
 from podium.errors import PodiumError
-from podium.eval.replay import OutcomeMatrix, replay_scope, replay_score
+from podium.eval.replay import OutcomeMatrix, replay_score
 from podium.eval.tasks import Task
 from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, StepRecord
-from podium.workers.base import Worker
+from podium.workers.base import CallContext, Worker
 
 __all__ = [
     "Method",
@@ -215,7 +215,7 @@ async def evaluate(
     Args:
         orchestrator_for: builds the orchestrator a method runs in (its pool, limits, traces).
         scorer: live verifiers or replay scores.
-        replay: run each request inside :func:`~podium.eval.replay.replay_scope` of its task.
+        replay: give each request its task's id (``CallContext.task_id``), for replay workers.
         concurrency: requests in flight at once (replay: dozens; live local models: 1–2).
         on_result: called after each request (progress bars).
 
@@ -249,11 +249,8 @@ async def evaluate(
 async def _run_one(orchestrator: Orchestrator, task: Task, scorer: Scorer, replay: bool) -> TaskResult:
     started = time.perf_counter()
     try:
-        if replay:
-            with replay_scope(task.id):
-                record = await orchestrator.run(task.question)
-        else:
-            record = await orchestrator.run(task.question)
+        context = CallContext(task_id=task.id) if replay else None
+        record = await orchestrator.run(task.question, context=context)
     except PodiumError as exc:  # invalid question, setup error: a failed result, not a lost one
         return _failed(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
     scored = await scorer(task, record)

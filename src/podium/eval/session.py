@@ -33,7 +33,7 @@ import numpy as np
 from podium.conductor.baselines import OracleRouter, SingleWorker, strongest
 from podium.conductor.named import named_conductor, shared_embedder
 from podium.errors import ConfigError
-from podium.eval.replay import OutcomeMatrix, current_task_id, oracle_choice
+from podium.eval.replay import OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
 from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate
 from podium.eval.tasks import Task, load_tasks, select
@@ -251,7 +251,9 @@ def _baselines(
     methods: list[Method] = []
     for name in names:
         if name == "single":
-            methods += [Method(f"single:{w.name}", SingleWorker(i, f"single:{w.name}")) for i, w in enumerate(pool)]
+            methods += [
+                Method(f"single:{w.info.name}", SingleWorker(i, f"single:{w.info.name}")) for i, w in enumerate(pool)
+            ]
         elif name == "plans" or name.startswith("plan:"):
             methods += _plan_methods(name)
         else:
@@ -308,7 +310,7 @@ def _live(
     traces = TraceStore(spec.traces) if spec.traces is not None else None
     judge: Worker | None = None
     if spec.judge is not None:
-        names_in_pool = [w.name for w in workers]
+        names_in_pool = [w.info.name for w in workers]
         if spec.judge not in names_in_pool:
             raise ConfigError(
                 f"--judge {spec.judge!r} is not a worker of pool {config.name!r} ({', '.join(names_in_pool)})"
@@ -326,7 +328,7 @@ def _live(
     rest = [n for n in names if n != "router" and n.split(":", 1)[0] != "conductor"]
     methods += _baselines(rest, workers, None, None, spec.embeddings)
     if "router" in names:
-        methods += _live_router_methods(spec, [w.name for w in workers], tasks, on_stage)
+        methods += _live_router_methods(spec, [w.info.name for w in workers], tasks, on_stage)
 
     def orchestrator_for(method: Method) -> Orchestrator:
         return build_orchestrator(
@@ -378,9 +380,7 @@ def _replay(
         )
     if "oracle" in names:
 
-        def choose(_question: str) -> int:
-            task_id = current_task_id()
-            assert task_id is not None  # replay requests run inside replay_scope
+        def choose(task_id: str) -> int:
             return matrix.models.index(oracle_choice(matrix, task_id, matrix.models))
 
         methods.append(Method("oracle", OracleRouter(choose)))

@@ -97,7 +97,7 @@ from podium.answers import (
 from podium.errors import ConfigError
 from podium.eval.tasks import Task
 from podium.sandbox import run_python
-from podium.workers.base import Message, Worker, WorkerSettings
+from podium.workers.base import Call, Message, Worker, WorkerSettings
 
 __all__ = [
     "JUDGE_PASS_SCORE",
@@ -528,7 +528,7 @@ def parse_judge_score(text: str) -> float | None:
 async def _verify_open(task: Task, answer: str, judge: Worker) -> Verdict:
     if not answer.strip():
         return _wrong("empty answer (not sent to the judge)", parsed=False)
-    completion = await judge.complete(judge_messages(task, answer), JUDGE_SETTINGS)
+    completion = await judge.complete(Call(judge_messages(task, answer), JUDGE_SETTINGS))
     score = parse_judge_score(completion.text)
     if score is None:
         return _wrong(
@@ -539,5 +539,5 @@ async def _verify_open(task: Task, answer: str, judge: Worker) -> Verdict:
         correct=score >= JUDGE_PASS_SCORE,
         parsed=True,
         extracted=f"{score:g}",
-        detail=f"judge {judge.name} scored {score:g}/10 (pass: {JUDGE_PASS_SCORE})",
+        detail=f"judge {judge.info.name} scored {score:g}/10 (pass: {JUDGE_PASS_SCORE})",
     )

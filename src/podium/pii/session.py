@@ -1,11 +1,13 @@
-"""Request scope of PII protection: the vault of the running request and the per-call log.
+"""Request scope of PII protection: the per-call disclosure log, and the pool's protection.
 
-Both live in context variables, the way the request budget does (:mod:`podium.budget`):
+Both the request's vault and the log travel with each call (``Call.context.vault`` and
+``.calls``, :class:`podium.workers.base.CallContext`):
 
-- :func:`pii_scope` gives a request its vault; a nested request (a conductor worker's) shares the
-  enclosing request's vault, so a person keeps one placeholder across the whole request tree.
-  The vault is memory only and goes when the request ends; it is never written anywhere.
-- :func:`call_log` collects what the worker calls of one step (or one conductor attempt)
+- the orchestrator gives each request a :class:`~podium.pii.vault.Vault`; a nested request (a
+  conductor worker's) shares the enclosing request's, so a person keeps one placeholder across
+  the whole request tree. The vault is memory only and goes when the request ends; it is never
+  written anywhere.
+- a :class:`CallLog` collects what the worker calls of one step (or one conductor attempt)
   disclosed to third parties, and the exact messages they were sent, for the trace.
 
 :class:`PIIProtection` is the pool's ``[pii]`` configuration with its analyzer, built on first
@@ -14,47 +16,21 @@ use and shared by every worker of the pool.
 
 from __future__ import annotations
 
-import contextvars
 import importlib.util
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from podium.errors import ConfigError
-from podium.pii.vault import ENTITY_TYPES, Vault
+from podium.pii.vault import ENTITY_TYPES
 from podium.records import Disclosure
 from podium.workers.base import Message
 
 if TYPE_CHECKING:
     from podium.pii.mask import Pseudonymizer
 
-__all__ = ["CallLog", "PIIProtection", "call_log", "current_call_log", "current_vault", "pii_scope"]
-
-_VAULT: contextvars.ContextVar[Vault | None] = contextvars.ContextVar("podium_pii_vault", default=None)
-_CALLS: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("podium_pii_calls", default=None)
-
-
-@contextmanager
-def pii_scope() -> Iterator[Vault]:
-    """The running request's vault: the enclosing request's if there is one, else a new one
-    that lives until the block ends."""
-    vault = _VAULT.get()
-    if vault is not None:
-        yield vault
-        return
-    vault = Vault()
-    token = _VAULT.set(vault)
-    try:
-        yield vault
-    finally:
-        _VAULT.reset(token)
-
-
-def current_vault() -> Vault | None:
-    """The running request's vault, or None outside any request."""
-    return _VAULT.get()
+__all__ = ["CallLog", "PIIProtection"]
 
 
 @dataclass
@@ -78,23 +54,6 @@ class CallLog:
     def drop(self, recipient: str) -> None:
         """Forget a recipient's call (a request cache answered it: nothing left the machine)."""
         self.disclosures.pop(recipient, None)
-
-
-@contextmanager
-def call_log(log: CallLog | None = None) -> Iterator[CallLog]:
-    """Collect the disclosures of the worker calls made inside the block (this task only) in
-    ``log`` (default: a new one)."""
-    log = log if log is not None else CallLog()
-    token = _CALLS.set(log)
-    try:
-        yield log
-    finally:
-        _CALLS.reset(token)
-
-
-def current_call_log() -> CallLog | None:
-    """The collecting log of the running step, or None."""
-    return _CALLS.get()
 
 
 class PIIProtection:

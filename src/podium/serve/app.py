@@ -305,7 +305,7 @@ class Server:
         return _Loaded(config, pool_config, models, dict(config.models))
 
     def _preset(self, base: Orchestrator, preset: ModelPreset, config: ServeConfig) -> Orchestrator:
-        names = [w.name for w in base.pool]
+        names = [w.info.name for w in base.pool]
         subset = None
         if preset.workers is not None:
             unknown = [w for w in preset.workers if w not in names]
@@ -427,7 +427,7 @@ class Server:
                         f"model {model!r} has a fixed conductor; 'workers' applies to LM-conductor models",
                         param="workers",
                     )
-                names = [w.name for w in orchestrator.pool]
+                names = [w.info.name for w in orchestrator.pool]
                 unknown = [w for w in options.workers if w not in names]
                 if unknown:
                     raise ApiError(400, f"workers {unknown} are not offered ({', '.join(names)})", param="workers")

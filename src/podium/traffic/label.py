@@ -69,7 +69,7 @@ async def judge_label(
             scores[task.id] = float(verdict.extracted or 0)
             if verdict.correct:
                 confirmed += 1
-                record["reference_source"] = f"judge:{judge.name}"
+                record["reference_source"] = f"judge:{judge.info.name}"
             else:
                 rejected += 1
         if on_done is not None:

@@ -8,20 +8,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from podium.messages import DEFAULT_SYSTEM_PROMPT
-from podium.workers.base import Completion, Message, Price, TextCompleter, Usage, Worker, WorkerSettings
-from podium.workers.wrapper import Call, WorkerWrapper
+from podium.workers.base import (
+    Call,
+    CallContext,
+    Completion,
+    Message,
+    Price,
+    Usage,
+    Worker,
+    WorkerInfo,
+    WorkerSettings,
+)
+from podium.workers.wrapper import WorkerWrapper
 
 if TYPE_CHECKING:  # the pool file's models (pydantic) load with the first worker built, not on import
     from podium.pool import PoolConfig, WorkerConfig
 
 __all__ = [
     "Call",
+    "CallContext",
     "Completion",
     "Message",
     "Price",
-    "TextCompleter",
     "Usage",
     "Worker",
+    "WorkerInfo",
     "WorkerSettings",
     "WorkerWrapper",
     "build_pool_workers",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from podium.budget import current_budget, mark_pending, mark_sent
 from podium.errors import (
     ClientError,
     ConfigError,
@@ -18,6 +17,7 @@ from podium.errors import (
     WorkerTimeout,
 )
 from podium.workers._clients import limits, shared_client
+from podium.workers.base import CallContext
 
 try:
     import httpx
@@ -50,19 +50,19 @@ def _retry_after(response: httpx.Response, body: Any) -> float | None:
 
 
 async def post_json(
-    worker: str, url: str, headers: dict[str, str], body: dict[str, Any], timeout_s: float
+    worker: str, url: str, headers: dict[str, str], body: dict[str, Any], timeout_s: float, context: CallContext
 ) -> dict[str, Any]:
-    """POST ``body`` as JSON; returns the JSON reply. Raises the typed provider errors:
+    """POST ``body`` as JSON within ``timeout_s`` seconds (or what ``context``'s request has
+    left); returns the JSON reply. Raises the typed provider errors:
     429 → RateLimited (retry-after from the header or the body), 5xx and 529 → ServerError,
     other 4xx → ClientError, timeouts → WorkerTimeout, connection failures → TransportError."""
-    budget = current_budget()
-    limit = budget.call_timeout_s() if budget else None
+    limit = context.call_timeout_s()
     timeout = timeout_s if limit is None else max(0.001, min(timeout_s, limit))
-    mark_pending()
+    context.mark_pending()
     try:
         client = shared_client("httpx", url, _client)
         async with asyncio.timeout(timeout):  # the whole call, not each read
-            mark_sent()
+            context.mark_sent()
             response = await client.post(url, headers=headers, json=body, timeout=timeout)
     except (httpx.TimeoutException, TimeoutError):
         raise WorkerTimeout(f"worker {worker!r}: no complete reply within {timeout:.1f} s", worker=worker) from None

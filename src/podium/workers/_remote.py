@@ -9,9 +9,17 @@ from typing import Any
 
 from podium.budget import prompt_token_bound
 from podium.errors import ConfigError
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 
-__all__ = ["RemoteWorker"]
+__all__ = ["DEFAULT_ENDPOINTS", "RemoteWorker"]
+
+DEFAULT_ENDPOINTS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
+"""The API root each remote backend calls when the pool file gives no ``base_url`` (this module
+imports no provider SDK, so the data-flow register reads it without one)."""
 
 
 class RemoteWorker:
@@ -22,13 +30,16 @@ class RemoteWorker:
         model: the model name the provider expects.
         settings: default decoding settings; price: USD per 1M tokens.
         api_key_env: environment variable holding the API key (None: no auth).
-        base_url: the API root (default: the backend's ``default_base_url``).
+        base_url: the API root (default: the backend's in :data:`DEFAULT_ENDPOINTS`).
         timeout_s: transport timeout per call, seconds (the request deadline may cut it shorter).
         description, system_prompt: as for every worker.
         extra_body: provider-specific request fields merged into the request body.
     """
 
-    default_base_url = ""
+    backend = ""
+    """The backend's name in pool files; set by each backend (part of the request-cache key)."""
+
+    info: WorkerInfo
 
     def __init__(
         self,
@@ -44,16 +55,21 @@ class RemoteWorker:
         system_prompt: str | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        self.name = name
         self.model = model
-        self.settings = settings
-        self.price = price
         self.api_key_env = api_key_env
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.base_url = (base_url or DEFAULT_ENDPOINTS.get(self.backend, "")).rstrip("/")
         self.timeout_s = timeout_s
-        self.description = description
-        self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
+        self.info = WorkerInfo(
+            name,
+            description,
+            price,
+            settings,
+            system_prompt,
+            backend=self.backend,
+            model=model,
+            endpoint=self.base_url,
+        )
 
     def api_key(self) -> str | None:
         """The key from ``api_key_env`` (None when the worker needs none).
@@ -64,12 +80,14 @@ class RemoteWorker:
             return None
         key = os.environ.get(self.api_key_env, "")
         if not key:
-            raise ConfigError(f"worker {self.name!r} needs an API key in the environment variable {self.api_key_env}")
+            raise ConfigError(
+                f"worker {self.info.name!r} needs an API key in the environment variable {self.api_key_env}"
+            )
         return key
 
     def completion(self, text: str, usage: Usage, finish: str, started: float) -> Completion:
         """A Completion priced with this worker's table; ``started`` is a perf_counter time."""
-        return Completion(text, usage, self.price.cost(usage), time.perf_counter() - started, finish)
+        return Completion(text, usage, self.info.price.cost(usage), time.perf_counter() - started, finish)
 
     def _answered(
         self, text: str, usage: Usage | None, finish: str, started: float, messages: Sequence[Message]

@@ -1,23 +1,38 @@
-"""The worker interface: one async method from messages to a :class:`Completion`.
+"""The worker interface: declared data (:class:`WorkerInfo`) and one async method from a
+:class:`Call` to a :class:`Completion`.
 
-Every backend (in-process llama.cpp now; HTTP providers and tools later) implements
-:class:`Worker`. Wrappers (cache, replay, budget guard, fallback chain) are workers wrapping
-workers, so the executor never knows they exist.
+Every backend (in-process llama.cpp, OpenAI-compatible HTTP, the native provider APIs, the
+tools) implements :class:`Worker`. Wrappers (budget guard, retries, failover, PII guard,
+request cache) are workers wrapping workers (:mod:`podium.workers.wrapper`), so the executor
+never knows they exist. What a call needs from its request — budget, PII vault, disclosure
+log, answer stream — travels on the call as a :class:`CallContext`, never in hidden state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:
+    from podium.budget import CallTicket, RequestBudget
+    from podium.pii.session import CallLog
+    from podium.pii.vault import Vault
+    from podium.streaming import TextSink
 
 __all__ = [
+    "NO_CONTEXT",
+    "Call",
+    "CallContext",
     "Completion",
+    "CountsTokens",
     "Message",
     "Price",
-    "TextCompleter",
+    "PricedPerCall",
     "Usage",
     "Worker",
+    "WorkerInfo",
     "WorkerSettings",
     "token_count",
 ]
@@ -166,43 +181,194 @@ class Completion:
     cached: bool = False
 
 
-@runtime_checkable
-class Worker(Protocol):
-    """One callable unit of the pool.
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What a worker declares about itself: plain data, read by the executor, the conductors,
+    the wrappers, the request cache and the traces (nothing probes a worker's attributes).
 
     Attributes:
         name: its name in the pool file (never shown to the conductor).
-        description: optional capability note shown to the conductor as ``Model i: ...``.
-        price: its price table.
+        description: capability note shown to the conductor as ``Model i: ...``.
+        price: its price table, USD per 1M tokens.
         settings: its default decoding settings.
+        system_prompt: a system message sent before each call's user message, or None.
+        kind: ``"model"`` (an LLM) or ``"tool"`` (deterministic code: the sandbox, the vote).
+        backend: the pool file's backend name (``llama_cpp``, ``openai``, ``python`` …); part
+            of the request-cache key.
+        model: the model it serves (an embedded model id, a ``.gguf`` path, a provider's model
+            name; ``""`` for tools); part of the request-cache key.
+        adapter_sha256: sha256 (hex) of a LoRA adapter applied on top of ``model``, or None.
+        endpoint: the API root a remote worker calls (None: in-process), for the data-flow
+            register.
+        grammar: whether it can continue a reply under a GBNF grammar (a :class:`Call` with
+            ``prefix``/``grammar``); only in-process llama.cpp can.
+        budgeted: its calls reserve their own cost on the request's budget (a nested
+            conductor request), so the budget guard only checks the deadline for it.
     """
 
     name: str
-    description: str
-    price: Price
-    settings: WorkerSettings
+    description: str = ""
+    price: Price = field(default_factory=Price)
+    settings: WorkerSettings = field(default_factory=WorkerSettings)
+    system_prompt: str | None = None
+    kind: Literal["model", "tool"] = "model"
+    backend: str = ""
+    model: str = ""
+    adapter_sha256: str | None = None
+    endpoint: str | None = None
+    grammar: bool = False
+    budgeted: bool = False
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        """Run one chat call. Raises ProviderError / ContextOverflow / EmptyOutput."""
+    @property
+    def is_tool(self) -> bool:
+        """Whether it is a tool (deterministic code), not an LLM."""
+        return self.kind == "tool"
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the request a call belongs to lends it: passed along with every :class:`Call`
+    (explicitly — no context variables), and changed only by copying (:meth:`replace`).
+
+    Attributes:
+        budget: the request's deadline and cost ledgers (:class:`podium.budget.RequestBudget`),
+            or None outside any request (no limits).
+        vault: the request's PII placeholders (:class:`podium.pii.vault.Vault`), shared by its
+            steps, its conductor calls and nested requests; None outside any request.
+        calls: where the calls of one step (or conductor attempt) log what they disclosed to
+            third parties (:class:`podium.pii.session.CallLog`), or None.
+        stream: where the answering step reports its cumulative text while it is generated
+            (:class:`podium.streaming.TextSink`), or None (every other call).
+        ticket: whether this call's request has left yet (:class:`podium.budget.CallTicket`,
+            opened per call by the budget guard), or None.
+        task_id: the evaluation task (an outcome matrix's ``sample_id``) a replay worker
+            answers for, or None for live traffic.
+        depth: how many nested conductor requests enclose this call (0 = none).
+    """
+
+    budget: RequestBudget | None = None
+    vault: Vault | None = None
+    calls: CallLog | None = None
+    stream: TextSink | None = None
+    ticket: CallTicket | None = None
+    task_id: str | None = None
+    depth: int = 0
+
+    def replace(self, **changes: Any) -> CallContext:
+        """A copy with ``changes`` (field names as above)."""
+        return dataclasses.replace(self, **changes)
+
+    def report_text(self, text: str) -> None:
+        """Backends: the text generated so far (cumulative); reaches the caller only when this
+        call is the answering step of a streamed request."""
+        if self.stream is not None:
+            self.stream.update(text)
+
+    def mark_pending(self) -> None:
+        """Backends: the call has not been sent yet (queued, connecting); cancelled now, it
+        releases its reservation (see :class:`podium.budget.CallTicket`)."""
+        if self.ticket is not None:
+            self.ticket.sent = False
+
+    def mark_sent(self) -> None:
+        """Backends: the call's request is leaving now (HTTP) or the model starts on it (in
+        process); cut off after this, it keeps its worst-case reservation."""
+        if self.ticket is not None:
+            self.ticket.sent = True
+
+    def call_timeout_s(self) -> float | None:
+        """How long the call may take, seconds: the step timeout or what is left of the
+        request's deadline (None: no limit)."""
+        return None if self.budget is None else self.budget.call_timeout_s()
+
+
+NO_CONTEXT = CallContext()
+"""The context of a call made outside any request: no budget, vault, log or stream."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call to a worker: what :meth:`Worker.complete` receives.
+
+    Attributes:
+        messages: the chat messages (OpenAI shape).
+        settings: the decoding settings asked for, or None for the worker's own.
+        prefix: for a grammar-bound continuation, the text the reply must start with (the
+            reply returned is only what follows it); None for a plain chat call.
+        grammar: a continuation's GBNF grammar, or None.
+        stop: a continuation's stop strings.
+        context: the request's budget, vault, logs and stream (:class:`CallContext`).
+    """
+
+    messages: Sequence[Message]
+    settings: WorkerSettings | None = None
+    prefix: str | None = None
+    grammar: str | None = None
+    stop: Sequence[str] = ()
+    context: CallContext = NO_CONTEXT
+
+    @property
+    def is_continuation(self) -> bool:
+        """Whether this continues a reply under a grammar (``prefix`` is set)."""
+        return self.prefix is not None
+
+    def settings_for(self, worker: Worker) -> WorkerSettings:
+        """The settings the call runs with on ``worker``: the asked ones, else its own."""
+        return self.settings or worker.info.settings
+
+    def with_messages(self, messages: Sequence[Message], prefix: str | None = None) -> Call:
+        """The same call with other messages (and, for a continuation, another prefix)."""
+        return dataclasses.replace(self, messages=messages, prefix=self.prefix if prefix is None else prefix)
+
+    def with_context(self, **changes: Any) -> Call:
+        """The same call with its context changed (:meth:`CallContext.replace`)."""
+        return dataclasses.replace(self, context=self.context.replace(**changes))
+
+    async def send(self, worker: Worker) -> Completion:
+        """Make this call on ``worker``. Raises ConfigError for a continuation on a worker
+        that cannot continue text (``info.grammar`` false), else what the worker raises."""
+        if self.prefix is not None and not worker.info.grammar:
+            from podium.errors import ConfigError
+
+            raise ConfigError(f"worker {worker.info.name!r} cannot continue text under a grammar")
+        return await worker.complete(self)
+
+
+@runtime_checkable
+class Worker(Protocol):
+    """One callable unit of the pool: declared data (:attr:`info`) and one method.
+
+    Attributes:
+        info: what it is (:class:`WorkerInfo`: name, description, price, settings, system
+            prompt, kind, capabilities).
+    """
+
+    @property
+    def info(self) -> WorkerInfo: ...
+
+    async def complete(self, call: Call) -> Completion:
+        """Make one call (:class:`Call`: messages, settings, an optional grammar-bound
+        continuation, the request's context). Raises ProviderError and its subclasses,
+        ContextOverflow, EmptyOutput; ConfigError for a continuation it cannot make."""
         ...
 
 
 @runtime_checkable
-class TextCompleter(Protocol):
-    """A worker that can also continue an assistant turn under a grammar (llama.cpp GBNF).
+class CountsTokens(Protocol):
+    """A worker that can count a call's prompt tokens exactly (in-process llama.cpp), so the
+    budget guard reserves the exact prompt instead of a byte bound."""
 
-    The LM conductor uses it for constrained decoding; backends without grammar support
-    simply do not implement it and the conductor falls back to the tolerant parser.
-    """
+    def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
+        """Prompt tokens of ``messages`` plus ``prefix`` (may load the model: call it off the
+        event loop)."""
+        ...
 
-    async def continue_text(
-        self,
-        messages: Sequence[Message],
-        prefix: str,
-        settings: WorkerSettings,
-        *,
-        grammar: str | None = None,
-        stop: Sequence[str] = (),
-    ) -> Completion:
-        """Continue the assistant reply that starts with ``prefix``; returns only new text."""
+
+@runtime_checkable
+class PricedPerCall(Protocol):
+    """A worker whose calls have a known price each, not a price per token (a replay worker:
+    the recorded cost of the question); the budget guard reserves that."""
+
+    def worst_case_usd(self, call: Call) -> float:
+        """What ``call`` can cost at most, USD."""
         ...

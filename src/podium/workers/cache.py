@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
-from podium.workers.base import Completion, Usage, Worker, WorkerSettings
-from podium.workers.wrapper import Call, WorkerWrapper, unwrap
+from podium.workers.base import Call, Completion, CountsTokens, Usage, Worker, WorkerSettings
+from podium.workers.wrapper import WorkerWrapper, unwrap
 
 __all__ = [
     "KEY_VERSION",
@@ -147,15 +147,15 @@ def request_key(worker: Worker, call: dict[str, Any]) -> str:
         call: ``messages`` (list of messages), ``settings`` (WorkerSettings), and optionally
             ``prefix`` (str), ``grammar`` (str | None), ``stop`` (sequence of str).
     """
-    inner = unwrap(worker)
+    info = unwrap(worker).info
     identity: dict[str, Any] = {
-        "name": worker.name,
-        "backend": str(getattr(inner, "backend", type(inner).__name__)),
-        "model": str(getattr(inner, "model", getattr(inner, "model_id", ""))),
-        "system_prompt": getattr(inner, "system_prompt", None),
+        "name": worker.info.name,
+        "backend": info.backend or type(unwrap(worker)).__name__,
+        "model": info.model,
+        "system_prompt": info.system_prompt,
     }
-    if lora := getattr(inner, "lora_sha256", None):  # a LoRA-adapted model answers differently
-        identity["lora_sha256"] = lora
+    if info.adapter_sha256:  # a LoRA-adapted model answers differently
+        identity["lora_sha256"] = info.adapter_sha256
     settings: WorkerSettings = call["settings"]
     values = dataclasses.asdict(settings)
     defaults = dataclasses.asdict(WorkerSettings())
@@ -183,11 +183,10 @@ class CachedWorker(WorkerWrapper):
     def __init__(self, inner: Worker, cache: RequestCache) -> None:
         super().__init__(inner)
         self.cache = cache
-        counter = getattr(inner, "count_tokens", None)
-        if counter is not None:  # exact reservations, as without the cache
-            self.count_tokens = counter
+        if isinstance(inner, CountsTokens):  # exact reservations, as without the cache
+            self.count_tokens = inner.count_tokens
 
-    async def call(self, call: Call) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         # the key's fields and their order are the recorded cache's: keep them as they are
         asked: dict[str, Any] = {"messages": call.messages, "settings": call.settings_for(self)}
         if call.is_continuation:
@@ -196,6 +195,6 @@ class CachedWorker(WorkerWrapper):
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        completion = await super().call(call)
-        self.cache.put(key, self.name, completion)
+        completion = await super().complete(call)
+        self.cache.put(key, self.info.name, completion)
         return completion

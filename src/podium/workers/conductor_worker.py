@@ -6,28 +6,23 @@ nested request on the same orchestrator, whose answer is the step's output. A de
 bounds the nesting; past it the call fails with a ClientError (not retried), so the step fails
 and the usual fallback rules apply.
 
-The nested request shares the outer request's budget: its calls reserve against the same cost
-cap and deadline, so the worker is ``self_budgeted`` (the budget guard does not reserve for it
-again). It leaves its own trace, like every request.
+The nested request runs in the outer call's context: its calls reserve against the same cost
+cap and deadline (so the worker declares ``info.budgeted``, and the budget guard does not
+reserve for it again), and it shares the PII vault. It leaves its own trace, like every request.
 """
 
 from __future__ import annotations
 
-import contextvars
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
-from podium.budget import current_budget
 from podium.errors import ClientError, ConfigError, ServerError
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
 
 if TYPE_CHECKING:
     from podium.orchestrator import Orchestrator
 
 __all__ = ["ConductorWorker"]
-
-_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("podium_conductor_depth", default=0)
 
 
 class ConductorWorker:
@@ -39,44 +34,30 @@ class ConductorWorker:
         max_depth: how many nested requests may stack (1 = the conductor may call itself once).
     """
 
-    backend: ClassVar[str] = "conductor"
-    """The backend's name in pool files (``backend = "conductor"``); part of the request-cache key."""
-
-    self_budgeted = True
-
     def __init__(self, name: str, *, description: str = "", max_depth: int = 1) -> None:
         if max_depth < 1:
             raise ConfigError(f"worker {name!r}: max_depth must be at least 1")
-        self.name = name
-        self.description = description
         self.max_depth = max_depth
-        self.price = Price()
-        self.settings = WorkerSettings(max_tokens=0)
-        self.system_prompt: str | None = None
+        self.info = WorkerInfo(
+            name, description, Price(), WorkerSettings(max_tokens=0), backend="conductor", budgeted=True
+        )
         self._orchestrator: Orchestrator | None = None
 
     def bind(self, orchestrator: Orchestrator) -> None:
         """Attach the orchestrator whose requests this worker runs (done by the runtime)."""
         self._orchestrator = orchestrator
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    async def complete(self, call: Call) -> Completion:
+        name = self.info.name
         if self._orchestrator is None:
-            raise ConfigError(f"worker {self.name!r} is not bound to an orchestrator")
-        depth = _DEPTH.get()
-        if depth >= self.max_depth:
-            raise ClientError(
-                f"worker {self.name!r}: nested conductor depth limit ({self.max_depth}) reached", worker=self.name
-            )
+            raise ConfigError(f"worker {name!r} is not bound to an orchestrator")
+        if call.context.depth >= self.max_depth:
+            raise ClientError(f"worker {name!r}: nested conductor depth limit ({self.max_depth}) reached", worker=name)
         started = time.perf_counter()
-        token = _DEPTH.set(depth + 1)
-        try:
-            record = await self._orchestrator.run(messages[-1]["content"], budget=current_budget())
-        finally:
-            _DEPTH.reset(token)
+        nested = call.context.replace(depth=call.context.depth + 1, calls=None, stream=None, ticket=None)
+        record = await self._orchestrator.run(call.messages[-1]["content"], context=nested)
         if record.status == "error":
-            raise ServerError(
-                f"worker {self.name!r}: nested request {record.id} failed: {record.error}", worker=self.name
-            )
+            raise ServerError(f"worker {name!r}: nested request {record.id} failed: {record.error}", worker=name)
         t = record.totals
         return Completion(
             text=record.answer,

@@ -21,13 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
-from podium.budget import current_budget, mark_pending, mark_sent
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
 from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
-from podium.streaming import current_stream
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, CallContext, Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 
 try:
     import llama_cpp
@@ -137,9 +135,6 @@ class LlamaCppWorker:
         lora_sha256: the adapter's recorded sha256 (hex), checked before it is loaded.
     """
 
-    backend: ClassVar[str] = "llama_cpp"
-    """The backend's name in pool files (``backend = "llama_cpp"``); part of the request-cache key."""
-
     def __init__(
         self,
         name: str,
@@ -153,18 +148,21 @@ class LlamaCppWorker:
         lora: Path | None = None,
         lora_sha256: str | None = None,
     ) -> None:
-        self.name = name
         self.model = model
-        self.settings = settings
-        self.price = price
         self.n_ctx = n_ctx
-        self.description = description
-        self.system_prompt = system_prompt
         self.lora = lora
         self.lora_sha256 = lora_sha256
-
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        return await self.continue_text(messages, "", settings or self.settings)
+        self.info = WorkerInfo(
+            name,
+            description,
+            price,
+            settings,
+            system_prompt,
+            backend="llama_cpp",
+            model=model,
+            adapter_sha256=lora_sha256,
+            grammar=True,
+        )
 
     def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
         """Exact prompt tokens of a call (loads the model if needed)."""
@@ -173,20 +171,22 @@ class LlamaCppWorker:
         text = (formatted.prompt + prefix).encode("utf-8")
         return len(model.llama.tokenize(text, add_bos=not formatted.added_special, special=True))
 
-    async def continue_text(
-        self,
-        messages: Sequence[Message],
-        prefix: str,
-        settings: WorkerSettings,
-        *,
-        grammar: str | None = None,
-        stop: Sequence[str] = (),
-    ) -> Completion:
+    async def complete(self, call: Call) -> Completion:
+        """A chat call, or a continuation of ``call.prefix`` under ``call.grammar`` (only the
+        new text is returned). Raises ContextOverflow, WorkerTimeout, ProviderError."""
         cancel = threading.Event()
-        mark_pending()  # queued for the model until _generate holds its lock
+        call.context.mark_pending()  # queued for the model until _generate holds its lock
+        settings = call.settings_for(self)
         try:
             return await asyncio.to_thread(
-                self._generate, list(messages), prefix, settings, grammar, list(stop), cancel
+                self._generate,
+                list(call.messages),
+                call.prefix or "",
+                settings,
+                call.grammar,
+                list(call.stop),
+                cancel,
+                call.context,
             )
         except asyncio.CancelledError:
             cancel.set()  # the thread stops within one prefill chunk or one token
@@ -200,10 +200,10 @@ class LlamaCppWorker:
         grammar: str | None,
         stop: list[str],
         cancel: threading.Event,
+        context: CallContext,
     ) -> Completion:
         started = time.perf_counter()
-        budget = current_budget()  # contextvars reach this thread through asyncio.to_thread
-        timeout = budget.call_timeout_s() if budget else None
+        timeout = context.call_timeout_s()
         stop_at = None if timeout is None else time.monotonic() + timeout
 
         def should_stop() -> bool:
@@ -214,21 +214,23 @@ class LlamaCppWorker:
         prompt_text = formatted.prompt + prefix
         with model.lock:
             if should_stop():  # timed out or cancelled while queued for the model
-                raise WorkerTimeout(f"worker {self.name!r} waited past its deadline for the model", worker=self.name)
-            mark_sent()  # the model works on it from here
+                raise WorkerTimeout(
+                    f"worker {self.info.name!r} waited past its deadline for the model", worker=self.info.name
+                )
+            context.mark_sent()  # the model works on it from here
             llama = model.llama
             tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=not formatted.added_special, special=True)
             room = model.n_ctx - len(tokens)
             if room < _MIN_NEW_TOKENS:
                 raise ContextOverflow(
-                    f"worker {self.name!r}: the prompt is {len(tokens)} tokens, its context window is "
+                    f"worker {self.info.name!r}: the prompt is {len(tokens)} tokens, its context window is "
                     f"{model.n_ctx}; shorten the question or raise n_ctx in the pool file",
-                    worker=self.name,
+                    worker=self.info.name,
                     prompt_tokens=len(tokens),
                     n_ctx=model.n_ctx,
                 )
             cached = _common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens)
-            stream = current_stream()
+            stream = context.stream
 
             def progress(ids: Any) -> bool:
                 """Report the text so far to the answer stream, if this call is the answer."""
@@ -240,7 +242,9 @@ class LlamaCppWorker:
             try:
                 _prefill(llama, tokens, cached, should_stop)
             except _Stopped:
-                raise WorkerTimeout(f"worker {self.name!r} stopped at its deadline", worker=self.name) from None
+                raise WorkerTimeout(
+                    f"worker {self.info.name!r} stopped at its deadline", worker=self.info.name
+                ) from None
             try:
                 out: Any = llama.create_completion(
                     tokens,
@@ -253,9 +257,11 @@ class LlamaCppWorker:
                     stopping_criteria=StoppingCriteriaList([lambda ids, _logits: progress(ids) or should_stop()]),
                 )
             except (ValueError, RuntimeError) as exc:
-                raise ProviderError(f"llama.cpp failed in worker {self.name!r}: {exc}", worker=self.name) from None
+                raise ProviderError(
+                    f"llama.cpp failed in worker {self.info.name!r}: {exc}", worker=self.info.name
+                ) from None
         if should_stop():
-            raise WorkerTimeout(f"worker {self.name!r} stopped at its deadline", worker=self.name)
+            raise WorkerTimeout(f"worker {self.info.name!r} stopped at its deadline", worker=self.info.name)
         choice = out["choices"][0]
         usage = Usage(
             input_tokens=int(out["usage"]["prompt_tokens"]),
@@ -265,7 +271,7 @@ class LlamaCppWorker:
         return Completion(
             text=choice["text"],
             usage=usage,
-            cost_usd=self.price.cost(usage),
+            cost_usd=self.info.price.cost(usage),
             latency_s=time.perf_counter() - started,
             finish_reason=choice.get("finish_reason") or "stop",
         )

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from podium.workers._http import post_json
 from podium.workers._remote import RemoteWorker
-from podium.workers.base import Completion, Message, Usage, WorkerSettings, token_count
+from podium.workers.base import Call, Completion, Message, Usage, token_count
 
 __all__ = ["AnthropicWorker", "GeminiWorker"]
 
@@ -32,13 +32,11 @@ class AnthropicWorker(RemoteWorker):
     "enabled", "budget_tokens": 2000}}``. Input tokens reported = uncached + cache reads + cache
     writes; cache reads are ``cached_input_tokens``."""
 
-    backend: ClassVar[str] = "anthropic"
+    backend = "anthropic"
     """The backend's name in pool files (``backend = "anthropic"``); part of the request-cache key."""
 
-    default_base_url = "https://api.anthropic.com"
-
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        s = settings or self.settings
+    async def complete(self, call: Call) -> Completion:
+        messages, s = call.messages, call.settings_for(self)
         started = time.perf_counter()
         system, turns = _split_system(messages)
         body: dict[str, Any] = {
@@ -57,7 +55,9 @@ class AnthropicWorker(RemoteWorker):
             "anthropic-version": "2023-06-01",
             "content-type": "application/json",
         }
-        data = await post_json(self.name, f"{self.base_url}/v1/messages", headers, body, self.timeout_s)
+        data = await post_json(
+            self.info.name, f"{self.base_url}/v1/messages", headers, body, self.timeout_s, call.context
+        )
         text = "".join(block.get("text", "") for block in data.get("content", []) if block.get("type") == "text")
         u = data.get("usage") or {}
         keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
@@ -74,13 +74,11 @@ class GeminiWorker(RemoteWorker):
     budget with ``extra_body = {generationConfig = {thinkingConfig = {thinkingBudget = 1024}}}``.
     Thought tokens are billed as output and reported as ``reasoning_tokens``."""
 
-    backend: ClassVar[str] = "gemini"
+    backend = "gemini"
     """The backend's name in pool files (``backend = "gemini"``); part of the request-cache key."""
 
-    default_base_url = "https://generativelanguage.googleapis.com"
-
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        s = settings or self.settings
+    async def complete(self, call: Call) -> Completion:
+        messages, s = call.messages, call.settings_for(self)
         started = time.perf_counter()
         system, turns = _split_system(messages)
         config: dict[str, Any] = {"maxOutputTokens": s.max_tokens, "temperature": s.temperature, "seed": s.seed}
@@ -100,7 +98,7 @@ class GeminiWorker(RemoteWorker):
             body["systemInstruction"] = {"parts": [{"text": system}]}
         headers = {"x-goog-api-key": self.api_key() or "", "content-type": "application/json"}
         url = f"{self.base_url}/v1beta/models/{self.model}:generateContent"
-        data = await post_json(self.name, url, headers, body, self.timeout_s)
+        data = await post_json(self.info.name, url, headers, body, self.timeout_s, call.context)
         candidates = data.get("candidates") or [{}]
         parts = candidates[0].get("content", {}).get("parts", [])
         text = "".join(p.get("text", "") for p in parts if not p.get("thought"))

@@ -29,9 +29,9 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from podium.budget import current_budget, mark_pending, mark_sent, prompt_token_bound
+from podium.budget import prompt_token_bound
 from podium.errors import (
     ClientError,
     ConfigError,
@@ -41,10 +41,9 @@ from podium.errors import (
     TransportError,
     WorkerTimeout,
 )
-from podium.streaming import current_stream
 from podium.workers._clients import limits, shared_client
 from podium.workers._remote import RemoteWorker
-from podium.workers.base import Completion, Message, Usage, WorkerSettings
+from podium.workers.base import Call, CallContext, Completion, Message, Usage
 
 try:
     import openai
@@ -77,10 +76,8 @@ class OpenAICompatWorker(RemoteWorker):
             some servers echo the requested name whatever they serve), or None before any.
     """
 
-    backend: ClassVar[str] = "openai"
+    backend = "openai"
     """The backend's name in pool files (``backend = "openai"``); part of the request-cache key."""
-
-    default_base_url = "https://api.openai.com/v1"
 
     def __init__(self, name: str, model: str, *, stream: bool = False, **fields: Any) -> None:
         super().__init__(name, model, **fields)
@@ -106,15 +103,14 @@ class OpenAICompatWorker(RemoteWorker):
         try:
             page = await self._api().models.list()
         except openai.OpenAIError as exc:
-            raise _translate(exc, self.name) from None
+            raise _translate(exc, self.info.name) from None
         return tuple(m.id for m in page.data)
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
-        s = settings or self.settings
+    async def complete(self, call: Call) -> Completion:
+        messages, s, context = call.messages, call.settings_for(self), call.context
         started = time.perf_counter()
-        mark_pending()
-        budget = current_budget()
-        limit = budget.call_timeout_s() if budget else None
+        context.mark_pending()
+        limit = context.call_timeout_s()
         timeout = self.timeout_s if limit is None else max(0.001, min(self.timeout_s, limit))
         request: dict[str, Any] = {
             "model": self.model,
@@ -136,9 +132,9 @@ class OpenAICompatWorker(RemoteWorker):
             # `timeout` bounds the whole call, not each read: a stream trickling one chunk every
             # half second must still end at the limit (the SDK's timeout is per read)
             async with asyncio.timeout(timeout):
-                mark_sent()
-                if self.stream or current_stream() is not None:  # stream the answer step to the caller
-                    text, usage, finish = await self._streamed(client, request)
+                context.mark_sent()
+                if self.stream or context.stream is not None:  # stream the answer step to the caller
+                    text, usage, finish = await self._streamed(client, request, context)
                 else:
                     response = await client.chat.completions.create(**request)
                     self.last_model = response.model
@@ -147,24 +143,26 @@ class OpenAICompatWorker(RemoteWorker):
                     usage = _usage(response.usage)
         except TimeoutError:
             raise WorkerTimeout(
-                f"worker {self.name!r}: no complete reply within {timeout:.1f} s", worker=self.name
+                f"worker {self.info.name!r}: no complete reply within {timeout:.1f} s", worker=self.info.name
             ) from None
         except openai.OpenAIError as exc:
-            raise _translate(exc, self.name) from None
+            raise _translate(exc, self.info.name) from None
         done = self.completion(text, usage or Usage(), finish, started)  # its latency: the call's alone
         if usage is not None:
             return done
         # the server sent no usage (though a stream asks for it): count the tokens, and say so
         counted = await asyncio.to_thread(estimate_usage, self.model, messages, text)
-        return dataclasses.replace(done, usage=counted, cost_usd=self.price.cost(counted), usage_reported=False)
+        return dataclasses.replace(done, usage=counted, cost_usd=self.info.price.cost(counted), usage_reported=False)
 
-    async def _streamed(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> tuple[str, Usage | None, str]:
-        """Text, usage (None when the server sent none) and finish reason of a streamed reply."""
+    async def _streamed(
+        self, client: openai.AsyncOpenAI, request: dict[str, Any], context: CallContext
+    ) -> tuple[str, Usage | None, str]:
+        """Text, usage (None when the server sent none) and finish reason of a streamed reply;
+        the answering step's text goes on to ``context.stream`` as it arrives."""
         parts: list[str] = []
         usage: Usage | None = None
         finish = "stop"
         response = await client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
-        stream = current_stream()  # the answer step of a streamed request: pass the text on
         async for chunk in response:
             self.last_model = chunk.model or self.last_model
             if chunk.usage is not None:
@@ -172,8 +170,8 @@ class OpenAICompatWorker(RemoteWorker):
             for choice in chunk.choices:
                 if choice.delta and choice.delta.content:
                     parts.append(choice.delta.content)
-                    if stream is not None:
-                        stream.update("".join(parts))
+                    if context.stream is not None:
+                        context.stream.update("".join(parts))
                 if choice.finish_reason:
                     finish = choice.finish_reason
         return "".join(parts), usage, finish

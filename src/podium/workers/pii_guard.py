@@ -28,22 +28,15 @@ from typing import Any
 from urllib.parse import urlparse
 
 from podium.errors import PIIProtectionError
-from podium.pii.session import CallLog, PIIProtection, current_call_log, current_vault
+from podium.pii.session import CallLog, PIIProtection
 from podium.pii.vault import StreamRestorer, UnknownPlaceholder, Vault
 from podium.records import Disclosure
-from podium.streaming import TextSink, current_stream, streaming_to
-from podium.workers.base import Completion, Message, Worker
-from podium.workers.wrapper import Call, WorkerWrapper
+from podium.streaming import TextSink
+from podium.workers._remote import DEFAULT_ENDPOINTS
+from podium.workers.base import Call, Completion, Message, Worker
+from podium.workers.wrapper import WorkerWrapper
 
 __all__ = ["DEFAULT_ENDPOINTS", "DataPolicy", "PIIGuard"]
-
-DEFAULT_ENDPOINTS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com",
-}
-"""The API root each remote backend calls when the pool file gives no ``base_url`` (the
-backends' ``default_base_url``, repeated here so recording it needs no provider SDK)."""
 
 
 @dataclass(frozen=True)
@@ -105,25 +98,31 @@ class PIIGuard(WorkerWrapper):
         super().__init__(inner)
         self.policy = policy
         self.protection = protection
-        self.endpoint: str | None = getattr(inner, "base_url", None) or policy.endpoint
+        self.endpoint: str | None = inner.info.endpoint or policy.endpoint
         self.provider = policy.provider or (urlparse(self.endpoint).hostname if self.endpoint else None)
 
     def _disclosure(self, **fields: Any) -> Disclosure:
         return Disclosure(
-            recipient=self.name, provider=self.provider, endpoint=self.endpoint, region=self.policy.region, **fields
+            recipient=self.info.name,
+            provider=self.provider,
+            endpoint=self.endpoint,
+            region=self.policy.region,
+            **fields,
         )
 
-    async def call(self, call: Call) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         if not self.policy.external:
-            return await super().call(call)
-        log = current_call_log()
+            return await super().complete(call)
+        log = call.context.calls
         messages = call.messages
         if self.protection is None or self.policy.allow_pii:
             disclosure = await self._clear_disclosure(messages, call.prefix or "")
             if log is not None:
                 log.add(disclosure)
-            return self._uncount_cached(await super().call(call), log)
-        vault = current_vault() or Vault()  # a call outside any request: a vault for this call only
+            return self._uncount_cached(await super().complete(call), log)
+        vault = call.context.vault
+        if vault is None:  # a call outside any request: a vault for this call only
+            vault = Vault()
         prefix = call.prefix
         try:
             masked, masked_prefix, counts = await asyncio.to_thread(
@@ -133,8 +132,8 @@ class PIIGuard(WorkerWrapper):
             if log is not None:
                 log.add(self._disclosure(scanned=False, blocked=f"detection_failed: {type(exc).__name__}"))
             raise PIIProtectionError(
-                f"PII detection failed ({type(exc).__name__}: {exc}); nothing was sent to {self.name!r}",
-                worker=self.name,
+                f"PII detection failed ({type(exc).__name__}: {exc}); nothing was sent to {self.info.name!r}",
+                worker=self.info.name,
                 reason="detection_failed",
             ) from exc
         values: dict[str, str] = {}
@@ -143,16 +142,18 @@ class PIIGuard(WorkerWrapper):
             values = {e.token: e.value for e in vault if e.token in sent}
         if log is not None:
             log.add(self._disclosure(masked=dict(counts), scanned=True, values=values), masked)
-        outer = current_stream()  # the answering step of a streamed request: restore as it streams
-        with streaming_to(_RestoringSink(outer, vault) if outer is not None else None):
-            result = self._uncount_cached(await super().call(call.with_messages(masked, masked_prefix)), log)
+        outer = call.context.stream  # the answering step of a streamed request: restore as it streams
+        outgoing = call.with_messages(masked, masked_prefix).with_context(
+            stream=_RestoringSink(outer, vault) if outer is not None else None
+        )
+        result = self._uncount_cached(await super().complete(outgoing), log)
         try:
             text = vault.restore(result.text)
         except UnknownPlaceholder as exc:
             raise PIIProtectionError(
-                f"the reply of {self.name!r} refers to {exc.placeholder!r}, which this request never issued; "
+                f"the reply of {self.info.name!r} refers to {exc.placeholder!r}, which this request never issued; "
                 "the reply is not used",
-                worker=self.name,
+                worker=self.info.name,
                 reason="unknown_placeholder",
             ) from None
         return dataclasses.replace(result, text=text)
@@ -194,5 +195,5 @@ class PIIGuard(WorkerWrapper):
     def _uncount_cached(self, result: Completion, log: CallLog | None) -> Completion:
         """A request cache answered: nothing left the machine, so the call is not a disclosure."""
         if result.cached and log is not None:
-            log.drop(self.name)
+            log.drop(self.info.name)
         return result

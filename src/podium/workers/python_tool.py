@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
-from typing import ClassVar
 
 from podium.sandbox import SandboxResult, run_python
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
 
 __all__ = ["PythonToolWorker", "extract_code"]
 
@@ -48,9 +46,6 @@ class PythonToolWorker:
         price: USD per 1M tokens (tools use no tokens; cost is 0 unless you price calls).
     """
 
-    backend: ClassVar[str] = "python"
-    """The backend's name in pool files (``backend = "python"``); part of the request-cache key."""
-
     def __init__(
         self,
         name: str,
@@ -61,17 +56,20 @@ class PythonToolWorker:
         output_chars: int = 4000,
         price: Price | None = None,
     ) -> None:
-        self.name = name
-        self.description = description
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.output_chars = output_chars
-        self.price = price or Price()
-        self.settings = WorkerSettings(max_tokens=0, temperature=0.0)
-        self.system_prompt: str | None = None
-        self.is_tool = True  # capability as data: the conductor's prompt shows tool examples
+        self.info = WorkerInfo(
+            name,
+            description,
+            price or Price(),
+            WorkerSettings(max_tokens=0, temperature=0.0),
+            kind="tool",  # the conductor's prompt shows tool examples
+            backend="python",
+        )
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    async def complete(self, call: Call) -> Completion:
+        messages = call.messages
         started = time.perf_counter()
         code = extract_code(messages[-1]["content"] if messages else "")
         if code is None:

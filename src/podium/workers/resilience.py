@@ -23,14 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from podium.budget import (
-    RequestBudget,
-    Reservation,
-    call_ticket,
-    current_budget,
-    prompt_token_bound,
-    worst_case_cost,
-)
+from podium.budget import CallTicket, RequestBudget, Reservation, prompt_token_bound, worst_case_cost
 from podium.errors import (
     TRANSIENT_ERRORS,
     ClientError,
@@ -42,8 +35,8 @@ from podium.errors import (
     WorkerUnavailable,
 )
 from podium.records import BudgetIncident
-from podium.workers.base import Completion, Message, Worker
-from podium.workers.wrapper import Call, WorkerWrapper, grammar_capable, unwrap
+from podium.workers.base import Call, Completion, CountsTokens, Message, PricedPerCall, Worker
+from podium.workers.wrapper import WorkerWrapper, grammar_capable, unwrap
 
 _log = logging.getLogger("podium")
 
@@ -73,7 +66,7 @@ def budget_guarded(worker: Worker) -> Worker:
 
 
 class BudgetGuard(WorkerWrapper):
-    """Enforces the current request's budget on every call.
+    """Enforces the budget of the request a call belongs to (``call.context.budget``).
 
     Before the call: the deadline is checked and the call's worst-case cost is reserved (exact
     prompt tokens when the worker can count them, else a byte bound); a reservation that does
@@ -85,47 +78,33 @@ class BudgetGuard(WorkerWrapper):
     than its reservation is a :class:`~podium.budget.BudgetIncident` (see :mod:`podium.budget`).
     """
 
-    async def call(self, call: Call) -> Completion:
-        budget = current_budget()
+    async def complete(self, call: Call) -> Completion:
+        budget = call.context.budget
         if budget is None:
-            return await super().call(call)
+            return await super().complete(call)
         budget.check_deadline()
-        if getattr(self.inner, "self_budgeted", False):  # e.g. a nested conductor: its calls reserve
-            return await super().call(call)
-        messages = call.messages
-        settings = call.settings_for(self)
-        per_call = getattr(unwrap(self.inner), "worst_case_usd", None)  # priced per call (replay), not per token
-        counter = getattr(self.inner, "count_tokens", None)
-        prefix = call.prefix or ""
-        if per_call is not None:
-            amount = float(per_call(messages, settings))
-        elif counter is not None:  # may load a model: keep it off the event loop
-            amount = worst_case_cost(
-                self.price, await asyncio.to_thread(counter, messages, prefix), settings.max_tokens
-            )
-        else:
-            prompt = prompt_token_bound([*messages, _as_message(prefix)])
-            amount = worst_case_cost(self.price, prompt, settings.max_tokens)
+        if self.info.budgeted:  # e.g. a nested conductor: its own calls reserve
+            return await super().complete(call)
+        amount = await self._worst_case(call)
         reservation = await _reserve(budget, amount)
         timeout = budget.call_timeout_s()
-        with call_ticket() as ticket:
-            try:
-                async with asyncio.timeout(timeout):
-                    result = await super().call(call)
-            except TimeoutError:
-                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
-                remaining = budget.remaining_s()
-                if remaining is not None and remaining <= 0:
-                    budget.check_deadline()
-                raise WorkerTimeout(
-                    f"worker {self.name!r} took longer than {timeout:.1f} s", worker=self.name
-                ) from None
-            except (TransportError, ClientError, WorkerUnavailable):
-                reservation.settle(0.0)
-                raise
-            except BaseException:  # cancelled, a 5xx, a bug: billed only if it was sent
-                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
-                raise
+        ticket = CallTicket()
+        try:
+            async with asyncio.timeout(timeout):
+                result = await super().complete(call.with_context(ticket=ticket))
+        except TimeoutError:
+            reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+            remaining = budget.remaining_s()
+            if remaining is not None and remaining <= 0:
+                budget.check_deadline()
+            name = self.info.name
+            raise WorkerTimeout(f"worker {name!r} took longer than {timeout:.1f} s", worker=name) from None
+        except (TransportError, ClientError, WorkerUnavailable):
+            reservation.settle(0.0)
+            raise
+        except BaseException:  # cancelled, a 5xx, a bug: billed only if it was sent
+            reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+            raise
         if not result.usage_reported or not 0 <= result.cost_usd < math.inf:
             # the real cost is unknown (or a backend priced it as negative or not a number):
             # keep the worst case so caps still hold; no ledger is ever paid back
@@ -136,16 +115,30 @@ class BudgetGuard(WorkerWrapper):
         else:
             reservation.settle(result.cost_usd)
         if result.cost_usd > reservation.amount_usd * (1 + 1e-9) + 1e-12:
-            incident = BudgetIncident(self.name, reservation.amount_usd, result.cost_usd)
+            incident = BudgetIncident(self.info.name, reservation.amount_usd, result.cost_usd)
             budget.overshoot(incident)
             _log.warning(
                 "budget incident: worker %r cost $%.6f against a reservation of $%.6f (it reported more tokens "
                 "than max_tokens or the prompt bound allows); the request makes no further call",
-                self.name,
+                self.info.name,
                 result.cost_usd,
                 reservation.amount_usd,
             )
         return result
+
+    async def _worst_case(self, call: Call) -> float:
+        """The most ``call`` can cost, USD: a per-call price (replay), else the exact prompt
+        tokens when the worker can count them, else a byte bound — plus ``max_tokens`` of
+        output."""
+        raw, settings, prefix = unwrap(self.inner), call.settings_for(self), call.prefix or ""
+        if isinstance(raw, PricedPerCall):
+            return float(raw.worst_case_usd(call))
+        price = self.info.price
+        if isinstance(self.inner, CountsTokens):  # may load a model: keep it off the event loop
+            prompt = await asyncio.to_thread(self.inner.count_tokens, call.messages, prefix)
+        else:
+            prompt = prompt_token_bound([*call.messages, _as_message(prefix)])
+        return worst_case_cost(price, prompt, settings.max_tokens)
 
 
 async def _reserve(budget: RequestBudget, amount: float) -> Reservation:
@@ -207,15 +200,15 @@ class Retrying(WorkerWrapper):
             return max(0.0, error.retry_after)
         return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
 
-    async def call(self, call: Call) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         for attempt in range(self.attempts):
             try:
-                return await super().call(call)
+                return await super().complete(call)
             except TRANSIENT_ERRORS as exc:
                 if attempt == self.attempts - 1:
                     raise
                 delay = self.delay_s(attempt, exc)
-                budget = current_budget()
+                budget = call.context.budget
                 remaining = budget.remaining_s() if budget else None
                 if remaining is not None and delay >= remaining:
                     raise
@@ -249,16 +242,16 @@ class CircuitBreaker(WorkerWrapper):
     def is_open(self) -> bool:
         return self.clock() < self.open_until
 
-    async def call(self, call: Call) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         now = self.clock()
         if now < self.open_until:
             raise WorkerUnavailable(
-                f"worker {self.name!r} is cooling down after {self.failures} failures in a row",
-                worker=self.name,
+                f"worker {self.info.name!r} is cooling down after {self.failures} failures in a row",
+                worker=self.info.name,
                 retry_after=self.open_until - now,
             )
         try:
-            result = await super().call(call)
+            result = await super().complete(call)
         except ProviderError as exc:
             if not isinstance(exc, (ClientError, WorkerUnavailable)):
                 self.failures += 1
@@ -278,17 +271,16 @@ class Failover(WorkerWrapper):
         super().__init__(inner)
         self.equivalent = equivalent
 
-    async def call(self, call: Call) -> Completion:
+    async def complete(self, call: Call) -> Completion:
         try:
-            return await super().call(call)
+            return await super().complete(call)
         except (WorkerUnavailable, WorkerTimeout, RateLimited, ServerError, TransportError):
             if call.is_continuation and not grammar_capable(self.equivalent):
                 raise
-            budget = current_budget()
-            if budget is not None:
-                budget.check_deadline()
+            if call.context.budget is not None:
+                call.context.budget.check_deadline()
             result = await call.send(self.equivalent)
-            return dataclasses.replace(result, served_by=result.served_by or self.equivalent.name)
+            return dataclasses.replace(result, served_by=result.served_by or self.equivalent.info.name)
 
 
 @dataclass(frozen=True)

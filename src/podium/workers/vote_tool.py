@@ -17,11 +17,9 @@ cannot close its own ``<output>`` section, so the outputs are read back exactly.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import ClassVar
 
 from podium.answers import tally
-from podium.workers.base import Completion, Message, Price, Usage, WorkerSettings
+from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
 
 __all__ = ["VoteToolWorker", "granted_outputs"]
 
@@ -56,18 +54,13 @@ class VoteToolWorker:
     an error line (a workflow error the conductor can learn from, not an exception).
     """
 
-    backend: ClassVar[str] = "vote"
-    """The backend's name in pool files (``backend = "vote"``); part of the request-cache key."""
-
     def __init__(self, name: str, *, description: str = "") -> None:
-        self.name = name
-        self.description = description
-        self.price = Price()
-        self.settings = WorkerSettings(max_tokens=0, temperature=0.0)
-        self.system_prompt: str | None = None
-        self.is_tool = True
+        self.info = WorkerInfo(
+            name, description, Price(), WorkerSettings(max_tokens=0, temperature=0.0), kind="tool", backend="vote"
+        )
 
-    async def complete(self, messages: Sequence[Message], settings: WorkerSettings | None = None) -> Completion:
+    async def complete(self, call: Call) -> Completion:
+        messages = call.messages
         started = time.perf_counter()
         outputs = granted_outputs(messages[-1]["content"] if messages else "")
         if not outputs:
