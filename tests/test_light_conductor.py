@@ -126,6 +126,7 @@ def test_training_learns_who_answers_what(
     assert attempt.workflow is not None and attempt.workflow.model_id[-1] == 0
 
 
+@pytest.mark.slow
 def test_training_does_not_depend_on_the_matrix_row_order(
     matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path
 ) -> None:

@@ -51,6 +51,7 @@ def router(embedder: Embedder) -> RouterModel:
     )
 
 
+@pytest.mark.slow
 def test_embeddings_are_unit_vectors_and_cached(embedder: Embedder) -> None:
     vectors = embedder.embed(["What is 3 plus 4?", "Who was Charlemagne?"])
     assert vectors.shape == (2, EMBEDDING_DIM) and vectors.dtype == np.float32

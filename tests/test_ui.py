@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -202,13 +203,16 @@ def seed_reports(root: Path, shadow: str | Path | None = None) -> ReportSources:
     return ReportSources(evals, shadow, root / "conductors")
 
 
-@pytest.fixture
-def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))  # nothing of the user's caches is read
-    sources = seed_reports(tmp_path / "reports")
-    app = FastAPI()
-    app.include_router(ui_router(SimpleNamespace(traces=None, keys=None), sources))  # type: ignore[arg-type]
-    return TestClient(app)
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The report pages over real stored reports; built once per module (the pages only read)."""
+    folder = tmp_path_factory.mktemp("reports")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PODIUM_CACHE_DIR", str(folder / "cache"))  # nothing of the user's caches is read
+        sources = seed_reports(folder / "reports")
+        app = FastAPI()
+        app.include_router(ui_router(SimpleNamespace(traces=None, keys=None), sources))  # type: ignore[arg-type]
+        yield TestClient(app)
 
 
 def _cell(html: str, row: str, cls: str) -> str:
