@@ -21,23 +21,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import re
 import time
-import unicodedata
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
-from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidQuestion, PodiumError
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog
 from podium.pii.vault import Vault
 from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, Totals, utc_now
+from podium.request import EventHook, RequestLog, is_blank, validate_question
 from podium.streaming import AnswerStream
-from podium.text import is_invisible
 from podium.workers.base import CallContext, Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
@@ -53,10 +51,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("podium")
-
-EventHook = Callable[[str, dict[str, Any]], None]
-"""Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
-``step_end``, ``keep_answer``, ``fallback``; ``data`` carries ``round`` where it applies."""
 
 
 class RecordExporter(Protocol):
@@ -108,47 +102,6 @@ class OrchestratorConfig:
             if not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an integer of {low} or more, got {value!r}")
         object.__setattr__(self, "periods", tuple(self.periods))
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-_BLANK = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
-"""Unicode categories that carry no visible text on their own: controls (NUL …), format
-characters (zero-width space, BOM …), spaces and separators, and combining marks."""
-
-
-def is_blank(text: str) -> bool:
-    """Whether ``text`` holds nothing a reader could see: empty, or only characters of
-    :data:`_BLANK`'s categories or invisible (:func:`podium.text.is_invisible`: also Hangul
-    fillers and variation selectors). Linear."""
-    return all(unicodedata.category(ch) in _BLANK or is_invisible(ch) for ch in text)
-
-
-def validate_question(question: object, *, max_chars: int) -> str:
-    """The question, stripped; raises InvalidQuestion if it is not text, empty, longer than
-    ``max_chars`` characters, or not valid Unicode — a lone surrogate, which is what Python makes
-    of bytes that are not UTF-8 in argv or stdin (nothing is sent to any worker then)."""
-    if not isinstance(question, str):
-        raise InvalidQuestion(f"the question must be text, got {type(question).__name__}")
-    bad = _SURROGATE.search(question)
-    if bad is not None:
-        raise InvalidQuestion(
-            f"the question is not valid text: character {bad.start()} is a byte that is not UTF-8 or a lone "
-            "surrogate; give the question as UTF-8 text"
-        )
-    text = question.strip()
-    if is_blank(text):
-        raise InvalidQuestion(
-            "the question is empty (nothing but spaces, control or invisible characters); give it some text "
-            "(podium run: as an argument or on stdin)"
-        )
-    if len(text) > max_chars:
-        raise InvalidQuestion(
-            f"the question is {len(text):,} characters; the limit is {max_chars:,} "
-            "(raise max_question_chars in the pool file, or shorten it)"
-        )
-    return text
 
 
 class Orchestrator:
@@ -370,188 +323,151 @@ class Orchestrator:
         budget = outer.budget or budget or RequestBudget(limits or self.limits, self.periods)
         if request_id is not None and not _is_request_id(request_id):
             raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
-        live = stream if self.recursion_rounds == 0 else None  # a review round may replace the answer
-        meta = _Meta(request_id or uuid.uuid4().hex, tuple(tags), subject, live)
-        # only the answering step streams (the executor puts the stream on that step's call)
         vault = Vault() if outer.vault is None else outer.vault
-        request = outer.replace(budget=budget, vault=vault, calls=None, stream=None, ticket=None)
-        return await self._run(question, mode, on_event or (lambda _e, _d: None), request, meta)
-
-    async def _run(
-        self, question: str, mode: Literal["run", "plan"], emit: EventHook, context: CallContext, meta: _Meta
-    ) -> RunRecord:
-        request_id = meta.request_id
-        budget = _budget(context)
-        started_at, t0 = utc_now(), time.perf_counter()
+        request = RequestLog(
+            id=request_id or uuid.uuid4().hex,
+            question=question,
+            mode=mode,
+            # only the answering step streams (the executor puts the stream on that step's call)
+            context=outer.replace(budget=budget, vault=vault, calls=None, stream=None, ticket=None),
+            emit=on_event or (lambda _e, _d: None),
+            tags=tuple(tags),
+            subject=subject,
+            stream=stream if self.recursion_rounds == 0 else None,  # a review round may replace the answer
+        )
         if self.traces:
             self.traces.begin(
-                request_id,
+                request.id,
                 question,
-                started_at=started_at,
+                started_at=request.started_at,
                 pool=self.pool_name,
                 conductor=self.conductor.name,
                 mode=mode,
-                tags=meta.tags,
-                subject=meta.subject,
+                tags=request.tags,
+                subject=subject,
             )
-        attempts: list[PlanAttempt] = []
-        steps: list[StepRecord] = []
-        workflows: list[Workflow] = []
-        fallback: FallbackInfo | None = None
-        status: Literal["ok", "fallback", "error"] = "ok"
-        answer, error = "", None
-
-        def finish() -> RunRecord:
-            record = RunRecord(
-                id=request_id,
-                question=question,
-                pool=self.pool_name,
-                workers=tuple(w.info.name for w in self.pool),
-                conductor=self.conductor.name,
-                mode=mode,
-                started_at=started_at,
-                finished_at=utc_now(),
-                status=status,
-                answer=answer,
-                attempts=tuple(attempts),
-                workflows=tuple(workflows),
-                steps=tuple(steps),
-                totals=Totals.of(tuple(attempts), tuple(steps), time.perf_counter() - t0, tuple(budget.incidents)),
-                fallback=fallback,
-                error=error,
-                tags=meta.tags,
-                subject=meta.subject,
-            )
-            self._keep(record)
-            return record
-
         try:
-            workflow, fallback = await self._plan(question, attempts, emit, context)
-            if workflow is not None:
-                workflows.append(workflow)
-            if mode == "plan":
-                if workflow is None:
-                    status, error = "error", f"no valid workflow after {len(attempts)} attempt(s)"
-                return finish()
-            if workflow is not None:
-                try:
-                    done = await self._execute_round(workflow, question, 0, (), emit, context, meta.stream)
-                    steps.extend(done)
-                    answer = done[-1].output
-                    if not answer:
-                        fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
-                    else:
-                        first = PreviousRound(0, workflow, answer, tuple(s.output for s in done))
-                        answer = await self._recurse(question, first, done, attempts, steps, workflows, emit, context)
-                except WorkflowFailed as exc:
-                    steps.extend(exc.records)
-                    fallback = FallbackInfo(exc.fallback_reason, str(exc))
-                    _stop_if_period_budget(exc.cause)
-            if fallback is not None:
-                emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
-                answer, status, error = await self._fallback(question, steps, context, meta.stream)
-            return finish()
+            await self._serve(request)
         except _PeriodBudgetSpent as spent:  # no fallback: it would draw on the same budget
-            status, error, fallback = "error", f"CostCapExceeded: {spent.cause}", None
-            return finish()
+            request.fallback = None
+            request.end("error", error=f"CostCapExceeded: {spent.cause}")
         except BaseException as exc:  # record the request (one trace, always), then let it surface
-            status, error = "error", f"{type(exc).__name__}: {exc}"
-            finish()
+            request.end("error", error=f"{type(exc).__name__}: {exc}")
+            self._finish(request)
             raise
+        return self._finish(request)
+
+    def _finish(self, request: RequestLog) -> RunRecord:
+        """The request's trace record, handed to the trace store and the exporter."""
+        workers = tuple(w.info.name for w in self.pool)
+        record = request.record(pool=self.pool_name, workers=workers, conductor=self.conductor.name)
+        self._keep(record)
+        return record
+
+    async def _serve(self, request: RequestLog) -> None:
+        """Plan, execute, review, fall back: fills ``request`` (its status, answer and error
+        say how it ended). Raises _PeriodBudgetSpent, ConfigError, cancellation."""
+        workflow, request.fallback = await self._plan(request)
+        if workflow is not None:
+            request.workflows.append(workflow)
+        if request.mode == "plan":
+            if workflow is None:
+                request.end("error", error=f"no valid workflow after {len(request.attempts)} attempt(s)")
+            return
+        if workflow is not None:
+            try:
+                done = await self._execute_round(request, workflow, 0, (), request.stream)
+                request.steps.extend(done)
+                answer = done[-1].output
+                if not answer:
+                    request.fallback = FallbackInfo("empty_output", f"step {len(done) - 1} returned no text")
+                else:
+                    first = PreviousRound(0, workflow, answer, tuple(s.output for s in done))
+                    request.end("ok", await self._recurse(request, first, done))
+            except WorkflowFailed as exc:
+                request.steps.extend(exc.records)
+                request.fallback = FallbackInfo(exc.fallback_reason, str(exc))
+                _stop_if_period_budget(exc.cause)
+        if request.fallback is not None:
+            request.emit("fallback", {"reason": request.fallback.reason, "detail": request.fallback.detail})
+            await self._fallback(request)
 
     async def _execute_round(
         self,
+        request: RequestLog,
         workflow: Workflow,
-        question: str,
         round_: int,
         previous_steps: Sequence[StepRecord],
-        emit: EventHook,
-        context: CallContext,
         stream: AnswerStream | None = None,
     ) -> tuple[StepRecord, ...]:
         """One round's workflow within the workflow's time. Raises WorkflowFailed."""
-        hook: StepCallback = lambda event, index, step: emit(  # noqa: E731 - a one-line adapter
+        hook: StepCallback = lambda event, index, step: request.emit(  # noqa: E731 - a one-line adapter
             f"step_{event}", {"index": index, "step": step, "round": round_}
         )
         return await execute(
             workflow,
-            question,
+            request.question,
             self.pool,
             on_step=hook,
-            timeout_s=_until(_budget(context).workflow_deadline()),
+            timeout_s=_until(request.budget.workflow_deadline()),
             round=round_,
             previous=previous_steps,
             stream=stream,
-            context=context,
+            context=request.context,
         )
 
-    async def _recurse(
-        self,
-        question: str,
-        previous: PreviousRound,
-        previous_steps: Sequence[StepRecord],
-        attempts: list[PlanAttempt],
-        steps: list[StepRecord],
-        workflows: list[Workflow],
-        emit: EventHook,
-        context: CallContext,
-    ) -> str:
+    async def _recurse(self, request: RequestLog, previous: PreviousRound, previous_steps: Sequence[StepRecord]) -> str:
         """Further rounds; returns the answer to keep. A round that keeps the answer (empty
         workflow), finds no valid plan, fails or runs out of time ends the recursion with the
         previous answer — it never turns an answered request into a failed one."""
         for round_ in range(1, self.recursion_rounds + 1):
             try:
-                workflow, stopped = await self._plan(question, attempts, emit, context, previous=previous)
+                workflow, stopped = await self._plan(request, previous=previous)
             except _PeriodBudgetSpent:  # a review round is optional: keep the answer
                 break
             if workflow is None or stopped is not None:
                 break
-            workflows.append(workflow)
+            request.workflows.append(workflow)
             if len(workflow) == 0:
-                emit("keep_answer", {"round": round_})
+                request.emit("keep_answer", {"round": round_})
                 break
             try:
-                done = await self._execute_round(workflow, question, round_, previous_steps, emit, context)
+                done = await self._execute_round(request, workflow, round_, previous_steps)
             except WorkflowFailed as exc:
-                steps.extend(exc.records)
+                request.steps.extend(exc.records)
                 break
-            steps.extend(done)
+            request.steps.extend(done)
             if not done[-1].output:
                 break
             previous = PreviousRound(round_, workflow, done[-1].output, tuple(s.output for s in done))
             previous_steps = done
         return previous.answer
 
-    async def _fallback(
-        self, question: str, steps: list[StepRecord], context: CallContext, stream: AnswerStream | None
-    ) -> tuple[str, Literal["fallback", "error"], str | None]:
-        """Run the fallback pipeline if time is left; returns (answer, status, error)."""
+    async def _fallback(self, request: RequestLog) -> None:
+        """Run the fallback pipeline if time is left; ends the request."""
         try:
-            _budget(context).check_deadline()
+            request.budget.check_deadline()
         except DeadlineExceeded as exc:
-            return "", "error", f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)"
+            request.end("error", error=f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)")
+            return
+        stream = request.stream
         fresh = stream if stream is not None and not stream.sent else None  # never mix two texts
         step = Step(self.fallback.worker, self.fallback.subtask, ())
-        record = await run_step(
-            0, step, question, self.pool, {}, phase="fallback", context=context.replace(stream=fresh)
-        )
-        steps.append(record)
+        context = request.context.replace(stream=fresh)
+        record = await run_step(0, step, request.question, self.pool, {}, phase="fallback", context=context)
+        request.steps.append(record)
         if record.error or not record.output:
-            return "", "error", record.error or "EmptyOutput: the fallback pipeline returned no text"
-        return record.output, "fallback", None
+            request.end("error", error=record.error or "EmptyOutput: the fallback pipeline returned no text")
+        else:
+            request.end("fallback", record.output)
 
     async def _plan(
-        self,
-        question: str,
-        attempts: list[PlanAttempt],
-        emit: EventHook,
-        context: CallContext,
-        previous: PreviousRound | None = None,
+        self, request: RequestLog, previous: PreviousRound | None = None
     ) -> tuple[Workflow | None, FallbackInfo | None]:
         """Sample up to ``1 + resamples`` workflows within the workflow's time; the first valid
         one wins."""
         round_ = 0 if previous is None else previous.round + 1
-        budget = _budget(context)
+        budget, attempts, emit = request.budget, request.attempts, request.emit
         for k in range(self.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
             started, started_at = time.perf_counter(), utc_now()
@@ -560,12 +476,12 @@ class Orchestrator:
             try:
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
                     attempt = await self.conductor.plan(
-                        question,
+                        request.question,
                         self.pool,
                         max_steps=self.max_steps,
                         attempt=k,
                         previous=previous,
-                        context=context.replace(calls=calls),
+                        context=request.context.replace(calls=calls),
                     )
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
             except TimeoutError:
@@ -627,16 +543,6 @@ class Orchestrator:
         return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")
 
 
-@dataclass(frozen=True)
-class _Meta:
-    """What the caller says about a request: its id, tags and data subject."""
-
-    request_id: str
-    tags: tuple[str, ...]
-    subject: str | None
-    stream: AnswerStream | None
-
-
 class _PeriodBudgetSpent(Exception):
     """A period budget (a key's, the pool's) refused a call: the request ends without the
     fallback pipeline, which would draw on the same budget; the caller must hear it (serve
@@ -651,12 +557,6 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
     """Raises _PeriodBudgetSpent when ``exc`` is a period budget's refusal."""
     if isinstance(exc, CostCapExceeded) and exc.scope != "request":
         raise _PeriodBudgetSpent(exc)
-
-
-def _budget(context: CallContext) -> RequestBudget:
-    """The request's budget (:meth:`Orchestrator.run` gives every request's context one)."""
-    assert context.budget is not None
-    return context.budget
 
 
 def _is_request_id(value: str) -> bool:

@@ -1,0 +1,140 @@
+"""One request while it runs: the question checked at the edge (:func:`validate_question`) and
+the :class:`RequestLog` the orchestrator fills as it plans, executes and falls back — what was
+asked, every plan attempt, workflow and step so far, and how it ended — which becomes the
+trace's :class:`~podium.records.RunRecord` however the request ends.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from podium.budget import RequestBudget
+from podium.errors import InvalidQuestion
+from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
+from podium.streaming import AnswerStream
+from podium.text import is_invisible
+from podium.workers.base import CallContext
+from podium.workflow import Workflow
+
+__all__ = ["EventHook", "RequestLog", "is_blank", "validate_question"]
+
+EventHook = Callable[[str, dict[str, Any]], None]
+"""Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
+``step_end``, ``keep_answer``, ``fallback``; ``data`` carries ``round`` where it applies."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_BLANK = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+"""Unicode categories that carry no visible text on their own: controls (NUL …), format
+characters (zero-width space, BOM …), spaces and separators, and combining marks."""
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` holds nothing a reader could see: empty, or only characters of
+    :data:`_BLANK`'s categories or invisible (:func:`podium.text.is_invisible`: also Hangul
+    fillers and variation selectors). Linear."""
+    return all(unicodedata.category(ch) in _BLANK or is_invisible(ch) for ch in text)
+
+
+def validate_question(question: object, *, max_chars: int) -> str:
+    """The question, stripped; raises InvalidQuestion if it is not text, empty, longer than
+    ``max_chars`` characters, or not valid Unicode — a lone surrogate, which is what Python makes
+    of bytes that are not UTF-8 in argv or stdin (nothing is sent to any worker then)."""
+    if not isinstance(question, str):
+        raise InvalidQuestion(f"the question must be text, got {type(question).__name__}")
+    bad = _SURROGATE.search(question)
+    if bad is not None:
+        raise InvalidQuestion(
+            f"the question is not valid text: character {bad.start()} is a byte that is not UTF-8 or a lone "
+            "surrogate; give the question as UTF-8 text"
+        )
+    text = question.strip()
+    if is_blank(text):
+        raise InvalidQuestion(
+            "the question is empty (nothing but spaces, control or invisible characters); give it some text "
+            "(podium run: as an argument or on stdin)"
+        )
+    if len(text) > max_chars:
+        raise InvalidQuestion(
+            f"the question is {len(text):,} characters; the limit is {max_chars:,} "
+            "(raise max_question_chars in the pool file, or shorten it)"
+        )
+    return text
+
+
+@dataclass
+class RequestLog:
+    """A request in flight and everything it has done so far (mutable; one per request).
+
+    Attributes:
+        id: the trace id (32 lowercase hex).
+        question: the validated question.
+        mode: ``"run"`` (answer) or ``"plan"`` (only write the workflow).
+        context: what every call of the request carries (:class:`~podium.workers.base.CallContext`:
+            its budget and PII vault; never a step's log or stream).
+        emit: the caller's progress hook.
+        tags, subject: stored with the trace.
+        stream: where the answer's text goes while it is generated, or None.
+        started_at: UTC ISO 8601 start time; t0: its ``time.perf_counter()``.
+        attempts, workflows, steps: every plan attempt, accepted workflow and step record so
+            far, in order (the fallback pipeline's step included).
+        fallback: why the fallback pipeline ran, or None.
+        status, answer, error: how the request ended (``"ok"``, ``""``, None until then).
+    """
+
+    id: str
+    question: str
+    mode: Literal["run", "plan"]
+    context: CallContext
+    emit: EventHook
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
+    stream: AnswerStream | None = None
+    started_at: str = field(default_factory=utc_now)
+    t0: float = field(default_factory=time.perf_counter)
+    attempts: list[PlanAttempt] = field(default_factory=list)
+    workflows: list[Workflow] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    fallback: FallbackInfo | None = None
+    status: Literal["ok", "fallback", "error"] = "ok"
+    answer: str = ""
+    error: str | None = None
+
+    @property
+    def budget(self) -> RequestBudget:
+        """The request's budget (the orchestrator gives every request one)."""
+        assert self.context.budget is not None
+        return self.context.budget
+
+    def end(self, status: Literal["ok", "fallback", "error"], answer: str = "", error: str | None = None) -> None:
+        """Say how the request ended."""
+        self.status, self.answer, self.error = status, answer, error
+
+    def record(self, *, pool: str, workers: tuple[str, ...], conductor: str) -> RunRecord:
+        """The trace record of the request as it stands now (finished now)."""
+        attempts, steps = tuple(self.attempts), tuple(self.steps)
+        return RunRecord(
+            id=self.id,
+            question=self.question,
+            pool=pool,
+            workers=workers,
+            conductor=conductor,
+            mode=self.mode,
+            started_at=self.started_at,
+            finished_at=utc_now(),
+            status=self.status,
+            answer=self.answer,
+            attempts=attempts,
+            workflows=tuple(self.workflows),
+            steps=steps,
+            totals=Totals.of(attempts, steps, time.perf_counter() - self.t0, tuple(self.budget.incidents)),
+            fallback=self.fallback,
+            error=self.error,
+            tags=self.tags,
+            subject=self.subject,
+        )
