@@ -79,7 +79,7 @@ class ReportSources:
         """:func:`default_eval_dir`, the shadow store (the shared store's with
         ``$PODIUM_DATABASE_URL``, else the file in podium's data folder) and the registry."""
         from podium.registry import Registry
-        from podium.serve.cli import default_shadow_path
+        from podium.serve.options import default_shadow_path
         from podium.store.shadow import shadow_location
 
         return cls(default_eval_dir(), shadow_location(None, default_shadow_path()), Registry().root)

@@ -27,7 +27,7 @@ _STATUSES = "traces: ok, fallback, error, running; shadow: done, failed, over_bu
 
 def add_parsers(sub: Any) -> None:
     """The ``tasks`` and ``drift`` subcommands."""
-    from podium.serve.cli import default_shadow_path
+    from podium.serve.options import default_shadow_path
 
     tasks = sub.add_parser(
         "tasks", help="regression sets from traffic: export, and the labelling round trip"

@@ -115,7 +115,7 @@ def _shadow_windows(
     args: argparse.Namespace, windows: dict[str, tuple[str, str]]
 ) -> tuple[list[TrafficItem], list[TrafficItem]]:
     """The reference and recent windows' shadow rows; ``--tag`` must name use cases the store has."""
-    from podium.serve.cli import default_shadow_path
+    from podium.serve.options import default_shadow_path
     from podium.store.shadow import shadow_location
     from podium.traffic import source as source_module
 

@@ -70,7 +70,7 @@ def _read(args: argparse.Namespace) -> list[Any]:
 
     since, until = _window(args)
     if args.source == "shadow":
-        from podium.serve.cli import default_shadow_path
+        from podium.serve.options import default_shadow_path
         from podium.store.shadow import shadow_location
 
         if args.tag:
