@@ -1,6 +1,6 @@
 """``podium shadow``: the OpenAI-compatible proxy that runs podium in shadow beside an existing
-pipeline, and ``podium shadow report``, which compares the recorded runs per use case (both
-:mod:`podium.serve.shadow`).
+pipeline (:mod:`podium.serve.shadow`), and ``podium shadow report``, which compares the recorded
+runs per use case (:mod:`podium.serve.shadow_report`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
     _require_serve_extra("shadow")
     import uvicorn
 
-    from podium.serve.shadow import ShadowProxy, create_shadow_app, report_markdown, shadow_report
+    from podium.serve.shadow import ShadowProxy, create_shadow_app
+    from podium.serve.shadow_report import report_markdown, shadow_report
     from podium.store.shadow import ShadowStore, shadow_location
 
     if args.shadow_command == "report":

@@ -417,7 +417,7 @@ def add_report_routes(
         return rows
 
     async def shadow_report_for(request: Request) -> tuple[dict[str, Any] | None, dict[str, str]] | Response:
-        from podium.serve.shadow import shadow_report
+        from podium.serve.shadow_report import shadow_report
         from podium.trace.query import parse_utc
 
         form = {k: request.query_params.get(k, "").strip() for k in ("since", "until")}
@@ -449,7 +449,7 @@ def add_report_routes(
     async def shadow_markdown(request: Request) -> Response:
         if (answer := refused(request)) is not None:
             return answer
-        from podium.serve.shadow import report_markdown
+        from podium.serve.shadow_report import report_markdown
 
         found = await shadow_report_for(request)
         if isinstance(found, Response):

@@ -324,11 +324,11 @@ def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task]) -> dict[st
 def reference_scores(items: Sequence[TrafficItem]) -> dict[str, float]:
     """Scores (``origin`` → 1/0) of the podium answers of shadow rows whose client sent a
     reference (``X-Podium-Reference``) of a task type a rule can check, by the shadow report's
-    own rule (:func:`podium.serve.shadow.correct`: the eval loop's verifiers), so drift's quality
+    own rule (:func:`podium.serve.shadow_report.correct`: the eval loop's verifiers), so drift's quality
     and ``podium shadow report``'s agree. Rows without a reference or an answer are left out.
 
     Raises ConfigError when math-verify (the ``eval`` extra) is missing."""
-    from podium.serve.shadow import correct
+    from podium.serve.shadow_report import correct
 
     out: dict[str, float] = {}
     for item in items:
