@@ -248,7 +248,7 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"--workers {args.workers}: give 1 to 64 processes")
     loop, http = serving_stack(args.loop, args.http)
     if args.eval_dir is not None:  # the UI's eval pages read it, in this process and in every --workers one
-        from podium.serve.ui_reports import EVAL_DIR_ENV
+        from podium.serve.report_data import EVAL_DIR_ENV
 
         os.environ[EVAL_DIR_ENV] = str(args.eval_dir.resolve())
     options = {
