@@ -14,7 +14,7 @@
     │   ├── MetricInputError   a metric was given input it cannot be computed from
     │   ├── NotReplayable      a plan whose steps cannot all repeat their recorded requests
     │   └── ReviewFileError    a review file cannot be imported (each bad row named)
-    │                          (each defined beside its code: podium.trace.store,
+    │                          (each defined beside its code: podium.trace.backend,
     │                          podium.store.engine, podium.eval.tasks, podium.eval.metrics,
     │                          podium.conductor.compose, podium.traffic.review)
     ├── ModelBehaviourError    a model did something unusable               worker_error

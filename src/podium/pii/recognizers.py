@@ -34,14 +34,16 @@ IP recognizer is used unchanged.
 - Glued runs (:class:`GluedNumberRecognizer`): a run of 14 or more digits that is several values
   (a card and a CPR, a CPR and a phone number) is split by :func:`podium.pii.numbers.split_digit_run`
   and each value reported with its kind.
+
+Person names are :mod:`podium.pii.names`; runs of digits and glued values,
+:mod:`podium.pii.digit_runs`; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from functools import cache, lru_cache
-from importlib import resources
+from functools import cache
 
 import tldextract
 from presidio_analyzer import (
@@ -55,7 +57,11 @@ from presidio_analyzer import (
 from presidio_analyzer.nlp_engine import NlpArtifacts
 from presidio_analyzer.predefined_recognizers import EmailRecognizer, PhoneRecognizer
 
-from podium.pii.numbers import Piece, cpr_birth_date, iban_spans, is_card, phone_shape, split_digit_run
+from podium.pii.digit_runs import DASHES as _DASHES
+from podium.pii.digit_runs import IPV4_RUN, digit_runs, glued_numbers
+from podium.pii.digit_runs import PHONE_CONTEXT as _PHONE_CONTEXT
+from podium.pii.names import PersonNameRecognizer, first_names, surnames
+from podium.pii.numbers import cpr_birth_date, iban_spans, is_card, phone_shape
 
 __all__ = [
     "IPV4_RUN",
@@ -95,7 +101,6 @@ def _result(recognizer: EntityRecognizer, kind: str, start: int, end: int, score
     )
 
 
-_DASHES = r"\-\u2010\u2011\u2012\u2013\u2014\u2212"  # for character classes: the hyphen escaped
 _DASH = f"[{_DASHES}]"
 
 
@@ -126,12 +131,6 @@ class CprRecognizer(PatternRecognizer):
 
     def validate_result(self, pattern_text: str) -> bool:
         return cpr_birth_date(re.sub(r"\D", "", pattern_text)) is not None
-
-
-_PHONE_CONTEXT = (
-    "phone", "telephone", "cell", "mobile", "call", "contact", "sms", "text me",
-    "telefon", "tlf", "mobil", "ring", "kontakt", "opkald",
-)  # fmt: skip
 
 
 _ISO_DATE = re.compile(r"(?:19|20)\d\d-[01]\d-[0-3]\d")
@@ -259,215 +258,6 @@ def single_label_tlds() -> frozenset[str]:
     return frozenset(t.casefold() for t in _offline_tlds().tlds if "." not in t)
 
 
-@cache
-def _name_list(filename: str) -> frozenset[str]:
-    text = (resources.files("podium.pii") / filename).read_text(encoding="utf-8")
-    return frozenset(line.strip().casefold() for line in text.splitlines() if line.strip() and line[0] != "#")
-
-
-def first_names() -> frozenset[str]:
-    """The bundled first names, case-folded."""
-    return _name_list("first_names.txt")
-
-
-def surnames() -> frozenset[str]:
-    """The bundled surnames, case-folded."""
-    return _name_list("surnames.txt")
-
-
-_TOKEN = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")
-_TITLES = frozenset(("mr", "mrs", "ms", "miss", "dr", "prof", "sir", "dame", "hr", "fru", "frk"))
-_CUES = re.compile(
-    r"(?:\bjeg\s+hedder|\bmit\s+navn\s+er|\bi\s+navnet|\bnavn\s*:|\bkontoindehaver\s*:?|\bmy\s+name\s+is|"
-    r"\bi\s+am\s+called|\bname\s*:|\baccount\s+holder\s*:?|\bholder\s*:)\s+$",
-    re.IGNORECASE,
-)
-_NOT_NAME_WORDS = (
-    "i a an the and or of in on at to for is it we you he she they my his her our their this that "
-    "den det de en et og eller på til fra er jeg du han hun vi man min mit din dit hans hendes mand kone "
-    "one two three four five six seven eight nine ten eleven twelve en to tre fire fem seks syv otte ni ti"
-)
-_NOT_NAMES = frozenset(_NOT_NAME_WORDS.split())
-"""Capitalised words that never continue a name (sentence-initial pronouns, articles, numbers)."""
-_ORG_WORD_LIST = (
-    "bakery bank hotel restaurant cafe café school hospital university college church street road avenue "
-    "hills park inc ltd llc corp company group aps skole kirke bageri gade vej"
-)
-_ORG_WORDS = frozenset(_ORG_WORD_LIST.split())
-"""Words that make a capitalised run a business or a place, not a person."""
-_CAPS_STOP_WORDS = (
-    "cpr cvr tlf tel nr no id iban bic swift email mail mobil phone fax att vedr re fw ref dk uk us eu "
-    "adr adresse address kunde customer konto account kort card navn name"
-)
-_CAPS_STOP = frozenset(_CAPS_STOP_WORDS.split())
-"""Words in capitals that end a name ("METTE KJÆRGAARD CPR ..."), unless they are surnames too
-("JORGE KORT")."""
-_PARTICLES = frozenset(("van", "von", "der", "de", "af", "la", "le", "du", "di", "da"))
-_SURNAME_ENDINGS = (
-    "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
-    "strøm", "toft", "skov", "dahl", "dal", "borg", "kjær", "bech", "feldt", "stein", "stedt",
-)  # fmt: skip
-
-
-class PersonNameRecognizer(LocalRecognizer):
-    """Person names from name lists and simple cues (no NER model); see the module docstring.
-
-    Scores: known first name (or a hyphenated one made of them) + capitalised surname 0.85;
-    title or naming cue + capitalised tokens 0.8; an initial + known surname ("M. Kjærgaard") and
-    known surname + comma + known first name ("Kjærgaard, Mette") 0.75; lowercase first name +
-    known surname 0.6. A dotted initial may end a name ("Mette K."); a known surname at the start
-    of the next line continues a first name ("Mette\nKjærgaard").
-    """
-
-    def __init__(self, supported_language: str = "da") -> None:
-        super().__init__(supported_entities=["PERSON"], supported_language=supported_language, name="PersonNames")
-
-    def load(self) -> None:
-        self.first_names = first_names()
-        self.surnames = surnames()
-
-    def analyze(
-        self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
-    ) -> list[RecognizerResult]:
-        tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
-        results: list[RecognizerResult] = []
-        i = 0
-        while i < len(tokens):
-            found = self._name_at(text, tokens, i)
-            if found is None:
-                i += 1
-                continue
-            last, score = found
-            start, end = tokens[i][0], tokens[last][1]
-            if text[end - 2 : end] in ("'s", "’s"):  # English possessive: not part of the name
-                end -= 2
-            if last > i and "," in text[tokens[i][1] : tokens[i + 1][0]] and self._first_name(tokens[i][2]):
-                # "Jackson, Corey": a surname first, or two people named in a list — one placeholder
-                # each keeps the count of people right either way
-                results.append(self._result(start, tokens[i][1], score))
-                start = tokens[i + 1][0]
-            results.append(self._result(start, end, score))
-            i = last + 1
-        return results
-
-    def _name_at(self, text: str, tokens: list[tuple[int, int, str]], i: int) -> tuple[int, float] | None:
-        """(index of the name's last token, score) when a name starts at token ``i``."""
-        word = tokens[i][2]
-        folded = word.casefold()
-        caps = len(word) > 1 and word.isupper()  # a name written in capitals: METTE KJÆRGAARD
-        if folded in _TITLES and word[0].isupper():
-            after = tokens[i + 1][0] if i + 1 < len(tokens) else len(text)
-            if re.fullmatch(r"\.?[ \t]+", text[tokens[i][1] : after]):
-                last = self._capitalised_run(text, tokens, i + 1, first=True, caps=caps)
-                return (last, 0.8) if last is not None else None
-            return None
-        if word[0].isupper() and _CUES.search(text[max(0, tokens[i][0] - 40) : tokens[i][0]]):
-            last = self._capitalised_run(text, tokens, i, first=True, caps=caps)
-            if last is not None:
-                return last, 0.8
-        if i + 1 < len(tokens) and word[0].isupper():
-            gap = text[tokens[i][1] : tokens[i + 1][0]]
-            nxt = tokens[i + 1][2]
-            initial = len(word) == 1 and re.fullmatch(r"\.[ \t]+", gap)
-            if initial and nxt[0].isupper() and nxt.casefold() in self.surnames:  # "M. Kjærgaard"
-                return self._capitalised_run(text, tokens, i + 1, first=True, caps=caps) or i + 1, 0.75
-            if (
-                re.fullmatch(r",[ \t]+", gap)  # surname, first name: "Kjærgaard, Mette"
-                and folded in self.surnames
-                and nxt[0].isupper()
-                and self._first_name(nxt)
-            ):
-                more = self._capitalised_run(text, tokens, i + 2, caps=caps)
-                if more is None or self._first_name(tokens[more][2]):  # "Kjærgaard, Mette Louise"
-                    return (i + 1 if more is None else more), 0.75
-                # else "Howard, Alwina Jensen": a list, read on as usual
-        if not self._first_name(word):
-            return None
-        if word[0].isupper():
-            last = self._capitalised_run(text, tokens, i + 1, caps=caps)
-            return (last, 0.85) if last is not None else None
-        if word.islower() and i + 1 < len(tokens) and self._joined(text, tokens, i):
-            surname = tokens[i + 1][2]
-            if surname.islower() and surname in self.surnames and surname.endswith(_SURNAME_ENDINGS):
-                return i + 1, 0.6
-        return None
-
-    def _first_name(self, word: str) -> bool:
-        """Whether ``word`` is a known first name, or a hyphenated one made of them ("Anne-Mette")."""
-        folded = word.casefold()
-        if folded in self.first_names:
-            return True
-        parts = re.split(r"[-'’]", folded)
-        return len(parts) > 1 and all(p in self.first_names for p in parts)
-
-    def _capitalised_run(
-        self, text: str, tokens: list[tuple[int, int, str]], j: int, *, first: bool = False, caps: bool = False
-    ) -> int | None:
-        """Index of the last of up to three further capitalised name tokens from ``j`` (the
-        token before ``j`` must be joined to it by spaces; up to seven when the ones after the
-        third are known names: two names side by side), or None when there is none.
-
-        A token in capitals is an acronym that ends the name, unless the name is written in
-        capitals (``caps``) or the token is a known name ("Mette KJÆRGAARD"); words like CPR or
-        TLF end it even then."""
-        last = initial = None
-        for k in range(j, min(j + 8, len(tokens))):
-            joined = (first and k == j) or self._joined(text, tokens, k - 1)
-            if k > 0 and not joined and not (k == j and self._line_break_surname(text, tokens, k)):
-                break
-            if k >= j + 4 and tokens[k][2].casefold() not in self.first_names | self.surnames:
-                break  # past three further tokens only known names go on (two names side by side)
-            word = tokens[k][2]
-            if re.sub(r"['’]s$", "", word).casefold() in _ORG_WORDS:  # "Beverly Hills Bakery": a business or a place
-                if k > j and word.casefold() in self.surnames and last == k - 1:
-                    return k  # "Felizitas Bodo Park": a surname that is also a place word ends the name
-                return None
-            if word.casefold() in _PARTICLES and k + 1 < len(tokens) and tokens[k + 1][2][:1].isupper():
-                continue
-            folded = word.casefold()
-            dotted = len(word) == 1 and word.isupper() and text[tokens[k][1] : tokens[k][1] + 1] == "."
-            if dotted:  # an initial continues a name ("Ida H. Jensen", "Mikhail I. Kerrisk"), may end one ("Ida H.")
-                initial = k
-                continue
-            known = folded in self.surnames or folded in self.first_names
-            stop = folded in _NOT_NAMES and not ((k > j or not first) and known)
-            if not word[0].isupper() or stop:  # "Otte", "Fem": stop words that are names, after a name
-                break
-            if len(word) == 1:  # an initial without a dot continues a name but never ends one
-                continue
-            acronym = word.isupper() and not (first and k == j)  # ends the name, unless the name is in capitals
-            # a label word in capitals ends a name (METTE KJÆRGAARD CPR …) unless it is a surname too
-            # (JORGE KORT: "kort" is a card and a surname; masking a label word is the safe mistake)
-            label = folded in _CAPS_STOP and folded not in self.surnames
-            if acronym and (label or not (caps or known)):
-                break
-            last = k
-        if initial is not None and (last is None or initial == last + 1):
-            return initial  # "Ida H.", "Mette Hansen K."
-        return last
-
-    def _line_break_surname(self, text: str, tokens: list[tuple[int, int, str]], k: int) -> bool:
-        """Whether token ``k`` is a known surname at the start of the line after a first name
-        ("Mette\nKjærgaard", as a signature is written), and no first name follows it after a
-        comma ("Loni\nMelville, Hakan" is a list of names written surname first)."""
-        gap = text[tokens[k - 1][1] : tokens[k][0]]
-        listed = re.match(r"[ \t]*,[ \t]*[^\W\d_]", text[tokens[k][1] : tokens[k][1] + 8])
-        return gap.strip(" \t") == "\n" and tokens[k][2].casefold() in self.surnames and not listed
-
-    @staticmethod
-    def _joined(text: str, tokens: list[tuple[int, int, str]], k: int) -> bool:
-        """Whether token ``k`` and the next one are separated by spaces only (same line), or by
-        ". " after an initial."""
-        gap = text[tokens[k][1] : tokens[k + 1][0]]
-        if len(tokens[k][2]) == 1 and gap.startswith("."):
-            gap = gap[1:]
-        return bool(gap) and gap.strip(" \t") == ""
-
-    @staticmethod
-    def _result(start: int, end: int, score: float) -> RecognizerResult:
-        return RecognizerResult("PERSON", start, end, score)
-
-
 _DA_STREET_ENDINGS = (
     "vej|vejen|gade|gaden|allé|alle|stræde|strædet|plads|pladsen|torv|torvet|vænge|vænget|boulevard|"
     "parken|park|bakke|bakken|sti|stien|vang|vangen|toft|toften|kaj|kajen|have|haven|løkke|høj|højen|"
@@ -529,41 +319,6 @@ class IbanCodeRecognizer(LocalRecognizer):
         return [_result(self, "IBAN_CODE", start, end, 1.0) for start, end in iban_spans(text)]
 
 
-_DIGIT_RUN = re.compile(rf"\d(?:(?:[ ./{_DASHES}]| [{_DASHES}] )?\d)*")
-_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-IPV4_RUN = re.compile(rf"(?<![\d.])(?:{_OCTET}\.){{3}}(?:{_OCTET}|\d{{2,6}}(?:\.{_OCTET}){{3}})(?![\d])")
-"""An IPv4 address, or two glued (``203.0.113.47198.51.100.23``): not a run of digits to split."""
-
-
-def digit_runs(text: str) -> list[tuple[int, int, str, dict[int, str]]]:
-    """Maximal runs of ASCII digits with single spaces, dashes, dots or slashes between them
-    (or a dash between two spaces, ``070491 - 2846``, taken as the dash), IBANs left out:
-    (start, end, the digits, digit offset → the separator written before it)."""
-    masked = text
-    for start, end in iban_spans(text) + [m.span() for m in IPV4_RUN.finditer(text)]:
-        masked = masked[:start] + "x" * (end - start) + masked[end:]  # an IBAN's, an IP address's digits
-    runs = []
-    for m in _DIGIT_RUN.finditer(masked):
-        run = m.group()
-        if not run.isascii():
-            continue
-        digits: list[str] = []
-        seps: dict[int, str] = {}
-        for c in run:
-            if c.isdigit():
-                digits.append(c)
-            elif seps.get(len(digits)) != "-":  # " - " is the dash (the run is ASCII: no other dash)
-                seps[len(digits)] = c
-        runs.append((m.start(), m.end(), "".join(digits), seps))
-    return runs
-
-
-def _digit_offsets(run: str) -> list[int]:
-    """offsets[k] = position in ``run`` of its k-th digit; offsets[len] = len(run)."""
-    offsets = [i for i, c in enumerate(run) if c.isdigit()]
-    return [*offsets, len(run)]
-
-
 class CardNumberRecognizer(LocalRecognizer):
     """Payment cards: a digit run (single spaces or hyphens) of 13–19 digits that is a card
     (:func:`podium.pii.numbers.is_card`); score 1.0 (Luhn and issuer digit hold). Longer runs
@@ -606,38 +361,7 @@ def _card_grouping(length: int, seps: dict[int, str]) -> bool:
     return all(b - a >= 4 for a, b in itertools.pairwise(cuts))
 
 
-_AREA_CODE_BEFORE = re.compile(r"\([2-9]\d\d\) ?$")
 _GLUED_SCORES = {"CREDIT_CARD": 0.9, "DK_CPR": 0.7, "PHONE_NUMBER": 0.55}
-_PHONE_CONTEXT_NEAR = re.compile(r"(?i:" + "|".join(re.escape(w) for w in _PHONE_CONTEXT) + ")")
-
-
-@lru_cache(maxsize=1024)
-def _split_cached(digits: str, seps: tuple[tuple[int, str], ...], phones_alone: bool) -> tuple[Piece, ...]:
-    """:func:`split_digit_run`, remembered: both languages and both views of a text see the same runs."""
-    return tuple(split_digit_run(digits, dict(seps), phones_alone=phones_alone))
-
-
-def glued_numbers(text: str) -> list[tuple[str, int, int, tuple[int, ...]]]:
-    """(kind, start, end, seams) of every value inside a run of 14 or more digits that holds
-    several (:func:`podium.pii.numbers.split_digit_run`; seams: text offsets where a merged phone
-    number most likely splits); phone numbers chained to phone numbers count when a phone
-    context word is within 40 characters before the run."""
-    found = []
-    for start, end, digits, seps in digit_runs(text):
-        if len(digits) < 14:
-            continue
-        context = bool(_PHONE_CONTEXT_NEAR.search(text, max(0, start - 40), start))
-        offsets = _digit_offsets(text[start:end])
-        for piece in _split_cached(digits, tuple(sorted(seps.items())), context):
-            begin = start + offsets[piece.start]
-            if piece.kind == "PHONE_NUMBER" and piece.start == 0:
-                if text[begin - 1 : begin] == "+":
-                    begin -= 1  # +45 20 12 34 56…: the country code's plus belongs to the number
-                elif area := _AREA_CODE_BEFORE.search(text, max(0, begin - 6), begin):
-                    begin = area.start()  # (623) 658-2476…: so does a US area code in parentheses
-            seams = tuple(start + offsets[k] for k in piece.seams)
-            found.append((piece.kind, begin, start + offsets[piece.end - 1] + 1, seams))
-    return found
 
 
 class GluedNumberRecognizer(LocalRecognizer):

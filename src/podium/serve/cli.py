@@ -1,6 +1,11 @@
 """``podium serve``, ``podium keys create | list | revoke`` and ``podium shadow``.
 
 Exit codes: 0 done, 2 bad options or configuration.
+
+Here: the parsers, ``podium serve`` and ``podium ui``. The key store's commands (``keys``,
+``kill-switch``) are :mod:`podium.serve.keys_cli`, ``podium shadow`` is
+:mod:`podium.serve.shadow_cli`, and what the options resolve to (default files, the key store,
+the serving stack) is :mod:`podium.serve.options`; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from podium.errors import ConfigError
-from podium.trace import data_dir, default_trace_path, open_traces
+from podium.serve.keys_cli import cmd_keys, cmd_kill_switch
+from podium.serve.options import default_key_path, default_shadow_path, key_store, serving_stack
+from podium.serve.options import require_serve_extra as _require_serve_extra
+from podium.serve.shadow_cli import cmd_shadow
+from podium.trace import default_trace_path, open_traces
 
 __all__ = [
     "add_parsers",
@@ -33,37 +41,11 @@ __all__ = [
 ]
 
 
-def default_key_path() -> Path:
-    """The API key file in podium's data folder: ``keys.sqlite3``."""
-    return data_dir() / "keys.sqlite3"
-
-
-def default_shadow_path() -> Path:
-    """The shadow store in podium's data folder: ``shadow.sqlite3``."""
-    return data_dir() / "shadow.sqlite3"
-
-
 def _stack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
                    help="event loop (default auto: uvloop when installed, as the serve extra does)")  # fmt: skip
     p.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
                    help="HTTP parser (default auto: httptools when installed)")  # fmt: skip
-
-
-def serving_stack(loop: str, http: str) -> tuple[str, str]:
-    """The event loop and HTTP implementation uvicorn gets: ``auto`` is uvloop / httptools when
-    importable (the ``serve`` extra installs them where the platform has wheels), else asyncio /
-    h11. Raises ConfigError when one asked for by name is not installed."""
-    import importlib.util
-
-    chosen = []
-    for asked, fast, plain in ((loop, "uvloop", "asyncio"), (http, "httptools", "h11")):
-        found = importlib.util.find_spec(fast) is not None
-        if asked == fast and not found:
-            raise ConfigError(f"--{'loop' if fast == 'uvloop' else 'http'} {fast}: {fast} is not installed; "
-                              "pip install 'podium[serve]' (or leave the option at auto)")  # fmt: skip
-        chosen.append(fast if asked == fast or (asked == "auto" and found) else plain)
-    return chosen[0], chosen[1]
 
 
 def _database_argument(p: argparse.ArgumentParser) -> None:
@@ -73,19 +55,6 @@ def _database_argument(p: argparse.ArgumentParser) -> None:
         help="shared store (keys, budgets, traces, shadow records), e.g. postgresql://USER:PASSWORD@HOST:PORT/DB, "
         "which every replica then shares (default: $PODIUM_DATABASE_URL, else the files in podium's data folder)",
     )
-
-
-def key_store(args: argparse.Namespace) -> Any:
-    """The key store the options ask for: ``--database-url``, else ``--keys FILE``, else
-    ``$PODIUM_DATABASE_URL``, else the key file in podium's data folder."""
-    from podium.serve.keys import KeyStore
-    from podium.store.engine import database_url
-
-    if args.database_url:
-        return KeyStore(url=args.database_url)
-    if args.keys:
-        return KeyStore(args.keys)
-    return KeyStore(default_key_path(), url=database_url())
 
 
 def add_parsers(sub: Any) -> None:
@@ -223,164 +192,6 @@ def add_parsers(sub: Any) -> None:
     _database_argument(rep)
 
 
-def _require_serve_extra(command: str) -> None:
-    """Raises ConfigError naming the extra when FastAPI, uvicorn or httpx is missing."""
-    import importlib.util
-
-    for module in ("fastapi", "uvicorn", "httpx"):
-        if importlib.util.find_spec(module) is None:
-            raise ConfigError(
-                f"podium {command} needs the serve extra ({module} is missing): pip install 'podium[serve]'"
-            )
-
-
-def cmd_keys(args: argparse.Namespace, out: Console) -> int:
-
-    store = key_store(args)
-    if args.keys_command == "create":
-        secret = store.create(args.name, budget_usd=args.budget, period=args.period, scope=args.scope)
-        budget = f"${args.budget:g} per {args.period}" if args.budget else "no budget"
-        scope = "; admin: opens the web UI" if args.scope == "admin" else ""
-        out.print(f"key {args.name!r} created ({budget}{scope}); it is shown only now:", highlight=False)
-        print(secret)
-        return 0
-    if args.keys_command == "revoke":
-        store.revoke(args.name)
-        out.print(f"key {args.name!r} revoked", highlight=False)
-        return 0
-    rows = []
-    for key in store.list():
-        ledger = store.budget(key) if key.revoked_at is None else None
-        if ledger is not None:
-            ledger.refresh()
-        rows.append(
-            {
-                "name": key.name,
-                "scope": key.scope,
-                "budget_usd": key.budget_usd,
-                "period": key.period,
-                "spent_this_period_usd": ledger.spent_usd if ledger else None,
-                "created_at": key.created_at,
-                "revoked_at": key.revoked_at,
-            }
-        )
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    table = Table("name", "scope", "budget", "spent this period", "created", "status", box=None)
-    for r in rows:
-        budget = f"${r['budget_usd']:g}/{r['period']}" if r["budget_usd"] else "-"
-        spent = f"${r['spent_this_period_usd']:.6f}" if r["spent_this_period_usd"] is not None else "-"
-        status = f"revoked {r['revoked_at']}" if r["revoked_at"] else "active"
-        table.add_row(str(r["name"]), str(r["scope"]), budget, spent, str(r["created_at"]), status)
-    out.print(table if rows else "no keys: the server is open to anyone who can reach it (podium keys create NAME)")
-    return 0
-
-
-def cmd_kill_switch(args: argparse.Namespace, out: Console) -> int:
-    from podium.store.settings import KILL_SWITCH, SharedSettings
-
-    store = key_store(args)
-    switches = SharedSettings(store.engine)
-    try:
-        if args.state == "on":
-            switches.set(KILL_SWITCH, "fallback")
-        elif args.state == "off":
-            switches.clear(KILL_SWITCH)
-        setting = switches.get(KILL_SWITCH)
-    finally:
-        store.close()
-    on = setting is not None and setting.value == "fallback"
-    if args.json:
-        print(json.dumps({"on": on, "set_at": setting.updated_at if setting else None,
-                          "set_by": setting.updated_by if setting else None}))  # fmt: skip
-    elif on and setting is not None:
-        out.print(
-            f"kill switch ON (set {setting.updated_at} by {setting.updated_by}): every podium serve on this store "
-            "serves the fallback pipeline within a few seconds; 'podium kill-switch off' hands back",
-            highlight=False,
-        )
-    else:
-        out.print("kill switch off: each podium serve follows its configuration's serving", highlight=False)
-    return 0
-
-
-def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
-    _require_serve_extra("shadow")
-    import uvicorn
-
-    from podium.serve.shadow import ShadowProxy, create_shadow_app, report_markdown, shadow_report
-    from podium.store.shadow import ShadowStore, shadow_location
-
-    if args.shadow_command == "report":
-        from podium.trace.query import parse_utc
-
-        since = parse_utc(args.since, flag="--since") if args.since else None
-        until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
-        if since is not None and until is not None and since >= until:
-            raise ConfigError(f"--since {args.since} is not before --until {args.until}: swap them")
-        location = shadow_location(args.report_store or args.store, default_shadow_path(), url=args.database_url)
-        store = ShadowStore(location)
-        report = shadow_report(store.rows(since=since, until=until), top=args.top)
-        markdown = report_markdown(report)
-        if args.out:
-            args.out.write_text(markdown, encoding="utf-8")
-        if args.json:
-            print(json.dumps(report, indent=2, ensure_ascii=False))
-        elif not report["rows"]:
-            if since or until:
-                out.print("no shadow records in that period")
-            else:
-                out.print("no shadow records yet: run 'podium shadow --upstream URL' and send it traffic")
-        else:
-            print(markdown, end="")
-        return 0
-    if not args.upstream:
-        raise ConfigError("podium shadow needs --upstream URL (the existing pipeline), or 'podium shadow report'")
-    from podium.pool import load_pool
-    from podium.runtime import build_orchestrator, build_telemetry
-
-    price = None
-    if args.upstream_price:
-        try:
-            price_in, price_out = (float(x) for x in args.upstream_price.split(","))
-        except ValueError:
-            raise ConfigError(f"--upstream-price {args.upstream_price!r}: write IN,OUT in USD per 1M tokens") from None
-        price = (price_in, price_out)
-    config = load_pool(args.pool)
-    telemetry = build_telemetry(config)
-    traces = open_traces(args.traces, url=args.database_url)
-    orchestrator = build_orchestrator(config, traces=traces, exporter=telemetry)
-    proxy = ShadowProxy(
-        args.upstream,
-        orchestrator,
-        ShadowStore(shadow_location(args.store, default_shadow_path(), url=args.database_url)),
-        mode=args.mode,
-        request_cap_usd=args.request_cap,
-        daily_budget_usd=args.daily_budget,
-        upstream_price=price,
-    )
-    budget = (
-        f"; shadow budget: ${args.request_cap or 0:g}/request, ${args.daily_budget or 0:g}/day"
-        if args.mode == "execute"
-        else ""
-    )
-    out.print(
-        f"podium shadow on http://{args.host}:{args.port}/v1 → {proxy.upstream} (mode: {args.mode}, pool "
-        f"{config.name!r}{budget})",
-        highlight=False,
-    )
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    loop, http = serving_stack(args.loop, args.http)
-    try:
-        uvicorn.run(create_shadow_app(proxy), host=args.host, port=args.port, log_level="warning", loop=loop, http=http)
-    finally:
-        traces.close()  # store the queued trace writes
-        if telemetry is not None:
-            telemetry.shutdown()
-    return 0
-
-
 _WORKER_ENV = "PODIUM_SERVE_WORKER"
 """How ``podium serve --workers N`` hands its options to each worker process (JSON)."""
 
@@ -437,7 +248,7 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"--workers {args.workers}: give 1 to 64 processes")
     loop, http = serving_stack(args.loop, args.http)
     if args.eval_dir is not None:  # the UI's eval pages read it, in this process and in every --workers one
-        from podium.serve.ui_reports import EVAL_DIR_ENV
+        from podium.serve.report_data import EVAL_DIR_ENV
 
         os.environ[EVAL_DIR_ENV] = str(args.eval_dir.resolve())
     options = {

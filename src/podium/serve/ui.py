@@ -4,7 +4,8 @@ access edges, per-step messages and outputs, tokens, cost, latency, fallback, PI
 request can be purged from its page, and every request of a data subject from the list filtered
 by that subject, each after a confirmation.
 
-Report pages (read through :mod:`podium.serve.ui_reports`, from a :class:`ReportSources`):
+Report pages (:mod:`podium.serve.ui_reports`, reading :mod:`podium.serve.report_data` from a
+:class:`ReportSources`):
 ``/ui/evals`` lists stored ``podium eval`` runs, ``/ui/evals/run?id=RUN`` shows one (methods
 table with quality, cost per request and p95 latency, curve metrics, slices, Pareto plot at
 ``/ui/evals/pareto.png?id=RUN``), ``/ui/evals/compare?new=RUN&baseline=RUN`` puts two side by
@@ -42,7 +43,7 @@ from fastapi import APIRouter, Request  # FastAPI reads the route signatures' an
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from podium.errors import ConfigError
-from podium.serve.ui_reports import ReportSources
+from podium.serve.report_data import ReportSources
 from podium.store.engine import StoreError
 from podium.store.shadow import purge_shadow_copies
 

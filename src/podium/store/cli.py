@@ -43,7 +43,7 @@ def add_parsers(sub: Any) -> None:
 
 def store_url(explicit: str | None = None) -> str:
     """The store's URL: the option, ``$PODIUM_DATABASE_URL``, else the embedded key file's."""
-    from podium.serve.cli import default_key_path
+    from podium.serve.options import default_key_path
     from podium.store.engine import database_url, sqlite_url
 
     return database_url(explicit) or sqlite_url(default_key_path())

@@ -2,7 +2,8 @@
 (:class:`~podium.trace.store.TraceStore`) or PostgreSQL
 (:class:`~podium.trace.postgres.PostgresTraceStore`). The CLI, the server, the data-flow
 register and the traffic tools use only this; the orchestrator writes through the narrower
-:class:`~podium.records.RecordSink`."""
+:class:`~podium.records.RecordSink`. Either store raises :class:`TraceStoreError` when its
+database fails."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import builtins
 from collections.abc import Sequence
 from typing import Protocol
 
+from podium.errors import ConfigError
 from podium.records import RunRecord
 from podium.trace.query import PurgeListener, PurgeResult, SearchHit, TraceFilter, TraceSummary
 from podium.trace.rows import DisclosureRow
 from podium.trace.writer import WriterStats
 
-__all__ = ["TraceBackend"]
+__all__ = ["TraceBackend", "TraceStoreError"]
+
+
+class TraceStoreError(ConfigError):
+    """The trace database cannot be opened, read or written (names the file and the fix)."""
 
 
 class TraceBackend(Protocol):

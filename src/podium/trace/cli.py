@@ -298,7 +298,7 @@ def _purge_shadow(path: Path | None, request_ids: Sequence[str], before: str | N
     the question and both answers of each shadow run): rows of those requests, and with
     ``--before`` every older row. The shared store (``$PODIUM_DATABASE_URL``) is purged when it
     is set; the default file only if it exists."""
-    from podium.serve.cli import default_shadow_path
+    from podium.serve.options import default_shadow_path
     from podium.store.shadow import purge_shadow_copies, shadow_location
 
     shadow = shadow_location(path, default_shadow_path(), url=url)

@@ -1,0 +1,266 @@
+"""The SQLite trace file's schema: its tables, their upgrades, and what its search index holds.
+
+Tables: ``requests`` (one row per request), ``plan_attempts`` (one row per conductor call),
+``steps`` (one row per executed step, workflow and fallback). JSON columns hold messages,
+workflows, access lists and disclosures (third-party recipients of a call and the PII kinds they
+received; never PII values unless the pool file says ``record_values``). Times are UTC ISO 8601.
+
+Full-text search: ``search_text`` holds the searchable texts of each request (question, answer,
+conductor output, subtasks, outputs, errors; see :data:`~podium.trace.query.FIELDS`), each as
+written and folded (:func:`~podium.trace.query.fold`: no accents, ø → o, æ → ae), and
+``search_index`` is an SQLite FTS5 index of the folded texts (external content, kept in step by
+triggers); queries are folded alike, and snippets are shown in the text as written. Both are
+written in the same transaction as the rows they index (:func:`index_texts`), and the foreign
+key's ``ON DELETE CASCADE`` takes a request's texts and index entries with it, so the index
+cannot drift.
+
+Opening a file (:class:`~podium.trace.store.TraceStore` does it): :func:`check_version` reads its
+schema version before anything writes, :func:`create_or_upgrade` creates the tables of a new file
+or upgrades an older one in one transaction. The PostgreSQL store's tables are
+:mod:`podium.store.schema`, with the same columns.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from podium.trace.backend import TraceStoreError
+
+__all__ = ["SCHEMA_VERSION", "check_version", "create_or_upgrade", "index_texts"]
+
+
+SCHEMA_VERSION = 5
+"""Version of the tables below. An older database is upgraded in place by additive migrations
+(new columns and indexes, and a rebuilt search index; in one transaction, announced on stderr);
+a newer one is refused with the fix, never altered. (Version 1 was a development schema that
+never shipped.)"""
+
+_FOLDED_SINCE = 4
+"""The first version whose search index holds folded text (:func:`~podium.trace.query.fold`);
+the search tables of an older file are rebuilt from its rows when it is upgraded."""
+
+_MIGRATIONS: dict[int, str] = {
+    # 2 → 3: caller-given tags and the data subject's key, for search, slices and purge; when
+    # each conductor call started and ended (for span export); each call's third-party recipients
+    # and the PII kinds they received (data-flow register); the full-text tables (created by
+    # _SCHEMA and filled from the old rows in the same transaction).
+    2: """
+    ALTER TABLE requests ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE requests ADD COLUMN subject TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN started_at TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN finished_at TEXT;
+    ALTER TABLE plan_attempts ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE steps ADD COLUMN disclosures TEXT NOT NULL DEFAULT '[]';
+    """,
+    # 3 → 4: the index holds folded text (ø → o, æ → ae, é → e, ...), so search finds "lørdag"
+    # for "lordag"; the search tables are dropped here, created by _SCHEMA and filled from the
+    # rows in the same transaction (nothing else changes: rows are kept as they are).
+    3: """
+    DROP TRIGGER IF EXISTS search_text_insert;
+    DROP TRIGGER IF EXISTS search_text_delete;
+    DROP TABLE IF EXISTS search_index;
+    DROP VIEW IF EXISTS search_content;
+    DROP TABLE IF EXISTS search_text;
+    """,
+    # 4 → 5: whether a call's token counts are podium's estimate (its provider reported no usage)
+    4: """
+    ALTER TABLE plan_attempts ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE steps ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+    """,
+}
+"""SQL that upgrades version ``k`` to ``k + 1``."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (
+    id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    mode TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    workers TEXT NOT NULL DEFAULT '[]',
+    conductor TEXT NOT NULL,
+    status TEXT NOT NULL,
+    question TEXT NOT NULL,
+    answer TEXT,
+    error TEXT,
+    workflows TEXT NOT NULL DEFAULT '[]',
+    fallback_reason TEXT,
+    fallback_detail TEXT,
+    totals TEXT,
+    total_cost_usd REAL,
+    wall_time_s REAL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    subject TEXT
+);
+CREATE INDEX IF NOT EXISTS requests_started ON requests (started_at);
+CREATE INDEX IF NOT EXISTS requests_subject ON requests (subject) WHERE subject IS NOT NULL;
+CREATE TABLE IF NOT EXISTS plan_attempts (
+    request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    round INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    messages TEXT NOT NULL,
+    raw_output TEXT NOT NULL,
+    workflow TEXT,
+    error_kind TEXT,
+    error TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cached_input_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL,
+    latency_s REAL NOT NULL,
+    constrained INTEGER NOT NULL,
+    started_at TEXT,
+    finished_at TEXT,
+    disclosures TEXT NOT NULL DEFAULT '[]',
+    usage_estimated INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (request_id, round, attempt)
+);
+CREATE TABLE IF NOT EXISTS steps (
+    request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    phase TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    step_index INTEGER NOT NULL,
+    worker_index INTEGER NOT NULL,
+    worker TEXT NOT NULL,
+    subtask TEXT NOT NULL,
+    access TEXT NOT NULL,
+    visible TEXT NOT NULL,
+    visible_previous TEXT NOT NULL,
+    messages TEXT NOT NULL,
+    output TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cached_input_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL,
+    latency_s REAL NOT NULL,
+    finish_reason TEXT NOT NULL,
+    error TEXT,
+    error_type TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    disclosures TEXT NOT NULL DEFAULT '[]',
+    usage_estimated INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (request_id, phase, round, step_index)
+);
+CREATE TABLE IF NOT EXISTS search_text (
+    id INTEGER PRIMARY KEY,
+    request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    field TEXT NOT NULL,
+    location TEXT NOT NULL,
+    text TEXT NOT NULL,
+    folded TEXT
+);
+CREATE INDEX IF NOT EXISTS search_text_request ON search_text (request_id);
+CREATE VIEW IF NOT EXISTS search_content AS SELECT id, COALESCE(folded, text) AS folded FROM search_text;
+CREATE VIRTUAL TABLE IF NOT EXISTS search_index USING fts5 (folded, content='search_content', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS search_text_insert AFTER INSERT ON search_text BEGIN
+    INSERT INTO search_index (rowid, folded) VALUES (new.id, COALESCE(new.folded, new.text));
+END;
+CREATE TRIGGER IF NOT EXISTS search_text_delete AFTER DELETE ON search_text BEGIN
+    INSERT INTO search_index (search_index, rowid, folded) VALUES ('delete', old.id, COALESCE(old.folded, old.text));
+END;
+"""
+
+_STEP_LOCATION = (
+    "CASE WHEN phase = 'fallback' THEN 'fallback' WHEN round > 0 THEN printf('round %d step %d', round, step_index) "
+    "ELSE printf('step %d', step_index) END"
+)
+_INDEX = (
+    "SELECT id, 'question', '', question FROM requests WHERE {requests}",
+    "SELECT id, 'answer', '', answer FROM requests WHERE answer <> '' AND {requests}",
+    "SELECT id, 'error', '', error FROM requests WHERE error <> '' AND {requests}",
+    "SELECT request_id, 'reasoning', CASE WHEN round > 0 THEN printf('round %d attempt %d', round, attempt) "
+    "ELSE printf('attempt %d', attempt) END, raw_output FROM plan_attempts WHERE raw_output <> '' AND {steps}",
+    f"SELECT request_id, 'subtask', {_STEP_LOCATION}, subtask FROM steps WHERE subtask <> '' AND {{steps}}",
+    f"SELECT request_id, 'output', {_STEP_LOCATION}, output FROM steps WHERE output <> '' AND {{steps}}",
+    f"SELECT request_id, 'error', {_STEP_LOCATION}, error FROM steps WHERE error <> '' AND {{steps}}",
+)
+"""What goes into ``search_text`` (one row per text; ``field`` is one of query.FIELDS)."""
+
+
+def index_texts(db: sqlite3.Connection, request_ids: Sequence[str] | None) -> None:
+    """Fill ``search_text`` (and so ``search_index``) from the stored rows of these requests
+    (one statement per kind of text for the whole batch), or of every request when
+    ``request_ids`` is None (an upgrade). Each text is stored as written (for display) and,
+    where folding changes it, folded (``podium_fold``, :func:`~podium.trace.query.fold`); the
+    index reads the folded form (view ``search_content``)."""
+    if request_ids is None:
+        requests = steps = "1"
+        params: tuple[str, ...] = ()
+    else:
+        if not request_ids:
+            return
+        marks = ", ".join("?" for _ in request_ids)
+        requests, steps = f"id IN ({marks})", f"request_id IN ({marks})"
+        params = tuple(request_ids)
+    for select in _INDEX:
+        sql = (
+            f"WITH texts (request_id, field, location, text) AS ({select}) "
+            "INSERT INTO search_text (request_id, field, location, text, folded) "
+            "SELECT request_id, field, location, text, NULLIF(podium_fold(text), text) FROM texts"
+        )
+        db.execute(sql.format(requests=requests, steps=steps), params)
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, trigger bodies kept whole."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending
+            pending = ""
+
+
+def check_version(db: sqlite3.Connection, path: Path) -> tuple[int | None, set[str]]:
+    """The file's schema version (None for a new file) and its tables; closes ``db`` and raises
+    TraceStoreError for a version this podium cannot use (newer, or older than any migration)."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return None, tables  # a new file
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() if "meta" in tables else None
+    found = int(row[0]) if row else 0
+    if found == SCHEMA_VERSION or found in _MIGRATIONS:
+        return found, tables
+    db.close()
+    raise TraceStoreError(
+        f"trace database {str(path)!r} has schema version {found}, this podium uses {SCHEMA_VERSION}; "
+        f"nothing was changed. Move it aside to start a new one (mv {path} {path}.v{found}) "
+        "or pass --traces with another file"
+    )
+
+
+def create_or_upgrade(db: sqlite3.Connection, path: Path, found: int | None, tables: set[str]) -> None:
+    """Create or upgrade the tables in one transaction (``found``, ``tables``: what
+    :func:`check_version` read); index the rows of a file that had no search tables yet, or an
+    index of unfolded text."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if found is not None and found < SCHEMA_VERSION:
+            _migrate(db, path, found)
+        for statement in _statements(_SCHEMA):
+            db.execute(statement)
+        if found is not None and ("search_text" not in tables or found < _FOLDED_SINCE):
+            index_texts(db, None)  # a file from before search, or before folding: index its rows
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _migrate(db: sqlite3.Connection, path: Path, found: int) -> None:
+    """Upgrade from version ``found`` to SCHEMA_VERSION (inside :func:`create_or_upgrade`'s
+    transaction)."""
+    sys.stderr.write(f"podium: upgrading trace database {path} from schema {found} to {SCHEMA_VERSION}\n")
+    for version in range(found, SCHEMA_VERSION):
+        for statement in _statements(_MIGRATIONS[version]):
+            db.execute(statement)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))

@@ -1,0 +1,53 @@
+"""What the options of ``podium tasks`` and ``podium drift`` resolve to: the embedder
+``--embedder`` names, and the ``--tag`` values checked against the trace store.
+
+Raises ConfigError with the fix for a value that names nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from podium.errors import ConfigError
+
+if TYPE_CHECKING:
+    from podium.embed import Embedder
+
+__all__ = ["check_tags", "embedder_for"]
+
+
+def embedder_for(choice: str) -> Embedder | None:
+    """The embedder ``--embedder`` names: ``hash`` (the model-free
+    :class:`~podium.traffic.features.HashingEncoder`, nothing cached), ``minilm`` or an embedded
+    model id (vectors cached in podium's cache folder), or None for ``none``. Raises ConfigError
+    for anything else."""
+    from podium.embed import Embedder, LlamaCppEncoder, MiniLMEncoder
+    from podium.local_models import EMBEDDED_MODELS, cache_dir
+    from podium.traffic.features import HashingEncoder
+
+    if choice == "none":
+        return None
+    if choice == "hash":
+        return Embedder(None, encoder=HashingEncoder())
+    cache = cache_dir() / "traffic" / "embeddings.sqlite3"
+    if choice == "minilm":
+        return Embedder(cache, encoder=MiniLMEncoder())
+    if choice in EMBEDDED_MODELS:
+        return Embedder(cache, encoder=LlamaCppEncoder(choice))
+    raise ConfigError(
+        f"--embedder {choice!r}: use hash, minilm, none or an embedded model id ({', '.join(EMBEDDED_MODELS)})"
+    )
+
+
+def check_tags(store: Any, tags: Sequence[str]) -> None:
+    """ConfigError naming the tags no stored request carries, and the tags there are."""
+    from podium.traffic import source
+
+    known = source.known_tags(store)
+    unknown = source.unknown_tags(tags, known)
+    if unknown:
+        raise ConfigError(
+            f"no stored request carries tag(s) {', '.join(map(repr, unknown))}; tags in the store: "
+            f"{', '.join(sorted(known)) or 'none'}"
+        )

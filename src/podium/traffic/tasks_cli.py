@@ -1,0 +1,272 @@
+"""``podium tasks export | import | label``: regression sets from traffic, and the labelling round
+trip (:mod:`podium.traffic.export`, :mod:`podium.traffic.review`, :mod:`podium.traffic.label`).
+
+``export`` reads the requests the options select (traces or shadow records), pseudonymizes them
+unless ``--allow-pii``, and writes a JSONL set (and a review file); ``import`` applies a filled-in
+review file to the set; ``label`` has a judge worker confirm candidate references. Raises
+ConfigError for bad options or input (nothing is written then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.text import Text
+
+from podium.errors import ConfigError
+from podium.trace import default_trace_path
+from podium.traffic.options import check_tags as _check_tags
+from podium.traffic.options import embedder_for as _embedder
+
+if TYPE_CHECKING:
+    from podium.traffic.export import Pseudonymize
+
+__all__ = ["cmd_tasks"]
+
+
+def _pseudonymizer() -> Pseudonymize:
+    """Masks one request's texts with one vault (:mod:`podium.pii`); ConfigError without the extra."""
+    from podium.pii.session import PIIProtection
+    from podium.pii.vault import Vault
+
+    try:
+        protection = PIIProtection()
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or pass --allow-pii to export personal data in clear") from None
+    masker = protection.pseudonymizer()
+
+    def mask(texts: Sequence[str]) -> tuple[list[str], Counter[str]]:
+        vault = Vault()
+        counts: Counter[str] = Counter()
+        masked = []
+        for text in texts:
+            out, found = masker.mask(text, vault)
+            masked.append(out)
+            counts.update(found)
+        return masked, counts
+
+    return mask
+
+
+def _window(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    from podium.trace.query import parse_utc
+
+    since = parse_utc(args.since, flag="--since") if args.since else None
+    until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
+    if since and until and since >= until:
+        raise ConfigError(f"--since {since} is not before --until {until}; nothing could match")
+    return since, until
+
+
+def _read(args: argparse.Namespace) -> list[Any]:
+    """The requests ``tasks export`` selected; ConfigError for an unknown tag or use case, or an
+    empty selection."""
+    from podium.traffic import source
+
+    since, until = _window(args)
+    if args.source == "shadow":
+        from podium.serve.options import default_shadow_path
+        from podium.store.shadow import shadow_location
+
+        if args.tag:
+            raise ConfigError("--tag filters traces; the shadow store has use cases: use --use-case NAME")
+        path = shadow_location(args.store, default_shadow_path())
+        items = source.read_shadow(path, since=since, until=until, status=args.status, use_case=args.use_case)
+        if not items and args.use_case and args.use_case not in (cases := source.shadow_use_cases(path)):
+            raise ConfigError(
+                f"no shadow record has use case {args.use_case!r}; use cases: {', '.join(sorted(cases)) or 'none'}"
+            )
+        return items
+    from podium.trace.query import STATUSES
+
+    if args.status is not None and args.status not in STATUSES:
+        raise ConfigError(f"--status {args.status!r}: a trace's status is one of {', '.join(STATUSES)}")
+    store = source.open_traces(args.traces or default_trace_path())
+    try:
+        tags = [*args.tag, *([f"use-case:{args.use_case}"] if args.use_case else [])]
+        items = source.read_traces(store, since=since, until=until, status=args.status, tags=tags)
+        if not items and tags:
+            _check_tags(store, tags)
+    finally:
+        store.close()
+    return items
+
+
+def _cmd_export(args: argparse.Namespace, out: Console) -> int:
+    from podium.traffic.export import build_set, read_set, write_jsonl
+    from podium.traffic.review import write_review
+
+    if args.out.exists() and not (args.append or args.force):
+        raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
+    if args.append and args.force:
+        raise ConfigError("--append and --force exclude each other")
+    existing = read_set(args.out) if args.append and args.out.exists() else []
+    items = _read(args)
+    if not items:
+        window = f"{args.since or 'the beginning'} → {args.until or 'now'}"
+        what = "shadow record" if args.source == "shadow" else "stored request"
+        raise ConfigError(
+            f"no {what} passes the filters (window {window}"
+            + (f", status {args.status}" if args.status else "")
+            + "); widen --since/--until or drop a filter"
+        )
+    result = build_set(
+        items,
+        existing=existing,
+        task_type=args.task_type,
+        candidate=args.candidate,
+        pseudonymize=None if args.allow_pii else _pseudonymizer(),
+        embedder=_embedder(args.embedder) if args.similar is not None else None,
+        similarity=args.similar,
+        limit=args.limit,
+    )
+    if result.records or not args.append:
+        write_jsonl(args.out, [*existing, *result.records])
+    if args.review is not None:
+        write_review(args.review, result.records)
+    candidates = sum(1 for r in result.records if str(r.get("reference_source", "")).startswith("candidate:"))
+    summary: dict[str, Any] = {
+        "out": str(args.out),
+        "written": len(result.records),
+        "in_set": len(existing) + len(result.records),
+        "read": result.read,
+        "duplicates": result.duplicates,
+        "similar": result.similar,
+        "already_in_set": result.existing,
+        "retyped_open": result.retyped,
+        "without_reference": result.without_reference,
+        "candidates": candidates,
+        "pii": "in clear (--allow-pii)" if result.pii is None else result.pii,
+        "review": str(args.review) if args.review else None,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return 0
+    dropped = f"{result.duplicates} duplicate(s)" + (f", {result.similar} similar" if args.similar is not None else "")
+    already = f", {result.existing} already in the set" if args.append else ""
+    out.print(
+        Text(
+            f"{'added' if args.append else 'wrote'} {len(result.records)} task(s) to {args.out} "
+            f"({summary['in_set']} in the set; read {result.read} request(s); dropped {dropped}{already})"
+        )
+    )
+    out.print(
+        Text(
+            f"references: {candidates} candidate(s) to confirm, "
+            f"{len(result.records) - candidates - result.without_reference} from the client, "
+            f"{result.without_reference} none; {result.retyped} task(s) exported as open (code, or no final answer)"
+        )
+    )
+    if result.pii is None:
+        out.print(Text("personal data: kept in clear (--allow-pii)", style="yellow"))
+    else:
+        found = ", ".join(f"{k} {v}" for k, v in result.pii.items()) or "none found"
+        out.print(Text(f"personal data: pseudonymized ({found})"))
+    if args.review is not None:
+        out.print(
+            Text(
+                f"review file {args.review} ({len(result.records)} row(s)): fill in verdict (accept / fix / drop) and "
+                f"reference, then: podium tasks import {args.review} --set {args.out}"
+            )
+        )
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace, out: Console) -> int:
+    from podium.eval.tasks import load_tasks
+    from podium.traffic.export import read_set, write_jsonl
+    from podium.traffic.review import import_review
+
+    if not args.set_path.is_file():
+        raise ConfigError(f"no regression set at {args.set_path}; pass the set the review file was exported with")
+    records = read_set(args.set_path)
+    result = import_review(args.review, records, set_name=str(args.set_path))
+    target = args.out or args.set_path
+    write_jsonl(target, result.records)
+    load_tasks(target)  # the written file loads (write_jsonl replaced it atomically)
+    summary = {
+        "out": str(target),
+        "tasks": len(result.records),
+        "accepted": result.accepted,
+        "fixed": result.fixed,
+        "dropped": result.dropped,
+        "unchanged": result.unchanged,
+        "retyped": result.retyped,
+        "candidates_left": sum(
+            1 for r in result.records if str(r.get("reference_source", "")).startswith("candidate:")
+        ),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    out.print(
+        Text(
+            f"{target}: {result.accepted} accepted, {result.fixed} fixed, {result.dropped} dropped, "
+            f"{result.unchanged} unchanged, {result.retyped} retyped; {len(result.records)} task(s), "
+            f"{summary['candidates_left']} candidate reference(s) still unconfirmed"
+        )
+    )
+    return 0
+
+
+def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import asyncio
+
+    from podium.pool import load_pool
+    from podium.runtime import data_policy, pii_protection
+    from podium.traffic.export import read_set, write_jsonl
+    from podium.traffic.label import judge_label
+    from podium.workers import build_worker
+    from podium.workers.stack import stack
+
+    if not args.set_path.is_file():
+        raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
+    records = read_set(args.set_path)
+    config = load_pool(args.pool)
+    names = [w.name for w in config.workers]
+    if args.judge not in names:
+        raise ConfigError(f"--judge {args.judge!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
+    index = names.index(args.judge)
+    raw = build_worker(config.merged(config.workers[index]))
+    judge = stack(raw, policy=data_policy(config, index), protection=pii_protection(config))
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 10 == 0:
+            err.print(f"judged {done}/{total}", highlight=False)
+
+    result = asyncio.run(judge_label(records, judge, on_done=progress))
+    target = args.out or args.set_path
+    write_jsonl(target, result.records)
+    summary = {
+        "out": str(target),
+        "judge": args.judge,
+        "confirmed": result.confirmed,
+        "rejected": result.rejected,
+        "unscored": result.unscored,
+        "skipped": result.skipped,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    out.print(
+        Text(
+            f"{target}: the judge {args.judge} confirmed {result.confirmed} candidate(s) (marked judge:{args.judge}); "
+            f"{result.rejected} scored below the pass mark and {result.unscored} got no score: they stay candidates "
+            f"to review; {result.skipped} task(s) had no candidate"
+        )
+    )
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``podium tasks export | import | label``."""
+    if args.tasks_command == "export":
+        return _cmd_export(args, out)
+    if args.tasks_command == "label":
+        return _cmd_label(args, out, err)
+    return _cmd_import(args, out)
