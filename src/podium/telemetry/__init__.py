@@ -49,6 +49,6 @@ except ImportError as exc:
 
 from podium.telemetry.export import Telemetry, TelemetryStats
 from podium.telemetry.export import _CountingExporter as _CountingExporter
-from podium.telemetry.spans import SpanSpec, WorkerInfo, pool_models, span_specs
+from podium.telemetry.spans import SpanModel, SpanSpec, pool_models, span_specs
 
-__all__ = ["SpanSpec", "Telemetry", "TelemetryStats", "WorkerInfo", "pool_models", "span_specs"]
+__all__ = ["SpanModel", "SpanSpec", "Telemetry", "TelemetryStats", "pool_models", "span_specs"]

@@ -12,7 +12,6 @@ tree being emitted through a context variable the id generator reads.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -30,7 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from podium.errors import ConfigError
 from podium.records import RunRecord
-from podium.telemetry.spans import SpanSpec, WorkerInfo, span_specs
+from podium.telemetry.spans import SpanModel, SpanSpec, span_specs
 
 __all__ = ["Telemetry", "TelemetryStats"]
 
@@ -98,14 +97,20 @@ class TelemetryStats:
         return {**asdict(self), "spans_lost": self.spans_lost}
 
 
-_TRACE_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("podium_otel_trace_id", default=None)
-
-
 class _RequestTraceIds(RandomIdGenerator):
-    """Trace id = the request id being exported (random when it is not 32 hex)."""
+    """Trace id = the request id being exported (random when it is not 32 hex): :meth:`next`
+    says which, for the spans this thread creates next (the exporter creates a request's spans
+    in one synchronous pass)."""
+
+    def __init__(self) -> None:
+        self._given = threading.local()
+
+    def next(self, trace_id: int | None) -> None:
+        """Use ``trace_id`` for the next traces this thread starts (None: random ids)."""
+        self._given.trace_id = trace_id
 
     def generate_trace_id(self) -> int:
-        given = _TRACE_ID.get()
+        given: int | None = getattr(self._given, "trace_id", None)
         return given if given else int(super().generate_trace_id())
 
 
@@ -183,8 +188,8 @@ class Telemetry:
         self,
         exporter: Any,
         *,
-        workers: Mapping[str, WorkerInfo] | None = None,
-        conductors: Mapping[str, WorkerInfo] | None = None,
+        workers: Mapping[str, SpanModel] | None = None,
+        conductors: Mapping[str, SpanModel] | None = None,
         max_queue_size: int = 2048,
         max_export_batch_size: int = 512,
         schedule_delay_s: float = 5.0,
@@ -211,7 +216,8 @@ class Telemetry:
         resource = Resource.create(attributes)
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": "podium"}))
-        self._provider = TracerProvider(resource=resource, sampler=ALWAYS_ON, id_generator=_RequestTraceIds())
+        self._ids = _RequestTraceIds()
+        self._provider = TracerProvider(resource=resource, sampler=ALWAYS_ON, id_generator=self._ids)
         self._provider.add_span_processor(
             BatchSpanProcessor(
                 self._exporter,
@@ -267,7 +273,7 @@ class Telemetry:
         )
 
     def _emit(self, request_id: str, specs: list[SpanSpec]) -> None:
-        token = _TRACE_ID.set(_trace_id(request_id))
+        self._ids.next(_trace_id(request_id))
         try:
             spans: list[Any] = []
             for spec in specs:
@@ -281,7 +287,7 @@ class Telemetry:
             for span, spec in reversed(list(zip(spans, specs, strict=True))):  # children first, root last
                 span.end(end_time=spec.end_ns)
         finally:
-            _TRACE_ID.reset(token)
+            self._ids.next(None)
 
     def stats(self) -> TelemetryStats:
         """The counters now (after :meth:`shutdown`: the final ones)."""

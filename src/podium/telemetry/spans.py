@@ -5,7 +5,7 @@ attributes of each span (OpenTelemetry GenAI semantic conventions, ``gen_ai.*``,
 
 :func:`span_specs` turns a record into :class:`SpanSpec` s (name, kind, parent, start and end in
 ns since the epoch, attributes, error); :func:`pool_models` describes a pool's workers and
-conductor models (:class:`WorkerInfo`). Question text, subtasks, messages, outputs and the data
+conductor models (:class:`SpanModel`). Question text, subtasks, messages, outputs and the data
 subject's key are on spans only with ``capture_content``. Pure functions: nothing is exported
 here (:mod:`podium.telemetry.export` does that). The ``otel`` extra is checked when the package is
 imported.
@@ -25,13 +25,14 @@ from opentelemetry.trace import SpanKind
 
 from podium.pool import PoolConfig
 from podium.records import PlanAttempt, RunRecord, StepRecord
+from podium.workers._remote import DEFAULT_ENDPOINTS
 from podium.workers.base import Message, Usage
 
-__all__ = ["SpanSpec", "WorkerInfo", "pool_models", "span_specs"]
+__all__ = ["SpanModel", "SpanSpec", "pool_models", "span_specs"]
 
 
 @dataclass(frozen=True)
-class WorkerInfo:
+class SpanModel:
     """What the spans say about one worker (or the conductor's model).
 
     Attributes:
@@ -72,23 +73,23 @@ class SpanSpec:
     error: str | None = None
 
 
-def pool_models(config: PoolConfig) -> tuple[dict[str, WorkerInfo], dict[str, WorkerInfo]]:
+def pool_models(config: PoolConfig) -> tuple[dict[str, SpanModel], dict[str, SpanModel]]:
     """(workers by pool name, conductor models by conductor name) for a
     :class:`~podium.pool.PoolConfig`, with the decoding settings each call sends."""
     from podium.workers import worker_settings
 
-    workers: dict[str, WorkerInfo] = {}
+    workers: dict[str, SpanModel] = {}
     for raw in config.workers:
         w = config.merged(raw)
         if w.backend in ("python", "vote"):
-            workers[w.name] = WorkerInfo("execute_tool", provider="podium", in_process=True)
+            workers[w.name] = SpanModel("execute_tool", provider="podium", in_process=True)
             continue
         if w.backend == "conductor":
-            workers[w.name] = WorkerInfo("invoke_agent", provider="podium", in_process=True)
+            workers[w.name] = SpanModel("invoke_agent", provider="podium", in_process=True)
             continue
         s = worker_settings(w)
         address, port = _server(w.backend, w.base_url)
-        workers[w.name] = WorkerInfo(
+        workers[w.name] = SpanModel(
             "chat",
             provider=_PROVIDERS[w.backend],
             model=_model_name(w.backend, w.model),
@@ -106,9 +107,9 @@ def pool_models(config: PoolConfig) -> tuple[dict[str, WorkerInfo], dict[str, Wo
     if c.worker is not None:
         base, name = workers[c.worker], c.worker
     else:  # a local model of its own (the runtime names its worker "conductor")
-        own = WorkerInfo(provider="llama.cpp", model=_model_name("llama_cpp", c.model or c.version), in_process=True)
+        own = SpanModel(provider="llama.cpp", model=_model_name("llama_cpp", c.model or c.version), in_process=True)
         base, name = own, "conductor"
-    conductor = WorkerInfo(
+    conductor = SpanModel(
         "chat",
         provider=base.provider,
         model=base.model,
@@ -123,7 +124,6 @@ def pool_models(config: PoolConfig) -> tuple[dict[str, WorkerInfo], dict[str, Wo
 
 
 _PROVIDERS = {"llama_cpp": "llama.cpp", "openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
-_DEFAULT_URLS = {"anthropic": "https://api.anthropic.com", "gemini": "https://generativelanguage.googleapis.com"}
 
 
 def _model_name(backend: str, model: str | None) -> str:
@@ -133,7 +133,7 @@ def _model_name(backend: str, model: str | None) -> str:
 
 
 def _server(backend: str, base_url: str | None) -> tuple[str | None, int | None]:
-    url = base_url or _DEFAULT_URLS.get(backend)
+    url = base_url or DEFAULT_ENDPOINTS.get(backend)
     if not url:
         return None, None
     parts = urlsplit(url)
@@ -144,8 +144,8 @@ def _server(backend: str, base_url: str | None) -> tuple[str | None, int | None]
 def span_specs(
     record: RunRecord,
     *,
-    workers: Mapping[str, WorkerInfo] | None = None,
-    conductors: Mapping[str, WorkerInfo] | None = None,
+    workers: Mapping[str, SpanModel] | None = None,
+    conductors: Mapping[str, SpanModel] | None = None,
     capture_content: bool = False,
 ) -> list[SpanSpec]:
     """The spans of one request, root first (see the module docstring for the tree).
@@ -183,7 +183,7 @@ def span_specs(
             )
         )
         if attempt.messages:  # the conductor called a model (fixed baselines call none)
-            info = model or WorkerInfo(model=record.conductor.removeprefix("lm:"))
+            info = model or SpanModel(model=record.conductor.removeprefix("lm:"))
             attrs = _call_attributes(info, record.conductor, attempt.usage, attempt.cost_usd)
             if capture_content:
                 attrs["gen_ai.input.messages"] = _messages_json(attempt.messages)
@@ -200,7 +200,7 @@ def span_specs(
                 )
             )
     for step in record.steps:
-        info = workers.get(step.worker) or WorkerInfo(model=step.worker)
+        info = workers.get(step.worker) or SpanModel(model=step.worker)
         specs.append(
             SpanSpec(
                 _call_name(info, step.worker),
@@ -223,7 +223,7 @@ def _plan_error(attempt: PlanAttempt, capture_content: bool) -> str | None:
     return f"{attempt.error_kind}: {attempt.error}" if capture_content else attempt.error_kind
 
 
-def _call_name(info: WorkerInfo, worker: str) -> str:
+def _call_name(info: SpanModel, worker: str) -> str:
     if info.operation == "chat":
         return f"chat {info.model or worker}"
     return f"{info.operation} {worker}"
@@ -279,7 +279,7 @@ def _plan_attributes(record: RunRecord, attempt: PlanAttempt) -> dict[str, Any]:
     return attrs
 
 
-def _call_attributes(info: WorkerInfo, worker: str, usage: Usage, cost_usd: float) -> dict[str, Any]:
+def _call_attributes(info: SpanModel, worker: str, usage: Usage, cost_usd: float) -> dict[str, Any]:
     attrs: dict[str, Any] = {"gen_ai.operation.name": info.operation, "gen_ai.provider.name": info.provider}
     if info.operation == "execute_tool":
         attrs["gen_ai.tool.name"] = worker
@@ -310,7 +310,7 @@ def _call_attributes(info: WorkerInfo, worker: str, usage: Usage, cost_usd: floa
     return attrs
 
 
-def _step_attributes(step: StepRecord, info: WorkerInfo, capture_content: bool) -> dict[str, Any]:
+def _step_attributes(step: StepRecord, info: SpanModel, capture_content: bool) -> dict[str, Any]:
     attrs = _call_attributes(info, step.worker, step.usage, step.cost_usd)
     attrs.update(
         {
