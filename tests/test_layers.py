@@ -12,7 +12,7 @@ import podium
 
 ROOT = Path(podium.__file__).parent
 CORE = ("workflow", "parse", "messages", "budget", "executor", "orchestrator", "workers", "conductor",
-        "roles", "answers", "records", "errors", "streaming")  # fmt: skip
+        "roles", "answers", "records", "errors", "streaming", "request", "text")  # fmt: skip
 UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic")
 
 

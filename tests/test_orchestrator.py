@@ -298,7 +298,7 @@ def test_the_orchestrators_settings_are_one_frozen_config() -> None:
     base = OrchestratorConfig(pool_name="p", max_steps=4, resamples=1, recursion_rounds=0)
     orch = Orchestrator([ScriptedWorker("a"), ScriptedWorker("b")], ScriptedConductor(["x"]), Fallback(0, "A."), base,
                         limits=Limits(deadline_s=9.0))  # fmt: skip
-    assert orch.config == dataclasses.replace(base, limits=Limits(deadline_s=9.0)) and orch.max_steps == 4
+    assert orch.config == dataclasses.replace(base, limits=Limits(deadline_s=9.0)) and orch.config.max_steps == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         orch.config.max_steps = 9  # type: ignore[misc]
     derived = orch.derive(workers=[1, 0], max_steps=2)

@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
@@ -33,10 +33,10 @@ from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, Podium
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog
 from podium.pii.vault import Vault
-from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, Totals, utc_now
-from podium.request import EventHook, RequestLog, is_blank, validate_question
+from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, utc_now
+from podium.request import EventHook, Fallback, OrchestratorConfig, RequestLog, is_blank, validate_question
 from podium.streaming import AnswerStream
-from podium.workers.base import CallContext, Worker
+from podium.workers.base import CallContext, Message, Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
 
@@ -59,49 +59,6 @@ class RecordExporter(Protocol):
     request, after the record is stored, and must not block on the network."""
 
     def export(self, record: RunRecord) -> None: ...
-
-
-@dataclass(frozen=True)
-class Fallback:
-    """The fallback pipeline: one call to pool worker ``worker`` with ``subtask``."""
-
-    worker: int
-    subtask: str
-
-
-@dataclass(frozen=True)
-class OrchestratorConfig:
-    """What an orchestrator does per request, as data: frozen, changed by
-    :func:`dataclasses.replace` (:meth:`Orchestrator.derive` does it for a kind of request).
-
-    Attributes:
-        pool_name: shown in traces.
-        max_steps: workflow step limit (1 or more).
-        resamples: extra conductor attempts after an invalid plan (0 or more).
-        max_question_chars: longer questions are refused (1 or more).
-        limits: default per-request limits (deadline, step timeout, cost cap).
-        periods: period budgets (e.g. per day) every request draws on.
-        recursion_rounds: extra rounds after the first (Nielsen et al. 2026 §3.2): the
-            conductor reviews its workflow and answer and either keeps the answer (three empty
-            lists) or writes a new workflow whose ``"all"`` steps also see the previous round.
-
-    Raises ConfigError for a count outside its range.
-    """
-
-    pool_name: str = "pool"
-    max_steps: int = 5
-    resamples: int = 2
-    max_question_chars: int = 20_000
-    limits: Limits = field(default_factory=Limits)
-    periods: tuple[PeriodBudget, ...] = ()
-    recursion_rounds: int = 1
-
-    def __post_init__(self) -> None:
-        for name, low in (("max_steps", 1), ("resamples", 0), ("max_question_chars", 1), ("recursion_rounds", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be an integer of {low} or more, got {value!r}")
-        object.__setattr__(self, "periods", tuple(self.periods))
 
 
 class Orchestrator:
@@ -157,35 +114,6 @@ class Orchestrator:
         self.traces = traces
         self.exporter = exporter
 
-    # the config's fields, read-only: change them with derive() or a new config
-    @property
-    def pool_name(self) -> str:
-        return self.config.pool_name
-
-    @property
-    def max_steps(self) -> int:
-        return self.config.max_steps
-
-    @property
-    def resamples(self) -> int:
-        return self.config.resamples
-
-    @property
-    def max_question_chars(self) -> int:
-        return self.config.max_question_chars
-
-    @property
-    def limits(self) -> Limits:
-        return self.config.limits
-
-    @property
-    def periods(self) -> tuple[PeriodBudget, ...]:
-        return self.config.periods
-
-    @property
-    def recursion_rounds(self) -> int:
-        return self.config.recursion_rounds
-
     def _keep(self, record: RunRecord) -> None:
         """Hand a finished record to the trace store, then to the exporter."""
         if self.traces:
@@ -212,28 +140,11 @@ class Orchestrator:
         Raises ConfigError for a request id that is not 32 lowercase hex characters."""
         if request_id is not None and not _is_request_id(request_id):
             raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
-        now = utc_now()
-        record = RunRecord(
-            id=request_id or uuid.uuid4().hex,
-            question=question,
-            pool=self.pool_name,
-            workers=tuple(w.info.name for w in self.pool),
-            conductor=self.conductor.name,
-            mode="run",
-            started_at=now,
-            finished_at=now,
-            status="error",
-            answer="",
-            attempts=(),
-            workflows=(),
-            steps=(),
-            totals=Totals(),
-            error=reason,
-            tags=tuple(tags),
-            subject=subject,
-        )
-        self._keep(record)
-        return record
+        context = CallContext(budget=RequestBudget())
+        request = RequestLog(request_id or uuid.uuid4().hex, question, "run", context, lambda _e, _d: None)
+        request.tags, request.subject = tuple(tags), subject
+        request.end("error", error=reason)
+        return self._finish(request)
 
     def close(self) -> None:
         """Wait until this orchestrator's trace writes are stored (the trace store writes
@@ -318,9 +229,9 @@ class Orchestrator:
         Raises InvalidQuestion before any work for bad input; ConfigError (e.g. a model not
         installed) after recording the failed request in the trace store.
         """
-        question = validate_question(question, max_chars=self.max_question_chars)
+        question = validate_question(question, max_chars=self.config.max_question_chars)
         outer = context or CallContext()
-        budget = outer.budget or budget or RequestBudget(limits or self.limits, self.periods)
+        budget = outer.budget or budget or RequestBudget(limits or self.config.limits, self.config.periods)
         if request_id is not None and not _is_request_id(request_id):
             raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         vault = Vault() if outer.vault is None else outer.vault
@@ -333,14 +244,14 @@ class Orchestrator:
             emit=on_event or (lambda _e, _d: None),
             tags=tuple(tags),
             subject=subject,
-            stream=stream if self.recursion_rounds == 0 else None,  # a review round may replace the answer
+            stream=stream if self.config.recursion_rounds == 0 else None,  # a review round may replace the answer
         )
         if self.traces:
             self.traces.begin(
                 request.id,
                 question,
                 started_at=request.started_at,
-                pool=self.pool_name,
+                pool=self.config.pool_name,
                 conductor=self.conductor.name,
                 mode=mode,
                 tags=request.tags,
@@ -360,7 +271,7 @@ class Orchestrator:
     def _finish(self, request: RequestLog) -> RunRecord:
         """The request's trace record, handed to the trace store and the exporter."""
         workers = tuple(w.info.name for w in self.pool)
-        record = request.record(pool=self.pool_name, workers=workers, conductor=self.conductor.name)
+        record = request.record(pool=self.config.pool_name, workers=workers, conductor=self.conductor.name)
         self._keep(record)
         return record
 
@@ -420,7 +331,7 @@ class Orchestrator:
         """Further rounds; returns the answer to keep. A round that keeps the answer (empty
         workflow), finds no valid plan, fails or runs out of time ends the recursion with the
         previous answer — it never turns an answered request into a failed one."""
-        for round_ in range(1, self.recursion_rounds + 1):
+        for round_ in range(1, self.config.recursion_rounds + 1):
             try:
                 workflow, stopped = await self._plan(request, previous=previous)
             except _PeriodBudgetSpent:  # a review round is optional: keep the answer
@@ -468,7 +379,7 @@ class Orchestrator:
         one wins."""
         round_ = 0 if previous is None else previous.round + 1
         budget, attempts, emit = request.budget, request.attempts, request.emit
-        for k in range(self.resamples + 1):
+        for k in range(self.config.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
             started, started_at = time.perf_counter(), utc_now()
             spent_before = budget.ledger.spent_usd  # what a failed attempt already cost (USD)
@@ -478,7 +389,7 @@ class Orchestrator:
                     attempt = await self.conductor.plan(
                         request.question,
                         self.pool,
-                        max_steps=self.max_steps,
+                        max_steps=self.config.max_steps,
                         attempt=k,
                         previous=previous,
                         context=request.context.replace(calls=calls),
@@ -486,22 +397,9 @@ class Orchestrator:
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
-                attempts.append(  # the cut-off call is part of the trace too (its tokens are unknown)
-                    PlanAttempt(
-                        k,
-                        (),
-                        "",
-                        None,
-                        round=round_,
-                        error_kind="deadline",
-                        error=detail,
-                        latency_s=time.perf_counter() - started,
-                        cost_usd=budget.ledger.spent_usd - spent_before,
-                        started_at=started_at,
-                        finished_at=utc_now(),
-                        disclosures=tuple(calls.disclosures.values()),
-                    )
-                )
+                cost = budget.ledger.spent_usd - spent_before
+                # the cut-off call is part of the trace too (its tokens are unknown)
+                attempts.append(_failed(k, round_, "deadline", detail, (), cost, started, started_at, calls))
                 return None, FallbackInfo("deadline", detail)
             except ConfigError:
                 raise
@@ -511,24 +409,12 @@ class Orchestrator:
                 # budgets and PII protection keep their own reasons
                 reason = "conductor_error" if exc.fallback_reason == "worker_error" else exc.fallback_reason
                 cost = budget.ledger.spent_usd - spent_before  # e.g. its first pass ran, the second did not fit
+                error = f"{type(exc).__name__}: {exc}"
                 if calls.disclosures or cost > 0:  # data left, or money was spent: keep it on record
                     attempts.append(
-                        PlanAttempt(
-                            k,
-                            calls.sent or (),
-                            "",
-                            None,
-                            round=round_,
-                            error_kind=reason,
-                            error=f"{type(exc).__name__}: {exc}",
-                            latency_s=time.perf_counter() - started,
-                            cost_usd=cost,
-                            started_at=started_at,
-                            finished_at=utc_now(),
-                            disclosures=tuple(calls.disclosures.values()),
-                        )
+                        _failed(k, round_, reason, error, calls.sent or (), cost, started, started_at, calls)
                     )
-                return None, FallbackInfo(reason, f"conductor: {type(exc).__name__}: {exc}")
+                return None, FallbackInfo(reason, f"conductor: {error}")
             if calls.disclosures:
                 attempt = dataclasses.replace(
                     attempt, messages=calls.sent or attempt.messages, disclosures=tuple(calls.disclosures.values())
@@ -541,6 +427,36 @@ class Orchestrator:
                 return attempt.workflow, None
         last = attempts[-1]
         return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")
+
+
+def _failed(
+    attempt: int,
+    round_: int,
+    kind: str,
+    error: str,
+    messages: Sequence[Message],
+    cost_usd: float,
+    started: float,
+    started_at: str,
+    calls: CallLog,
+) -> PlanAttempt:
+    """The record of a plan attempt that raised: what it was sent (``messages``, pseudonymized
+    when the conductor is external), what it cost (USD), when (``started``: its perf_counter
+    time), and who received data."""
+    return PlanAttempt(
+        attempt,
+        tuple(messages),
+        "",
+        None,
+        round=round_,
+        error_kind=kind,
+        error=error,
+        latency_s=time.perf_counter() - started,
+        cost_usd=cost_usd,
+        started_at=started_at,
+        finished_at=utc_now(),
+        disclosures=tuple(calls.disclosures.values()),
+    )
 
 
 class _PeriodBudgetSpent(Exception):

@@ -1,5 +1,6 @@
-"""One request while it runs: the question checked at the edge (:func:`validate_question`) and
-the :class:`RequestLog` the orchestrator fills as it plans, executes and falls back — what was
+"""What a request is, as data: the orchestrator's per-request settings (:class:`OrchestratorConfig`,
+:class:`Fallback`), the question checked at the edge (:func:`validate_question`), and the
+:class:`RequestLog` the orchestrator fills as it plans, executes and falls back — what was
 asked, every plan attempt, workflow and step so far, and how it ended — which becomes the
 trace's :class:`~podium.records.RunRecord` however the request ends.
 """
@@ -13,15 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from podium.budget import RequestBudget
-from podium.errors import InvalidQuestion
+from podium.budget import Limits, PeriodBudget, RequestBudget
+from podium.errors import ConfigError, InvalidQuestion
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream
 from podium.text import is_invisible
 from podium.workers.base import CallContext
 from podium.workflow import Workflow
 
-__all__ = ["EventHook", "RequestLog", "is_blank", "validate_question"]
+__all__ = ["EventHook", "Fallback", "OrchestratorConfig", "RequestLog", "is_blank", "validate_question"]
 
 EventHook = Callable[[str, dict[str, Any]], None]
 """Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
@@ -65,6 +66,49 @@ def validate_question(question: object, *, max_chars: int) -> str:
             "(raise max_question_chars in the pool file, or shorten it)"
         )
     return text
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The fallback pipeline: one call to pool worker ``worker`` with ``subtask``."""
+
+    worker: int
+    subtask: str
+
+
+@dataclass(frozen=True)
+class OrchestratorConfig:
+    """What an orchestrator does per request, as data: frozen, changed by
+    :func:`dataclasses.replace` (:meth:`Orchestrator.derive` does it for a kind of request).
+
+    Attributes:
+        pool_name: shown in traces.
+        max_steps: workflow step limit (1 or more).
+        resamples: extra conductor attempts after an invalid plan (0 or more).
+        max_question_chars: longer questions are refused (1 or more).
+        limits: default per-request limits (deadline, step timeout, cost cap).
+        periods: period budgets (e.g. per day) every request draws on.
+        recursion_rounds: extra rounds after the first (Nielsen et al. 2026 §3.2): the
+            conductor reviews its workflow and answer and either keeps the answer (three empty
+            lists) or writes a new workflow whose ``"all"`` steps also see the previous round.
+
+    Raises ConfigError for a count outside its range.
+    """
+
+    pool_name: str = "pool"
+    max_steps: int = 5
+    resamples: int = 2
+    max_question_chars: int = 20_000
+    limits: Limits = field(default_factory=Limits)
+    periods: tuple[PeriodBudget, ...] = ()
+    recursion_rounds: int = 1
+
+    def __post_init__(self) -> None:
+        for name, low in (("max_steps", 1), ("resamples", 0), ("max_question_chars", 1), ("recursion_rounds", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an integer of {low} or more, got {value!r}")
+        object.__setattr__(self, "periods", tuple(self.periods))
 
 
 @dataclass

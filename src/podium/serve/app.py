@@ -312,7 +312,7 @@ class Server:
             if unknown:
                 raise ConfigError(f"workers {unknown} are not in the pool ({', '.join(names)})")
             subset = [names.index(w) for w in preset.workers]
-        limits = base.limits.overridden(deadline_s=preset.deadline_s, cost_cap_usd=preset.cost_cap_usd)
+        limits = base.config.limits.overridden(deadline_s=preset.deadline_s, cost_cap_usd=preset.cost_cap_usd)
         shaped = base.derive(workers=subset, max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
         conductor: Conductor
         if self.serving(config) == "fallback" or preset.conductor == "fallback":
@@ -436,8 +436,8 @@ class Server:
                 orchestrator = orchestrator.derive(workers=subset, recursion_rounds=options.rounds)
             except ConfigError as exc:
                 raise ApiError(400, str(exc), param="workers") from None
-        limits = orchestrator.limits.tightened(deadline_s=options.deadline_s, cost_cap_usd=options.cost_cap_usd)
-        periods = list(orchestrator.periods)
+        limits = orchestrator.config.limits.tightened(deadline_s=options.deadline_s, cost_cap_usd=options.cost_cap_usd)
+        periods = list(orchestrator.config.periods)
         if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
             if ledger.exhausted():
                 raise ApiError(
@@ -449,7 +449,7 @@ class Server:
             periods.append(ledger)
         try:
             question = question_from_messages([m.model_dump() for m in body.messages])
-            question = validate_question(question, max_chars=orchestrator.max_question_chars)
+            question = validate_question(question, max_chars=orchestrator.config.max_question_chars)
         except InvalidQuestion as exc:
             raise ApiError(400, str(exc), param="messages") from None
         tags = [f"model:{model}", *options.tags] + ([f"key:{key.name}"] if key else [])

@@ -165,7 +165,7 @@ class ShadowProxy:
         self.orchestrator = orchestrator
         self.store = store
         self.mode = mode
-        self.limits = Limits(cost_cap_usd=request_cap_usd, deadline_s=orchestrator.limits.deadline_s)
+        self.limits = Limits(cost_cap_usd=request_cap_usd, deadline_s=orchestrator.config.limits.deadline_s)
         self.day = PeriodBudget(daily_budget_usd, scope="shadow/day") if daily_budget_usd else None
         if self.day is not None:
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.day.period_start))
