@@ -22,19 +22,19 @@ GRPO-trained LM conductor from the registry, run in llama.cpp with its LoRA adap
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from podium.conductor.baselines import OracleRouter, SingleWorker, strongest
-from podium.conductor.named import named_conductor, shared_embedder
+from podium.conductor.named import named_conductor
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
+from podium.eval.router_fit import fit_router, live_router_methods
 from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate
 from podium.eval.tasks import Task, load_tasks, select
 from podium.local_models import cache_dir
@@ -43,24 +43,18 @@ from podium.pool import PoolConfig, load_pool
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
     "KNOWN",
     "LIVE_METHODS",
     "REPLAY_METHODS",
-    "SWEEP_POINTS",
     "EvalSpec",
     "OnResult",
     "OnStage",
     "OnStart",
-    "calibrated_lambdas",
     "run_eval",
     "unconfirmed",
 ]
 
-SWEEP_POINTS = 21
 """Router operating points of the default (calibrated) λ sweep, besides λ = 0 and λ = ∞."""
 
 LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
@@ -86,7 +80,7 @@ class EvalSpec:
             (``reference_source: candidate:…``, from ``podium tasks export``).
         pool: pool file or preset (live).
         methods: method names (see the module docstring); empty: the mode's defaults.
-        lambdas: the router's λ sweep (1/USD); None: calibrated (:func:`calibrated_lambdas`).
+        lambdas: the router's λ sweep (1/USD); None: calibrated (:func:`podium.eval.router_fit.calibrated_lambdas`).
         cache: the request cache: a file, or a database URL (shared); None disables it (live).
         traces: store every request's trace here (None: results only).
         judge: pool worker that grades ``open`` tasks (live).
@@ -328,7 +322,7 @@ def _live(
     rest = [n for n in names if n != "router" and n.split(":", 1)[0] != "conductor"]
     methods += _baselines(rest, workers, None, None, spec.embeddings)
     if "router" in names:
-        methods += _live_router_methods(spec, [w.info.name for w in workers], tasks, on_stage)
+        methods += live_router_methods(spec, [w.info.name for w in workers], tasks, on_stage)
 
     def orchestrator_for(method: Method) -> Orchestrator:
         return build_orchestrator(
@@ -375,7 +369,7 @@ def _replay(
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor", "plan", "plans")])
     methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost, spec.embeddings)
     if "router" in names:
-        methods += _fit_router(
+        methods += fit_router(
             spec, matrix.models, [t.question for t in calibration], scores, costs, tasks, on_stage=on_stage
         )
     if "oracle" in names:
@@ -414,106 +408,3 @@ def _replay(
         "tasks": f"{matrix.path.name} ({split})",
     }
     return build_report(methods, results, replay=True, config=config_json, replay_latency=matrix.has_latency)
-
-
-def _live_router_methods(
-    spec: EvalSpec, workers: Sequence[str], tasks: Sequence[Task], on_stage: OnStage | None = None
-) -> list[Method]:
-    """Router methods for a live pool, fitted on ``spec.router_data`` (see :class:`EvalSpec`)."""
-    from podium.eval.report import load_report
-
-    if spec.router_data is None:
-        raise ConfigError(
-            "the live router needs training data: --router-data EVAL.json, a report of "
-            "'--methods single' on other questions (e.g. the train split)"
-        )
-    report = load_report(spec.router_data)
-    rows: dict[str, dict[str, Any]] = {}
-    for worker in workers:
-        results = report.get("results", {}).get(f"single:{worker}")
-        if not results:
-            raise ConfigError(
-                f"{spec.router_data} has no per-request results of single:{worker}; run "
-                "'podium eval --methods single' on training questions (without --summary-only)"
-            )
-        for r in results:
-            rows.setdefault(r["task_id"], {"question": r.get("question", "")})[worker] = (r["score"], r["cost_usd"])
-    evaluated = {t.id for t in tasks}
-    usable = [
-        (tid, row) for tid, row in rows.items() if tid not in evaluated and row["question"] and len(row) > len(workers)
-    ]
-    if len(usable) < 10:
-        raise ConfigError(
-            f"{spec.router_data}: {len(usable)} usable training questions (need ≥ 10 answered by every worker, "
-            "none of them among the evaluated tasks)"
-        )
-    scores = np.array([[row[w][0] for w in workers] for _, row in usable])
-    costs = np.array([[row[w][1] for w in workers] for _, row in usable])
-    questions = [row["question"] for _, row in usable]
-    return _fit_router(spec, workers, questions, scores, costs, tasks, on_stage=on_stage)
-
-
-def _embedding_lines(on_stage: OnStage | None) -> Callable[[int, int], None] | None:
-    """Progress lines of the router's embedding step (what a first run spends most time on):
-    one when it starts, then after each chunk, with the time left."""
-    if on_stage is None:
-        return None
-    started = time.monotonic()
-
-    def progress(done: int, todo: int) -> None:
-        if done == 0:
-            on_stage(f"router: embedding {todo:,} questions not yet cached (cached by text: once per machine)")
-            return
-        elapsed = time.monotonic() - started
-        left = elapsed / done * (todo - done)
-        on_stage(f"router: embedded {done:,}/{todo:,} · {elapsed:.0f} s elapsed, about {left:.0f} s left")
-
-    return progress
-
-
-def _fit_router(
-    spec: EvalSpec,
-    workers: Sequence[str],
-    questions: Sequence[str],
-    scores: Any,
-    costs: Any,
-    tasks: Sequence[Task],
-    *,
-    on_stage: OnStage | None = None,
-) -> list[Method]:
-    """Fit the learned router on (questions, scores, costs) and make one method per λ."""
-    from podium.conductor.router import RouterConductor, RouterModel
-
-    embedder = shared_embedder(spec.embeddings)
-    # the training questions and the requests' in one batch: cache hits per request later
-    everything = embedder.embed([*questions, *(t.question for t in tasks)], on_progress=_embedding_lines(on_stage))
-    vectors = everything[: len(questions)]
-    lengths = [len(q) for q in questions]
-    model = RouterModel.fit(workers, vectors, lengths, scores, costs, embedder=embedder.name)
-    lambdas = spec.lambdas
-    if lambdas is None:
-        quality, cost = model.predict(vectors, lengths)
-        lambdas = calibrated_lambdas(quality, cost)
-    return [
-        Method(f"router(λ={lam:g})", RouterConductor(model, embedder, lam), group="router", param=lam)
-        for lam in lambdas
-    ]
-
-
-def calibrated_lambdas(quality: Any, cost: Any, points: int = SWEEP_POINTS) -> tuple[float, ...]:
-    """λ values (1/USD) spreading the router's operating points evenly over the calibration
-    questions, like RouteLLM's thresholds calibrated by quantile: for each question the λ at
-    which the router stops choosing its best-predicted worker for the cheapest one is
-    ``(q_best − q_cheap) / (c_best − c_cheap)``; the sweep is 0, the 0 %, 5 %, … 100 % quantiles
-    of those break-even values (``points`` = 21), and ten times the largest (always the cheapest).
-    ``quality`` and ``cost`` are the router's predictions, shape (n, m)."""
-    q, c = np.asarray(quality), np.asarray(cost)
-    rows = np.arange(len(q))
-    best, cheap = q.argmax(axis=1), c.argmin(axis=1)
-    dq, dc = q[rows, best] - q[rows, cheap], c[rows, best] - c[rows, cheap]
-    usable = (dq > 0) & (dc > 0)
-    if not usable.any():
-        return (0.0,)
-    breaks = dq[usable] / dc[usable]
-    inner = np.quantile(breaks, np.linspace(0.0, 1.0, points))
-    return (0.0, *sorted({float(x) for x in inner}), float(breaks.max() * 10))
