@@ -1,5 +1,6 @@
 """``podium serve`` in front of a scripted OpenAI-compatible upstream whose text is awkward: an
-answer that starts or ends with whitespace. The client is the official ``openai`` SDK; each
+answer that starts or ends with whitespace, a lone surrogate (valid JSON ``"\\ud800"``), a
+surrogate pair split between two stream chunks. The client is the official ``openai`` SDK; each
 request must end as documented (a whole stream with its finish chunk and ``[DONE]``, or a JSON
 answer) and leave one finished trace whose answer is what the client got."""
 
@@ -20,7 +21,7 @@ from starlette.routing import Route
 
 from podium.records import RunRecord
 from podium.serve.app import Server, create_app
-from podium.testing import ThreadedUvicorn
+from podium.testing import ScriptedWorker, ThreadedUvicorn
 from podium.trace.store import TraceStore
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -126,3 +127,61 @@ def test_a_streamed_answer_with_surrounding_whitespace_ends_cleanly(
     assert text == answer and finish == "stop"
     record = finished(traces, request_id)
     assert record.status == "ok" and record.answer == answer
+
+
+def test_a_lone_surrogate_from_the_upstream_is_answered_as_u_fffd_and_traced(
+    served: tuple[Upstream, str, TraceStore],
+) -> None:
+    upstream, url, traces = served
+    upstream.pieces = ["bad \ud800 text"]
+    response = httpx.post(
+        url + "/v1/chat/completions",
+        json={"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}]},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["choices"][0]["message"]["content"] == "bad \ufffd text"
+    record = finished(traces, body["id"])
+    assert record.status == "ok" and record.answer == "bad \ufffd text" and record.totals.total_cost_usd > 0
+
+    text, request_id, finish = streamed(url)
+    assert text == "bad \ufffd text" and finish == "stop"
+    record = finished(traces, request_id)
+    assert record.status == "ok" and record.answer == text
+
+
+def test_a_surrogate_pair_split_between_chunks_streams_as_its_character(
+    served: tuple[Upstream, str, TraceStore],
+) -> None:
+    upstream, url, traces = served
+    upstream.pieces = ["smile \ud83d", "\ude00 and \udc00 done"]  # the pair split; then a lone low one
+    text, request_id, finish = streamed(url)
+    assert text == "smile \U0001f600 and \ufffd done" and finish == "stop"
+    assert finished(traces, request_id).answer == text
+
+
+def test_an_unexpected_error_is_a_500_in_the_openai_shape_and_is_traced(tmp_path: Path) -> None:
+    """A bug (an exception that is no podium error) still answers in OpenAI's shape, streamed or
+    not, and the request's trace is written."""
+    pool = str(Path(__file__).parent / "pools" / "three-fakes.toml")
+    workers = [ScriptedWorker(n, error=RuntimeError("a bug")) for n in ("smol-a", "smol-b", "smol-c")]
+    traces = TraceStore(tmp_path / "traces.sqlite3")
+    server = ThreadedUvicorn(create_app(Server(pool=pool, traces=traces, workers=list(workers))))
+    body = {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}]}
+    try:
+        response = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=30)
+        assert response.status_code == 500
+        error = response.json()["error"]
+        assert error["code"] == "internal_error" and error["type"] == "server_error"
+        request_id = response.headers["x-request-id"]
+        assert request_id in error["message"]
+        record = finished(traces, request_id)
+        assert record.status == "error" and record.error is not None and "RuntimeError" in record.error
+
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+        with pytest.raises(openai.APIError, match="internal error"):
+            for _ in client.chat.completions.create(**body, stream=True):  # type: ignore[call-overload]
+                pass
+    finally:
+        server.stop()

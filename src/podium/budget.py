@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
 from podium.records import BudgetIncident
+from podium.unicode import utf8_length
 from podium.workers.base import Message, Price
 
 __all__ = [
@@ -342,8 +343,9 @@ _TEMPLATE_TOKENS_PER_MESSAGE = 16
 
 def prompt_token_bound(messages: Sequence[Message]) -> int:
     """An upper bound on the prompt tokens of ``messages`` for byte-level BPE tokenizers: no
-    token is shorter than one UTF-8 byte, plus the chat template's markers."""
-    return sum(len(m["content"].encode("utf-8")) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages) + 8
+    token is shorter than one UTF-8 byte, plus the chat template's markers. Never raises: a
+    lone surrogate counts the 3 bytes of the U+FFFD it becomes (:func:`podium.unicode.utf8_length`)."""
+    return sum(utf8_length(m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages) + 8
 
 
 def worst_case_cost(price: Price, prompt_tokens: int, max_tokens: int) -> float:

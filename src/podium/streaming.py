@@ -13,8 +13,10 @@ writes a different text, the stream stops sending and :meth:`AnswerStream.close`
 caller whether the final answer still extends what was sent (then only the rest follows) or not.
 
 What is sent is always a prefix of the answer the request ends with, which is the step's text
-stripped of surrounding whitespace: the stream never sends leading whitespace, and holds
-trailing whitespace back until more text follows it.
+stripped of surrounding whitespace and made valid Unicode (:mod:`podium.unicode`): the stream
+never sends leading whitespace, holds trailing whitespace back until more text follows it, holds
+back a trailing high surrogate (its pair may come in the next chunk) and sends a lone surrogate
+as U+FFFD, as the answer has it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import asyncio
 import threading
 from collections.abc import Callable
 from typing import Protocol
+
+from podium.unicode import stream_safe
 
 __all__ = ["AnswerStream", "TextSink"]
 
@@ -56,9 +60,9 @@ class AnswerStream:
 
     def update(self, text: str) -> None:
         """Report the text generated so far by the answering call (cumulative, not a delta).
-        Only its part that the final answer must start with is sent: stripped (see the module
-        doc)."""
-        text = text.strip()
+        Only its part that the final answer must start with is sent: stripped, valid Unicode
+        (see the module doc)."""
+        text = stream_safe(text).strip()
         with self._lock:
             if self.diverged:
                 return

@@ -667,6 +667,19 @@ def _failure(record: RunRecord) -> ApiError:
     )
 
 
+def _internal(request_id: str, exc: Exception) -> ApiError:
+    """A 500 in OpenAI's shape for an unexpected error of request ``request_id`` (logged with its
+    traceback; the request's trace holds the error too)."""
+    _log.error("podium: request %s failed: %s: %s", request_id, type(exc).__name__, exc, exc_info=exc)
+    return ApiError(
+        500,
+        f"internal error (trace {request_id}): {type(exc).__name__}",
+        type="server_error",
+        code="internal_error",
+        headers={"X-Request-Id": request_id},
+    )
+
+
 def _sse(body: Mapping[str, Any]) -> str:
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
@@ -706,6 +719,9 @@ async def _events(
             record = task.result()
         except ConfigError as exc:
             yield _sse_error(ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error"))
+            return
+        except Exception as exc:  # a bug: the request's trace is written; the stream still ends in OpenAI's shape
+            yield _sse_error(_internal(prepared.request_id, exc))
             return
         if record.status == "error":
             yield _sse_error(_failure(record))
@@ -937,6 +953,8 @@ def create_app(server: Server) -> FastAPI:
             record = await server.start(prepared)
         except ConfigError as exc:
             raise ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error", headers=headers) from None
+        except Exception as exc:  # a bug: the request's trace is written; answer in OpenAI's shape
+            raise _internal(prepared.request_id, exc) from None
         if record.status == "error":
             raise _failure(record)
         return JSONResponse(
