@@ -5,6 +5,7 @@ counts never raise on it, and every request still leaves one finished trace."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,13 @@ def test_the_trace_store_writes_a_record_holding_a_lone_surrogate(tmp_path: Path
     assert stored.subject == "who\ufffd" and traces.stats().lost == 0
     assert [h.trace.id for h in traces.search("refused")] == ["a" * 32]
     traces.close()
+
+
+def test_a_shadowed_upstream_answer_is_read_as_valid_text() -> None:
+    from podium.serve.shadow import upstream_answer
+
+    reply = {"choices": [{"message": {"content": "bad \ud800 text"}}], "usage": {"prompt_tokens": 3}}
+    assert upstream_answer(json.dumps(reply).encode())[0] == "bad \ufffd text"
+    chunks = [{"choices": [{"delta": {"content": piece}}]} for piece in ("a \ud83d", "\ude00 b \udc00")]
+    stream = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    assert upstream_answer(stream.encode())[0] == "a \U0001f600 b \ufffd"
