@@ -176,6 +176,16 @@ class PeriodBudget(CostLedger):
         """Bring ``spent_usd`` / ``reserved_usd`` up to date (a shared ledger reads its database)."""
         self._roll()
 
+    def until_next_period_s(self) -> float:
+        """Seconds until the next period starts (the budget then has its whole cap again)."""
+        now = self.clock()
+        return (math.floor(now / self.period_s) + 1) * self.period_s - now
+
+    def no_room(self, amount_usd: float, remaining_usd: float) -> CostCapExceeded:
+        refusal = super().no_room(amount_usd, remaining_usd)
+        refusal.retry_after_s = self.until_next_period_s()
+        return refusal
+
     def exhausted(self) -> bool:
         """Whether this period's settled cost has reached the cap (serve then answers 429
         before planning)."""

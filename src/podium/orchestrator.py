@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
-from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidQuestion, PodiumError
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, InvalidQuestion, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog
 from podium.pii.vault import Vault
@@ -400,6 +400,7 @@ class Orchestrator:
         fallback: FallbackInfo | None = None
         status: Literal["ok", "fallback", "error"] = "ok"
         answer, error = "", None
+        cause: Exception | None = None
 
         def finish() -> RunRecord:
             record = RunRecord(
@@ -421,6 +422,7 @@ class Orchestrator:
                 error=error,
                 tags=meta.tags,
                 subject=meta.subject,
+                cause=cause if status == "error" else None,
             )
             self._keep(record)
             return record
@@ -449,13 +451,14 @@ class Orchestrator:
                     _stop_if_period_budget(exc.cause)
             if fallback is not None:
                 emit("fallback", {"reason": fallback.reason, "detail": fallback.detail})
-                answer, status, error = await self._fallback(question, steps, context, meta.stream)
+                answer, status, error, cause = await self._fallback(question, steps, context, meta.stream)
             return finish()
         except _PeriodBudgetSpent as spent:  # no fallback: it would draw on the same budget
-            status, error, fallback = "error", f"CostCapExceeded: {spent.cause}", None
+            status, error, fallback, cause = "error", f"CostCapExceeded: {spent.cause}", None, spent.cause
             return finish()
         except BaseException as exc:  # record the request (one trace, always), then let it surface
             status, error = "error", f"{type(exc).__name__}: {exc}"
+            cause = exc if isinstance(exc, Exception) else None
             finish()
             raise
 
@@ -524,21 +527,25 @@ class Orchestrator:
 
     async def _fallback(
         self, question: str, steps: list[StepRecord], context: CallContext, stream: AnswerStream | None
-    ) -> tuple[str, Literal["fallback", "error"], str | None]:
-        """Run the fallback pipeline if time is left; returns (answer, status, error)."""
+    ) -> tuple[str, Literal["fallback", "error"], str | None, Exception | None]:
+        """Run the fallback pipeline if time is left; returns (answer, status, error, the typed
+        error when it failed)."""
         try:
             _budget(context).check_deadline()
         except DeadlineExceeded as exc:
-            return "", "error", f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)"
+            return "", "error", f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)", exc
         fresh = stream if stream is not None and not stream.sent else None  # never mix two texts
         step = Step(self.fallback.worker, self.fallback.subtask, ())
+        errors: dict[int, BaseException] = {}
         record = await run_step(
-            0, step, question, self.pool, {}, phase="fallback", context=context.replace(stream=fresh)
+            0, step, question, self.pool, {}, phase="fallback", context=context.replace(stream=fresh), errors=errors
         )
         steps.append(record)
         if record.error or not record.output:
-            return "", "error", record.error or "EmptyOutput: the fallback pipeline returned no text"
-        return record.output, "fallback", None
+            failure = errors.get(0)
+            cause = failure if isinstance(failure, Exception) else EmptyOutput(record.worker)
+            return "", "error", record.error or "EmptyOutput: the fallback pipeline returned no text", cause
+        return record.output, "fallback", None, None
 
     async def _plan(
         self,
@@ -649,7 +656,7 @@ class _PeriodBudgetSpent(Exception):
 
 def _stop_if_period_budget(exc: BaseException | None) -> None:
     """Raises _PeriodBudgetSpent when ``exc`` is a period budget's refusal."""
-    if isinstance(exc, CostCapExceeded) and exc.scope != "request":
+    if isinstance(exc, CostCapExceeded) and exc.by_period_budget:
         raise _PeriodBudgetSpent(exc)
 
 
