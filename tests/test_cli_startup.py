@@ -45,7 +45,9 @@ def loaded(modules: set[str], prefix: str) -> bool:
 def test_help_loads_no_library_module(tmp_path: Path) -> None:
     modules = imported_after(["--help"], tmp_path)
     assert not [h for h in (*HEAVY, "rich", "sqlite3", "podium.trace.store") if loaded(modules, h)]
-    assert {m for m in modules if m.startswith("podium")} == {"podium", "podium.cli", "podium.errors", "podium.trace"}
+    assert {m for m in modules if m.startswith("podium")} == {
+        "podium", "podium._args", "podium.cli", "podium.errors", "podium.trace"
+    }  # fmt: skip
 
 
 def test_trace_list_loads_the_store_and_rich_but_not_the_orchestrator(tmp_path: Path) -> None:

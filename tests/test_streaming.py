@@ -100,3 +100,45 @@ def test_updates_from_a_worker_thread_arrive_on_the_loop_in_order() -> None:
 
     got = asyncio.run(go())
     assert [d for d, _ in got] == ["x"] * 5 and all(on_loop for _, on_loop in got)
+
+
+def test_what_is_sent_is_always_a_prefix_of_the_stripped_answer() -> None:
+    """Backends stream raw text; the answer is the step's text stripped. Leading whitespace is
+    never sent and trailing whitespace waits for the text after it, so the stream always ends
+    cleanly (close returns the rest, never None) whatever whitespace the chunks carry."""
+    patterns = [
+        ["The", " answer", " is", " 42.", "\n"],
+        [" The", " answer", " is", " 42."],
+        ["\n\n", "  The", " answer\n", "\n", "is 42.", " ", "\t\n "],
+        ["The ", "answer ", "is ", "42. "],  # serve/fake_upstream.py's word + " "
+        ["  ", " \u3000", "\u00a0"],  # nothing but (Unicode) whitespace: the answer is empty
+        ["a\u2003", "\u2003b\u00a0", "\u00a0"],
+    ]
+
+    async def go(chunks: list[str]) -> tuple[str, str | None, str]:
+        deltas: list[str] = []
+        stream = AnswerStream(deltas.append)
+        so_far = ""
+        for chunk in chunks:
+            so_far += chunk
+            stream.update(so_far)
+            assert so_far.strip().startswith("".join(deltas))
+        answer = so_far.strip()  # what the executor makes of the step's text
+        return "".join(deltas), stream.close(answer), answer
+
+    for chunks in patterns:
+        sent, rest, answer = asyncio.run(go(chunks))
+        assert rest is not None, chunks
+        assert sent + rest == answer, chunks
+        assert not sent[:1].isspace() and not sent[-1:].isspace(), chunks
+
+
+def test_a_streamed_answer_with_surrounding_whitespace_ends_cleanly() -> None:
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="draft"), ScriptedWorker("w1", reply="  the final answer is 42 \n")],
+        ScriptedConductor([PLAN]),
+        Fallback(0, "Answer."),
+        recursion_rounds=0,
+    )
+    deltas, answer, rest = run_streamed(orch)
+    assert answer == "the final answer is 42" and rest == "" and "".join(deltas) == answer

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
 from podium.records import BudgetIncident
+from podium.unicode import utf8_length
 from podium.workers.base import Message, Price
 
 __all__ = [
@@ -174,6 +175,16 @@ class PeriodBudget(CostLedger):
     def refresh(self) -> None:
         """Bring ``spent_usd`` / ``reserved_usd`` up to date (a shared ledger reads its database)."""
         self._roll()
+
+    def until_next_period_s(self) -> float:
+        """Seconds until the next period starts (the budget then has its whole cap again)."""
+        now = self.clock()
+        return (math.floor(now / self.period_s) + 1) * self.period_s - now
+
+    def no_room(self, amount_usd: float, remaining_usd: float) -> CostCapExceeded:
+        refusal = super().no_room(amount_usd, remaining_usd)
+        refusal.retry_after_s = self.until_next_period_s()
+        return refusal
 
     def exhausted(self) -> bool:
         """Whether this period's settled cost has reached the cap (serve then answers 429
@@ -342,8 +353,9 @@ _TEMPLATE_TOKENS_PER_MESSAGE = 16
 
 def prompt_token_bound(messages: Sequence[Message]) -> int:
     """An upper bound on the prompt tokens of ``messages`` for byte-level BPE tokenizers: no
-    token is shorter than one UTF-8 byte, plus the chat template's markers."""
-    return sum(len(m["content"].encode("utf-8")) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages) + 8
+    token is shorter than one UTF-8 byte, plus the chat template's markers. Never raises: a
+    lone surrogate counts the 3 bytes of the U+FFFD it becomes (:func:`podium.unicode.utf8_length`)."""
+    return sum(utf8_length(m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages) + 8
 
 
 def worst_case_cost(price: Price, prompt_tokens: int, max_tokens: int) -> float:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import __version__
+from podium._args import WholeNumber
 from podium.errors import ConfigError, PodiumError
 from podium.trace import default_trace_path, open_traces
 
@@ -84,11 +85,22 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
         p.add_argument("--json", action="store_true", help="print the whole record as JSON")
         p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
         p.add_argument("--no-trace", action="store_true", help="do not store a trace")
-        p.add_argument("--max-steps", type=int, help="workflow step limit (default: the pool file's)")
-        p.add_argument("--resamples", type=int, help="extra conductor attempts after an invalid plan")
+        p.add_argument(
+            "--max-steps", action=WholeNumber, low=1, high=20, help="workflow step limit (default: the pool file's)"
+        )
+        p.add_argument(
+            "--resamples", action=WholeNumber, low=0, high=20, help="extra conductor attempts after an invalid plan"
+        )
         p.add_argument("--deadline", type=float, metavar="SECONDS", help="request latency budget (default: pool's)")
         p.add_argument("--cost-cap", type=float, metavar="USD", help="request cost cap (default: pool's)")
-        p.add_argument("--rounds", type=int, metavar="N", help="extra review rounds of the conductor (0..5)")
+        p.add_argument(
+            "--rounds",
+            action=WholeNumber,
+            low=0,
+            high=5,
+            metavar="N",
+            help="extra review rounds of the conductor (0..5)",
+        )
 
     request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
     request_cmd("plan", "Write the workflow for a question without executing it.")
@@ -173,15 +185,6 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"pool {config.name!r} needs API keys in the environment: set {', '.join(missing)} "
             "(or remove those workers from the pool file)"
         )
-    for flag, value, top in (
-        ("--max-steps", args.max_steps, 20),
-        ("--resamples", args.resamples, 20),
-        ("--rounds", args.rounds, 5),
-    ):
-        if value is not None and not 0 <= value <= top:
-            raise ConfigError(f"{flag} must be between 0 and {top}, got {value}")
-    if args.max_steps == 0:
-        raise ConfigError("--max-steps must be at least 1")
     limits = pool_limits(config).overridden(deadline_s=args.deadline, cost_cap_usd=args.cost_cap)
     traces = None if args.no_trace else open_traces(args.traces, retention_days=config.traces.retention_days)
     telemetry = build_telemetry(config)
@@ -215,7 +218,14 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser(_command(argv)).parse_args(argv)
+    try:
+        args = _parser(_command(argv)).parse_args(argv)
+    except ConfigError as exc:  # a bad option value (podium._args.WholeNumber): one line, exit 2
+        from rich.console import Console
+        from rich.text import Text
+
+        Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)
+        return 2
     from rich.console import Console
     from rich.text import Text
 

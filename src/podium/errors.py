@@ -224,16 +224,28 @@ class CostCapExceeded(BudgetError):
     Attributes:
         needed_usd: the refused reservation, USD.
         remaining_usd: what was left of the budget, USD.
-        scope: ``"request"`` or the period budget's name (e.g. ``"pool:local/day"``).
+        scope: ``"request"`` (the request's own cap) or the period budget's name (e.g.
+            ``"pool:local/day"``, ``"key:team-a/day"``).
+        retry_after_s: a period budget's refusal: seconds until its next period starts (when
+            it has room again at the latest); None for the request's cap, or when unknown.
     """
 
     fallback_reason: str = "cost_cap"
 
-    def __init__(self, message: str, *, needed_usd: float, remaining_usd: float, scope: str) -> None:
+    def __init__(
+        self, message: str, *, needed_usd: float, remaining_usd: float, scope: str, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.needed_usd = needed_usd
         self.remaining_usd = remaining_usd
         self.scope = scope
+        self.retry_after_s = retry_after_s
+
+    @property
+    def by_period_budget(self) -> bool:
+        """Whether a period budget (a pool's or a key's) refused, not the request's own cap:
+        the request then ends without the fallback, and ``podium serve`` answers 429."""
+        return self.scope != "request"
 
 
 class DeadlineExceeded(BudgetError):

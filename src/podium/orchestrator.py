@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
-from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, PodiumError
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog
 from podium.pii.vault import Vault
@@ -239,6 +239,7 @@ class Orchestrator:
             id=request_id or uuid.uuid4().hex,
             question=question,
             mode=mode,
+            started_at=utc_now(),
             # only the answering step streams (the executor puts the stream on that step's call)
             context=outer.replace(budget=budget, vault=vault, calls=None, stream=None, ticket=None),
             emit=on_event or (lambda _e, _d: None),
@@ -261,9 +262,11 @@ class Orchestrator:
             await self._serve(request)
         except _PeriodBudgetSpent as spent:  # no fallback: it would draw on the same budget
             request.fallback = None
-            request.end("error", error=f"CostCapExceeded: {spent.cause}")
+            request.end("error", error=f"CostCapExceeded: {spent.cause}", cause=spent.cause)
         except BaseException as exc:  # record the request (one trace, always), then let it surface
-            request.end("error", error=f"{type(exc).__name__}: {exc}")
+            request.end(
+                "error", error=f"{type(exc).__name__}: {exc}", cause=exc if isinstance(exc, Exception) else None
+            )
             self._finish(request)
             raise
         return self._finish(request)
@@ -359,16 +362,23 @@ class Orchestrator:
         try:
             request.budget.check_deadline()
         except DeadlineExceeded as exc:
-            request.end("error", error=f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)")
+            request.end("error", error=f"DeadlineExceeded: {exc} (no time left for the fallback pipeline)", cause=exc)
             return
         stream = request.stream
         fresh = stream if stream is not None and not stream.sent else None  # never mix two texts
         step = Step(self.fallback.worker, self.fallback.subtask, ())
         context = request.context.replace(stream=fresh)
-        record = await run_step(0, step, request.question, self.pool, {}, phase="fallback", context=context)
+        errors: dict[int, BaseException] = {}
+        record = await run_step(
+            0, step, request.question, self.pool, {}, phase="fallback", context=context, errors=errors
+        )
         request.steps.append(record)
         if record.error or not record.output:
-            request.end("error", error=record.error or "EmptyOutput: the fallback pipeline returned no text")
+            failure = errors.get(0)
+            cause = failure if isinstance(failure, Exception) else EmptyOutput(record.worker)
+            request.end(
+                "error", error=record.error or "EmptyOutput: the fallback pipeline returned no text", cause=cause
+            )
         else:
             request.end("fallback", record.output)
 
@@ -471,7 +481,7 @@ class _PeriodBudgetSpent(Exception):
 
 def _stop_if_period_budget(exc: BaseException | None) -> None:
     """Raises _PeriodBudgetSpent when ``exc`` is a period budget's refusal."""
-    if isinstance(exc, CostCapExceeded) and exc.scope != "request":
+    if isinstance(exc, CostCapExceeded) and exc.by_period_budget:
         raise _PeriodBudgetSpent(exc)
 
 

@@ -259,6 +259,12 @@ class RunRecord:
         tags: caller-given labels (use case, ``shadow``, ...) for search, slices and reports.
         subject: the data subject's key (e.g. a customer id) when the caller gives one, so
             ``podium trace purge --subject`` can erase that person's requests.
+        cause: the typed error that ended a request with status error (e.g. a period budget's
+            :class:`~podium.errors.CostCapExceeded`, with its ``scope`` and ``retry_after_s``),
+            so its caller can act on the error's type and fields, never its text (``podium
+            serve`` picks the HTTP status from it); None otherwise. Kept in memory for the
+            caller that ran the request only: not stored in traces, not in :meth:`to_json`, not
+            compared (a stored record reads back with None).
     """
 
     id: str
@@ -279,6 +285,7 @@ class RunRecord:
     error: str | None = None
     tags: tuple[str, ...] = ()
     subject: str | None = None
+    cause: Exception | None = field(default=None, compare=False, repr=False, metadata={"stored": False})
 
     @property
     def workflow(self) -> Workflow | None:
@@ -296,7 +303,8 @@ class RunRecord:
 
 def _plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        fields = (f for f in dataclasses.fields(obj) if f.metadata.get("stored", True))
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields}
     if isinstance(obj, (list, tuple)):
         return [_plain(x) for x in obj]
     if isinstance(obj, dict):

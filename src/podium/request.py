@@ -129,6 +129,8 @@ class RequestLog:
             far, in order (the fallback pipeline's step included).
         fallback: why the fallback pipeline ran, or None.
         status, answer, error: how the request ended (``"ok"``, ``""``, None until then).
+        cause: the typed error that ended it with status ``error`` (a server maps it to an HTTP
+            status), or None.
     """
 
     id: str
@@ -148,6 +150,7 @@ class RequestLog:
     status: Literal["ok", "fallback", "error"] = "ok"
     answer: str = ""
     error: str | None = None
+    cause: Exception | None = None
 
     @property
     def budget(self) -> RequestBudget:
@@ -155,9 +158,15 @@ class RequestLog:
         assert self.context.budget is not None
         return self.context.budget
 
-    def end(self, status: Literal["ok", "fallback", "error"], answer: str = "", error: str | None = None) -> None:
-        """Say how the request ended."""
-        self.status, self.answer, self.error = status, answer, error
+    def end(
+        self,
+        status: Literal["ok", "fallback", "error"],
+        answer: str = "",
+        error: str | None = None,
+        cause: Exception | None = None,
+    ) -> None:
+        """Say how the request ended (``cause``: the typed error, for status ``error``)."""
+        self.status, self.answer, self.error, self.cause = status, answer, error, cause
 
     def record(self, *, pool: str, workers: tuple[str, ...], conductor: str) -> RunRecord:
         """The trace record of the request as it stands now (finished now)."""
@@ -181,4 +190,5 @@ class RequestLog:
             error=self.error,
             tags=self.tags,
             subject=self.subject,
+            cause=self.cause if self.status == "error" else None,
         )

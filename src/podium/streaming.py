@@ -11,6 +11,12 @@ The stream only ever *extends* what it sent. Backends report cumulative text, so
 call that regenerates the same text sends nothing twice; if a retry (or the fallback pipeline)
 writes a different text, the stream stops sending and :meth:`AnswerStream.close` tells the
 caller whether the final answer still extends what was sent (then only the rest follows) or not.
+
+What is sent is always a prefix of the answer the request ends with, which is the step's text
+stripped of surrounding whitespace and made valid Unicode (:mod:`podium.unicode`): the stream
+never sends leading whitespace, holds trailing whitespace back until more text follows it, holds
+back a trailing high surrogate (its pair may come in the next chunk) and sends a lone surrogate
+as U+FFFD, as the answer has it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import asyncio
 import threading
 from collections.abc import Callable
 from typing import Protocol
+
+from podium.unicode import stream_safe
 
 __all__ = ["AnswerStream", "TextSink"]
 
@@ -51,7 +59,10 @@ class AnswerStream:
         """True once a report did not extend what was sent (nothing more is sent live)."""
 
     def update(self, text: str) -> None:
-        """Report the text generated so far by the answering call (cumulative, not a delta)."""
+        """Report the text generated so far by the answering call (cumulative, not a delta).
+        Only its part that the final answer must start with is sent: stripped, valid Unicode
+        (see the module doc)."""
+        text = stream_safe(text).strip()
         with self._lock:
             if self.diverged:
                 return

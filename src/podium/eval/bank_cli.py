@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from podium._args import MANY, SEED, WholeNumber
 from podium.errors import ConfigError
 from podium.store.engine import store_location
 
@@ -52,9 +53,11 @@ def add_parsers(sub: Any) -> None:
     rec.add_argument("--out", type=Path, required=True, help="the bank's folder")
     rec.add_argument("--ids", type=Path, help="record only these task ids (a file, one id per line), in file order")
     rec.add_argument("--split", help="keep this split of the task set")
-    rec.add_argument("--sample", type=int, help="a seeded random sample of this many tasks")
-    rec.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
-    rec.add_argument("--limit", type=int, help="at most this many tasks")
+    rec.add_argument("--sample", action=WholeNumber, low=1, high=MANY, help="a seeded random sample of this many tasks")
+    rec.add_argument(
+        "--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=0, help="seed of --sample (default 0)"
+    )
+    rec.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="at most this many tasks")
     rec.add_argument("--pool", default="local-tools", help="pool file or preset with the catalogue's workers")
     rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
     rec.add_argument("--cache", type=store_location, help=_CACHE_HELP)
@@ -123,9 +126,6 @@ def _record(args: argparse.Namespace, err: Console) -> int:
     from podium.workers.cache import RequestCache
     from podium.workers.stack import stack
 
-    for flag, value in (("--sample", args.sample), ("--limit", args.limit)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be at least 1, got {value}")
     if args.step_timeout <= 0:
         raise ConfigError(f"--step-timeout must be > 0 seconds, got {args.step_timeout}")
     tasks = [t for path in args.tasks for t in load_tasks(path, split=args.split)]

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from podium._args import MANY, SEED, WholeNumber
 from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.eval.gate import GateMargins, GateResult, gate
@@ -46,9 +47,6 @@ def _lambdas(text: str | None) -> tuple[float, ...] | None:
 
 
 def _spec(args: argparse.Namespace) -> EvalSpec:
-    for flag, value in (("--limit", args.limit), ("--sample", args.sample), ("--concurrency", args.concurrency)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be at least 1, got {value}")
     for flag, value in (("--max-quality-drop", args.max_quality_drop), ("--max-cost-rise", args.max_cost_rise),
                         ("--max-p95-rise", args.max_p95_rise)):  # fmt: skip
         if value < 0:
@@ -261,9 +259,16 @@ def add_parsers(sub: Any) -> None:
     src.add_argument("--ids", type=Path, help="keep only these task ids (a file, one per line), in that order")
     src.add_argument("--replay", type=Path, metavar="MATRIX.csv", help="outcome matrix (RouterBench columns)")
     src.add_argument("--split", help="keep this split (MBPP: test/validation/train; replay default: test)")
-    src.add_argument("--limit", type=int, help="first N tasks")
-    src.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
-    src.add_argument("--seed", type=int, default=0, help="seed of --sample and --matrix-split (default 0)")
+    src.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="first N tasks")
+    src.add_argument("--sample", action=WholeNumber, low=1, high=MANY, help="a seeded random sample of N tasks")
+    src.add_argument(
+        "--seed",
+        action=WholeNumber,
+        low=SEED[0],
+        high=SEED[1],
+        default=0,
+        help="seed of --sample and --matrix-split (default 0)",
+    )
     src.add_argument("--tag", action="append", default=[], help="keep tasks with this tag (repeatable)")
     src.add_argument(
         "--confirmed-only",
@@ -292,7 +297,9 @@ def add_parsers(sub: Any) -> None:
         metavar="EVAL.json",
         help="live router training data: a report of '--methods single' on other questions",
     )
-    how.add_argument("--concurrency", type=int, help="requests in flight (default: 1 live, 32 replay)")
+    how.add_argument(
+        "--concurrency", action=WholeNumber, low=1, high=10_000, help="requests in flight (default: 1 live, 32 replay)"
+    )
     how.add_argument(
         "--cache",
         type=store_location,

@@ -23,9 +23,9 @@ OpenAI SDK): ``deadline_s`` / ``X-Podium-Deadline`` (seconds), ``cost_cap_usd`` 
 OpenAI ``user`` field.
 
 Errors use the OpenAI shape ``{"error": {"message", "type", "param", "code"}}``: 400 bad input,
-401 missing or unknown key, 404 unknown model, 429 key over budget, 503 busy (its trace id in the
-message and header), 502/504 when no answer could be produced (the trace id is in the message and
-header).
+401 missing or unknown key, 404 unknown model, 429 a period budget (the pool's or the key's) used
+up, with Retry-After, 503 busy (its trace id in the message and header), 502/504 when no answer
+could be produced, 500 a bug (the trace id is in the message and header).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from podium.conductor.base import Conductor
 from podium.conductor.baselines import FallbackOnly
 from podium.conductor.lm import LMConductor
 from podium.conductor.named import named_conductor
-from podium.errors import ConfigError, InvalidQuestion
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidQuestion
 from podium.orchestrator import Orchestrator, is_blank, validate_question
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
@@ -445,6 +445,7 @@ class Server:
                     f"key {key.name!r} has used its budget of ${ledger.cap_usd:g} per {key.period}",
                     type="insufficient_quota",
                     code="insufficient_quota",
+                    headers={"Retry-After": str(max(1, math.ceil(ledger.until_next_period_s())))},
                 )
             periods.append(ledger)
         try:
@@ -635,9 +636,23 @@ def _finish_reason(record: RunRecord) -> str:
 
 
 def _failure(record: RunRecord) -> ApiError:
-    error = record.error or ""
+    """The HTTP answer to a request that ended with status error, chosen by the type and fields
+    of the error that ended it (``record.cause``), never by its text: a period budget's refusal
+    (the pool's or the key's) is 429 with Retry-After until the period rolls over; the request's
+    own cap 400; a worker that overcharged 502; the deadline 504; anything else 502."""
+    error, cause = record.error or "", record.cause
     headers = {"X-Request-Id": record.id}
-    if "CostCapExceeded" in error and record.totals.incidents and " key:" not in error:
+    if isinstance(cause, CostCapExceeded) and cause.by_period_budget:
+        if cause.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(cause.retry_after_s)))
+        return ApiError(
+            429,
+            f"no answer within the budget (trace {record.id}): {error}",
+            type="insufficient_quota",
+            code="insufficient_quota",
+            headers=headers,
+        )
+    if isinstance(cause, CostCapExceeded) and record.totals.incidents:
         # a worker reported more usage than its reservation allowed, and the request stopped
         # calling: the upstream misbehaved, not the client's request or cap
         worker = record.totals.incidents[0].worker
@@ -648,22 +663,33 @@ def _failure(record: RunRecord) -> ApiError:
             code="upstream_overcharged",
             headers=headers,
         )
-    if "CostCapExceeded" in error:
-        over_key = " key:" in error  # the key's period budget, else the request's own cap
+    if isinstance(cause, CostCapExceeded):  # the request's own cap is too small for a call
         return ApiError(
-            429 if over_key else 400,
+            400,
             f"no answer within the budget (trace {record.id}): {error}",
-            type="insufficient_quota" if over_key else "invalid_request_error",
-            code="insufficient_quota" if over_key else "cost_cap_exceeded",
+            code="cost_cap_exceeded",
             headers=headers,
         )
-    timeout = "Deadline" in error
+    timeout = isinstance(cause, DeadlineExceeded)
     return ApiError(
         504 if timeout else 502,
         f"no answer (trace {record.id}): {record.error}",
         type="server_error",
         code="deadline_exceeded" if timeout else "no_answer",
-        headers={"X-Request-Id": record.id},
+        headers=headers,
+    )
+
+
+def _internal(request_id: str, exc: Exception) -> ApiError:
+    """A 500 in OpenAI's shape for an unexpected error of request ``request_id`` (logged with its
+    traceback; the request's trace holds the error too)."""
+    _log.error("podium: request %s failed: %s: %s", request_id, type(exc).__name__, exc, exc_info=exc)
+    return ApiError(
+        500,
+        f"internal error (trace {request_id}): {type(exc).__name__}",
+        type="server_error",
+        code="internal_error",
+        headers={"X-Request-Id": request_id},
     )
 
 
@@ -706,6 +732,9 @@ async def _events(
             record = task.result()
         except ConfigError as exc:
             yield _sse_error(ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error"))
+            return
+        except Exception as exc:  # a bug: the request's trace is written; the stream still ends in OpenAI's shape
+            yield _sse_error(_internal(prepared.request_id, exc))
             return
         if record.status == "error":
             yield _sse_error(_failure(record))
@@ -937,6 +966,8 @@ def create_app(server: Server) -> FastAPI:
             record = await server.start(prepared)
         except ConfigError as exc:
             raise ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error", headers=headers) from None
+        except Exception as exc:  # a bug: the request's trace is written; answer in OpenAI's shape
+            raise _internal(prepared.request_id, exc) from None
         if record.status == "error":
             raise _failure(record)
         return JSONResponse(

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from podium.errors import ConfigError
+from podium._args import MANY, WholeNumber
 from podium.serve.keys_cli import cmd_keys, cmd_kill_switch
 from podium.serve.options import default_key_path, default_shadow_path, key_store, serving_stack
 from podium.serve.options import require_serve_extra as _require_serve_extra
@@ -71,10 +71,12 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--config", type=Path, help="server configuration (TOML; see docs/serve.md); default: built-in")
     s.add_argument("--pool", help="pool file or preset (overrides the configuration's; default: the local pool)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    s.add_argument("--port", action=WholeNumber, low=1, high=65535, default=8000, help="port (default: 8000)")
     s.add_argument(
         "--workers",
-        type=int,
+        action=WholeNumber,
+        low=1,
+        high=64,
         default=1,
         metavar="N",
         help="server processes sharing the port (uvicorn's workers; default 1). They share the trace file, the "
@@ -104,7 +106,7 @@ def add_parsers(sub: Any) -> None:
     ui.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
     _database_argument(ui)
     ui.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1; other clients need an admin key)")
-    ui.add_argument("--port", type=int, default=8010, help="port (default: 8010)")
+    ui.add_argument("--port", action=WholeNumber, low=1, high=65535, default=8010, help="port (default: 8010)")
     ui.add_argument(
         "--eval-dir",
         type=Path,
@@ -166,7 +168,7 @@ def add_parsers(sub: Any) -> None:
     sh.add_argument("--upstream-price", metavar="IN,OUT", help="upstream USD per 1M input,output tokens (report)")
     sh.add_argument("--pool", help="pool file or preset podium runs in the shadow (default: the local pool)")
     sh.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    sh.add_argument("--port", type=int, default=8001, help="port (default: 8001)")
+    sh.add_argument("--port", action=WholeNumber, low=1, high=65535, default=8001, help="port (default: 8001)")
     sh.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     sh.add_argument(
         "--store", type=Path, help=f"shadow store file (default: the shared store, else {default_shadow_path()})"
@@ -179,7 +181,14 @@ def add_parsers(sub: Any) -> None:
         "--since", metavar="WHEN", help="from this date/time (ISO 8601, e.g. 2026-11-01; UTC unless an offset)"
     )
     rep.add_argument("--until", metavar="WHEN", help="until this date/time (a date alone includes that day)")
-    rep.add_argument("--top", type=int, default=5, help="largest disagreements listed per use case (default 5)")
+    rep.add_argument(
+        "--top",
+        action=WholeNumber,
+        low=0,
+        high=MANY,
+        default=5,
+        help="largest disagreements listed per use case (default 5)",
+    )
     rep.add_argument("--out", type=Path, metavar="FILE.md", help="also write the Markdown report here")
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
     rep.add_argument(
@@ -242,10 +251,6 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
 
     from podium.serve.app import create_app
 
-    if not 0 < args.port < 65536:
-        raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
-    if not 1 <= args.workers <= 64:
-        raise ConfigError(f"--workers {args.workers}: give 1 to 64 processes")
     loop, http = serving_stack(args.loop, args.http)
     if args.eval_dir is not None:  # the UI's eval pages read it, in this process and in every --workers one
         from podium.serve.report_data import EVAL_DIR_ENV
@@ -305,8 +310,6 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     from podium.serve.ui import ReportSources, UIHeaders, ui_router
     from podium.store.shadow import shadow_location
 
-    if not 0 < args.port < 65536:
-        raise ConfigError(f"--port {args.port}: give a port between 1 and 65535")
     traces = open_traces(args.traces, url=args.database_url)
     keys = key_store(args)
     defaults = ReportSources.defaults()

@@ -19,6 +19,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from podium._args import WholeNumber
+from podium.errors import ConfigError
+
 __all__ = [
     "REPLY",
     "create_upstream",
@@ -72,9 +75,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8101)
+    parser.add_argument("--port", action=WholeNumber, low=1, high=65535, default=8101)
     parser.add_argument("--latency-ms", type=float, default=0.0)
-    args = parser.parse_args()
+    try:
+        args = parser.parse_args()
+    except ConfigError as exc:  # a bad --port: one line, exit 2
+        parser.error(str(exc))
     uvicorn.run(create_upstream(args.latency_ms / 1000), host=args.host, port=args.port, log_level="warning")
 
 

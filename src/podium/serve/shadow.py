@@ -46,6 +46,7 @@ from podium.serve.app import question_from_messages
 from podium.serve.shadow_report import agreement, correct, report_markdown, shadow_report
 from podium.store.engine import StoreError
 from podium.store.shadow import ShadowStore
+from podium.unicode import valid_text
 
 __all__ = [
     "ShadowJob",
@@ -106,12 +107,14 @@ class ShadowJob:
 
 def upstream_answer(body: bytes) -> tuple[str, int, int]:
     """(answer text, prompt tokens, completion tokens) from an upstream reply: a chat completion
-    JSON or a server-sent-event stream of chunks. Raises ValueError when it is neither."""
+    JSON or a server-sent-event stream of chunks, the text made valid Unicode (a lone surrogate
+    becomes U+FFFD, as in a worker's reply). Raises ValueError when it is neither."""
     text = body.decode("utf-8")
     if text.lstrip().startswith("{"):
         data = json.loads(text)
         usage = data.get("usage") or {}
         content = data["choices"][0]["message"].get("content") or ""
+        content = valid_text(content) if isinstance(content, str) else content
         return content, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     parts: list[str] = []
     prompt = completion = 0
@@ -125,7 +128,7 @@ def upstream_answer(body: bytes) -> tuple[str, int, int]:
             prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     if not parts and not prompt:
         raise ValueError("neither a chat completion nor a stream of chunks")
-    return "".join(parts), prompt, completion
+    return valid_text("".join(parts)), prompt, completion
 
 
 class ShadowProxy:

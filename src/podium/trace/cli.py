@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from podium._args import MANY, WholeNumber
 from podium.errors import ConfigError
 from podium.trace import default_trace_path, open_traces
 
@@ -64,7 +65,9 @@ def _trace_parsers(sub: Any) -> None:
     t_search.add_argument("--field", action="append", default=[], choices=FIELDS,
                           help="search only this text (repeatable)")  # fmt: skip
     for p in (t_list, t_search):
-        p.add_argument("--limit", type=int, default=20, help="most requests shown (default 20)")
+        p.add_argument(
+            "--limit", action=WholeNumber, low=1, high=MANY, default=20, help="most requests shown (default 20)"
+        )
         f = p.add_argument_group("filters (all given must hold)")
         f.add_argument("--since", metavar="WHEN", help="started at or after (ISO 8601 date or datetime, UTC)")
         f.add_argument("--until", metavar="WHEN", help="started before (a date alone includes that day)")
@@ -168,8 +171,6 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from podium._render import print_record, render_run, render_search, render_trace_list
 
-    if getattr(args, "limit", 1) < 1:
-        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
     store = _existing_traces(args.traces, args.database_url)
     if args.trace_command == "purge":
         return _cmd_purge(store, args, out, err)

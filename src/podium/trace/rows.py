@@ -4,6 +4,11 @@ and read, so the two cannot drift apart.
 Rows are dicts keyed by column name (:func:`rows_of`); reading takes any mapping row (an
 ``sqlite3.Row``, an SQLAlchemy ``RowMapping``). JSON columns hold messages, workflows, access
 lists and disclosures; times are UTC ISO 8601.
+
+Every text written is valid Unicode: a lone surrogate (U+D800–U+DFFF, which no UTF-8 database
+can hold) is written as U+FFFD (:func:`podium.unicode.valid_text`). Worker replies are already
+made valid where they enter podium; this is the last line of defence, so that no record is ever
+lost to an encoding error.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, cast
 
 from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
 from podium.trace.query import TraceSummary
+from podium.unicode import valid_text
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
 
@@ -89,7 +95,12 @@ def usage_from_row(row: Mapping[str, Any]) -> Usage:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return valid_text(json.dumps(value, ensure_ascii=False))
+
+
+def _valid(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every text made valid Unicode (see the module doc)."""
+    return {k: valid_text(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,13 @@ class Begin:
     mode: str
     tags: tuple[str, ...]
     subject: str | None
+
+    def __post_init__(self) -> None:  # its texts as they will be written (see the module doc)
+        for name in ("question", "pool", "conductor", "mode"):
+            object.__setattr__(self, name, valid_text(getattr(self, name)))
+        object.__setattr__(self, "tags", tuple(valid_text(t) for t in self.tags))
+        if self.subject is not None:
+            object.__setattr__(self, "subject", valid_text(self.subject))
 
 
 Op = Begin | RunRecord
@@ -194,7 +212,7 @@ def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], li
         }
         for s, data_step in zip(record.steps, data["steps"], strict=True)
     ]
-    return request, attempts, steps
+    return _valid(request), [_valid(a) for a in attempts], [_valid(s) for s in steps]
 
 
 def disclosures_from_json(raw: str) -> tuple[Disclosure, ...]:
@@ -306,4 +324,4 @@ def search_texts(record: RunRecord) -> list[tuple[str, str, str]]:
         where = step_location(s.phase, s.round, s.index)
         step_texts = (("subtask", s.subtask), ("output", s.output), ("error", s.error or ""))
         texts += [(f, where, t) for f, t in step_texts if t]
-    return texts
+    return [(f, where, valid_text(t)) for f, where, t in texts]

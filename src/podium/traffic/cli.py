@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
+from podium._args import MANY, SEED, WholeNumber
 from podium.trace import default_trace_path
 from podium.traffic.drift_cli import cmd_drift
 from podium.traffic.tasks_cli import cmd_tasks
@@ -80,7 +81,7 @@ def add_parsers(sub: Any) -> None:
     how.add_argument(
         "--embedder", default="hash", help="for --similar: hash (default, no model), minilm, or a model id"
     )
-    how.add_argument("--limit", type=int, help="keep the newest N new tasks")
+    how.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="keep the newest N new tasks")
     how.add_argument(
         "--allow-pii",
         action="store_true",
@@ -155,11 +156,39 @@ def add_parsers(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="change a threshold or turn it off (NAME=off); repeatable; names and defaults in docs/loop.md",
     )
-    c.add_argument("--min-requests", type=int, default=10, help="requests per window before a slice alerts (10)")
-    c.add_argument("--min-labels", type=int, default=5, help="labelled requests per window for quality (5)")
-    c.add_argument("--permutations", type=int, default=500, help="permutations of the MMD test (500)")
-    c.add_argument("--max-sample", type=int, default=300, help="questions per window in the MMD (300)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument(
+        "--min-requests",
+        action=WholeNumber,
+        low=2,
+        high=MANY,
+        default=10,
+        help="requests per window before a slice alerts (10)",
+    )
+    c.add_argument(
+        "--min-labels",
+        action=WholeNumber,
+        low=1,
+        high=MANY,
+        default=5,
+        help="labelled requests per window for quality (5)",
+    )
+    c.add_argument(
+        "--permutations",
+        action=WholeNumber,
+        low=1,
+        high=1_000_000,
+        default=500,
+        help="permutations of the MMD test (500)",
+    )
+    c.add_argument(
+        "--max-sample",
+        action=WholeNumber,
+        low=2,
+        high=1_000_000,
+        default=300,
+        help="questions per window in the MMD (300)",
+    )
+    c.add_argument("--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=0)
     o = d.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the report as JSON (default: Markdown)")
     o.add_argument("--out", type=Path, metavar="FILE.md", help="also write the Markdown report here")

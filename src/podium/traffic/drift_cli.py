@@ -35,14 +35,6 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         windows_for,
     )
 
-    for flag, value, low in (
-        ("--min-requests", args.min_requests, 2),
-        ("--min-labels", args.min_labels, 1),
-        ("--permutations", args.permutations, 1),
-        ("--max-sample", args.max_sample, 2),
-    ):
-        if value < low:
-            raise ConfigError(f"{flag} must be at least {low}, got {value}")
     thresholds = parse_thresholds(args.threshold)
     windows = windows_for(
         since=args.since,

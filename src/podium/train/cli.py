@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from podium._args import MANY, SEED, WholeNumber
 from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.registry import Registry, TrainingInfo, Version
@@ -59,12 +60,31 @@ def add_parsers(sub: Any) -> None:
         help="latency penalty μ in the reward, 1/second (default 0; needs a matrix with |latency_s columns)",
     )
     t.add_argument(
-        "--generations", type=int, default=60, help="CMA-ES generations (default 60; 0 stores the untrained policy)"
+        "--generations",
+        action=WholeNumber,
+        low=0,
+        high=MANY,
+        default=60,
+        help="CMA-ES generations (default 60; 0 stores the untrained policy)",
     )
-    t.add_argument("--popsize", type=int, help="candidates per generation (default: CMA-ES's)")
-    t.add_argument("--dims", type=int, default=16, help="PCA dimensions of the question embedding (default 16)")
     t.add_argument(
-        "--ensemble", type=int, default=5, help="plans: heads trained on bootstrap resamples, averaged (default 5)"
+        "--popsize", action=WholeNumber, low=2, high=100_000, help="candidates per generation (default: CMA-ES's)"
+    )
+    t.add_argument(
+        "--dims",
+        action=WholeNumber,
+        low=0,
+        high=100_000,
+        default=16,
+        help="PCA dimensions of the question embedding (default 16)",
+    )
+    t.add_argument(
+        "--ensemble",
+        action=WholeNumber,
+        low=1,
+        high=10_000,
+        default=5,
+        help="plans: heads trained on bootstrap resamples, averaged (default 5)",
     )
     t.add_argument(
         "--embedder",
@@ -74,24 +94,46 @@ def add_parsers(sub: Any) -> None:
         "embedded model id whose mean-pooled hidden state llama.cpp computes (e.g. smollm2-135m-instruct: "
         "no torch needed where the conductor runs)",
     )
-    t.add_argument("--max-steps", type=int, default=3, help="workflow length limit (default 3)")
+    t.add_argument(
+        "--max-steps", action=WholeNumber, low=1, high=20, default=3, help="workflow length limit (default 3)"
+    )
     t.add_argument("--split", default="train", help="matrix split to train on (default: train)")
     t.add_argument("--tag", action="append", default=[], help="train on questions with this tag (repeatable)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=0)
     t.add_argument("--json", action="store_true", help="print the training record as JSON")
     lm = t.add_argument_group("--policy lm (GRPO with TRL, LoRA)")
     lm.add_argument("--model", default="smollm2-135m-instruct", help="embedded base model (podium models list)")
     lm.add_argument("--preset", choices=["cpu", "paper"], default="cpu", help="cpu (default) or the paper's recipe")
     lm.add_argument(
-        "--steps", type=int, help="GRPO steps (cpu default 20; 0 stores the warm-started or untrained adapter)"
+        "--steps",
+        action=WholeNumber,
+        low=0,
+        high=MANY,
+        help="GRPO steps (cpu default 20; 0 stores the warm-started or untrained adapter)",
     )
-    lm.add_argument("--questions-per-step", type=int, help="questions per step (cpu default 2)")
-    lm.add_argument("--num-generations", type=int, help="G, workflows sampled per question (cpu default 4)")
-    lm.add_argument("--max-completion-tokens", type=int, help="conductor output limit (cpu default 160)")
+    lm.add_argument(
+        "--questions-per-step", action=WholeNumber, low=1, high=MANY, help="questions per step (cpu default 2)"
+    )
+    lm.add_argument(
+        "--num-generations",
+        action=WholeNumber,
+        low=1,
+        high=100_000,
+        help="G, workflows sampled per question (cpu default 4)",
+    )
+    lm.add_argument(
+        "--max-completion-tokens",
+        action=WholeNumber,
+        low=1,
+        high=1_000_000,
+        help="conductor output limit (cpu default 160)",
+    )
     lm.add_argument("--learning-rate", type=float, help="cpu default 2e-5")
     lm.add_argument(
         "--warm-start-epochs",
-        type=int,
+        action=WholeNumber,
+        low=0,
+        high=100_000,
         help="epochs of the format warm start before GRPO: teaches the workflow format with random decisions "
         "(cpu default 1, paper 0; 0 turns it off; docs/training.md)",
     )
@@ -114,7 +156,13 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--replay", type=Path, required=True, metavar="MATRIX.csv", help="outcome matrix")
         p.add_argument("--split", default="test", help="held-out split (default: test)")
         p.add_argument("--tag", action="append", default=[], help="evaluate on questions with this tag")
-        p.add_argument("--limit", type=int, help="only the first N questions (an LM conductor runs a model on each)")
+        p.add_argument(
+            "--limit",
+            action=WholeNumber,
+            low=1,
+            high=MANY,
+            help="only the first N questions (an LM conductor runs a model on each)",
+        )
         p.add_argument("--json", action="store_true")
         if name == "promote":
             p.add_argument("--lam", type=float, help="λ of the promotion reward (default: the candidate's training λ)")
@@ -165,10 +213,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         from podium.train.plans_cli import train_plans_command
 
         return train_plans_command(args, out, err)
-    for flag, value, low in (("--generations", args.generations, 0), ("--dims", args.dims, 1),
-                             ("--max-steps", args.max_steps, 1)):  # fmt: skip
-        if value < low:
-            raise ConfigError(f"{flag} must be at least {low}, got {value}")
+    if args.dims < 1:  # the plans policy takes 0 (no embedding); the light policy needs one
+        raise ConfigError(f"--dims must be at least 1 for the light policy, got {args.dims}")
     registry = Registry()
     config = LightTrainConfig(
         dims=args.dims,

@@ -9,6 +9,7 @@ from typing import Any
 
 from podium.budget import prompt_token_bound
 from podium.errors import ConfigError
+from podium.unicode import utf8_length
 from podium.workers.base import Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 
 __all__ = ["DEFAULT_ENDPOINTS", "RemoteWorker"]
@@ -97,6 +98,6 @@ class RemoteWorker:
         at least one byte) and marked unreported, so the budget keeps its worst case."""
         if usage is not None:
             return self.completion(text, usage, finish, started)
-        bound = Usage(prompt_token_bound(messages), len(text.encode("utf-8")) + 1, estimated=True)
+        bound = Usage(prompt_token_bound(messages), utf8_length(text) + 1, estimated=True)
         done = self.completion(text, bound, finish, started)
         return Completion(done.text, bound, done.cost_usd, done.latency_s, done.finish_reason, usage_reported=False)

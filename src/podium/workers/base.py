@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
+from podium.unicode import stream_safe, valid_text
+
 if TYPE_CHECKING:
     from podium.budget import CallTicket, RequestBudget
     from podium.pii.session import CallLog
@@ -155,7 +157,10 @@ class Completion:
     """What a worker returns for one call.
 
     Attributes:
-        text: the generated text.
+        text: the generated text, always valid Unicode: a lone surrogate in what the worker
+            gave (a provider's ``"\\ud800"``) is replaced by U+FFFD here, so no text that cannot
+            be encoded reaches a prompt, a byte count, an answer or a trace
+            (:func:`podium.unicode.valid_text`).
         usage: token counts.
         cost_usd: USD, from the worker's price table (USD per 1M tokens).
         latency_s: wall time of the call, seconds.
@@ -179,6 +184,10 @@ class Completion:
     served_by: str | None = None
     usage_reported: bool = True
     cached: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.text, str):  # the edge where any worker's text enters podium
+            object.__setattr__(self, "text", valid_text(self.text))
 
 
 @dataclass(frozen=True)
@@ -260,9 +269,10 @@ class CallContext:
 
     def report_text(self, text: str) -> None:
         """Backends: the text generated so far (cumulative); reaches the caller only when this
-        call is the answering step of a streamed request."""
+        call is the answering step of a streamed request. Passed on as valid Unicode
+        (:func:`podium.unicode.stream_safe`), as the call's Completion will hold it."""
         if self.stream is not None:
-            self.stream.update(text)
+            self.stream.update(stream_safe(text))
 
     def mark_pending(self) -> None:
         """Backends: the call has not been sent yet (queued, connecting); cancelled now, it

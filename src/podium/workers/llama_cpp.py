@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
 from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
+from podium.unicode import valid_text
 from podium.workers.base import Call, CallContext, Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 
 try:
@@ -168,7 +169,7 @@ class LlamaCppWorker:
         """Exact prompt tokens of a call (loads the model if needed)."""
         model = _load(self.model, self.n_ctx, self.lora, self.lora_sha256)
         formatted = model.formatter(messages=cast(Any, list(messages)))
-        text = (formatted.prompt + prefix).encode("utf-8")
+        text = valid_text(formatted.prompt + prefix).encode("utf-8")
         return len(model.llama.tokenize(text, add_bos=not formatted.added_special, special=True))
 
     async def complete(self, call: Call) -> Completion:
@@ -219,7 +220,9 @@ class LlamaCppWorker:
                 )
             context.mark_sent()  # the model works on it from here
             llama = model.llama
-            tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=not formatted.added_special, special=True)
+            tokens = llama.tokenize(
+                valid_text(prompt_text).encode("utf-8"), add_bos=not formatted.added_special, special=True
+            )
             room = model.n_ctx - len(tokens)
             if room < _MIN_NEW_TOKENS:
                 raise ContextOverflow(
@@ -236,7 +239,7 @@ class LlamaCppWorker:
                 """Report the text so far to the answer stream, if this call is the answer."""
                 if stream is not None:
                     generated = llama.detokenize(list(ids[len(tokens) :]))
-                    stream.update(generated.decode("utf-8", errors="ignore"))
+                    context.report_text(generated.decode("utf-8", errors="ignore"))
                 return False
 
             try:

@@ -41,6 +41,7 @@ from podium.errors import (
     TransportError,
     WorkerTimeout,
 )
+from podium.unicode import utf8_length, valid_text
 from podium.workers._clients import limits, shared_client
 from podium.workers._remote import RemoteWorker
 from podium.workers.base import Call, CallContext, Completion, Message, Usage
@@ -171,7 +172,7 @@ class OpenAICompatWorker(RemoteWorker):
                 if choice.delta and choice.delta.content:
                     parts.append(choice.delta.content)
                     if context.stream is not None:
-                        context.stream.update("".join(parts))
+                        context.report_text("".join(parts))
                 if choice.finish_reason:
                     finish = choice.finish_reason
         return "".join(parts), usage, finish
@@ -187,7 +188,7 @@ def estimate_usage(model: str, messages: Sequence[Message], reply: str) -> Usage
     if counter is not None:
         prompt, output = counter(messages, reply)
         return Usage(prompt, output, estimated=True)
-    return Usage(prompt_token_bound(messages), len(reply.encode("utf-8")) + 1, estimated=True)
+    return Usage(prompt_token_bound(messages), utf8_length(reply) + 1, estimated=True)
 
 
 @functools.cache
@@ -219,8 +220,10 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
 
     def count(messages: Sequence[Message], reply: str) -> tuple[int, int]:
         formatted = formatter(messages=list(messages))  # type: ignore[arg-type]
-        prompt = vocab.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
-        output = vocab.tokenize(reply.encode("utf-8"), add_bos=False, special=False) if reply else []
+        prompt = vocab.tokenize(
+            valid_text(formatted.prompt).encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        output = vocab.tokenize(valid_text(reply).encode("utf-8"), add_bos=False, special=False) if reply else []
         return len(prompt), len(output) + 1  # the end-of-turn token ends every reply
 
     return count

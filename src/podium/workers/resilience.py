@@ -70,8 +70,10 @@ class BudgetGuard(WorkerWrapper):
 
     Before the call: the deadline is checked and the call's worst-case cost is reserved (exact
     prompt tokens when the worker can count them, else a byte bound); a reservation that does
-    not fit raises CostCapExceeded and nothing is sent. During the call: it is cancelled at the
-    step timeout or the request deadline (WorkerTimeout / DeadlineExceeded). After: the
+    not fit raises CostCapExceeded and nothing is sent. The whole guarded call — counting the
+    prompt's tokens (which may load a model), reserving, and the call itself — is cancelled at
+    the step timeout or the request deadline (WorkerTimeout / DeadlineExceeded); cut off
+    before its reservation was made, nothing is reserved. After: the
     reservation is settled to the real cost — or kept in full when a failed call may still
     have been billed (cut off after it was sent: timeouts, cancellation, 5xx), released when
     nothing was sent (connection refused, 4xx, cancelled while queued). A call that cost more
@@ -85,25 +87,28 @@ class BudgetGuard(WorkerWrapper):
         budget.check_deadline()
         if self.info.budgeted:  # e.g. a nested conductor: its own calls reserve
             return await super().complete(call)
-        amount = await self._worst_case(call)
-        reservation = await _reserve(budget, amount)
         timeout = budget.call_timeout_s()
         ticket = CallTicket()
+        reservation: Reservation | None = None
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout):  # the token count and the reservation too
+                reservation = await _reserve(budget, await self._worst_case(call))
                 result = await super().complete(call.with_context(ticket=ticket))
         except TimeoutError:
-            reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+            if reservation is not None:
+                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
             remaining = budget.remaining_s()
             if remaining is not None and remaining <= 0:
                 budget.check_deadline()
             name = self.info.name
             raise WorkerTimeout(f"worker {name!r} took longer than {timeout:.1f} s", worker=name) from None
         except (TransportError, ClientError, WorkerUnavailable):
-            reservation.settle(0.0)
+            if reservation is not None:
+                reservation.settle(0.0)
             raise
         except BaseException:  # cancelled, a 5xx, a bug: billed only if it was sent
-            reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+            if reservation is not None:
+                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
             raise
         if not result.usage_reported or not 0 <= result.cost_usd < math.inf:
             # the real cost is unknown (or a backend priced it as negative or not a number):

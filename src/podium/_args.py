@@ -1,0 +1,65 @@
+"""The command line's whole numbers: every integer option of every ``podium`` command is read by
+:class:`WholeNumber` with its range, so a huge, negative, zero or malformed value is one line
+naming the option and its range and exit status 2 (a :class:`~podium.errors.ConfigError`, as any
+bad input) — never a traceback further on (a huge ``--limit`` once overflowed SQLite's integer).
+
+    parser.add_argument("--limit", action=WholeNumber, low=1, high=10**9, default=20)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from podium.errors import ConfigError
+
+__all__ = ["MANY", "SEED", "WholeNumber", "whole_number"]
+
+_DIGITS = re.compile(r"[+-]?[0-9]{1,40}")
+
+SEED = (0, 2**32 - 1)
+"""The range of a ``--seed`` (what every random generator podium seeds accepts)."""
+
+MANY = 10**9
+"""The upper end of a count with no natural limit (tasks, traces, steps): far above any real
+use, far below what a database's integer or a loop can take."""
+
+
+def whole_number(flag: str, text: str, low: int, high: int) -> int:
+    """``text`` given for ``flag`` as a whole number from ``low`` to ``high`` (ASCII digits).
+    Raises ConfigError naming the flag and the range."""
+    value = text.strip()
+    number = int(value) if _DIGITS.fullmatch(value) else None
+    shown = text if len(text) <= 24 else text[:21] + "…"
+    span = f"a whole number from {low:,} to {high:,}"
+    if number is None:
+        raise ConfigError(f"{flag} must be {span}, got {shown!r}")
+    if number < low:
+        least = "0 or more" if low == 0 else f"at least {low:,}"
+        raise ConfigError(f"{flag} must be {least}, got {shown} ({span})")
+    if number > high:
+        raise ConfigError(f"{flag} must be at most {high:,}, got {shown} ({span})")
+    return number
+
+
+class WholeNumber(argparse.Action):
+    """An argparse action for an integer option: ``low`` and ``high`` (inclusive) are its range
+    (see the module doc). The default is taken as given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, low: int, high: int, **kwargs: Any) -> None:
+        if low > high:
+            raise ValueError(f"empty range {low}..{high}")
+        self.low, self.high = low, high
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        flag = option_string or "/".join(self.option_strings) or self.dest
+        setattr(namespace, self.dest, whole_number(flag, str(values), self.low, self.high))
