@@ -327,7 +327,7 @@ def test_an_overshooting_call_is_an_incident_and_the_request_stops_calling() -> 
 def test_serve_answers_an_overcharging_upstream_with_502_not_the_clients_400() -> None:
     """The walk-through: a conductor reported 275k tokens, the request stopped calling, and the
     client got 400 cost_cap_exceeded although its request and key budget were fine."""
-    from podium.serve.app import _failure
+    from podium.serve.wire import failure as _failure
 
     worker = _OverReporting("liar")
     plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [0]]'

@@ -18,8 +18,9 @@ import pytest
 from podium.budget import PeriodBudget, RequestBudget
 from podium.errors import CostCapExceeded
 from podium.orchestrator import Fallback, Orchestrator
-from podium.serve.app import Server, _failure, create_app
+from podium.serve.app import Server, create_app
 from podium.serve.keys import KeyStore
+from podium.serve.wire import failure as _failure
 from podium.testing import ScriptedConductor, ScriptedWorker, ThreadedUvicorn
 from podium.trace.store import TraceStore
 from podium.workers.base import Message, Price

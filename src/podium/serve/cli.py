@@ -207,7 +207,7 @@ _WORKER_ENV = "PODIUM_SERVE_WORKER"
 
 def _server(options: dict[str, Any]) -> Any:
     """The Server the options (``config``, ``pool``, ``traces``, ``keys``, ``database_url``) ask for."""
-    from podium.serve.app import Server
+    from podium.serve.server import Server
 
     keys = key_store(argparse.Namespace(keys=options["keys"] and Path(options["keys"]),
                                         database_url=options["database_url"]))  # fmt: skip

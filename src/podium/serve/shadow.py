@@ -42,8 +42,8 @@ from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import ConfigError, InvalidQuestion
 from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, utc_now
-from podium.serve.app import question_from_messages
 from podium.serve.shadow_report import agreement, correct, report_markdown, shadow_report
+from podium.serve.wire import question_from_messages
 from podium.store.engine import StoreError
 from podium.store.shadow import ShadowStore
 from podium.unicode import valid_text

@@ -48,7 +48,7 @@ from podium.store.engine import StoreError
 from podium.store.shadow import purge_shadow_copies
 
 if TYPE_CHECKING:
-    from podium.serve.app import Server
+    from podium.serve.server import Server
     from podium.trace.query import PurgeResult
 
 __all__ = ["PAGE_SIZE", "ReportSources", "UIHeaders", "ui_router"]
