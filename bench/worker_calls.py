@@ -1,17 +1,18 @@
-"""Client-side cost of one worker call over HTTP: shared connection pools vs a client per call.
+"""Client-side cost of one worker call over HTTP: podium's transport against the ones it used before.
 
 A fixed-latency fake upstream (``podium.serve.fake_upstream``, its own process, so its CPU is not
 counted) answers chat completions; this process makes N calls at C concurrency and reports its
 own CPU time and wall time per call for:
 
-* ``openai: shared pool`` — two OpenAICompatWorkers on the endpoint (podium today: one SDK client
-  per worker and loop over the endpoint's shared httpx2 pool);
-* ``openai: client per worker`` — the same workers each with its own SDK client and pool (podium
-  before), ratio against the first;
-* ``httpx: shared pool`` — the native backends' POST (``podium.workers._http.post_json``, Anthropic
-  and Gemini) over the endpoint's shared pool;
-* ``httpx: client per call`` — the same POST building an ``httpx.AsyncClient`` per call, as the
-  native backends did before (a new connection each time; over HTTPS also a TLS handshake,
+* ``podium worker`` — two OpenAICompatWorkers on the endpoint (podium today: aiohttp over one
+  pool per endpoint and loop, :mod:`podium.workers._http`);
+* ``openai SDK, shared pool`` — the same chat call through the ``openai`` SDK (one
+  ``AsyncOpenAI`` over one httpx pool, retries off: how podium called workers before), ratio
+  against the first;
+* ``native POST`` — the native backends' POST (``podium.workers._http.post_json``, Anthropic and
+  Gemini) over the shared pool;
+* ``httpx, client per call`` — the same POST building an ``httpx.AsyncClient`` per call, as the
+  native backends did at first (a new connection each time; over HTTPS also a TLS handshake,
   which loopback HTTP here does not even show).
 
     .venv/bin/python bench/worker_calls.py --calls 2000 --concurrency 1,16,64 --repeats 3
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import os
 import socket
 import statistics
@@ -97,32 +97,21 @@ def _cases(base: str) -> dict[str, Callable[[], Case]]:
     body = {"model": "fixed", "messages": MESSAGES, "max_tokens": 16}
     url = f"{base}/v1/chat/completions"
 
-    def openai_shared() -> Case:
+    def podium_worker() -> Case:
         workers = [OpenAICompatWorker(n, "fixed", base_url=f"{base}/v1", settings=settings, price=price)
                    for n in ("a", "b")]  # fmt: skip
         return (lambda i: workers[i % 2].complete(Call(MESSAGES))), _nothing
 
-    def openai_own() -> Case:
-        workers = [OpenAICompatWorker(n, "fixed", base_url=f"{base}/v1", settings=settings, price=price)
-                   for n in ("a", "b")]  # fmt: skip
-        clients: dict[int, Any] = {}
+    def sdk_shared() -> Case:
+        client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-none", max_retries=0)
 
-        def own(worker: OpenAICompatWorker) -> Any:  # podium before: an SDK client (and pool) per worker
-            key = id(worker)
-            if key not in clients:
-                clients[key] = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-none", max_retries=0)
-            return clients[key]
+        async def call(_i: int) -> Any:
+            reply = await client.chat.completions.create(model="fixed", messages=MESSAGES, max_tokens=16)
+            return reply.choices[0].message.content
 
-        for w in workers:
-            w._api = functools.partial(own, w)  # type: ignore[method-assign]  # an SDK client per worker (before)
+        return call, client.close
 
-        async def close() -> None:
-            for client in clients.values():
-                await client.close()
-
-        return (lambda i: workers[i % 2].complete(Call(MESSAGES))), close
-
-    def httpx_shared() -> Case:
+    def native_post() -> Case:
         return (lambda i: post_json("bench", url, {}, body, 30.0, NO_CONTEXT)), _nothing
 
     def httpx_per_call() -> Case:
@@ -133,10 +122,10 @@ def _cases(base: str) -> dict[str, Callable[[], Case]]:
         return call, _nothing
 
     return {
-        "openai: shared pool": openai_shared,
-        "openai: client per worker": openai_own,
-        "httpx: shared pool": httpx_shared,
-        "httpx: client per call": httpx_per_call,
+        "podium worker": podium_worker,
+        "openai SDK, shared pool": sdk_shared,
+        "native POST": native_post,
+        "httpx, client per call": httpx_per_call,
     }
 
 
@@ -155,15 +144,15 @@ def main() -> None:
     try:
         print(f"{args.calls} calls per run, median of {args.repeats}; fake upstream {args.latency_ms} ms; "
               f"{os.cpu_count()} CPUs", flush=True)  # fmt: skip
-        print("| case | clients | CPU ms/call | wall ms/call | CPU vs shared |\n|---|---|---|---|---|")
+        print("| case | clients | CPU ms/call | wall ms/call | CPU vs podium worker |\n|---|---|---|---|---|")
         for level in levels:
             results: dict[str, tuple[float, float]] = {}
             for name, make in cases.items():
                 runs = [asyncio.run(_measure(make, args.calls, level)) for _ in range(args.repeats)]
                 results[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+            ours = results["podium worker"][0]
             for name, (cpu, wall) in results.items():
-                shared = results[name.split(":")[0] + ": shared pool"][0]
-                print(f"| {name} | {level} | {cpu:.3f} | {wall:.3f} | {cpu / shared:.2f} |", flush=True)
+                print(f"| {name} | {level} | {cpu:.3f} | {wall:.3f} | {cpu / ours:.2f} |", flush=True)
     finally:
         upstream.terminate()
         upstream.wait(timeout=10)

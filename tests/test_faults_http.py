@@ -30,7 +30,9 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 def _response(status: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
-    head = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Content-Type: application/json"]
+    # the scripted server closes each connection after one reply, so it says so (HTTP/1.1 §9.6):
+    # a client may otherwise reuse the connection before it sees the close
+    head = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Content-Type: application/json", "Connection: close"]
     head += [f"{k}: {v}" for k, v in (headers or {}).items()]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 

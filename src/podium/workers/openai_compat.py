@@ -1,10 +1,12 @@
-"""OpenAI-compatible HTTP backend (the official ``openai`` SDK).
+"""OpenAI-compatible HTTP backend.
 
 One backend for every server that speaks ``POST /v1/chat/completions``: OpenAI, vLLM, the
-llama.cpp server, Ollama, LM Studio, OpenRouter, Together. Provider errors are translated here,
-once, into podium's typed errors: 429 → RateLimited (with ``retry_after`` from the header),
-timeouts → WorkerTimeout, connection failures → TransportError, 5xx → ServerError, other 4xx →
-ClientError. The SDK's own retries are off; podium's Retrying wrapper owns that policy.
+llama.cpp server, Ollama, LM Studio, OpenRouter, Together. The request is the chat-completions
+JSON (``extra_body`` merged into it), sent with aiohttp over a connection pool shared by every
+worker of the endpoint (:mod:`podium.workers._http`, which also translates failures into
+podium's typed errors: 429 → RateLimited with ``retry_after``, timeouts → WorkerTimeout,
+connection failures → TransportError, 5xx → ServerError, other 4xx → ClientError). There are no
+retries here; podium's Retrying wrapper owns that policy.
 
 The API key is read from the environment variable the pool file names (``api_key_env``) when
 the first call is made; it is never stored in traces or logs.
@@ -28,41 +30,23 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from podium.budget import prompt_token_bound
 from podium.errors import (
-    ClientError,
-    ConfigError,
     ProviderError,
-    RateLimited,
-    ServerError,
-    TransportError,
-    WorkerTimeout,
 )
 from podium.unicode import utf8_length, valid_text
-from podium.workers._clients import limits, shared_client
+from podium.workers._http import get_json, post_json, post_stream
 from podium.workers._remote import RemoteWorker
 from podium.workers.base import Call, CallContext, Completion, Message, Usage
-
-try:
-    import openai
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigError("the openai backend needs the openai SDK: pip install 'podium[openai]'") from exc
 
 __all__ = ["OpenAICompatWorker", "estimate_usage"]
 
 _log = logging.getLogger("podium")
 
-_NO_KEY = "sk-no-key-needed"  # local servers ignore the key, but the SDK wants one
-
-
-def _sdk_http_client() -> Any:
-    """The SDK's own HTTP client class (its transport defaults kept) with podium's limits."""
-    import httpx2  # the openai SDK's HTTP library
-
-    return openai.DefaultAsyncHttpxClient(limits=limits(httpx2))
+_NO_KEY = "sk-no-key-needed"  # local servers ignore the key; some proxies want one all the same
 
 
 class OpenAICompatWorker(RemoteWorker):
@@ -84,70 +68,46 @@ class OpenAICompatWorker(RemoteWorker):
         super().__init__(name, model, **fields)
         self.stream = stream
         self.last_model: str | None = None
-        self._client: openai.AsyncOpenAI | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
 
-    def _api(self) -> openai.AsyncOpenAI:
-        """The SDK client of this worker on the running loop, over the connection pool shared
-        by every worker of this endpoint (:mod:`podium.workers._clients`)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            key = self.api_key() or _NO_KEY
-            http = shared_client("openai", self.base_url, _sdk_http_client)
-            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0, http_client=http)
-            self._client_loop = loop
-        return self._client
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key() or _NO_KEY}"}
 
     async def served_models(self) -> tuple[str, ...]:
         """The model ids the server lists (``GET /models``). Raises ProviderError as
         :meth:`complete` does (a server without the endpoint: ClientError, status 404)."""
-        try:
-            page = await self._api().models.list()
-        except openai.OpenAIError as exc:
-            raise _translate(exc, self.info.name) from None
-        return tuple(m.id for m in page.data)
+        page = await get_json(self.info.name, f"{self.base_url}/models", self._headers(), self.timeout_s)
+        data = page.get("data") if isinstance(page, dict) else None
+        return tuple(str(m["id"]) for m in data or [] if isinstance(m, dict) and "id" in m)
 
     async def complete(self, call: Call) -> Completion:
         messages, s, context = call.messages, call.settings_for(self), call.context
         started = time.perf_counter()
-        context.mark_pending()
-        limit = context.call_timeout_s()
-        timeout = self.timeout_s if limit is None else max(0.001, min(self.timeout_s, limit))
-        request: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
-            "messages": list(messages),
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "max_tokens": s.max_tokens,
             "temperature": s.temperature,
             "seed": s.seed,
-            "timeout": timeout,
         }
         if s.top_p < 1.0:  # reasoning models refuse top_p: send it only when it means something
-            request["top_p"] = s.top_p
+            body["top_p"] = s.top_p
         if s.reasoning_effort is not None:
-            request["reasoning_effort"] = s.reasoning_effort
-        if self.extra_body:
-            request["extra_body"] = self.extra_body
-        client = self._api()
+            body["reasoning_effort"] = s.reasoning_effort
+        body.update(self.extra_body)
+        url, name = f"{self.base_url}/chat/completions", self.info.name
         usage: Usage | None
-        try:
-            # `timeout` bounds the whole call, not each read: a stream trickling one chunk every
-            # half second must still end at the limit (the SDK's timeout is per read)
-            async with asyncio.timeout(timeout):
-                context.mark_sent()
-                if self.stream or context.stream is not None:  # stream the answer step to the caller
-                    text, usage, finish = await self._streamed(client, request, context)
-                else:
-                    response = await client.chat.completions.create(**request)
-                    self.last_model = response.model
-                    choice = response.choices[0]
-                    text, finish = choice.message.content or "", choice.finish_reason or "stop"
-                    usage = _usage(response.usage)
-        except TimeoutError:
-            raise WorkerTimeout(
-                f"worker {self.info.name!r}: no complete reply within {timeout:.1f} s", worker=self.info.name
-            ) from None
-        except openai.OpenAIError as exc:
-            raise _translate(exc, self.info.name) from None
+        if self.stream or context.stream is not None:  # stream the answer step to the caller
+            body["stream"], body["stream_options"] = True, {"include_usage": True}
+            async with post_stream(name, url, self._headers(), body, self.timeout_s, context) as events:
+                text, usage, finish = await self._streamed(events, context)
+        else:
+            reply = await post_json(name, url, self._headers(), body, self.timeout_s, context)
+            self.last_model = _text(reply.get("model")) or self.last_model
+            choice = _first_choice(reply, name)
+            message = choice.get("message")
+            text = _text(message.get("content")) if isinstance(message, dict) else ""
+            finish = _text(choice.get("finish_reason")) or "stop"
+            usage = _usage(reply.get("usage"))
         done = self.completion(text, usage or Usage(), finish, started)  # its latency: the call's alone
         if usage is not None:
             return done
@@ -156,26 +116,39 @@ class OpenAICompatWorker(RemoteWorker):
         return dataclasses.replace(done, usage=counted, cost_usd=self.info.price.cost(counted), usage_reported=False)
 
     async def _streamed(
-        self, client: openai.AsyncOpenAI, request: dict[str, Any], context: CallContext
+        self, events: AsyncIterator[dict[str, Any]], context: CallContext
     ) -> tuple[str, Usage | None, str]:
         """Text, usage (None when the server sent none) and finish reason of a streamed reply;
         the answering step's text goes on to ``context.stream`` as it arrives."""
         parts: list[str] = []
         usage: Usage | None = None
         finish = "stop"
-        response = await client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
-        async for chunk in response:
-            self.last_model = chunk.model or self.last_model
-            if chunk.usage is not None:
-                usage = _usage(chunk.usage)  # None for usage that cannot be true: estimated below
-            for choice in chunk.choices:
-                if choice.delta and choice.delta.content:
-                    parts.append(choice.delta.content)
+        async for chunk in events:
+            self.last_model = _text(chunk.get("model")) or self.last_model
+            if chunk.get("usage") is not None:
+                usage = _usage(chunk["usage"])  # None for usage that cannot be true: estimated below
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                content = _text(delta.get("content")) if isinstance(delta, dict) else ""
+                if content:
+                    parts.append(content)
                     if context.stream is not None:
                         context.report_text("".join(parts))
-                if choice.finish_reason:
-                    finish = choice.finish_reason
+                if isinstance(choice, dict) and choice.get("finish_reason"):
+                    finish = _text(choice["finish_reason"]) or finish
         return "".join(parts), usage, finish
+
+
+def _text(value: Any) -> str:
+    """A string field of a reply as text ("" for a missing or non-string one)."""
+    return value if isinstance(value, str) else ""
+
+
+def _first_choice(reply: dict[str, Any], worker: str) -> dict[str, Any]:
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ProviderError(f"worker {worker!r}: the reply has no choices", worker=worker)
+    return choices[0]
 
 
 def estimate_usage(model: str, messages: Sequence[Message], reply: str) -> Usage:
@@ -232,44 +205,12 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
 def _usage(raw: Any) -> Usage | None:
     """The reported usage, or None when there is none or it cannot be true (:meth:`Usage.reported`):
     the call is then estimated, and its worst case kept in the budget."""
-    if raw is None:
+    if not isinstance(raw, dict):
         return None
-    cached = getattr(getattr(raw, "prompt_tokens_details", None), "cached_tokens", None)
-    reasoning = getattr(getattr(raw, "completion_tokens_details", None), "reasoning_tokens", None)
-    usage = Usage.reported(
-        getattr(raw, "prompt_tokens", None), getattr(raw, "completion_tokens", None), cached, reasoning
-    )
+    prompt_details, output_details = raw.get("prompt_tokens_details"), raw.get("completion_tokens_details")
+    cached = prompt_details.get("cached_tokens") if isinstance(prompt_details, dict) else None
+    reasoning = output_details.get("reasoning_tokens") if isinstance(output_details, dict) else None
+    usage = Usage.reported(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached, reasoning)
     if usage is None:
         _log.warning("a server reported usage that cannot be true (%r); the call is estimated instead", raw)
     return usage
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    try:
-        return None if value is None else max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: let the backoff decide
-
-
-def _translate(exc: openai.OpenAIError, worker: str) -> ProviderError:
-    """The one place provider errors become podium's typed errors."""
-    if isinstance(exc, openai.APITimeoutError):
-        return WorkerTimeout(f"worker {worker!r}: request timed out", worker=worker)
-    if isinstance(exc, openai.APIConnectionError):
-        return TransportError(f"worker {worker!r}: connection failed ({exc})", worker=worker)
-    if isinstance(exc, openai.RateLimitError):
-        return RateLimited(
-            f"worker {worker!r}: rate limited (429)", worker=worker, status=429, retry_after=_retry_after(exc)
-        )
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        message = f"worker {worker!r}: HTTP {status}: {_short(exc.message)}"
-        if status >= 500:
-            return ServerError(message, worker=worker, status=status)
-        return ClientError(message, worker=worker, status=status)
-    return ProviderError(f"worker {worker!r}: {type(exc).__name__}: {_short(str(exc))}", worker=worker)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
