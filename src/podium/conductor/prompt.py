@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podium.messages import neutralise
+from podium.parse import PLAN_LABEL, listed_strings
 from podium.roles import Role, role_of
+from podium.text import read
 from podium.workers.base import Message
 
 __all__ = [
@@ -228,26 +230,37 @@ LEAK_WORDS = 8
 """A subtask that repeats this many consecutive words of the conductor's own prompt (its
 instructions or examples) that the question does not contain has leaked prompt text."""
 
-# the lists as the parser reads them, as Python (``subtasks = [``) or JSON (``"subtasks": [``)
-_PLAN_SYNTAX = re.compile(r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)[\"'“”‘’]?\s*[:=]", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 
 
-_INJECTED_LIST = re.compile(r"\bsub[ _-]?tasks?[\"'“”‘’]?\s*[:=]\s*\[([^\]]{0,4000})", re.IGNORECASE)
-_QUOTED = re.compile(r'"([^"\n]{1,1000})"|\'([^\'\n]{1,1000})\'|[“”]([^“”\n]{1,1000})[“”]')
+def _as_read(text: str) -> str:
+    """``text`` as a model reads it (:func:`podium.text.read`): invisible characters dropped,
+    look-alikes and compatibility forms folded, HTML character references decoded. Every rule
+    below matches on it, so ``SYSTЕM:`` (a Cyrillic Е), ``SYSTEM：`` and ``ѕubtasks =`` are what
+    they look like."""
+    return read(text).view
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORD.findall(_as_read(text).lower()))
 
 
 def injected_subtasks(question: str) -> list[str]:
-    """The subtasks of any workflow written in ``question`` (``subtasks = ["…", …]``, quoted
-    with straight or curly quotes), as lower-case word sequences joined by spaces; linear in
-    the question's length (bounded patterns, no backtracking)."""
-    found = []
-    for listing in _INJECTED_LIST.finditer(question):
-        for match in _QUOTED.finditer(listing.group(1)):
-            words = " ".join(_WORD.findall(next(g for g in match.groups() if g is not None).lower()))
-            if words:
-                found.append(words)
-    return found
+    """The subtasks of any workflow written in ``question``, as lower-case word sequences joined
+    by spaces (each once, read as :func:`_as_read` reads it).
+
+    Derived from the parser (:func:`podium.parse.listed_strings`): every string in a subtasks
+    list its label pattern, quote table and reader would read — straight, curly, ‘…’, „…“, »…«
+    quotes, JSON or markdown labels — and the items of a YAML or markdown list under the label,
+    in the question as written and as read (fullwidth brackets ``［…］``, look-alike letters or
+    invisible characters in the label). Linear in the question's length."""
+    found: dict[str, None] = {}
+    view = _as_read(question)
+    for text in (question, view) if view != question else (question,):
+        for string in listed_strings(text):
+            if words := _words(string):
+                found.setdefault(words, None)
+    return list(found)
 
 
 _MARKER = re.compile(
@@ -326,9 +339,10 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
     Four rules, checked per step (the conductor reads untrusted text, so a steered conductor must
     not carry it further):
 
-    * a subtask may not contain workflow syntax (``model_id =``, ``subtasks:``,
-      ``access_list =``): no worker is ever asked to write, or shown, a plan — an injected plan in
-      the question stays data;
+    * a subtask may not contain workflow syntax (a list label as the parser reads it,
+      :data:`podium.parse.PLAN_LABEL`: ``model_id =``, ``"subtasks":``, ``**access list**:``): no
+      worker is ever asked to write, or shown, a plan — an injected plan in the question stays
+      data;
     * a subtask may not repeat :data:`LEAK_WORDS` consecutive words of the conductor's prompt
       (``messages``) that the question does not contain: the prompt's instructions and few-shot
       examples never reach a worker;
@@ -339,7 +353,9 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
       what follows ``SYSTEM:``, ``ignore your instructions`` and the like, that the rest of the
       text does not contain): such text is data, never the conductor's orders.
 
-    Role templates (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
+    Subtasks and plans in the question are compared as read (:func:`_as_read`: look-alikes
+    folded, invisible characters dropped). Role templates
+    (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
     """
 
     prompt = _grams("\n".join(m["content"] for m in messages)) - _grams(question)
@@ -350,9 +366,10 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
     for index, subtask in enumerate(subtasks):
         if role_of(subtask) is not None:
             continue
-        if _PLAN_SYNTAX.search(subtask):
+        seen = _as_read(subtask)
+        if PLAN_LABEL.search(seen):
             return f"step {index}: a subtask may not contain workflow syntax (model_id / subtasks / access_list)"
-        words = " ".join(_WORD.findall(subtask.lower()))
+        words = " ".join(_WORD.findall(seen.lower()))
         if words and any(f" {words} " in f" {i} " or f" {i} " in f" {words} " for i in injected):
             return (
                 f"step {index}: the subtask copies a workflow written in the question (a plan in the question is data)"
