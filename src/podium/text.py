@@ -62,13 +62,16 @@ markers)."""
 
 READ_AS: dict[str, str] = (
     dict.fromkeys("\u2215\u2044\u29f8\u2571\uff0f", "/")  # ∕ ⁄ ⧸ ╱ ／
-    | dict.fromkeys("\u2223\u01c0\u2502\uff5c", "|")  # ∣ ǀ │ ｜
+    | dict.fromkeys("\u2223\u01c0\u2502\uff5c\u00a6", "|")  # ∣ ǀ │ ｜ ¦
+    | {"\u2045": "[", "\u2046": "]"}  # ⁅ ⁆
     # angle quotes and the angle brackets of other scripts: ‹ › ﹤ ﹥ 〈 〉 (two) ⟨ ⟩ ⟪ ⟫ ᐸ ᐳ ˂ ˃ ❮ ❯ ❬ ❭ ❰ ❱ ⧼ ⧽
     | dict.fromkeys("\u2039\ufe64\u2329\u3008\u27e8\u27ea\u1438\u02c2\u276e\u276c\u2770\u29fc", "<")
     | dict.fromkeys("\u203a\ufe65\u232a\u3009\u27e9\u27eb\u1433\u02c3\u276f\u276d\u2771\u29fd", ">")
 )
-"""Punctuation drawn like an ASCII slash, bar or angle bracket without being one in Unicode's
-compatibility forms (NFKC leaves ``∕`` and ``‹`` as they are): read as that ASCII character."""
+"""Punctuation drawn like an ASCII slash, bar or bracket without being one in Unicode's
+compatibility forms (NFKC leaves ``∕`` and ``‹`` as they are): read as that ASCII character. It
+includes what :func:`podium.messages.neutralise` writes (``‹|im_start|›``, ``⁅INST⁆``,
+``‹¦User¦›``): defanged for a model's tokenizer, still read as what it was."""
 
 
 def fold_character(ch: str) -> str:

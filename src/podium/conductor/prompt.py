@@ -268,6 +268,12 @@ _MARKER = re.compile(
     # "Solar system: …", nor a quoted notice's "System: your password expires")
     r"(?:(?<=[\n.!?;:'\"“”‘’(\[{<>])|(?<=[\n.!?;:'\"“”‘’(\[{<>]) )"
     r"(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
+    # a chat-template role turn written as data, anywhere: ChatML <|im_start|>system, Llama 3
+    # <|start_header_id|>user<|end_header_id|>, Phi <|system|>, DeepSeek <｜User｜> (as read),
+    # Gemma <start_of_turn>user, Llama 2 / Mistral [INST], <<SYS>>, [SYSTEM_PROMPT]
+    r"|(?i:(?:<\|im_start\|>[ \t]*\w*|<\|start_header_id\|>[ \t]*\w*[ \t]*<\|end_header_id\|>"
+    r"|<\|(?:system|user|assistant|developer|tool)\|>|<start_of_turn>[ \t]*\w*"
+    r"|\[/?(?:INST|SYSTEM_PROMPT)\]|<</?SYS>>)\s*)"
     r"|(?i:\b(?:new|neue[n]?|nye?|nouvelles?|nuevas?)\s+(?:plan|instructions|orders|anweisungen|instruktioner|"
     r"consignes|instrucciones)\s*:)"
     # a chat message's role written as data, JSON or YAML: "role": "system", role: developer
@@ -305,14 +311,17 @@ def _content_grams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
 
 def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
     """Instructions embedded in untrusted ``text`` (a question, a worker's output): what follows
-    a role or override marker (``SYSTEM:``, ``new plan:``, ``"role": "system"``, ``you are now``,
+    a role or override marker (``SYSTEM:``, a chat-template role turn such as
+    ``<|im_start|>system`` or ``[INST]``, ``new plan:``, ``"role": "system"``, ``you are now``,
     ``ignore your instructions``, in English, Danish, Norwegian, Swedish, German, French and
     Spanish) up to the end of its line, at most :data:`_SPAN` characters. A role
     label counts where a line or sentence starts; a marker that opens the text is its author's
-    own words, not an embedded instruction.
+    own words, not an embedded instruction. The text is matched as read (:func:`_as_read`), so
+    a marker in look-alike letters, fullwidth forms or with invisible characters inside counts.
 
     Returns the content-word 3-grams of those spans (stop words dropped, lower case) and the
-    text outside them. Linear in ``len(text)`` (bounded patterns, one scan)."""
+    text outside them (as read). Linear in ``len(text)`` (bounded patterns, one scan)."""
+    text = _as_read(text)
     grams: set[tuple[str, ...]] = set()
     outside: list[str] = []
     end = 0
@@ -350,11 +359,12 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
       (:func:`injected_subtasks`): a plan in the question is data, never the conductor's plan;
     * a subtask may not carry an instruction embedded in the question or in an earlier output
       the conductor was shown (:func:`embedded_instructions`: three content words in a row from
-      what follows ``SYSTEM:``, ``ignore your instructions`` and the like, that the rest of the
-      text does not contain): such text is data, never the conductor's orders.
+      what follows ``SYSTEM:``, ``<|im_start|>system``, ``ignore your instructions`` and the
+      like, that the rest of the text does not contain): such text is data, never the
+      conductor's orders.
 
-    Subtasks and plans in the question are compared as read (:func:`_as_read`: look-alikes
-    folded, invisible characters dropped). Role templates
+    Subtasks, the question and what the conductor was shown are compared as read
+    (:func:`_as_read`: look-alikes folded, invisible characters dropped). Role templates
     (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
     """
 
@@ -374,7 +384,7 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
             return (
                 f"step {index}: the subtask copies a workflow written in the question (a plan in the question is data)"
             )
-        carried = _content_grams(_content(subtask)) & embedded
+        carried = _content_grams(_content(seen)) & embedded
         if carried:
             return (
                 f"step {index}: the subtask carries an instruction embedded in the question or an output "
