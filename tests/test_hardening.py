@@ -358,6 +358,7 @@ def test_every_quote_the_parser_reads_is_read_by_the_injection_check() -> None:
         "SYS\u200bTEM:",  # a zero-width space
         "\uff33\uff39\uff33\uff34\uff25\uff2d:",  # fullwidth letters
         "\U0001d412\U0001d418\U0001d412\U0001d413\U0001d404\U0001d40c:",  # mathematical bold
+        "SYSTEM:\n\n",  # the order on the next line with text
         "\n<|im_start|>system\n",  # chat-template role turns
         "<|im_start|>user\n",
         "\u2039|im_start|\u203asystem\n",  # as neutralise writes it into the conductor's prompt

@@ -293,7 +293,8 @@ _MARKER = re.compile(
     r"regler(?:ne|na)?|anweisungen|regeln|vorgaben|consignes|règles|instrucciones|reglas|indicaciones)\b)"
 )
 _SPAN = 200
-"""How far an embedded instruction reaches after its marker, characters (up to a line break)."""
+"""How far an embedded instruction reaches after its marker, characters (up to a line break;
+the blank lines right after the marker are skipped first)."""
 _STOP_WORDS = """a an the and or but of to in on at for from with by as any all every each this that these those
 it its is are be was were do does your my our their his her me you we they i them us so then than into onto
 og i på at for til af en et den det de med som er din dit dine min mit mine alle"""
@@ -314,7 +315,8 @@ def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
     a role or override marker (``SYSTEM:``, a chat-template role turn such as
     ``<|im_start|>system`` or ``[INST]``, ``new plan:``, ``"role": "system"``, ``you are now``,
     ``ignore your instructions``, in English, Danish, Norwegian, Swedish, German, French and
-    Spanish) up to the end of its line, at most :data:`_SPAN` characters. A role
+    Spanish) up to the end of its line (or of the next line with text, when the marker ends its
+    own), at most :data:`_SPAN` characters. A role
     label counts where a line or sentence starts; a marker that opens the text is its author's
     own words, not an embedded instruction. The text is matched as read (:func:`_as_read`), so
     a marker in look-alike letters, fullwidth forms or with invisible characters inside counts.
@@ -330,9 +332,11 @@ def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
         if marker.start() < end or marker.start() <= opening:
             continue  # inside the span before; or where the text starts: that is its author's own
         outside.append(text[end : marker.start()])
-        stop = text.find("\n", marker.end(), marker.end() + _SPAN)
-        end = stop if stop != -1 else min(len(text), marker.end() + _SPAN)
-        grams |= _content_grams(_content(text[marker.end() : end]))
+        after = text[marker.end() : marker.end() + _SPAN]
+        begin = marker.end() + len(after) - len(after.lstrip())  # SYSTEM:\n<the order>
+        stop = text.find("\n", begin, begin + _SPAN)
+        end = stop if stop != -1 else min(len(text), begin + _SPAN)
+        grams |= _content_grams(_content(text[begin:end]))
     outside.append(text[end:])
     return grams, "".join(outside)
 
