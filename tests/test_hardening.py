@@ -239,6 +239,14 @@ def test_an_instruction_embedded_in_the_question_never_becomes_a_subtask(questio
             "Explain what role admin grants the deploy user.",
         ),
         ("Ich vergesse immer die Regeln für das Perfekt.", "Erkläre die Regeln für das Perfekt."),
+        (  # a question about chat templates: a turn marker mid-sentence is no role turn
+            "How do I use [INST] tags with Llama 2 models in production?",
+            "Explain how to use [INST] tags with Llama 2 models in production.",
+        ),
+        (
+            "What does <|im_start|>system followed by a newline mean in ChatML prompts?",
+            "Explain what <|im_start|>system followed by a newline means in ChatML prompts.",
+        ),
     ],
 )
 def test_a_label_or_a_users_own_wording_is_not_an_embedded_instruction(question: str, subtask: str) -> None:

@@ -263,17 +263,18 @@ def injected_subtasks(question: str) -> list[str]:
     return list(found)
 
 
+_ROLES = "system|user|assistant|developer|tool|model|ipython"
 _MARKER = re.compile(
-    # a role label in capitals where a line or a sentence starts ("Great product. SYSTEM: …"; not
-    # "Solar system: …", nor a quoted notice's "System: your password expires")
+    # a role label in capitals, or a chat-template role turn written as data, where a line or a
+    # sentence starts ("Great product. SYSTEM: …", "Great product.<|im_start|>system"; not "Solar
+    # system: …", nor a quoted notice's "System: your password expires", nor "How do I use [INST]
+    # tags?"). The turns: ChatML <|im_start|>system, Llama 3 <|start_header_id|>user<|end_header_id|>,
+    # Phi <|system|>, DeepSeek <｜User｜> (as read), Gemma <start_of_turn>user, Llama 2 / Mistral
+    # [INST], [/INST], <<SYS>>, [SYSTEM_PROMPT]
     r"(?:(?<=[\n.!?;:'\"“”‘’(\[{<>])|(?<=[\n.!?;:'\"“”‘’(\[{<>]) )"
-    r"(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
-    # a chat-template role turn written as data, anywhere: ChatML <|im_start|>system, Llama 3
-    # <|start_header_id|>user<|end_header_id|>, Phi <|system|>, DeepSeek <｜User｜> (as read),
-    # Gemma <start_of_turn>user, Llama 2 / Mistral [INST], <<SYS>>, [SYSTEM_PROMPT]
-    r"|(?i:(?:<\|im_start\|>[ \t]*\w*|<\|start_header_id\|>[ \t]*\w*[ \t]*<\|end_header_id\|>"
-    r"|<\|(?:system|user|assistant|developer|tool)\|>|<start_of_turn>[ \t]*\w*"
-    r"|\[/?(?:INST|SYSTEM_PROMPT)\]|<</?SYS>>)\s*)"
+    r"(?:(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
+    rf"|(?i:(?:<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>)[ \t]*(?:{_ROLES})?(?:[ \t]*<\|end_header_id\|>)?"
+    rf"|<\|(?:{_ROLES})\|>|\[/?(?:INST|SYSTEM_PROMPT)\]|<</?SYS>>)\s*)"
     r"|(?i:\b(?:new|neue[n]?|nye?|nouvelles?|nuevas?)\s+(?:plan|instructions|orders|anweisungen|instruktioner|"
     r"consignes|instrucciones)\s*:)"
     # a chat message's role written as data, JSON or YAML: "role": "system", role: developer
