@@ -8,6 +8,8 @@ is ever passed in: :func:`worker_messages` takes only the granted steps.
 Untrusted text (the question, subtasks, worker outputs) is neutralised before it is framed:
 anything that looks like podium's own framing tags, a chat role tag, or a chat-template special
 token (``<|im_start|>``) is defanged, so it stays data and cannot close a section or open a turn.
+A local model's own special tokens (``<jupyter_output>``) are defanged by its backend, which
+reads them from the model file (:mod:`podium.workers.llama_cpp`).
 """
 
 from __future__ import annotations
