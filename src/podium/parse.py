@@ -19,13 +19,14 @@ not), and every failure, for any input, surfaces as :class:`~podium.errors.PlanP
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
 from podium.errors import PlanParseError
 from podium.workflow import Workflow, validate_lists
 
-__all__ = ["MAX_OUTPUT_CHARS", "parse_workflow", "try_parse_workflow"]
+__all__ = ["MAX_OUTPUT_CHARS", "PLAN_LABEL", "QUOTES", "listed_strings", "parse_workflow", "try_parse_workflow"]
 
 MAX_OUTPUT_CHARS = 100_000
 """Conductor outputs longer than this (characters) are cut to their last part before parsing."""
@@ -37,18 +38,42 @@ _WORK_FACTOR = 4
 a field whose occurrences need more is unparseable."""
 _DIGITS = frozenset("0123456789")
 
+QUOTES: dict[str, str] = {
+    '"': '"',
+    "'": "'",
+    "\u201c": '\u201d"',  # “…”
+    "\u2018": "\u2019",  # ‘…’
+    "\u201e": '\u201c\u201d"',  # „…“ (German, Danish)
+    "\u201a": "\u2018\u2019",  # ‚…‘
+    "\u00ab": "\u00bb",  # «…» (French, Spanish)
+    "\u00bb": "\u00ab",  # »…« (Danish, German)
+    "\u300c": "\u300d",  # 「…」
+    "\u300e": "\u300f",  # 『…』
+}
+"""Opening quote -> the characters that may close it: the strings of a list. The one table of
+quotes, read by the parser and by the LM conductor's injection check
+(:func:`listed_strings`)."""
+
 _FIELDS: dict[str, str] = {
     "model_id": r"model[ _-]?ids?(?:[ _-]?list)?|worker[ _-]?ids?",
     "subtasks": r"sub[ _-]?tasks?",
     "access_list": r"access[ _-]?lists?",
 }
-_LABEL = {
-    name: re.compile(rf"[\"'`*]?\b(?:{alts})\b[\"'`*]?[ \t]*[:=][ \t\r\n]*\[", re.IGNORECASE)
-    for name, alts in _FIELDS.items()
+_MARKS = re.escape("`*" + "".join(QUOTES) + "".join(QUOTES.values()))
+"""What may stand around a label (up to three): a quote of :data:`QUOTES` (JSON keys), markdown
+emphasis (``**subtasks**:``)."""
+_LABEL_TEXT = {name: rf"[{_MARKS}]{{0,3}}\b(?:{alts})\b[{_MARKS}]{{0,3}}[ \t]*[:=]" for name, alts in _FIELDS.items()}
+_LABEL = {name: re.compile(rf"{label}[ \t\r\n]*\[", re.IGNORECASE) for name, label in _LABEL_TEXT.items()}
+PLAN_LABEL = re.compile("|".join(_LABEL_TEXT.values()), re.IGNORECASE)
+"""A label of any of the three lists, as the parser reads it (``model_id =``, ``"subtasks":``,
+``**access list**:``), whatever follows it."""
+# A YAML or markdown list under a label: ``subtasks:`` then lines ``- …``, ``* …`` or ``1. …``.
+# The parser does not read it as a plan; a model does (:func:`listed_strings`).
+_YAML_LABEL = {
+    name: re.compile(rf"{label}[ \t]*\r?\n(?=[ \t]*(?:[-*\u2022]|\d{{1,3}}[.)])[ \t])", re.IGNORECASE)
+    for name, label in _LABEL_TEXT.items()
 }
-
-# Opening quote -> the characters that may close it.
-_QUOTES = {'"': '"', "'": "'", "\u201c": '\u201d"', "\u2018": "\u2019", "\u201e": '\u201c\u201d"'}
+_YAML_ITEM = re.compile(r"[ \t]*(?:[-*\u2022]|\d{1,3}[.)])[ \t]+([^\n]*)(?:\n|$)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -129,6 +154,52 @@ def try_parse_workflow(
         return None, exc
 
 
+def listed_strings(text: str, field: str = "subtasks") -> list[str]:
+    """Every string of every ``field`` list written in ``text``, in order.
+
+    What the parser reads as such a list — its label pattern, quote table (:data:`QUOTES`) and
+    literal reader — at every occurrence rather than only the last, keeping the strings read
+    before a list breaks; and the items of a YAML or markdown list under the label
+    (``subtasks:`` then ``- …``, ``* …`` or ``1. …`` lines), which a model reads as a plan though
+    the parser does not. The LM conductor's injection check reads the question with it, so any
+    plan the parser would take from a conductor's output is recognised when the question holds
+    it. Each occurrence is read up to where the next label starts, so the work is linear in
+    ``len(text)`` however many labels, broken lists or unclosed quotes the text holds.
+    """
+    labels = sorted(
+        [(m.start(), m.end() - 1, False) for m in _LABEL[field].finditer(text)]
+        + [(m.start(), m.end(), True) for m in _YAML_LABEL[field].finditer(text)]
+    )
+    found: list[str] = []
+    for index, (label, start, yaml) in enumerate(labels):
+        limit = next((later for later, _, _ in labels[index + 1 :] if later > label), len(text))
+        if start >= limit:
+            continue
+        if yaml:
+            found += _yaml_items(text, start, limit)
+            continue
+        reader = _Reader(text, start, _Budget(_WORK_FACTOR * (limit - start) + 64), end=limit, strings=found)
+        with contextlib.suppress(_Broken):  # the strings read before a break are kept
+            reader.value(0)
+    return found
+
+
+def _yaml_items(text: str, pos: int, limit: int) -> list[str]:
+    """The items of the YAML or markdown list at ``text[pos:limit]``: one per line, a quoted
+    item without its quotes."""
+    items: list[str] = []
+    while len(items) < _MAX_ITEMS and (line := _YAML_ITEM.match(text, pos, limit)) is not None:
+        item = line.group(1).strip()
+        if len(item) > 1 and item[0] in QUOTES and item[-1] in QUOTES[item[0]]:
+            item = item[1:-1]
+        if item:
+            items.append(item)
+        pos = line.end()
+        if pos == line.start():
+            break
+    return items
+
+
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
@@ -199,27 +270,33 @@ class _Reader:
     """Linear recursive-descent reader for Python/JSON-ish literals: lists, strings, ints,
     and bare words (``all``). Depth and item counts are bounded."""
 
-    def __init__(self, text: str, pos: int, budget: _Budget) -> None:
+    def __init__(
+        self, text: str, pos: int, budget: _Budget, *, end: int | None = None, strings: list[str] | None = None
+    ) -> None:
         self.text = text
         self.pos = pos
         self.budget = budget
+        self.end = len(text) if end is None else end
+        """Where the text ends for this reader (:func:`listed_strings` reads up to the next label)."""
+        self.strings = strings
+        """Where every string read is also kept, when given (even if the list breaks later)."""
 
     def _skip_space(self) -> None:
         text, start = self.text, self.pos
         pos = start
-        while pos < len(text) and text[pos] in " \t\r\n":
+        while pos < self.end and text[pos] in " \t\r\n":
             pos += 1
         self.budget.take(pos - start)
         self.pos = pos
 
     def value(self, depth: int) -> Any:
         self._skip_space()
-        if self.pos >= len(self.text):
+        if self.pos >= self.end:
             raise _Broken
         ch = self.text[self.pos]
         if ch == "[":
             return self._list(depth)
-        if ch in _QUOTES:
+        if ch in QUOTES:
             return self._string()
         if ch == "-" or ch in _DIGITS:
             return self._number()
@@ -235,7 +312,7 @@ class _Reader:
         items: list[Any] = []
         while True:
             self._skip_space()
-            if self.pos >= len(self.text):
+            if self.pos >= self.end:
                 raise _Broken
             if self.text[self.pos] == "]":
                 self.pos += 1
@@ -244,7 +321,7 @@ class _Reader:
                 raise _Broken
             items.append(self.value(depth + 1))
             self._skip_space()
-            if self.pos >= len(self.text):
+            if self.pos >= self.end:
                 raise _Broken
             ch = self.text[self.pos]
             if ch == ",":
@@ -254,15 +331,15 @@ class _Reader:
 
     def _string(self) -> str:
         text = self.text
-        closers = _QUOTES[text[self.pos]]
+        closers = QUOTES[text[self.pos]]
         self.pos += 1
         out: list[str] = []
-        while self.pos < len(text):
+        while self.pos < self.end:
             self.budget.take()
             ch = text[self.pos]
-            if ch == "\\" and self.pos + 1 < len(text):
+            if ch == "\\" and self.pos + 1 < self.end:
                 nxt = text[self.pos + 1]
-                if nxt == "u" and _is_hex(text[self.pos + 2 : self.pos + 6]):
+                if nxt == "u" and _is_hex(text[self.pos + 2 : min(self.pos + 6, self.end)]):
                     out.append(chr(int(text[self.pos + 2 : self.pos + 6], 16)))  # JSON \uXXXX
                     self.pos += 6
                     continue
@@ -273,6 +350,8 @@ class _Reader:
                 self.pos += 1
                 # JSON writes characters outside the BMP as surrogate pairs; a lone one is no text
                 joined = "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                if self.strings is not None:
+                    self.strings.append(joined)
                 return joined
             if ch == "\n" and closers in ("'", '"'):
                 raise _Broken  # a Python/JSON string never spans a raw newline
@@ -283,7 +362,7 @@ class _Reader:
     def _number(self) -> int | float:
         start = self.pos
         self.pos += 1
-        while self.pos < len(self.text) and (self.text[self.pos] in _DIGITS or self.text[self.pos] == "."):
+        while self.pos < self.end and (self.text[self.pos] in _DIGITS or self.text[self.pos] == "."):
             self.pos += 1
         self.budget.take(self.pos - start)
         token = self.text[start : self.pos]
@@ -297,7 +376,7 @@ class _Reader:
 
     def _word(self) -> str:
         start = self.pos
-        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_ "):
+        while self.pos < self.end and (self.text[self.pos].isalnum() or self.text[self.pos] in "_ "):
             self.pos += 1
         self.budget.take(self.pos - start)
         return self.text[start : self.pos].strip()

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podium.messages import neutralise
+from podium.parse import PLAN_LABEL, listed_strings
 from podium.roles import Role, role_of
+from podium.text import read
 from podium.workers.base import Message
 
 __all__ = [
@@ -228,33 +230,51 @@ LEAK_WORDS = 8
 """A subtask that repeats this many consecutive words of the conductor's own prompt (its
 instructions or examples) that the question does not contain has leaked prompt text."""
 
-# the lists as the parser reads them, as Python (``subtasks = [``) or JSON (``"subtasks": [``)
-_PLAN_SYNTAX = re.compile(r"\b(?:model[ _-]?ids?|sub[ _-]?tasks?|access[ _-]?lists?)[\"'“”‘’]?\s*[:=]", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 
 
-_INJECTED_LIST = re.compile(r"\bsub[ _-]?tasks?[\"'“”‘’]?\s*[:=]\s*\[([^\]]{0,4000})", re.IGNORECASE)
-_QUOTED = re.compile(r'"([^"\n]{1,1000})"|\'([^\'\n]{1,1000})\'|[“”]([^“”\n]{1,1000})[“”]')
+def _as_read(text: str) -> str:
+    """``text`` as a model reads it (:func:`podium.text.read`): invisible characters dropped,
+    look-alikes and compatibility forms folded, HTML character references decoded. Every rule
+    below matches on it, so ``SYSTЕM:`` (a Cyrillic Е), ``SYSTEM：`` and ``ѕubtasks =`` are what
+    they look like."""
+    return read(text).view
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORD.findall(_as_read(text).lower()))
 
 
 def injected_subtasks(question: str) -> list[str]:
-    """The subtasks of any workflow written in ``question`` (``subtasks = ["…", …]``, quoted
-    with straight or curly quotes), as lower-case word sequences joined by spaces; linear in
-    the question's length (bounded patterns, no backtracking)."""
-    found = []
-    for listing in _INJECTED_LIST.finditer(question):
-        for match in _QUOTED.finditer(listing.group(1)):
-            words = " ".join(_WORD.findall(next(g for g in match.groups() if g is not None).lower()))
-            if words:
-                found.append(words)
-    return found
+    """The subtasks of any workflow written in ``question``, as lower-case word sequences joined
+    by spaces (each once, read as :func:`_as_read` reads it).
+
+    Derived from the parser (:func:`podium.parse.listed_strings`): every string in a subtasks
+    list its label pattern, quote table and reader would read — straight, curly, ‘…’, „…“, »…«
+    quotes, JSON or markdown labels — and the items of a YAML or markdown list under the label,
+    in the question as written and as read (fullwidth brackets ``［…］``, look-alike letters or
+    invisible characters in the label). Linear in the question's length."""
+    found: dict[str, None] = {}
+    view = _as_read(question)
+    for text in (question, view) if view != question else (question,):
+        for string in listed_strings(text):
+            if words := _words(string):
+                found.setdefault(words, None)
+    return list(found)
 
 
+_ROLES = "system|user|assistant|developer|tool|model|ipython"
 _MARKER = re.compile(
-    # a role label in capitals where a line or a sentence starts ("Great product. SYSTEM: …"; not
-    # "Solar system: …", nor a quoted notice's "System: your password expires")
+    # a role label in capitals, or a chat-template role turn written as data, where a line or a
+    # sentence starts ("Great product. SYSTEM: …", "Great product.<|im_start|>system"; not "Solar
+    # system: …", nor a quoted notice's "System: your password expires", nor "How do I use [INST]
+    # tags?"). The turns: ChatML <|im_start|>system, Llama 3 <|start_header_id|>user<|end_header_id|>,
+    # Phi <|system|>, DeepSeek <｜User｜> (as read), Gemma <start_of_turn>user, Llama 2 / Mistral
+    # [INST], [/INST], <<SYS>>, [SYSTEM_PROMPT]
     r"(?:(?<=[\n.!?;:'\"“”‘’(\[{<>])|(?<=[\n.!?;:'\"“”‘’(\[{<>]) )"
-    r"(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
+    r"(?:(?:SYSTEM|ASSISTANT|DEVELOPER|ADMIN(?:ISTRATOR)?)(?:\s+(?:PROMPT|MESSAGE|NOTE|OVERRIDE))?\s*:"
+    rf"|(?i:(?:<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>)[ \t]*(?:{_ROLES})?(?:[ \t]*<\|end_header_id\|>)?"
+    rf"|<\|(?:{_ROLES})\|>|\[/?(?:INST|SYSTEM_PROMPT)\]|<</?SYS>>)\s*)"
     r"|(?i:\b(?:new|neue[n]?|nye?|nouvelles?|nuevas?)\s+(?:plan|instructions|orders|anweisungen|instruktioner|"
     r"consignes|instrucciones)\s*:)"
     # a chat message's role written as data, JSON or YAML: "role": "system", role: developer
@@ -274,7 +294,8 @@ _MARKER = re.compile(
     r"regler(?:ne|na)?|anweisungen|regeln|vorgaben|consignes|règles|instrucciones|reglas|indicaciones)\b)"
 )
 _SPAN = 200
-"""How far an embedded instruction reaches after its marker, characters (up to a line break)."""
+"""How far an embedded instruction reaches after its marker, characters (up to a line break;
+the blank lines right after the marker are skipped first)."""
 _STOP_WORDS = """a an the and or but of to in on at for from with by as any all every each this that these those
 it its is are be was were do does your my our their his her me you we they i them us so then than into onto
 og i på at for til af en et den det de med som er din dit dine min mit mine alle"""
@@ -292,14 +313,18 @@ def _content_grams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
 
 def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
     """Instructions embedded in untrusted ``text`` (a question, a worker's output): what follows
-    a role or override marker (``SYSTEM:``, ``new plan:``, ``"role": "system"``, ``you are now``,
+    a role or override marker (``SYSTEM:``, a chat-template role turn such as
+    ``<|im_start|>system`` or ``[INST]``, ``new plan:``, ``"role": "system"``, ``you are now``,
     ``ignore your instructions``, in English, Danish, Norwegian, Swedish, German, French and
-    Spanish) up to the end of its line, at most :data:`_SPAN` characters. A role
+    Spanish) up to the end of its line (or of the next line with text, when the marker ends its
+    own), at most :data:`_SPAN` characters. A role
     label counts where a line or sentence starts; a marker that opens the text is its author's
-    own words, not an embedded instruction.
+    own words, not an embedded instruction. The text is matched as read (:func:`_as_read`), so
+    a marker in look-alike letters, fullwidth forms or with invisible characters inside counts.
 
     Returns the content-word 3-grams of those spans (stop words dropped, lower case) and the
-    text outside them. Linear in ``len(text)`` (bounded patterns, one scan)."""
+    text outside them (as read). Linear in ``len(text)`` (bounded patterns, one scan)."""
+    text = _as_read(text)
     grams: set[tuple[str, ...]] = set()
     outside: list[str] = []
     end = 0
@@ -308,9 +333,11 @@ def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
         if marker.start() < end or marker.start() <= opening:
             continue  # inside the span before; or where the text starts: that is its author's own
         outside.append(text[end : marker.start()])
-        stop = text.find("\n", marker.end(), marker.end() + _SPAN)
-        end = stop if stop != -1 else min(len(text), marker.end() + _SPAN)
-        grams |= _content_grams(_content(text[marker.end() : end]))
+        after = text[marker.end() : marker.end() + _SPAN]
+        begin = marker.end() + len(after) - len(after.lstrip())  # SYSTEM:\n<the order>
+        stop = text.find("\n", begin, begin + _SPAN)
+        end = stop if stop != -1 else min(len(text), begin + _SPAN)
+        grams |= _content_grams(_content(text[begin:end]))
     outside.append(text[end:])
     return grams, "".join(outside)
 
@@ -326,9 +353,10 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
     Four rules, checked per step (the conductor reads untrusted text, so a steered conductor must
     not carry it further):
 
-    * a subtask may not contain workflow syntax (``model_id =``, ``subtasks:``,
-      ``access_list =``): no worker is ever asked to write, or shown, a plan — an injected plan in
-      the question stays data;
+    * a subtask may not contain workflow syntax (a list label as the parser reads it,
+      :data:`podium.parse.PLAN_LABEL`: ``model_id =``, ``"subtasks":``, ``**access list**:``): no
+      worker is ever asked to write, or shown, a plan — an injected plan in the question stays
+      data;
     * a subtask may not repeat :data:`LEAK_WORDS` consecutive words of the conductor's prompt
       (``messages``) that the question does not contain: the prompt's instructions and few-shot
       examples never reach a worker;
@@ -336,10 +364,13 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
       (:func:`injected_subtasks`): a plan in the question is data, never the conductor's plan;
     * a subtask may not carry an instruction embedded in the question or in an earlier output
       the conductor was shown (:func:`embedded_instructions`: three content words in a row from
-      what follows ``SYSTEM:``, ``ignore your instructions`` and the like, that the rest of the
-      text does not contain): such text is data, never the conductor's orders.
+      what follows ``SYSTEM:``, ``<|im_start|>system``, ``ignore your instructions`` and the
+      like, that the rest of the text does not contain): such text is data, never the
+      conductor's orders.
 
-    Role templates (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
+    Subtasks, the question and what the conductor was shown are compared as read
+    (:func:`_as_read`: look-alikes folded, invisible characters dropped). Role templates
+    (:mod:`podium.roles`) are the conductor's own vocabulary and always allowed.
     """
 
     prompt = _grams("\n".join(m["content"] for m in messages)) - _grams(question)
@@ -350,14 +381,15 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
     for index, subtask in enumerate(subtasks):
         if role_of(subtask) is not None:
             continue
-        if _PLAN_SYNTAX.search(subtask):
+        seen = _as_read(subtask)
+        if PLAN_LABEL.search(seen):
             return f"step {index}: a subtask may not contain workflow syntax (model_id / subtasks / access_list)"
-        words = " ".join(_WORD.findall(subtask.lower()))
+        words = " ".join(_WORD.findall(seen.lower()))
         if words and any(f" {words} " in f" {i} " or f" {i} " in f" {words} " for i in injected):
             return (
                 f"step {index}: the subtask copies a workflow written in the question (a plan in the question is data)"
             )
-        carried = _content_grams(_content(subtask)) & embedded
+        carried = _content_grams(_content(seen)) & embedded
         if carried:
             return (
                 f"step {index}: the subtask carries an instruction embedded in the question or an output "

@@ -7,7 +7,12 @@ sha256 verified) on its first call. A worker may add a GGUF LoRA adapter (a GRPO
 conductor, :mod:`podium.train.export`), sha256-checked against the hash recorded at export
 before llama.cpp applies it on top of the base weights.
 
-Prompts are rendered with the model's own chat template from the GGUF metadata. llama.cpp keeps
+Prompts are rendered with the model's own chat template from the GGUF metadata. The rendered
+prompt is tokenised with special tokens parsed (the template's ``<|im_start|>`` must be one
+token), so the text of messages is first cleared of the model's own special tokens: every
+control, user-defined and unknown token of the loaded vocabulary (SmolLM2's ``<jupyter_output>``
+and ``<file_sep>``, Qwen's ``<tool_call>``, whatever the file holds) is defanged where it occurs
+in a message's content, and text in a message never becomes a control token. llama.cpp keeps
 the previous call's tokens in its KV cache; the shared prefix is reported as
 ``Usage.cached_input_tokens``.
 """
@@ -16,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -47,6 +53,88 @@ class _LoadedModel:
     formatter: Jinja2ChatFormatter
     lock: threading.Lock
     n_ctx: int
+    controls: re.Pattern[str] | None = None
+    """Any special token text of the model's vocabulary (:func:`_control_pattern`)."""
+
+    def prompt_tokens(self, messages: Sequence[Message], prefix: str = "") -> tuple[list[int], Any]:
+        """The tokens of a call's prompt, and the rendered template (for its stop strings): the
+        messages' content with the vocabulary's special tokens defanged, rendered with the chat
+        template, ``prefix`` appended; special tokens parsed (those of the template only)."""
+        safe = [cast(Message, {**m, "content": _defang_controls(m["content"], self.controls)}) for m in messages]
+        formatted = self.formatter(messages=cast(Any, safe))
+        text = valid_text(formatted.prompt + prefix).encode("utf-8")
+        return self.llama.tokenize(text, add_bos=not formatted.added_special, special=True), formatted
+
+
+_SPECIAL_KINDS = (
+    llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+)
+"""Token kinds llama.cpp splits out of text as one token: control tokens (with special tokens
+parsed) and user-defined and unknown ones (always)."""
+
+
+def _special_texts(llama: llama_cpp.Llama) -> list[str]:
+    """The text of every control, user-defined or unknown token of the model's vocabulary (read
+    from the GGUF vocabulary's token attributes, so it holds for any model file)."""
+    vocab = llama._model.vocab
+    texts = []
+    for token in range(llama.n_vocab()):
+        if llama_cpp.llama_vocab_get_attr(vocab, token) & _SPECIAL_KINDS:
+            try:
+                texts.append(llama_cpp.llama_vocab_get_text(vocab, token).decode("utf-8"))
+            except UnicodeDecodeError:  # no text can spell it
+                continue
+    return texts
+
+
+def _control_pattern(texts: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern that finds any of ``texts`` (the longest where several start at one place),
+    built as a trie so a scan costs at most the longest text per position whatever the number of
+    tokens; None for none. A text of one character or of whitespace only is left out: it cannot
+    be defanged without changing the text (a whitespace run token is ordinary text)."""
+    trie: dict[str, Any] = {}
+    for text in texts:
+        if len(text) < 2 or not text.strip():
+            continue
+        node = trie
+        for ch in text:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return re.compile(_trie_pattern(trie)) if trie else None
+
+
+def _trie_pattern(node: dict[str, Any]) -> str:
+    branches = [re.escape(ch) + _trie_pattern(child) for ch, child in sorted(node.items()) if ch]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if "" in node else body  # greedy: the longer token first
+
+
+_DEFANG_TOKEN = str.maketrans(
+    {"<": "\u2039", ">": "\u203a", "[": "\u2045", "]": "\u2046", "|": "\u00a6", "\uff5c": "\u00a6"}
+)
+
+
+def _defang_token(match: re.Match[str]) -> str:
+    text = match.group()
+    defanged = text.translate(_DEFANG_TOKEN)  # <|im_start|> -> ‹¦im_start¦›, [INST] -> ⁅INST⁆
+    return defanged if defanged != text else text[0] + "\u2060" + text[1:]  # a word joiner splits it
+
+
+def _defang_controls(text: str, pattern: re.Pattern[str] | None) -> str:
+    """``text`` with every occurrence of a special token text found by ``pattern`` defanged: its
+    brackets and bars as look-alikes (as :func:`podium.messages.neutralise` writes them), or, for
+    a token without any, a word joiner after its first character. Repeated until none is left
+    (defanging one token cannot spell another, short of a vocabulary of look-alikes: then every
+    character of what is left is split)."""
+    if pattern is None:
+        return text
+    for _ in range(4):
+        if pattern.search(text) is None:
+            return text
+        text = pattern.sub(_defang_token, text)
+    return pattern.sub(lambda m: "\u2060".join(m.group()), text)
 
 
 _LOADED: dict[tuple[str, int, str | None], _LoadedModel] = {}
@@ -99,7 +187,13 @@ def _load(model: str, n_ctx: int, lora: Path | None = None, lora_sha256: str | N
             bos_token=llama.detokenize([vocab_bos], special=True).decode("utf-8", "replace") if vocab_bos >= 0 else "",
             add_generation_prompt=True,
         )
-        loaded = _LoadedModel(llama=llama, formatter=formatter, lock=threading.Lock(), n_ctx=n_ctx)
+        loaded = _LoadedModel(
+            llama=llama,
+            formatter=formatter,
+            lock=threading.Lock(),
+            n_ctx=n_ctx,
+            controls=_control_pattern(_special_texts(llama)),
+        )
         _LOADED[key] = loaded
         return loaded
 
@@ -168,9 +262,7 @@ class LlamaCppWorker:
     def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
         """Exact prompt tokens of a call (loads the model if needed)."""
         model = _load(self.model, self.n_ctx, self.lora, self.lora_sha256)
-        formatted = model.formatter(messages=cast(Any, list(messages)))
-        text = valid_text(formatted.prompt + prefix).encode("utf-8")
-        return len(model.llama.tokenize(text, add_bos=not formatted.added_special, special=True))
+        return len(model.prompt_tokens(messages, prefix)[0])
 
     async def complete(self, call: Call) -> Completion:
         """A chat call, or a continuation of ``call.prefix`` under ``call.grammar`` (only the
@@ -211,8 +303,6 @@ class LlamaCppWorker:
             return cancel.is_set() or (stop_at is not None and time.monotonic() >= stop_at)
 
         model = _load(self.model, self.n_ctx, self.lora, self.lora_sha256)
-        formatted = model.formatter(messages=cast(Any, list(messages)))
-        prompt_text = formatted.prompt + prefix
         with model.lock:
             if should_stop():  # timed out or cancelled while queued for the model
                 raise WorkerTimeout(
@@ -220,9 +310,7 @@ class LlamaCppWorker:
                 )
             context.mark_sent()  # the model works on it from here
             llama = model.llama
-            tokens = llama.tokenize(
-                valid_text(prompt_text).encode("utf-8"), add_bos=not formatted.added_special, special=True
-            )
+            tokens, formatted = model.prompt_tokens(messages, prefix)
             room = model.n_ctx - len(tokens)
             if room < _MIN_NEW_TOKENS:
                 raise ContextOverflow(
