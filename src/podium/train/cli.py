@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from podium.embed import Encoder
     from podium.train.light import OnGeneration, TrainResult
 
-__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run", "train_light_version"]
+__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "encoder_choice", "run", "train_light_version"]
 
 
 def add_parsers(sub: Any) -> None:
@@ -248,9 +248,9 @@ def train_light_version(
     """Train a light conductor as ``podium train --policy light`` does with ``args`` (``replay``,
     ``name``, ``lam``, ``mu``, ``generations``, ``popsize``, ``dims``, ``embedder``,
     ``max_steps``, ``split``, ``tag``, ``seed``) and store it as a new registry version; returns
-    it, the result and its ``train.json`` record (whose ``data.matrix_sha256`` names the matrix
-    file's bytes it was trained on). Raises ConfigError for bad options or too few questions,
-    before any version is created."""
+    it, the result and its ``train.json`` record (whose ``data`` names the matrix file's bytes it
+    was trained on, ``matrix_sha256``, and the ``embedder`` option). Raises ConfigError for bad
+    options or too few questions, before any version is created."""
     import hashlib
 
     from podium.embed import Embedder
@@ -271,9 +271,10 @@ def train_light_version(
         split=args.split,
     )
     matrix = OutcomeMatrix.load(args.replay)
-    embedder = Embedder(EvalSpec().embeddings, encoder=_encoder(args.embedder))
+    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
     result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
     result.data["matrix_sha256"] = hashlib.sha256(Path(args.replay).read_bytes()).hexdigest()
+    result.data["embedder"] = args.embedder
     version = Registry().create(args.name)
     result.policy.save(version.policy_path)
     info = TrainingInfo.from_json({"policy": "light", **result.to_json()})
@@ -284,7 +285,7 @@ def train_light_version(
     return version, result, record
 
 
-def _encoder(choice: str) -> Encoder:
+def encoder_choice(choice: str) -> Encoder:
     """``--embedder``: ``minilm`` or an embedded model id. Raises ConfigError for anything else."""
     from podium.embed import LlamaCppEncoder, MiniLMEncoder
     from podium.local_models import EMBEDDED_MODELS
