@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, FakePo
     (tmp_path / "loop").mkdir()
     base = ["loop", "run", "--dir", str(tmp_path / "loop"), "--json"]
     first = ["--traces", str(traces), "--pool", str(tmp_path / "pool.toml"), "--judge", "big", "--allow-pii"]
-    first += ["--generations", "30", "--lam", "100", "--dims", "8"]
+    first += ["--generations", "30", "--lam", "10", "--dims", "8"]
     return traces, fakes, [*base, *first]
 
 
@@ -109,6 +110,78 @@ def test_first_run_goes_through_every_stage_then_reruns_do_only_what_is_new(
     now = {t.id: t.split for t in OutcomeMatrix.load(loop / "set.csv").tasks()}
     assert all(now[i] == split for i, split in old.items())  # no question moved between train and test
     assert stages["train"]["version"] == "light@v2"
-    assert stages["promote"]["status"] in ("promoted", "refused")
+    assert stages["promote"]["status"] in ("promoted", "refused")  # v1 and v2 both route every test question right
     assert stages["promote"]["reason"].startswith(("promoted: light@v2", "not promoted: light@v2"))
     assert (code == 3) == (stages["promote"]["status"] == "refused")
+    current = Registry().promoted("light").ref
+
+    # other training options on the same matrix: an untrained policy (always the first worker) is refused
+    code, report = run([*argv[:5], "--since", "2026-11-08", "--until", "2026-11-14", "--generations", "0"], capsys)
+    stages = report["stages"]
+    assert code == 3 and report["status"] == "refused" and stages["record"]["status"] == "skipped"
+    assert stages["train"]["version"] == "light@v3" and stages["promote"]["status"] == "refused"
+    assert (
+        stages["promote"]["reason"].startswith("not promoted: light@v3's reward")
+        and current in stages["promote"]["reason"]
+    )
+    assert Registry().promoted("light").ref == current
+    # and asked again, the gate's verdict stands without a new evaluation
+    code, report = run([*argv[:5], "--since", "2026-11-08", "--until", "2026-11-14"], capsys)
+    assert code == 0 and report["stages"]["train"]["status"] == "skipped"
+    assert report["stages"]["promote"]["status"] == "skipped" and report["stages"]["promote"]["decision"] == "refused"
+
+
+@pytest.mark.slow
+def test_the_bank_step_records_only_the_new_questions_of_the_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--bank``: each run records into DIR/bank only the set's questions the bank has no row
+    for (``podium bank record --ids``), on the local-tools catalogue — its model workers scripted
+    fakes, the Python tool real."""
+    import podium.workers
+    from podium.eval.bank import read_bank
+    from podium.testing import ScriptedWorker
+
+    isolate(tmp_path, monkeypatch)
+    maths = gsm8k(60, 3)
+    traces = tmp_path / "traces.sqlite3"
+    run_requests(traces, requests(maths[:2], 2))
+    fakes = FakePool(maths, [])
+    real = podium.workers.build_worker
+    fakes.install(monkeypatch)
+
+    def pools(config: Any) -> list[Any]:
+        if config.name != "local-tools":
+            return [fakes.workers[w.name] for w in config.workers]
+        return [  # the tools real; the models scripted fakes
+            ScriptedWorker(w.name, reply="The final answer is 42.")
+            if w.backend == "llama_cpp"
+            else real(config.merged(w))
+            for w in config.workers
+        ]
+
+    monkeypatch.setattr("podium.workers.build_pool_workers", pools)
+    (tmp_path / "pool.toml").write_text(POOL, encoding="utf-8")
+    (tmp_path / "loop").mkdir()
+    argv = [
+        "loop",
+        "run",
+        "--dir",
+        str(tmp_path / "loop"),
+        "--traces",
+        str(traces),
+        "--pool",
+        str(tmp_path / "pool.toml"),
+    ]
+    argv += ["--allow-pii", "--allow-unconfirmed", "--bank", "--step-timeout", "60", "--json"]
+    assert cli([*argv, "--since", "2026-11-01", "--until", "2026-11-07"]) == 0
+    first = json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]
+    assert (first["recorded"], first["in_bank"]) == (2, 2)
+    run_requests(traces, requests(maths[2:], 9))
+    assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]
+    assert (second["recorded"], second["in_bank"]) == (1, 3)
+    assert (tmp_path / "loop" / second["ids"]).read_text().count("\n") == 1
+    assert len(read_bank(tmp_path / "loop" / "bank").rows) == 3
+    assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]["status"] == "skipped"

@@ -24,8 +24,12 @@ __all__ = ["promote_stage", "record_stage", "train_stage"]
 
 
 def _eval_options(ctx: Context) -> dict[str, Any]:
+    """What the recorded outcomes depend on besides the set: a change records them again."""
+    from pathlib import Path
+
     s = ctx.settings
-    return {"pool": s.pool, "judge": s.grader, "seed": s.seed, "matrix_split": s.matrix_split}
+    pool_file = sha256_file(Path(s.pool)) if s.pool and Path(s.pool).is_file() else None
+    return {"pool": s.pool, "pool_sha256": pool_file, "judge": s.grader, "seed": s.seed, "matrix_split": s.matrix_split}
 
 
 def record_stage(ctx: Context) -> dict[str, Any]:

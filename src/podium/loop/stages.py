@@ -183,18 +183,19 @@ def apply_reviews(folder: Folder, state: dict[str, Any], records: list[dict[str,
         result = import_review(path, records, set_name=str(folder.set), gone=gone)
         after = {str(r["id"]): r for r in result.records}
         removed = [i for i in before if i not in after]
-        changed = sum(1 for i, r in after.items() if before.get(i) != r)
-        if changed or removed:
+        changed = [(before[i], r) for i, r in after.items() if before.get(i) != r]
+        if changed or removed:  # filled (or filled further) since the last run; counts of what changed now
             files.append(
                 {
                     "file": entry["file"],
-                    "changed": changed,
-                    "accepted": result.accepted,
-                    "fixed": result.fixed,
+                    "changed": len(changed),
+                    "accepted": sum(1 for old, new in changed if new.get("reference") == old.get("reference")
+                                    and new.get("reference_source") != old.get("reference_source")),
+                    "fixed": sum(1 for old, new in changed if new.get("reference") != old.get("reference")),
                     "dropped": len(removed),
-                    "retyped": result.retyped,
+                    "retyped": sum(1 for old, new in changed if new.get("task_type") != old.get("task_type")),
                 }
-            )
+            )  # fmt: skip
         questions = {row.get("id", ""): row.get("question", "") for row in read_review(path)}
         dropped += [{"id": i, "question": questions.get(i, "")} for i in sorted(gone | set(removed))]
         records = result.records
