@@ -198,3 +198,19 @@ def test_an_unknown_encoder_is_refused_before_anything_runs(tmp_path: Path, caps
     assert cli(["loop", "run", "--dir", str(tmp_path / "loop"), "--embedder", "word2vec"]) == 2
     assert "--embedder 'word2vec': use minilm or an embedded model id" in capsys.readouterr().err
     assert list((tmp_path / "loop").iterdir()) == []
+
+
+def test_a_second_run_while_one_works_is_refused_and_a_dead_runs_lock_is_taken_over(
+    world: tuple[FakePool, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    _, argv = world
+    lock = tmp_path / "loop" / ".loop.lock"
+    lock.write_text(f"{os.getppid()}\n")  # a live process holds it
+    assert cli([*argv, *WEEK]) == 2
+    assert f"another podium loop run (process {os.getppid()}) is working in" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "loop").iterdir()] == [".loop.lock"]
+    lock.write_text("999999999\n")  # no such process: a run that was killed
+    assert cli([*argv, *WEEK]) == 5
+    assert not lock.exists()

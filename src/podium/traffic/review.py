@@ -37,6 +37,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import os
+import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +120,14 @@ def write_review(path: Path, records: Sequence[dict[str, Any]]) -> None:
         )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(buffer.getvalue(), encoding="utf-8-sig")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8-sig") as handle:
+                handle.write(buffer.getvalue())
+            os.replace(tmp, path)  # atomically: a reader (or podium loop) never sees half a file
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except OSError as exc:
         raise ConfigError(f"cannot write review file {path}: {exc.strerror or exc}") from None
 
