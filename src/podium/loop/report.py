@@ -157,8 +157,8 @@ def status_markdown(status: Mapping[str, Any]) -> str:
     s = status["settings"]
     if not status["runs"]:
         return f"# podium loop · {status['dir']}\n\nNo run yet: podium loop run --dir {status['dir']}\n"
-    keys = ("pool", "judge", "eval_judge", "source", "tag", "seed", "matrix_split", "name", "lam", "bank")
-    shown = ", ".join(f"{k} {s[k]}" for k in keys if k in s and s[k] not in (None, [], False))
+    keys = ("pool", "judge", "eval_judge", "source", "tag", "allow_pii", "seed", "matrix_split", "name", "lam", "bank")
+    shown = ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None and s[k] is not False and s[k] != [])
     matrix = " / ".join(f"{n} {k}" for k, n in status["matrix"].items()) or "none yet"
     lines = [
         f"# podium loop · {status['dir']}",
