@@ -55,6 +55,7 @@ def fill(path: Path, verdicts: dict[str, tuple[str, str]]) -> None:
     path.write_text(buffer.getvalue(), encoding="utf-8-sig")
 
 
+@pytest.mark.slow
 def test_the_loop_stops_for_labels_and_resumes_as_they_come(
     world: tuple[FakePool, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
