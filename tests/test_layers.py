@@ -13,7 +13,7 @@ import podium
 ROOT = Path(podium.__file__).parent
 CORE = ("workflow", "parse", "messages", "budget", "executor", "orchestrator", "workers", "conductor",
         "roles", "answers", "records", "errors", "streaming", "request", "text")  # fmt: skip
-UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic")
+UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic", "loop")
 
 
 def _modules() -> dict[str, Path]:

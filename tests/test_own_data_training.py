@@ -96,3 +96,23 @@ def test_bad_matrix_split_values(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "give --matrix OUT.csv too" in capsys.readouterr().err
     assert cli(["eval", "--from", report, "--matrix", str(tmp_path / "m.csv"), "--matrix-split", "1.5"]) == 2
     assert "between 0 and 1" in capsys.readouterr().err and not (tmp_path / "m.csv").exists()
+
+
+def test_kept_splits_never_move_a_question_as_the_matrix_grows(tmp_path: Path) -> None:
+    """podium loop extends set.csv every week with ``keep_splits``: questions keep the split
+    they were given when first written (a question trained on never becomes a held-out one),
+    new questions bring the share back to the target, and rows of dropped tasks go (``only``)."""
+    from podium.eval.matrix import assign_new_splits, write_matrix
+
+    m = tmp_path / "m.csv"
+    first = json.loads(stored_report(tmp_path / "a", 20).read_text())
+    assert write_matrix(first, m, train_share=0.8, seed=1, keep_splits=True) == (20, 0)
+    before = {t.id: t.split for t in OutcomeMatrix.load(m).tasks()}
+    grown = json.loads(stored_report(tmp_path / "b", 30).read_text())
+    keep = {f"refunds-{i}" for i in range(30)} - {"refunds-3"}
+    assert write_matrix(grown, m, train_share=0.8, seed=1, keep_splits=True, only=keep) == (29, 0)
+    after = {t.id: t.split for t in OutcomeMatrix.load(m).tasks()}
+    assert all(after[i] == split for i, split in before.items() if i != "refunds-3") and "refunds-3" not in after
+    assert sum(split == "train" for split in after.values()) == round(0.8 * 29)
+    assert assign_new_splits({"a": "train"}, ["b"], 0.8) == {"b": "test"}  # at least one held-out row
+    assert assign_new_splits({"a": "test"}, ["b"], 0.2) == {"b": "train"}  # and one to train on

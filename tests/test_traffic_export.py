@@ -224,3 +224,17 @@ def test_the_loader_reads_the_provenance_fields_and_rejects_other_types(tmp_path
     bad.write_text(json.dumps(record) + "\n" + json.dumps({**record, "id": "b", "origin": 5}) + "\n")
     with pytest.raises(ConfigError, match=r"bad\.jsonl:2: 'origin' must be text"):
         load_tasks(bad)
+
+
+def test_a_request_without_an_answer_is_exported_open_so_the_set_loads(tmp_path: Path) -> None:
+    """A math-tagged request that ended in an error has no candidate and no reference: a math
+    task needs one, so it is exported open (counted as retyped) and the set still loads."""
+    from podium.traffic.export import write_jsonl
+    from podium.traffic.source import TrafficItem
+
+    failed = TrafficItem("trace:ab", "ab" * 16, at(1), "What is 2 + 2?", "error", ("task:math",))
+    result = build_set([failed])
+    (record,) = result.records
+    assert (record["task_type"], result.retyped, result.without_reference) == ("open", 1, 1)
+    write_jsonl(tmp_path / "set.jsonl", result.records)
+    assert [t.task_type for t in load_tasks(tmp_path / "set.jsonl")] == ["open"]

@@ -208,3 +208,25 @@ def test_the_review_file_of_a_pseudonymized_export_holds_no_personal_data(tmp_pa
     text = review.read_text(encoding="utf-8-sig")
     assert "Søren" not in text and "31 42 58 67" not in text
     assert "<PERSON_1>" in text and "<PHONE_NUMBER_1>" in text
+
+
+def test_a_file_applied_again_with_its_dropped_tasks_named_gone_changes_nothing(exported: tuple[Path, Path]) -> None:
+    """podium loop applies every review file it wrote on each run: the rows of tasks an earlier
+    import dropped are named ``gone`` and are no-ops while they still say drop; changing such a
+    verdict afterwards is an error naming the row."""
+    from podium.traffic.review import import_review
+
+    out, review = exported
+    header, rows = read_review(review)
+    write_review(review, header, fill(rows, header, {"Janet": ("accept", ""), "Josh": ("drop", "")}))
+    records = read_jsonl(out)
+    first = import_review(review, records)
+    ids = {str(r["id"]) for r in records}
+    gone = ids - {str(r["id"]) for r in first.records}
+    assert (first.accepted, first.dropped, len(gone)) == (1, 1, 1)
+    again = import_review(review, first.records, gone=gone)
+    assert again.records == first.records and (again.gone, again.dropped, again.accepted) == (1, 0, 1)
+    header, rows = read_review(review)
+    write_review(review, header, fill(rows, header, {"Josh": ("accept", "")}))
+    with pytest.raises(Exception, match=r"row 4 .*an earlier import of this file dropped the task"):
+        import_review(review, first.records, gone=gone)

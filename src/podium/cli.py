@@ -55,6 +55,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "podium.traffic.cli",
         "compare recent traffic with a reference window per tag: input and outcome shift",
     ),
+    "loop": (
+        "podium.loop.cli",
+        "the weekly procedure as one command: drift, export, labels, record, train, promote",
+    ),
     "db": ("podium.store.cli", "the shared store (SQLite or PostgreSQL): schema upgrade and health check"),
 }
 """Commands whose parsers live in another module (its ``add_parsers(sub)`` defines them, its

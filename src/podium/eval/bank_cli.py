@@ -24,7 +24,7 @@ from podium._args import MANY, SEED, WholeNumber
 from podium.errors import ConfigError
 from podium.store.engine import store_location
 
-__all__ = ["add_parsers", "cmd_bank", "run"]
+__all__ = ["add_parsers", "cmd_bank", "record_command", "run"]
 
 _CACHE_HELP = "request cache: a SQLite file or a shared database's URL (default: podium's eval cache)"
 
@@ -83,7 +83,7 @@ def add_parsers(sub: Any) -> None:
 def cmd_bank(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run ``podium bank record`` / ``show``."""
     if args.bank_command == "record":
-        return _record(args, err)
+        return record_command(args, err)
     if args.bank_command == "restore-cache":
         return _restore(args, err)
     return _show(args, out)
@@ -115,7 +115,9 @@ def _read_ids(path: Path) -> list[str]:
     return ids
 
 
-def _record(args: argparse.Namespace, err: Console) -> int:
+def record_command(args: argparse.Namespace, err: Console) -> int:
+    """``podium bank record`` with its options ``args``: record the tasks not yet in the bank;
+    progress lines on ``err``. Raises ConfigError for bad options or input."""
     from podium.eval.bank import local_catalogue
     from podium.eval.record import RecordProgress, record_bank
     from podium.eval.tasks import load_tasks, select

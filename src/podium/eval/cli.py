@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_REGRESSION",
     "add_parsers",
     "cmd_eval",
+    "eval_spec",
     "run",
 ]
 
@@ -46,7 +47,8 @@ def _lambdas(text: str | None) -> tuple[float, ...] | None:
     return values
 
 
-def _spec(args: argparse.Namespace) -> EvalSpec:
+def eval_spec(args: argparse.Namespace) -> EvalSpec:
+    """The :class:`EvalSpec` of ``podium eval``'s options; ConfigError for a negative gate margin."""
     for flag, value in (("--max-quality-drop", args.max_quality_drop), ("--max-cost-rise", args.max_cost_rise),
                         ("--max-p95-rise", args.max_p95_rise)):  # fmt: skip
         if value < 0:
@@ -91,7 +93,7 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
             raise ConfigError("--from re-renders a stored report; drop --tasks/--replay")
         report = load_report(args.from_report)
     else:
-        spec = _spec(args)
+        spec = eval_spec(args)
         report = _run_with_progress(spec, err)
     if args.from_report is None or args.out != Path("podium-eval"):
         paths = write_report(report, args.out, plot=not args.no_plot, results=not args.summary_only)

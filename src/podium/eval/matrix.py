@@ -26,16 +26,18 @@ each when there are two rows or more (:func:`assign_splits`).
 from __future__ import annotations
 
 import csv
+import os
 import random
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
 from podium.eval.tasks import mbpp_split
 
-__all__ = ["assign_splits", "matrix_rows", "split_counts", "write_matrix"]
+__all__ = ["assign_new_splits", "assign_splits", "matrix_rows", "split_counts", "write_matrix"]
 
 _FIXED = ("sample_id", "eval_name", "split", "prompt")
 
@@ -110,12 +112,21 @@ def split_counts(path: Path) -> dict[str, int]:
 
 
 def write_matrix(
-    report: Mapping[str, Any], path: Path, *, train_share: float | None = None, seed: int = 0
+    report: Mapping[str, Any],
+    path: Path,
+    *,
+    train_share: float | None = None,
+    seed: int = 0,
+    keep_splits: bool = False,
+    only: Collection[str] | None = None,
 ) -> tuple[int, int]:
     """Write or extend ``path`` with the report's single-worker outcomes; returns (questions in
     the file, questions of this report left out for a missing worker result). With
     ``train_share``, every row of the file is assigned to train or test afresh
-    (:func:`assign_splits` with ``seed``).
+    (:func:`assign_splits` with ``seed``) — or, with ``keep_splits``, only the rows new to the
+    file are (:func:`assign_new_splits`), so a question never moves between train and test as
+    the file grows. With ``only``, rows whose sample id it lacks are removed (a task dropped
+    from the set). The file is replaced atomically.
 
     Raises ConfigError when the file's workers differ from the report's, or for a share outside
     (0, 1)."""
@@ -132,18 +143,56 @@ def write_matrix(
                     f"{path} has workers {', '.join(theirs)}; this run has {', '.join(workers)}: write another file"
                 )
             existing = {rec["sample_id"]: rec for rec in reader}
+    before = {sample_id: row["split"] for sample_id, row in existing.items()}
     for row in rows:
         existing[row["sample_id"]] = row
+    if only is not None:
+        existing = {sample_id: row for sample_id, row in existing.items() if sample_id in only}
     if train_share is not None:
-        splits = assign_splits(existing, train_share, seed)
+        if keep_splits:
+            kept = {s: split for s, split in before.items() if s in existing and split in ("train", "test")}
+            splits = {**kept, **assign_new_splits(kept, [s for s in existing if s not in kept], train_share, seed)}
+        else:
+            splits = assign_splits(existing, train_share, seed)
         for sample_id, row in existing.items():
             row["split"] = splits[sample_id]
     columns = [*_FIXED]
     for worker in workers:
         columns += [worker, f"{worker}|model_response", f"{worker}|total_cost", f"{worker}|latency_s"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(existing.values())
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(existing.values())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return len(existing), left_out
+
+
+def assign_new_splits(
+    kept: Mapping[str, str], new_ids: Iterable[str], train_share: float, seed: int = 0
+) -> dict[str, str]:
+    """``train`` or ``test`` for each of ``new_ids``, leaving ``kept`` (sample id → split) as it
+    is: as many new ids go to train as bring the whole file's train share closest to
+    ``train_share`` (``round(share · n)`` minus the train rows kept, within 0 … the new ids; at
+    least one row of each split in the file when it can), the ids sorted and shuffled with
+    ``seed`` to choose which. With nothing kept it is :func:`assign_splits`.
+
+    Raises ConfigError unless 0 < ``train_share`` < 1."""
+    if not kept:
+        return assign_splits(new_ids, train_share, seed)
+    assign_splits((), train_share)
+    ordered = sorted(set(new_ids) - set(kept))
+    random.Random(seed).shuffle(ordered)
+    total = len(kept) + len(ordered)
+    n_train = round(train_share * total) - sum(1 for split in kept.values() if split == "train")
+    n_train = min(max(n_train, 0), len(ordered))
+    if ordered and "test" not in kept.values() and n_train == len(ordered):
+        n_train -= 1  # at least one test row, as assign_splits keeps
+    if ordered and "train" not in kept.values() and n_train == 0:
+        n_train = 1
+    return {sample_id: "train" if i < n_train else "test" for i, sample_id in enumerate(ordered)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -20,11 +20,30 @@ from podium.traffic.options import embedder_for as _embedder
 if TYPE_CHECKING:
     from podium.traffic.source import TrafficItem
 
-__all__ = ["cmd_drift"]
+__all__ = ["cmd_drift", "drift_run"]
 
 
 def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``podium drift``: the report, the plot, and the exit code of the alerts."""
+    from podium.traffic.drift import report_markdown
+
+    report = drift_run(args)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(report_markdown(report), end="")
+    code = int(report["exit_code"])
+    if code:
+        kinds = sorted({a["kind"] for a in report["alerts"]})
+        err.print(Text(f"drift: {len(report['alerts'])} alert(s) ({', '.join(kinds)} shift); exit {code}", "yellow"))
+    return code
+
+
+def drift_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The drift report ``podium drift``'s options ask for (its ``exit_code`` says which
+    thresholds were crossed), with the Markdown report written to ``args.out`` and the plot to
+    ``args.plot`` when given. Raises ConfigError for bad input (an empty window, an unknown tag,
+    overlapping windows, a bad threshold)."""
     from podium.traffic import source
     from podium.traffic.drift import (
         DriftOptions,
@@ -92,15 +111,7 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
             args.plot, reference, recent, windows=windows, vectors=vectors, slices=tuple(args.tag), bucket=args.bucket
         )
         report["plot"] = str(args.plot)
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(markdown, end="")
-    code = int(report["exit_code"])
-    if code:
-        kinds = sorted({a["kind"] for a in report["alerts"]})
-        err.print(Text(f"drift: {len(report['alerts'])} alert(s) ({', '.join(kinds)} shift); exit {code}", "yellow"))
-    return code
+    return report
 
 
 def _shadow_windows(

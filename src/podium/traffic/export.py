@@ -18,7 +18,9 @@ Stored requests (:mod:`podium.traffic.source`) become a regression set — the J
    label round trip (:mod:`podium.traffic.review`) or a judge confirms or replaces. For
    ``math`` and ``choice`` the candidate is the answer's final number or letter, as the
    verifiers extract it; a candidate without one makes the task ``open`` (graded by a judge
-   against the whole answer). ``code`` traffic has no tests, so it is exported as ``open`` too.
+   against the whole answer). ``code`` traffic has no tests, so it is exported as ``open`` too,
+   and so is a ``math``, ``choice`` or ``exact`` request with neither a reference nor an answer
+   (it ended in an error): the set must load, and a reviewer can give the reference.
 
 Each task records where it came from (``origin``: ``trace:<id>`` or ``shadow:<row>``). Its id is
 ``traffic/<request id>`` (:func:`~podium.traffic.source.task_id`), so exporting again with
@@ -62,6 +64,7 @@ podium or the upstream gave, unconfirmed), the **client**'s own expected answer,
 label (the review round trip), or a **judge** worker's verdict on the candidate."""
 
 CANDIDATE_SOURCES = ("candidate:podium", "candidate:upstream")
+_NEEDS_REFERENCE = ("math", "choice", "exact")
 
 DROPPED_TAG_PREFIXES = ("key:", "model:", "task:")
 """Trace tags that describe how a request was served, not what was asked (the API key, the
@@ -215,6 +218,8 @@ def _record(item: TrafficItem, default_type: str, candidate: str) -> dict[str, A
                 kind, retyped, extracted = "open", True, text.strip()
                 record["task_type"] = kind
             record.update(reference=extracted, reference_source=f"candidate:{side}")
+    if "reference" not in record and record["task_type"] in _NEEDS_REFERENCE:  # no answer (an error): nothing
+        record["task_type"], retyped = "open", True  # to compare with, and the set must still load
     record["tags"] = tags
     record["origin"] = item.origin
     record["_retyped"] = retyped

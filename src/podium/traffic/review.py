@@ -35,8 +35,11 @@ tab). The file is written UTF-8 with a byte-order mark, so spreadsheets show æ,
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ __all__ = [
     "ImportResult",
     "ReviewFileError",
     "import_review",
+    "read_review",
     "write_review",
 ]
 
@@ -80,6 +84,8 @@ class ImportResult:
         dropped: tasks removed.
         unchanged: rows with no verdict and no reference.
         retyped: tasks whose type the reviewer changed.
+        gone: rows of tasks an earlier import dropped (``gone`` of :func:`import_review`),
+            whose verdict is still drop or empty: nothing left to do.
     """
 
     records: list[dict[str, Any]]
@@ -88,6 +94,7 @@ class ImportResult:
     dropped: int = 0
     unchanged: int = 0
     retyped: int = 0
+    gone: int = 0
 
 
 def write_review(path: Path, records: Sequence[dict[str, Any]]) -> None:
@@ -113,7 +120,14 @@ def write_review(path: Path, records: Sequence[dict[str, Any]]) -> None:
         )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(buffer.getvalue(), encoding="utf-8-sig")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8-sig") as handle:
+                handle.write(buffer.getvalue())
+            os.replace(tmp, path)  # atomically: a reader (or podium loop) never sees half a file
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except OSError as exc:
         raise ConfigError(f"cannot write review file {path}: {exc.strerror or exc}") from None
 
@@ -145,9 +159,28 @@ def _rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     return header, numbered
 
 
-def import_review(path: Path, records: Sequence[dict[str, Any]], *, set_name: str = "the set") -> ImportResult:
+def read_review(path: Path) -> list[dict[str, str]]:
+    """The rows of a review file as ``{column: cell}`` (columns as the header names them,
+    lowercased); rows whose width differs from the header's are left out. Raises
+    ReviewFileError when the file cannot be read as CSV."""
+    header, rows = _rows(path)
+    return [dict(zip(header, cells, strict=True)) for _, cells in rows if len(cells) == len(header)]
+
+
+def import_review(
+    path: Path,
+    records: Sequence[dict[str, Any]],
+    *,
+    set_name: str = "the set",
+    gone: Collection[str] = (),
+) -> ImportResult:
     """``records`` (a regression set's) with the review file at ``path`` applied (see the
     module docstring). Nothing is changed unless every row is good.
+
+    ``gone`` names tasks the file was made for that an earlier import of it dropped: their rows
+    are not in ``records`` any more, and a row that still says drop (or nothing) is counted in
+    :attr:`ImportResult.gone` instead of being an unknown id — so applying a file again is a
+    no-op, which :mod:`podium.loop` relies on. Any other verdict for such a row is an error.
 
     Raises ReviewFileError listing every problem (missing or repeated columns, rows of the wrong
     width, unknown or repeated ids, unknown verdicts, a verdict without what it needs, an
@@ -170,6 +203,7 @@ def import_review(path: Path, records: Sequence[dict[str, Any]], *, set_name: st
     errors: list[str] = []
     seen: dict[str, int] = {}
     changes: dict[str, tuple[str, str | None, str | None]] = {}  # id -> (verdict, reference, task_type)
+    gone_rows = 0
     for number, cells in rows:
         where = f"row {number}"
         if len(cells) != len(header):
@@ -197,6 +231,15 @@ def import_review(path: Path, records: Sequence[dict[str, Any]], *, set_name: st
             continue
         seen[task_id] = number
         task = by_id.get(task_id)
+        if task is None and task_id in gone:
+            if verdict in ("", "drop") and not reference:
+                gone_rows += 1
+            else:
+                errors.append(
+                    f"{where}: an earlier import of this file dropped the task, so it is no longer in {set_name}; "
+                    "leave its verdict drop"
+                )
+            continue
         if task is None:
             errors.append(
                 f"{where}: no task with this id in {set_name}; was the file made for another set? "
@@ -242,7 +285,7 @@ def import_review(path: Path, records: Sequence[dict[str, Any]], *, set_name: st
         raise ReviewFileError(
             f"{path}: {len(errors)} row(s) cannot be imported; nothing was changed:\n  " + "\n  ".join(shown) + more
         )
-    return _apply(records, changes)
+    return dataclasses.replace(_apply(records, changes), gone=gone_rows)
 
 
 def _apply(records: Sequence[dict[str, Any]], changes: dict[str, tuple[str, str | None, str | None]]) -> ImportResult:

@@ -24,9 +24,11 @@ from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
-    from podium.traffic.export import Pseudonymize
+    from podium.traffic.export import ExportResult, Pseudonymize
+    from podium.workers.base import Worker
+    from podium.workers.cache import RequestCache
 
-__all__ = ["cmd_tasks"]
+__all__ = ["cmd_tasks", "export_records", "judge_worker", "read_requests"]
 
 
 def _pseudonymizer() -> Pseudonymize:
@@ -63,9 +65,11 @@ def _window(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return since, until
 
 
-def _read(args: argparse.Namespace) -> list[Any]:
-    """The requests ``tasks export`` selected; ConfigError for an unknown tag or use case, or an
-    empty selection."""
+def read_requests(args: argparse.Namespace) -> list[Any]:
+    """The requests ``tasks export``'s options select (``source``, ``traces``/``store``,
+    ``since``/``until``, ``tag``, ``use_case``, ``status``), oldest first; ConfigError for an
+    unknown tag or use case, or a status of the wrong source. An empty list when nothing matches
+    (the caller says so)."""
     from podium.traffic import source
 
     since, until = _window(args)
@@ -97,16 +101,13 @@ def _read(args: argparse.Namespace) -> list[Any]:
     return items
 
 
-def _cmd_export(args: argparse.Namespace, out: Console) -> int:
-    from podium.traffic.export import build_set, read_set, write_jsonl
-    from podium.traffic.review import write_review
+def export_records(args: argparse.Namespace, items: Sequence[Any], existing: Sequence[dict[str, Any]]) -> ExportResult:
+    """The new tasks of ``items`` (from :func:`read_requests`) for a set holding ``existing``, as
+    ``tasks export`` makes them (``task_type``, ``candidate``, ``similar``, ``embedder``,
+    ``limit``; pseudonymized unless ``allow_pii``). ConfigError for an empty selection (naming
+    the window and filters) or a bad option."""
+    from podium.traffic.export import build_set
 
-    if args.out.exists() and not (args.append or args.force):
-        raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
-    if args.append and args.force:
-        raise ConfigError("--append and --force exclude each other")
-    existing = read_set(args.out) if args.append and args.out.exists() else []
-    items = _read(args)
     if not items:
         window = f"{args.since or 'the beginning'} → {args.until or 'now'}"
         what = "shadow record" if args.source == "shadow" else "stored request"
@@ -115,7 +116,7 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
             + (f", status {args.status}" if args.status else "")
             + "); widen --since/--until or drop a filter"
         )
-    result = build_set(
+    return build_set(
         items,
         existing=existing,
         task_type=args.task_type,
@@ -125,6 +126,18 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
         similarity=args.similar,
         limit=args.limit,
     )
+
+
+def _cmd_export(args: argparse.Namespace, out: Console) -> int:
+    from podium.traffic.export import read_set, write_jsonl
+    from podium.traffic.review import write_review
+
+    if args.out.exists() and not (args.append or args.force):
+        raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
+    if args.append and args.force:
+        raise ConfigError("--append and --force exclude each other")
+    existing = read_set(args.out) if args.append and args.out.exists() else []
+    result = export_records(args, read_requests(args), existing)
     if result.records or not args.append:
         write_jsonl(args.out, [*existing, *result.records])
     if args.review is not None:
@@ -214,26 +227,34 @@ def _cmd_import(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def judge_worker(pool: str | None, name: str, cache: RequestCache | None = None) -> Worker:
+    """Pool ``pool``'s worker ``name`` as ``tasks label`` calls it: under its pool-file data policy
+    and the pool's PII protection (an external worker gets pseudonymized text), and behind
+    ``cache`` when given. ConfigError when the pool has no such worker."""
+    from podium.pool import load_pool
+    from podium.runtime import data_policy, pii_protection
+    from podium.workers import build_worker
+    from podium.workers.stack import stack
+
+    config = load_pool(pool)
+    names = [w.name for w in config.workers]
+    if name not in names:
+        raise ConfigError(f"--judge {name!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
+    index = names.index(name)
+    raw = build_worker(config.merged(config.workers[index]))
+    return stack(raw, cache=cache, policy=data_policy(config, index), protection=pii_protection(config))
+
+
 def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
     import asyncio
 
-    from podium.pool import load_pool
-    from podium.runtime import data_policy, pii_protection
     from podium.traffic.export import read_set, write_jsonl
     from podium.traffic.label import judge_label
-    from podium.workers import build_worker
-    from podium.workers.stack import stack
 
     if not args.set_path.is_file():
         raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
     records = read_set(args.set_path)
-    config = load_pool(args.pool)
-    names = [w.name for w in config.workers]
-    if args.judge not in names:
-        raise ConfigError(f"--judge {args.judge!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
-    index = names.index(args.judge)
-    raw = build_worker(config.merged(config.workers[index]))
-    judge = stack(raw, policy=data_policy(config, index), protection=pii_protection(config))
+    judge = judge_worker(args.pool, args.judge)
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 10 == 0:

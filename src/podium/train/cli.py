@@ -26,8 +26,9 @@ from podium.train.conductor_cli import EXIT_REFUSED, cmd_conductor
 
 if TYPE_CHECKING:
     from podium.embed import Encoder
+    from podium.train.light import OnGeneration, TrainResult
 
-__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run"]
+__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "encoder_choice", "run", "train_light_version"]
 
 
 def add_parsers(sub: Any) -> None:
@@ -196,10 +197,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from podium.embed import Embedder
-    from podium.eval.replay import OutcomeMatrix
-    from podium.eval.session import EvalSpec
-    from podium.train.light import Generation, LightTrainConfig, train_light
+    from podium.train.light import Generation
 
     if args.lam < 0:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
@@ -213,38 +211,16 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         from podium.train.plans_cli import train_plans_command
 
         return train_plans_command(args, out, err)
-    if args.dims < 1:  # the plans policy takes 0 (no embedding); the light policy needs one
-        raise ConfigError(f"--dims must be at least 1 for the light policy, got {args.dims}")
-    registry = Registry()
-    config = LightTrainConfig(
-        dims=args.dims,
-        max_steps=args.max_steps,
-        lam=args.lam,
-        mu=args.mu,
-        generations=args.generations,
-        popsize=args.popsize,
-        seed=args.seed,
-        split=args.split,
-    )
-    matrix = OutcomeMatrix.load(args.replay)
-    embedder = Embedder(EvalSpec().embeddings, encoder=_encoder(args.embedder))
     progress = progress_bar("train", err)
     with progress:
-        bar = progress.add_task("embedding questions", total=config.generations)
+        bar = progress.add_task("embedding questions", total=args.generations)
 
         def on_generation(g: Generation) -> None:
             progress.update(
                 bar, advance=1, description=f"reward {g.best_reward:.4f} · validation {g.validation_reward:.4f}"
             )
 
-        result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
-    version = registry.create(args.name)
-    result.policy.save(version.policy_path)
-    info = TrainingInfo.from_json({"policy": "light", **result.to_json()})
-    version.write_training(info)
-    record = info.to_json()
-    if result.history:
-        _curve(version, record)
+        version, result, record = train_light_version(args, on_generation=on_generation)
     if args.json:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0
@@ -266,7 +242,50 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
-def _encoder(choice: str) -> Encoder:
+def train_light_version(
+    args: argparse.Namespace, *, on_generation: OnGeneration | None = None
+) -> tuple[Version, TrainResult, dict[str, Any]]:
+    """Train a light conductor as ``podium train --policy light`` does with ``args`` (``replay``,
+    ``name``, ``lam``, ``mu``, ``generations``, ``popsize``, ``dims``, ``embedder``,
+    ``max_steps``, ``split``, ``tag``, ``seed``) and store it as a new registry version; returns
+    it, the result and its ``train.json`` record (whose ``data`` names the matrix file's bytes it
+    was trained on, ``matrix_sha256``, and the ``embedder`` option). Raises ConfigError for bad
+    options or too few questions, before any version is created."""
+    import hashlib
+
+    from podium.embed import Embedder
+    from podium.eval.replay import OutcomeMatrix
+    from podium.eval.session import EvalSpec
+    from podium.train.light import LightTrainConfig, train_light
+
+    if args.dims < 1:  # the plans policy takes 0 (no embedding); the light policy needs one
+        raise ConfigError(f"--dims must be at least 1 for the light policy, got {args.dims}")
+    config = LightTrainConfig(
+        dims=args.dims,
+        max_steps=args.max_steps,
+        lam=args.lam,
+        mu=args.mu,
+        generations=args.generations,
+        popsize=args.popsize,
+        seed=args.seed,
+        split=args.split,
+    )
+    matrix = OutcomeMatrix.load(args.replay)
+    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
+    result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
+    result.data["matrix_sha256"] = hashlib.sha256(Path(args.replay).read_bytes()).hexdigest()
+    result.data["embedder"] = args.embedder
+    version = Registry().create(args.name)
+    result.policy.save(version.policy_path)
+    info = TrainingInfo.from_json({"policy": "light", **result.to_json()})
+    version.write_training(info)
+    record = info.to_json()
+    if result.history:
+        _curve(version, record)
+    return version, result, record
+
+
+def encoder_choice(choice: str) -> Encoder:
     """``--embedder``: ``minilm`` or an embedded model id. Raises ConfigError for anything else."""
     from podium.embed import LlamaCppEncoder, MiniLMEncoder
     from podium.local_models import EMBEDDED_MODELS

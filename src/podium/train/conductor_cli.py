@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from podium.errors import ConfigError
 from podium.registry import Registry, Version
 from podium.train.reward import workflow_reward
 
-__all__ = ["EXIT_REFUSED", "cmd_conductor"]
+__all__ = ["EXIT_REFUSED", "Promotion", "cmd_conductor", "promote_version"]
 
 EXIT_REFUSED = 3
 """Exit status of ``podium conductor promote`` when the promotion is refused: the candidate did
@@ -69,36 +69,81 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
         target = registry.rollback(args.name)
         out.print(f"[green]{args.name}: {target.ref} is current again[/]")
         return 0
-    candidate = registry.get(args.ref, bare="latest")
-    current = registry.promoted(candidate.name)
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
-    methods = [_method(candidate), "single", "random"]
-    if current is not None and current.number != candidate.number:
-        methods.insert(1, _method(current))
-    report = _evaluate(args, methods, err)
-    folder = candidate.path / "eval" / f"{Path(args.replay).stem}-{args.split}"
-    from podium.eval.report import write_report
-
-    write_report(report, folder, results=False)
     if args.conductor_command == "eval":
+        candidate = registry.get(args.ref, bare="latest")
+        report, folder = _evaluate(candidate, registry.promoted(candidate.name), args, err)
         if args.json:
             print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1))
         else:
             _summary(report, out)
             out.print(Text(f"report: {folder}", style="dim"))
         return 0
-    return _promote(registry, candidate, current, report, args, out)
+    promotion = promote_version(registry, args, err)
+    _summary(promotion.report, out)
+    if promotion.already:
+        out.print(f"{promotion.candidate} is already the promoted version")
+        return 0
+    style = "bold yellow" if promotion.overridden else "bold green" if promotion.promoted else "bold red"
+    out.print(Text(promotion.line, style=style))
+    return 0 if promotion.promoted else EXIT_REFUSED
 
 
-def _evaluate(args: argparse.Namespace, methods: list[str], err: Console) -> dict[str, Any]:
+def _evaluate(
+    candidate: Version, current: Version | None, args: argparse.Namespace, err: Console
+) -> tuple[dict[str, Any], Path]:
+    """The held-out report of ``candidate`` (and ``current``, when another version) against the
+    single workers and random, kept beside the version; (report, its folder)."""
+    from podium.eval.report import write_report
     from podium.eval.session import EvalSpec, run_eval
 
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    methods = [_method(candidate), "single", "random"]
+    if current is not None and current.number != candidate.number:
+        methods.insert(1, _method(current))
     spec = EvalSpec(
         replay=args.replay, split=args.split, tags=tuple(args.tag), methods=tuple(methods), limit=args.limit
     )
     with err.status(f"evaluating on {Path(args.replay).name} ({args.split})"):
-        return run_eval(spec)
+        report = run_eval(spec)
+    folder = candidate.path / "eval" / f"{Path(args.replay).stem}-{args.split}"
+    write_report(report, folder, results=False)
+    return report, folder
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What ``podium conductor promote`` decided.
+
+    Attributes:
+        candidate: the version's ref (``light@v3``).
+        against: what it was compared with: the promoted version's ref, or the best single
+            worker (``single:NAME``) for a name never promoted.
+        promoted: it is the promoted version now (recorded in the registry).
+        already: it was the promoted version before (nothing compared or recorded).
+        overridden: promoted only because of ``--allow-quality-drop``.
+        line: the one line saying why, with λ, the costs and the data.
+        report: the held-out eval report; ``folder``: where it is kept.
+    """
+
+    candidate: str
+    against: str
+    promoted: bool
+    already: bool
+    overridden: bool
+    line: str
+    report: dict[str, Any]
+    folder: Path
+
+
+def promote_version(registry: Registry, args: argparse.Namespace, err: Console) -> Promotion:
+    """Evaluate ``args.ref`` (its latest version for a bare name) on the held-out split of
+    ``args.replay`` and promote it iff the rule holds (:func:`_promote`), recording the evidence
+    in the registry. ``args``: ``podium conductor promote``'s options."""
+    candidate = registry.get(args.ref, bare="latest")
+    current = registry.promoted(candidate.name)
+    report, folder = _evaluate(candidate, current, args, err)
+    return _promote(registry, candidate, current, report, folder, args)
 
 
 def _summary(report: dict[str, Any], out: Console) -> None:
@@ -122,15 +167,15 @@ def _promote(
     candidate: Version,
     current: Version | None,
     report: dict[str, Any],
+    folder: Path,
     args: argparse.Namespace,
-    out: Console,
-) -> int:
+) -> Promotion:
     """Promote iff the candidate's held-out reward — the training objective, 0.5 + 0.5 · quality
     − λ · cost (USD), at the candidate's λ unless ``--lam`` — beats the current conductor's (for a
     name never promoted: the best single worker's by the same reward), and its quality, on the same
     questions, is not more than ``--max-quality-drop`` (default :data:`~podium.registry.QUALITY_MARGIN`)
     below the current promoted version's, unless ``--allow-quality-drop`` (the rule:
-    :func:`~podium.registry.promotion_verdict`). Prints one line saying why."""
+    :func:`~podium.registry.promotion_verdict`). The line says why."""
     from podium.registry import QUALITY_MARGIN, promotion_verdict
 
     methods = report["methods"]
@@ -146,14 +191,13 @@ def _promote(
     else:
         singles = {n: m["summary"] for n, m in methods.items() if n.startswith("single:")}
         against_name = max(singles, key=lambda n: reward(singles[n]))
+    if current is not None and current.number == candidate.number:
+        line = f"{candidate.ref} is already the promoted version"
+        return Promotion(candidate.ref, current.ref, True, True, False, line, report, folder)
     against = methods[against_name]["summary"]
     q_new, q_old = cand["quality"]["mean"], against["quality"]["mean"]
     c_new, c_old = cand["cost_usd"]["mean"], against["cost_usd"]["mean"]
     r_new, r_old = reward(cand), reward(against)
-    _summary(report, out)
-    if current is not None and current.number == candidate.number:
-        out.print(f"{candidate.ref} is already the promoted version")
-        return 0
     verdict = promotion_verdict(
         candidate=candidate.ref,
         against=current.ref if current is not None and promoted else against_name,
@@ -165,9 +209,9 @@ def _promote(
         override=args.allow_quality_drop,
     )
     details = f" · λ = {lam:g}; cost ${c_new:.6f} vs ${c_old:.6f}; {report['config'].get('tasks', '')}"
+    against_ref = current.ref if current is not None and promoted else against_name
     if not verdict.promote:
-        out.print(Text(verdict.line + details, style="bold red"))
-        return EXIT_REFUSED
+        return Promotion(candidate.ref, against_ref, False, False, False, verdict.line + details, report, folder)
     margin = args.max_quality_drop if args.max_quality_drop is not None else (QUALITY_MARGIN if promoted else None)
     evidence = {
         "against": against_name,
@@ -181,8 +225,8 @@ def _promote(
         "reason": verdict.line,
     }
     registry.promote(candidate, evidence=evidence)
-    out.print(Text(verdict.line + details, style="bold yellow" if verdict.overridden else "bold green"))
-    return 0
+    line = verdict.line + details
+    return Promotion(candidate.ref, against_ref, True, False, verdict.overridden, line, report, folder)
 
 
 def _method(version: Version) -> str:

@@ -92,7 +92,7 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     from podium.embed import Embedder
     from podium.eval.session import EvalSpec
     from podium.registry import Registry, TrainingInfo
-    from podium.train.cli import _encoder
+    from podium.train.cli import encoder_choice
     from podium.train.plans import PlanTrainConfig, train_plans
 
     name, columns, rows, plans = load_source(args.replay)
@@ -111,7 +111,7 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     outcomes = plan_outcomes(plans, columns, rows)
     if args.mu > 0 and not outcomes.latency.any():
         raise ConfigError(f"{name} records no latencies: μ > 0 needs them (a bank, or |latency_s columns)")
-    embedder = Embedder(EvalSpec().embeddings, encoder=_encoder(args.embedder))
+    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
     progress = progress_bar("train", err)
     with progress:
         progress.add_task(f"embedding {len(rows)} questions ({embedder.name})", total=None)

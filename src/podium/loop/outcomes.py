@@ -1,0 +1,250 @@
+"""Stages 4–6 of ``podium loop run``: record the pool's outcomes, train, promote.
+
+* **record** — ``podium eval --tasks set.jsonl --methods single --matrix set.csv
+  --matrix-split S --seed N`` through the request cache (only questions new to the cache cost
+  calls), skipped when the set and the options are those of the last recorded eval. The matrix
+  keeps each question's split (:func:`podium.eval.matrix.write_matrix` ``keep_splits``), and rows
+  of dropped tasks go. With ``--bank``, ``podium bank record --ids`` of the set's questions the
+  bank lacks (the export → bank step).
+* **train** — ``podium train --replay set.csv``, skipped when a version of the name was trained
+  on these very matrix bytes with these options (its ``train.json`` says so), and waiting while
+  the matrix has fewer training questions than the light conductor needs.
+* **promote** — ``podium conductor promote`` of the trained version, skipped when it is the
+  promoted version or the gate already judged it against the same promoted version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podium.loop.stages import Context, command
+from podium.loop.state import sha256_file
+
+__all__ = ["promote_stage", "record_stage", "train_stage"]
+
+
+def _eval_options(ctx: Context) -> dict[str, Any]:
+    """What the recorded outcomes depend on besides the set: a change records them again."""
+    from pathlib import Path
+
+    s = ctx.settings
+    pool_file = sha256_file(Path(s.pool)) if s.pool and Path(s.pool).is_file() else None
+    return {"pool": s.pool, "pool_sha256": pool_file, "judge": s.grader, "seed": s.seed, "matrix_split": s.matrix_split}
+
+
+def record_stage(ctx: Context) -> dict[str, Any]:
+    """Stage 4: the eval through the cache into the matrix, then the bank (module docstring)."""
+    result: dict[str, Any] = _eval(ctx)
+    if ctx.settings.bank:
+        result["bank"] = _bank(ctx)
+    return result
+
+
+def _eval(ctx: Context) -> dict[str, Any]:
+    from podium.eval.cli import eval_spec
+    from podium.eval.matrix import split_counts, write_matrix
+    from podium.eval.replay import OutcomeMatrix
+    from podium.eval.report import write_report
+    from podium.eval.runner import TaskResult
+    from podium.eval.session import run_eval
+    from podium.eval.tasks import load_tasks
+
+    s, folder = ctx.settings, ctx.folder
+    set_sha, options = sha256_file(folder.set), _eval_options(ctx)
+    last = ctx.state.get("eval")
+    if (
+        last is not None
+        and last.get("set_sha256") == set_sha
+        and last.get("options") == options
+        and last.get("matrix_sha256") == sha256_file(folder.matrix)
+    ):
+        ctx.say(f"record: the set is unchanged since run {last['run']}'s eval; nothing to call")
+        return {"status": "skipped", "reason": f"the set is unchanged since run {last['run']}'s eval",
+                "questions": last["questions"], "splits": split_counts(folder.matrix)}  # fmt: skip
+    out = ctx.run_dir / "eval"
+    argv = ["eval", "--tasks", str(folder.set), "--methods", "single", "--matrix", str(folder.matrix)]
+    argv += ["--matrix-split", f"{s.matrix_split:g}", "--seed", str(s.seed), "--out", str(out), "--no-plot"]
+    argv += ["--pool", s.pool] if s.pool else []
+    argv += ["--judge", s.grader] if s.grader else []
+    argv += ["--cache", s.cache] if s.cache else []
+    argv += ["--concurrency", str(s.concurrency)] if s.concurrency else []
+    ctx.ran("record", argv)
+    args = command("podium.eval.cli", argv)
+    known = {t.id for t in OutcomeMatrix.load(folder.matrix).tasks()} if folder.matrix.is_file() else set()
+    done: list[int] = [0, 0]
+
+    def on_start(total: int) -> None:
+        done[1] = total
+        ctx.say(f"record: {total} request(s) (every pool worker alone on each question; cached ones cost nothing)")
+
+    def on_result(_method: str, _result: TaskResult) -> None:
+        done[0] += 1
+        if done[0] == done[1] or done[0] % 25 == 0:
+            ctx.say(f"record: {done[0]}/{done[1]}")
+
+    report = run_eval(eval_spec(args), on_start=on_start, on_result=on_result, on_stage=ctx.say)
+    write_report(report, out, plot=False)
+    ids = {t.id for t in load_tasks(folder.set)}
+    total, left_out = write_matrix(
+        report, folder.matrix, train_share=s.matrix_split, seed=s.seed, keep_splits=True, only=ids
+    )
+    cache = report["config"].get("cache") or {}
+    rows = {t.id for t in OutcomeMatrix.load(folder.matrix).tasks()}
+    result = {
+        "status": "done",
+        "questions": total,
+        "new_questions": len(rows - known),
+        "removed_questions": len(known - rows),
+        "left_out": left_out,
+        "cache_hits": cache.get("hits"),
+        "calls": cache.get("misses"),
+        "splits": split_counts(folder.matrix),
+        "report": folder.relative(out),
+    }
+    ctx.state["eval"] = {"run": ctx.run_id, "set_sha256": set_sha, "options": options,
+                         "matrix_sha256": sha256_file(folder.matrix), "questions": total}  # fmt: skip
+    ctx.say(
+        f"record: {total} question(s) in {folder.relative(folder.matrix)} ({len(rows - known)} new; "
+        f"{cache.get('misses', '?')} call(s), {cache.get('hits', '?')} from the cache)"
+    )
+    return result
+
+
+def _bank(ctx: Context) -> dict[str, Any]:
+    """``podium bank record`` of only the set's questions the bank has no row for; open tasks
+    are left out (the bank's verifier has no judge)."""
+    from podium.eval.bank import read_rows
+    from podium.eval.bank_cli import record_command
+    from podium.eval.tasks import load_tasks
+
+    s, folder = ctx.settings, ctx.folder
+    _, rows = read_rows(folder.bank / "matrix.csv")
+    recorded = {r["sample_id"] for r in rows}
+    tasks = load_tasks(folder.set)
+    todo = [t.id for t in tasks if t.id not in recorded and t.task_type != "open"]
+    open_left = sum(1 for t in tasks if t.id not in recorded and t.task_type == "open")
+    if not todo:
+        ctx.say(f"bank: every question of the set is in {folder.relative(folder.bank)} already")
+        return {"status": "skipped", "recorded": 0, "in_bank": len(recorded), "open_left_out": open_left}
+    ids = ctx.run_dir / "bank-ids.txt"
+    ids.parent.mkdir(parents=True, exist_ok=True)
+    ids.write_text("\n".join(todo) + "\n", encoding="utf-8")
+    argv = ["bank", "record", "--tasks", str(folder.set), "--out", str(folder.bank), "--ids", str(ids)]
+    argv += ["--pool", s.bank_pool, "--step-timeout", f"{s.step_timeout:g}"]
+    argv += ["--cache", s.cache] if s.cache else []
+    ctx.ran("record", argv)
+    from rich.console import Console
+
+    record_command(command("podium.eval.bank_cli", argv), Console(stderr=True, soft_wrap=True))
+    _, after = read_rows(folder.bank / "matrix.csv")
+    return {"status": "done", "recorded": len(todo), "in_bank": len(after), "open_left_out": open_left,
+            "ids": folder.relative(ids)}  # fmt: skip
+
+
+def _train_options(ctx: Context) -> dict[str, Any]:
+    s = ctx.settings
+    return {"lam": s.lam, "mu": s.mu, "generations": s.generations, "popsize": s.popsize, "dims": s.dims,
+            "max_steps": s.max_steps, "seed": s.seed}  # fmt: skip
+
+
+def _trained(ctx: Context, matrix_sha: str | None) -> Any:
+    """The latest version of the name trained on these matrix bytes with these options, or None."""
+    from podium.errors import ConfigError
+    from podium.registry import Registry
+
+    wanted = _train_options(ctx)
+    for version in reversed(Registry().versions(ctx.settings.name)):
+        try:
+            info = version.training()
+        except ConfigError:
+            continue
+        same = all(info.config.get(k) == v for k, v in wanted.items())
+        if same and info.data.get("matrix_sha256") == matrix_sha and info.data.get("embedder") == ctx.settings.embedder:
+            return version
+    return None
+
+
+def train_stage(ctx: Context) -> dict[str, Any]:
+    """Stage 5 (module docstring)."""
+    from podium.eval.matrix import split_counts
+    from podium.train.cli import train_light_version
+    from podium.train.light import MIN_QUESTIONS, Generation
+
+    s, folder = ctx.settings, ctx.folder
+    if not folder.matrix.is_file():
+        return {"status": "waiting", "reason": "no outcome matrix yet"}
+    matrix_sha = sha256_file(folder.matrix)
+    earlier = _trained(ctx, matrix_sha)
+    if earlier is not None:
+        ctx.say(f"train: {earlier.ref} was trained on this very matrix with these options; not trained again")
+        return {"status": "skipped", "version": earlier.ref, "reason": f"{earlier.ref} was trained on this matrix"}
+    n_train = split_counts(folder.matrix).get("train", 0)
+    if n_train < MIN_QUESTIONS:
+        reason = (
+            f"{n_train} training question(s) in {folder.relative(folder.matrix)}; the light conductor needs "
+            f"{MIN_QUESTIONS}: the loop trains once more traffic is in"
+        )
+        ctx.say(f"train: waiting — {reason}")
+        return {"status": "waiting", "reason": reason}
+    argv = ["train", "--replay", str(folder.matrix), "--name", s.name, "--lam", f"{s.lam:g}", "--mu", f"{s.mu:g}"]
+    argv += ["--generations", str(s.generations), "--dims", str(s.dims), "--embedder", s.embedder]
+    argv += ["--max-steps", str(s.max_steps), "--seed", str(s.seed)]
+    argv += ["--popsize", str(s.popsize)] if s.popsize else []
+    ctx.ran("train", argv)
+    ctx.say(f"train: {s.generations} CMA-ES generation(s) on {n_train} training question(s)")
+
+    def on_generation(g: Generation) -> None:
+        if (g.generation + 1) % 20 == 0:
+            ctx.say(f"train: generation {g.generation + 1}, validation reward {g.validation_reward:.4f}")
+
+    version, result, _ = train_light_version(command("podium.train.cli", argv), on_generation=on_generation)
+    best = result.history[result.best_generation] if result.history else None
+    summary = {"status": "done", "version": version.ref, "questions": result.data.get("questions")}
+    if best is not None:
+        summary |= {"validation_reward": best.validation_reward, "validation_quality": best.validation_quality}
+    ctx.state["train"] = {"run": ctx.run_id, "version": version.ref, "matrix_sha256": matrix_sha}
+    ctx.say(f"train: {version.ref}")
+    return summary
+
+
+def promote_stage(ctx: Context, trained: dict[str, Any]) -> dict[str, Any]:
+    """Stage 6 (module docstring): the gate's verdict on the version stage 5 trained or found."""
+    from podium.registry import Registry
+    from podium.train.conductor_cli import promote_version
+
+    ref = trained.get("version")
+    if not ref:
+        return {"status": "skipped", "reason": "no version to promote (nothing trained)"}
+    registry, folder = Registry(), ctx.folder
+    current = registry.promoted(ctx.settings.name)
+    if current is not None and current.ref == ref:
+        ctx.say(f"promote: {ref} is the promoted version")
+        return {"status": "already promoted", "candidate": ref, "current": ref}
+    matrix_sha = sha256_file(folder.matrix)
+    gate = {"max_quality_drop": ctx.settings.max_quality_drop, "allow_quality_drop": ctx.once.allow_quality_drop}
+    key = {"candidate": ref, "against": current.ref if current else None, "matrix_sha256": matrix_sha, **gate}
+    last = ctx.state.get("promote")
+    if last is not None and last.get("key") == key:
+        ctx.say(f"promote: the gate judged {ref} in run {last['run']} against the same version; {last['status']}")
+        return {"status": "skipped", "candidate": ref, "decided_in": last["run"], "decision": last["status"],
+                "reason": last["reason"], "current": current.ref if current else None}  # fmt: skip
+    argv = ["conductor", "promote", ref, "--replay", str(folder.matrix)]
+    argv += ["--max-quality-drop", f"{gate['max_quality_drop']:g}"] if gate["max_quality_drop"] is not None else []
+    argv += ["--allow-quality-drop"] if gate["allow_quality_drop"] else []
+    ctx.ran("promote", argv)
+    from rich.console import Console
+
+    promotion = promote_version(registry, command("podium.train.cli", argv), Console(stderr=True, quiet=True))
+    status = "promoted" if promotion.promoted else "refused"
+    ctx.state["promote"] = {"run": ctx.run_id, "key": key, "status": status, "reason": promotion.line}
+    ctx.say(f"promote: {promotion.line}")
+    now = registry.promoted(ctx.settings.name)
+    return {
+        "status": status,
+        "candidate": ref,
+        "against": promotion.against,
+        "reason": promotion.line,
+        "overridden": promotion.overridden,
+        "current": now.ref if now else None,
+        "report": str(promotion.folder),
+    }

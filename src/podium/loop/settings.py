@@ -1,0 +1,144 @@
+"""The loop's settings: what ``podium loop run``'s options resolve to.
+
+A folder remembers its settings in ``loop.json``: an option given on the command line is used
+and remembered, an option left out takes the value the folder remembers, else its default — so
+``podium loop run --dir loop`` alone resumes or repeats a loop set up once. A few settings are
+**fixed** once the folder has them, because changing them would make the folder's files
+inconsistent (:data:`FIXED`): giving another value is an error naming the one in use.
+
+``--since``, ``--until``, ``--allow-unconfirmed`` and ``--allow-quality-drop`` apply to one run
+only (:class:`RunOptions`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from podium.errors import ConfigError
+
+__all__ = ["FIXED", "RunOptions", "Settings", "resolve_settings"]
+
+FIXED: dict[str, str] = {
+    "allow_pii": "the set's questions are pseudonymized or in clear, and one set must not mix them",
+    "seed": "the matrix's train/test split was drawn with it, and a question must keep its split",
+    "matrix_split": "the matrix's train/test split was drawn with it, and a question must keep its split",
+    "pool": "the matrix's columns are its workers, and every row must have the same ones",
+    "source": "the set's task ids come from it",
+}
+"""Settings a folder keeps once it has them, and why."""
+
+
+@dataclass
+class Settings:
+    """Every remembered setting of a loop folder (``podium loop run --help`` says what each
+    does; the field names are the options' without dashes)."""
+
+    source: str = "traces"
+    traces: str | None = None
+    store: str | None = None
+    tag: list[str] = field(default_factory=list)
+    use_case: str | None = None
+    status: str | None = None
+    days: float = 7.0
+    task_type: str = "open"
+    candidate: str = "auto"
+    similar: float | None = None
+    similar_embedder: str = "hash"
+    limit: int | None = None
+    allow_pii: bool = False
+    threshold: list[str] = field(default_factory=list)
+    judge: str | None = None
+    pool: str | None = None
+    eval_judge: str | None = None
+    seed: int = 0
+    matrix_split: float = 0.8
+    cache: str | None = None
+    concurrency: int | None = None
+    bank: bool = False
+    bank_pool: str = "local-tools"
+    step_timeout: float = 600.0
+    name: str = "light"
+    lam: float = 0.0
+    mu: float = 0.0
+    generations: int = 60
+    popsize: int | None = None
+    dims: int = 16
+    embedder: str = "minilm"
+    max_steps: int = 3
+    max_quality_drop: float | None = None
+
+    @property
+    def grader(self) -> str | None:
+        """The worker that grades open tasks in the eval: ``eval_judge``, else ``judge``."""
+        return self.eval_judge or self.judge
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def check(self) -> None:
+        """ConfigError naming the option of a value out of its range (the commands check the
+        rest: task type, candidate, thresholds, the window)."""
+        from podium.eval.matrix import assign_splits
+
+        for flag, value in (("--lam", self.lam), ("--mu", self.mu), ("--max-quality-drop", self.max_quality_drop)):
+            if value is not None and not value >= 0:
+                raise ConfigError(f"{flag} must be ≥ 0, got {value}")
+        if not self.step_timeout > 0:
+            raise ConfigError(f"--step-timeout must be > 0 seconds, got {self.step_timeout}")
+        if self.similar is not None and not 0 < self.similar <= 1:
+            raise ConfigError(f"--similar {self.similar}: give a cosine similarity in (0, 1], e.g. 0.95")
+        assign_splits((), self.matrix_split)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What applies to this run only."""
+
+    since: str | None = None
+    until: str | None = None
+    allow_unconfirmed: bool = False
+    allow_quality_drop: bool = False
+
+
+_PATHS = ("traces", "store")
+"""Settings that name a file: remembered as absolute paths, so a later run from another folder
+reads the same file."""
+
+
+def _path_like(value: str) -> bool:
+    """A pool or cache value that names a file (rather than a preset name or a URL)."""
+    return "://" not in value and (Path(value).exists() or "/" in value or value.endswith((".toml", ".sqlite3")))
+
+
+def resolve_settings(stored: dict[str, Any], given: argparse.Namespace) -> Settings:
+    """The settings of a run: ``given`` (the options given on the command line; None = not given)
+    over ``stored`` (the folder's) over the defaults. Raises ConfigError for a fixed setting
+    given another value than the folder's, or a remembered value that is not a setting."""
+    defaults = Settings()
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        value = getattr(given, f.name, None)
+        if value is not None:
+            if f.name in _PATHS or (f.name in ("pool", "cache") and _path_like(str(value))):
+                value = str(Path(value).expanduser().resolve())
+            if f.name in ("judge", "eval_judge") and str(value).lower() == "none":
+                value = None
+            if f.name in FIXED and f.name in stored and stored[f.name] != value:
+                flag = "--" + f.name.replace("_", "-")
+                raise ConfigError(
+                    f"{flag} {value}: this loop folder uses {stored[f.name]!r} ({FIXED[f.name]}); drop the option, "
+                    "or start another loop in a new --dir"
+                )
+            values[f.name] = value
+        elif f.name in stored:
+            values[f.name] = stored[f.name]
+        else:
+            values[f.name] = getattr(defaults, f.name)
+    try:
+        return Settings(**values)
+    except TypeError as exc:  # pragma: no cover - a hand-edited loop.json
+        raise ConfigError(f"loop.json settings: {exc}") from None

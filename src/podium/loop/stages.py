@@ -1,0 +1,337 @@
+"""Stages 1–3 of ``podium loop run``: drift, export (and the review file of what is new), labels.
+
+Each stage runs the code of the command it stands for — the options are those the command
+would parse from the line :func:`command` builds (so the defaults are the command's own), and
+the line is recorded in the report as what the stage ran. Stages 4–6 are in
+:mod:`podium.loop.outcomes`; the order and the state in :mod:`podium.loop.runner`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from podium.errors import ConfigError
+from podium.loop.settings import RunOptions, Settings
+from podium.loop.state import Folder, atomic_write
+from podium.traffic.export import CANDIDATE_SOURCES
+
+__all__ = [
+    "EXIT_LABELS",
+    "Context",
+    "ReviewPlan",
+    "apply_reviews",
+    "candidates",
+    "command",
+    "drift_stage",
+    "export_argv",
+    "export_stage",
+    "labels_stage",
+]
+
+EXIT_LABELS = 5
+"""Exit status of ``podium loop run`` when it stopped for labels: candidate references are left
+unconfirmed, no judge was given, and not ``--allow-unconfirmed``."""
+
+
+@dataclass
+class Context:
+    """One run: the folder, its settings, this run's options and id, the window, the state,
+    where progress lines go (``say``), how the state is saved (``save``), and the command lines
+    the stages stood for."""
+
+    folder: Folder
+    settings: Settings
+    once: RunOptions
+    run_id: str
+    window: tuple[str, str]
+    state: dict[str, Any]
+    say: Callable[[str], None]
+    save: Callable[[], None]
+    commands: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.folder.run(self.run_id)
+
+    def ran(self, stage: str, argv: Sequence[str]) -> None:
+        """Record the command line ``stage`` stands for."""
+        self.commands.setdefault(stage, []).append(shlex.join(["podium", *argv]))
+
+
+def command(module: str, argv: Sequence[str]) -> argparse.Namespace:
+    """The options ``podium ARGV`` parses to, by the parsers of ``module`` (a module of
+    :data:`podium.cli._SUBCOMMANDS`), with that command's defaults. ConfigError for a bad value."""
+    parser = argparse.ArgumentParser(prog="podium", exit_on_error=False)
+    importlib.import_module(module).add_parsers(parser.add_subparsers(dest="command"))
+    try:
+        return parser.parse_args(list(argv))
+    except (argparse.ArgumentError, SystemExit) as exc:
+        raise ConfigError(f"podium {shlex.join(argv)}: {exc}") from None
+
+
+def candidates(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Ids of the tasks whose reference is still an unconfirmed candidate."""
+    return [str(r["id"]) for r in records if r.get("reference_source") in CANDIDATE_SOURCES]
+
+
+# ------------------------------------------------------------------------------------ 1. drift
+
+
+def drift_stage(ctx: Context) -> dict[str, Any]:
+    """``podium drift`` over this run's window against the window as long before it; its report
+    saved in the run's folder. Bad input (e.g. no traffic in the reference window, as on a first
+    run) is recorded with exit 2, never fatal: drift informs, it does not gate."""
+    from datetime import datetime
+
+    from podium.traffic.drift_cli import drift_run
+
+    s, (since, until) = ctx.settings, ctx.window
+    span = datetime.fromisoformat(until.replace("Z", "+00:00")) - datetime.fromisoformat(since.replace("Z", "+00:00"))
+    out = ctx.run_dir / "drift.md"
+    days = f"{span.total_seconds() / 86400:g}"
+    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", days]
+    argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
+    argv += ["--store", s.store] if s.store and s.source == "shadow" else []
+    for tag in s.tag:
+        argv += ["--tag", tag]
+    for threshold in s.threshold:
+        argv += ["--threshold", threshold]
+    if ctx.folder.set.is_file():
+        argv += ["--labels", str(ctx.folder.set)]
+    argv += ["--out", str(out)]
+    ctx.ran("drift", argv)
+    try:
+        report = drift_run(command("podium.traffic.cli", argv))
+    except ConfigError as exc:
+        ctx.say(f"drift: not compared ({exc}); recorded, the loop goes on")
+        return {"status": "not compared", "exit_code": 2, "error": str(exc)}
+    atomic_write(ctx.run_dir / "drift.json", json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    code, alerts = int(report["exit_code"]), report["alerts"]
+    kinds = sorted({a["kind"] for a in alerts})
+    ctx.say(f"drift: exit {code}, {len(alerts)} alert(s){' (' + ', '.join(kinds) + ' shift)' if kinds else ''}")
+    return {
+        "status": "done",
+        "exit_code": code,
+        "alerts": len(alerts),
+        "kinds": kinds,
+        "report": ctx.folder.relative(out),
+    }
+
+
+# ----------------------------------------------------------------------------------- 2. export
+
+
+def export_argv(ctx: Context) -> list[str]:
+    """``podium tasks export --append`` of this run's window into the folder's set."""
+    s, (since, until) = ctx.settings, ctx.window
+    argv = ["tasks", "export", "--out", str(ctx.folder.set), "--append", "--source", s.source]
+    argv += ["--since", since, "--until", until, "--task-type", s.task_type, "--candidate", s.candidate]
+    argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
+    argv += ["--store", s.store] if s.store and s.source == "shadow" else []
+    for tag in s.tag:
+        argv += ["--tag", tag]
+    argv += ["--use-case", s.use_case] if s.use_case else []
+    argv += ["--status", s.status] if s.status else []
+    if s.similar is not None:
+        argv += ["--similar", f"{s.similar:g}", "--embedder", s.similar_embedder]
+    argv += ["--limit", str(s.limit)] if s.limit else []
+    argv += ["--allow-pii"] if s.allow_pii else []
+    return argv
+
+
+@dataclass
+class ReviewPlan:
+    """The set with every review file of the folder applied (:func:`apply_reviews`).
+
+    Attributes:
+        records: the set afterwards.
+        files: per review file whose verdicts changed the set: what they did.
+        dropped: ``{"id", "question"}`` of every task a review file dropped (now or before), so
+            the export never brings it back.
+        missing: review files the state names that are not on disk.
+    """
+
+    records: list[dict[str, Any]]
+    files: list[dict[str, Any]]
+    dropped: list[dict[str, Any]]
+    missing: list[str]
+
+
+def apply_reviews(folder: Folder, state: dict[str, Any], records: list[dict[str, Any]]) -> ReviewPlan:
+    """Every review file the loop wrote, applied in order to ``records`` (all or nothing: a bad
+    row in any file is a ReviewFileError and nothing is returned). A file applied before
+    changes nothing again (its dropped tasks are ``gone``), so only files filled since show."""
+    from podium.traffic.review import import_review, read_review
+
+    files: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for entry in state["reviews"]:
+        path = folder.root / entry["file"]
+        if not path.is_file():
+            missing.append(entry["file"])
+            continue
+        before = {str(r["id"]): r for r in records}
+        gone = set(entry["ids"]) - set(before)
+        result = import_review(path, records, set_name=str(folder.set), gone=gone)
+        after = {str(r["id"]): r for r in result.records}
+        removed = [i for i in before if i not in after]
+        changed = [(before[i], r) for i, r in after.items() if before.get(i) != r]
+        if changed or removed:  # filled (or filled further) since the last run; counts of what changed now
+            files.append(
+                {
+                    "file": entry["file"],
+                    "changed": len(changed),
+                    "accepted": sum(1 for old, new in changed if new.get("reference") == old.get("reference")
+                                    and new.get("reference_source") != old.get("reference_source")),
+                    "fixed": sum(1 for old, new in changed if new.get("reference") != old.get("reference")),
+                    "dropped": len(removed),
+                    "retyped": sum(1 for old, new in changed if new.get("task_type") != old.get("task_type")),
+                }
+            )  # fmt: skip
+        questions = {row.get("id", ""): row.get("question", "") for row in read_review(path)}
+        dropped += [{"id": i, "question": questions.get(i, "")} for i in sorted(gone | set(removed))]
+        records = result.records
+    return ReviewPlan(records, files, dropped, missing)
+
+
+def export_stage(ctx: Context, new: Sequence[dict[str, Any]], summary: dict[str, Any]) -> dict[str, Any]:
+    """Append the run's new tasks (computed before any stage ran) to the set, then write a
+    review file of every task no review file of the loop names yet (this run's new ones, or
+    ones an interrupted run added), and any review file the state names that is missing."""
+    from podium.traffic.export import read_set, write_jsonl
+    from podium.traffic.review import write_review
+
+    ctx.ran("export", export_argv(ctx))
+    existing = read_set(ctx.folder.set) if ctx.folder.set.is_file() else []
+    if new:
+        write_jsonl(ctx.folder.set, [*existing, *new])
+    records = [*existing, *new]
+    by_id = {str(r["id"]): r for r in records}
+    named = {i for entry in ctx.state["reviews"] for i in entry["ids"]}
+    rewritten = []
+    for entry in ctx.state["reviews"]:
+        path = ctx.folder.root / entry["file"]
+        if not path.is_file():  # named by the state, lost (an interruption right after the state was saved)
+            write_review(path, [by_id[i] for i in entry["ids"] if i in by_id])
+            rewritten.append(entry["file"])
+    unreviewed = [r for r in records if str(r["id"]) not in named]
+    review = None
+    if unreviewed:
+        path = ctx.folder.review(ctx.run_id)
+        from podium.records import utc_now
+
+        ctx.state["reviews"].append(
+            {"file": ctx.folder.relative(path), "run": ctx.run_id, "ids": [str(r["id"]) for r in unreviewed],
+             "written": utc_now()}
+        )  # fmt: skip
+        ctx.save()  # the state names the file before it exists: a lost file is rewritten, never orphaned
+        write_review(path, unreviewed)
+        review = ctx.folder.relative(path)
+    written = f"; review file {review} ({len(unreviewed)} row(s))" if review else ""
+    ctx.say(
+        f"export: {len(new)} new task(s) of {summary['read']} request(s) read; {len(records)} in "
+        f"{ctx.folder.relative(ctx.folder.set)}{written}"
+    )
+    return {
+        "status": "done",
+        **summary,
+        "added": len(new),
+        "in_set": len(records),
+        "review": review,
+        "review_rows": len(unreviewed),
+        "review_candidates": len(candidates(unreviewed)),
+        "rewritten_reviews": rewritten,
+    }
+
+
+# ----------------------------------------------------------------------------------- 3. labels
+
+
+def labels_stage(ctx: Context) -> dict[str, Any]:
+    """Import the review files filled since the last run (all or nothing), let ``--judge``
+    confirm what it can (through the request cache: a candidate it already judged costs no call),
+    and stop when candidates remain unconfirmed, unless ``--allow-unconfirmed``."""
+    from podium.eval.tasks import load_tasks
+    from podium.traffic.export import read_set, write_jsonl
+
+    records = read_set(ctx.folder.set)
+    plan = apply_reviews(ctx.folder, ctx.state, records)
+    for f in plan.files:
+        ctx.ran("labels", ["tasks", "import", str(ctx.folder.root / f["file"]), "--set", str(ctx.folder.set)])
+    if plan.files:
+        write_jsonl(ctx.folder.set, plan.records)
+        load_tasks(ctx.folder.set)
+    records = plan.records
+    result: dict[str, Any] = {"reviews": plan.files, "judge": None}
+    if ctx.settings.judge and candidates(records):
+        result["judge"], records = _judge(ctx, records)
+    left = candidates(records)
+    result["candidates_left"] = len(left)
+    done = sum(f["changed"] + f["dropped"] for f in plan.files)
+    judged = result["judge"]["confirmed"] if result["judge"] else 0
+    ctx.say(f"labels: {done} task(s) changed by {len(plan.files)} review file(s), {judged} confirmed by a judge; "
+            f"{len(left)} candidate reference(s) unconfirmed")  # fmt: skip
+    if not left:
+        return {"status": "done", **result}
+    if ctx.once.allow_unconfirmed:
+        return {"status": "unconfirmed allowed", **result}
+    return {"status": "stopped", **result, "files": _where(ctx, left), "message": _stop_message(ctx, left)}
+
+
+def _judge(ctx: Context, records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    import asyncio
+
+    from podium.eval.session import EvalSpec
+    from podium.traffic.export import write_jsonl
+    from podium.traffic.label import judge_label
+    from podium.traffic.tasks_cli import judge_worker
+    from podium.workers.cache import RequestCache
+
+    s = ctx.settings
+    assert s.judge is not None
+    argv = ["tasks", "label", str(ctx.folder.set), "--judge", s.judge, *(["--pool", s.pool] if s.pool else [])]
+    ctx.ran("labels", argv)
+    location = s.cache if s.cache is not None else EvalSpec().cache
+    cache = RequestCache(location) if location is not None else None
+    judge = judge_worker(s.pool, s.judge, cache=cache)
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 10 == 0:
+            ctx.say(f"labels: judged {done}/{total}")
+
+    result = asyncio.run(judge_label(records, judge, on_done=progress))
+    if result.confirmed:
+        write_jsonl(ctx.folder.set, result.records)
+    summary = {
+        "worker": s.judge,
+        "confirmed": result.confirmed,
+        "rejected": result.rejected,
+        "unscored": result.unscored,
+        "calls": cache.misses if cache is not None else None,
+    }
+    return summary, result.records
+
+
+def _where(ctx: Context, left: Sequence[str]) -> dict[str, int]:
+    """Per review file, how many of its rows are unconfirmed candidates."""
+    wanted = set(left)
+    return {e["file"]: n for e in ctx.state["reviews"] if (n := len(wanted & set(e["ids"])))}
+
+
+def _stop_message(ctx: Context, left: Sequence[str]) -> str:
+    files = "\n".join(f"  {ctx.folder.root / f}: {n} row(s) to confirm" for f, n in _where(ctx, left).items())
+    return (
+        f"{len(left)} task(s) of {ctx.folder.set} still have an unconfirmed candidate reference (podium's or the "
+        f"upstream's own answer, which would measure agreement, not quality):\n{files}\n"
+        "fill in verdict (accept / fix / drop) and reference there, then resume with: "
+        f"podium loop run --dir {ctx.folder.root}\n"
+        "(or let a judge confirm what it can: --judge WORKER; or go on with them unconfirmed: --allow-unconfirmed)"
+    )

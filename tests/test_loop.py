@@ -1,0 +1,187 @@
+"""``podium loop run``: the weekly procedure as one command, over a real trace store written by
+the real orchestrator, a real pool file and the real eval, training and gate — with scripted
+fake workers and a model-free encoder in place of models (tests/loop_support.py).
+
+A first run goes through every stage and promotes; a second run with no new traffic does
+nothing new (the same set and matrix, no worker called, no version trained); a run after new
+traffic adds only the new tasks and calls the workers only about them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podium.cli import cli
+from podium.eval.replay import OutcomeMatrix
+from podium.registry import Registry
+from tests.conftest import read_jsonl
+from tests.loop_support import POOL, FakePool, files, gsm8k, isolate, requests, tables
+from tests.traffic_support import Request, at, run_requests
+
+pytest.importorskip("cma", reason="needs podium[train]")
+
+WEEK1 = gsm8k(0, 20), tables(0, 12)
+WEEK2 = gsm8k(20, 5), tables(12, 4)
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, FakePool, list[str]]:
+    """(traces, the fake pool, the loop's base arguments) with week 1's 32 requests stored."""
+    isolate(tmp_path, monkeypatch)
+    traces = tmp_path / "traces.sqlite3"
+    run_requests(traces, [*requests(WEEK1[0], 2), *requests(WEEK1[1], 3)])
+    fakes = FakePool(*WEEK1)
+    fakes.install(monkeypatch)
+    (tmp_path / "pool.toml").write_text(POOL, encoding="utf-8")
+    (tmp_path / "loop").mkdir()
+    base = ["loop", "run", "--dir", str(tmp_path / "loop"), "--json"]
+    first = ["--traces", str(traces), "--pool", str(tmp_path / "pool.toml"), "--judge", "big", "--allow-pii"]
+    first += ["--generations", "30", "--lam", "10", "--dims", "8"]
+    return traces, fakes, [*base, *first]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
+    code = cli(argv)
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+@pytest.mark.slow
+def test_first_run_goes_through_every_stage_then_reruns_do_only_what_is_new(
+    world: tuple[Path, FakePool, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces, fakes, argv = world
+    loop = tmp_path / "loop"
+    week1 = ["--since", "2026-11-01", "--until", "2026-11-07"]
+    code, report = run([*argv, *week1], capsys)
+    stages = report["stages"]
+    assert code == 0 and report["status"] == "done", report
+    assert stages["drift"]["exit_code"] == 2 and stages["drift"]["status"] == "not compared"  # no week before
+    assert (stages["export"]["added"], stages["export"]["in_set"], stages["export"]["review"]) == (
+        32, 32, "review/review-0001.csv",
+    )  # fmt: skip
+    assert stages["labels"]["judge"]["confirmed"] == 32 and stages["labels"]["candidates_left"] == 0
+    assert fakes.judge_calls() == 32
+    assert stages["record"]["questions"] == 32 and stages["record"]["calls"] == 64  # 32 questions × 2 workers
+    assert stages["record"]["splits"] == {"test": 6, "train": 26}
+    assert stages["train"]["version"] == "light@v1"
+    assert stages["promote"]["status"] == "promoted" and report["promoted"] == "light@v1"
+    assert stages["promote"]["reason"].startswith("promoted: light@v1's reward")
+    assert Registry().promoted("light").ref == "light@v1"
+    assert {r["reference_source"] for r in read_jsonl(loop / "set.jsonl")} == {"judge:big"}
+    assert (loop / "runs/0001/report.md").read_text().startswith("# podium loop · run 0001 · done (exit 0)")
+    assert "podium train --replay" in (loop / "runs/0001/report.md").read_text()
+
+    # the same week again: nothing new is exported, called, trained or decided
+    before, calls = files(loop), len(fakes.workers["big"].calls) + len(fakes.workers["small"].calls)
+    code, report = run([*argv[:5], *week1], capsys)  # only --dir: the folder remembers the rest
+    stages = report["stages"]
+    assert code == 0, report
+    assert (
+        stages["export"]["added"] == 0 and stages["export"]["already_in_set"] == 32 and not stages["export"]["review"]
+    )
+    assert stages["record"]["status"] == "skipped" and stages["train"]["status"] == "skipped"
+    assert stages["promote"]["status"] == "already promoted"
+    assert len(fakes.workers["big"].calls) + len(fakes.workers["small"].calls) == calls
+    after = files(loop)
+    for name in ("set.jsonl", "set.csv", "review/review-0001.csv"):
+        assert after[name] == before[name], name
+    assert [v.ref for v in Registry().versions("light")] == ["light@v1"]
+
+    # a second week: only its new questions are exported, judged and recorded
+    old = {t.id: t.split for t in OutcomeMatrix.load(loop / "set.csv").tasks()}
+    run_requests(
+        traces, [*requests(WEEK2[0], 9), *requests(WEEK2[1], 10), Request(WEEK1[0][0][0], at(11), ("task:math",))]
+    )
+    fakes.add(*WEEK2)
+    judged, answered = fakes.judge_calls(), fakes.answer_calls()
+    code, report = run([*argv[:5], "--since", "2026-11-08", "--until", "2026-11-14"], capsys)
+    stages = report["stages"]
+    assert code in (0, 3), report
+    assert isinstance(stages["drift"]["exit_code"], int)
+    assert (stages["export"]["added"], stages["export"]["duplicates"], stages["export"]["in_set"]) == (9, 1, 41)
+    assert stages["export"]["review"] == "review/review-0003.csv" and stages["export"]["review_rows"] == 9
+    assert fakes.judge_calls() - judged == 9 and stages["labels"]["judge"]["confirmed"] == 9
+    assert fakes.answer_calls() - answered == 18 and stages["record"]["calls"] == 18
+    assert stages["record"]["new_questions"] == 9 and stages["record"]["questions"] == 41
+    now = {t.id: t.split for t in OutcomeMatrix.load(loop / "set.csv").tasks()}
+    assert all(now[i] == split for i, split in old.items())  # no question moved between train and test
+    assert stages["train"]["version"] == "light@v2"
+    assert stages["promote"]["status"] in ("promoted", "refused")  # v1 and v2 both route every test question right
+    assert stages["promote"]["reason"].startswith(("promoted: light@v2", "not promoted: light@v2"))
+    assert (code == 3) == (stages["promote"]["status"] == "refused")
+    current = Registry().promoted("light").ref
+
+    # other training options on the same matrix: an untrained policy (always the first worker) is refused
+    code, report = run([*argv[:5], "--since", "2026-11-08", "--until", "2026-11-14", "--generations", "0"], capsys)
+    stages = report["stages"]
+    assert code == 3 and report["status"] == "refused" and stages["record"]["status"] == "skipped"
+    assert stages["train"]["version"] == "light@v3" and stages["promote"]["status"] == "refused"
+    assert (
+        stages["promote"]["reason"].startswith("not promoted: light@v3's reward")
+        and current in stages["promote"]["reason"]
+    )
+    assert Registry().promoted("light").ref == current
+    # and asked again, the gate's verdict stands without a new evaluation
+    code, report = run([*argv[:5], "--since", "2026-11-08", "--until", "2026-11-14"], capsys)
+    assert code == 0 and report["stages"]["train"]["status"] == "skipped"
+    assert report["stages"]["promote"]["status"] == "skipped" and report["stages"]["promote"]["decision"] == "refused"
+
+
+@pytest.mark.slow
+def test_the_bank_step_records_only_the_new_questions_of_the_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--bank``: each run records into DIR/bank only the set's questions the bank has no row
+    for (``podium bank record --ids``), on the local-tools catalogue — its model workers scripted
+    fakes, the Python tool real."""
+    import podium.workers
+    from podium.eval.bank import read_bank
+    from podium.testing import ScriptedWorker
+
+    isolate(tmp_path, monkeypatch)
+    maths = gsm8k(60, 3)
+    traces = tmp_path / "traces.sqlite3"
+    run_requests(traces, requests(maths[:2], 2))
+    fakes = FakePool(maths, [])
+    real = podium.workers.build_worker
+    fakes.install(monkeypatch)
+
+    def pools(config: Any) -> list[Any]:
+        if config.name != "local-tools":
+            return [fakes.workers[w.name] for w in config.workers]
+        return [  # the tools real; the models scripted fakes
+            ScriptedWorker(w.name, reply="The final answer is 42.")
+            if w.backend == "llama_cpp"
+            else real(config.merged(w))
+            for w in config.workers
+        ]
+
+    monkeypatch.setattr("podium.workers.build_pool_workers", pools)
+    (tmp_path / "pool.toml").write_text(POOL, encoding="utf-8")
+    (tmp_path / "loop").mkdir()
+    argv = [
+        "loop",
+        "run",
+        "--dir",
+        str(tmp_path / "loop"),
+        "--traces",
+        str(traces),
+        "--pool",
+        str(tmp_path / "pool.toml"),
+    ]
+    argv += ["--allow-pii", "--allow-unconfirmed", "--bank", "--step-timeout", "60", "--json"]
+    assert cli([*argv, "--since", "2026-11-01", "--until", "2026-11-07"]) == 0
+    first = json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]
+    assert (first["recorded"], first["in_bank"]) == (2, 2)
+    run_requests(traces, requests(maths[2:], 9))
+    assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]
+    assert (second["recorded"], second["in_bank"]) == (1, 3)
+    assert (tmp_path / "loop" / second["ids"]).read_text().count("\n") == 1
+    assert len(read_bank(tmp_path / "loop" / "bank").rows) == 3
+    assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]["status"] == "skipped"
