@@ -105,31 +105,41 @@ def resolve_overlaps(detections: Iterable[Detection]) -> list[Detection]:
     """Non-overlapping detections in text order: among overlapping ones the highest score wins,
     then the longest span, then the kind earlier in :data:`KIND_PRIORITY`. What a losing
     detection covers beyond the winners is kept as a detection of its kind (trimmed of spaces
-    and sentence punctuation; dropped when nothing but those is left)."""
+    and sentence punctuation; dropped when no letter or digit is left: a bracket alone says
+    nothing).
+
+    Time O(k log k + the characters the detections cover): each detection reads and marks the
+    characters it spans, never the other detections."""
 
     def rank(d: Detection) -> tuple[float, int, int, int]:
         priority = KIND_PRIORITY.index(d.kind) if d.kind in KIND_PRIORITY else len(KIND_PRIORITY)
         return (-d.score, -(d.end - d.start), priority, d.start)
 
+    ranked = sorted(detections, key=rank)
+    if not ranked:
+        return []
+    taken = bytearray(max(d.end for d in ranked))  # 1: the character is a kept detection's
     kept: list[Detection] = []
-    for d in sorted(detections, key=rank):
-        overlapping = sorted((k for k in kept if k.start < d.end and d.start < k.end), key=lambda k: k.start)
-        if not overlapping:
+    for d in ranked:
+        if not any(taken[d.start : d.end]):
             kept.append(d)
+            taken[d.start : d.end] = b"\x01" * (d.end - d.start)
             continue
-        gaps, at = [], d.start
-        for k in overlapping:
-            if k.start > at:
-                gaps.append((at, k.start))
-            at = max(at, k.end)
-        if at < d.end:
-            gaps.append((at, d.end))
-        for start, end in gaps:
-            piece = d.text[start - d.start : end - d.start]
+        at = d.start
+        while at < d.end:
+            while at < d.end and taken[at]:
+                at += 1
+            start = at
+            while at < d.end and not taken[at]:
+                at += 1
+            if at == start:
+                continue
+            piece = d.text[start - d.start : at - d.start]
             left = len(piece) - len(piece.lstrip(_TRIM))
             right = len(piece.rstrip(_TRIM))
-            if right > left:
+            if right > left and any(c.isalnum() for c in piece[left:right]):
                 kept.append(Detection(d.kind, start + left, start + right, d.score, piece[left:right]))
+                taken[start + left : start + right] = b"\x01" * (right - left)
     return sorted(kept, key=lambda d: d.start)
 
 
