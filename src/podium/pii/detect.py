@@ -6,8 +6,11 @@ and registers only recognizers that need no NER: podium's own (:mod:`podium.pii.
 plus Presidio's IP recognizer. Lemmas are the lowercased tokens, so Presidio's context words
 ("cpr", "tlf", ...) still raise scores.
 
-Invisible characters: a text with zero-width or other invisible characters (:func:`podium.pii.segment.visible_view`)
-is analysed once more without them, so ``0704\u200b912846`` is the CPR it reads as.
+The text as read: a text with invisible characters, combining marks or whitespace runs between
+digit groups is analysed once more as a person reads it (:func:`podium.pii.segment.reading_view`:
+invisible characters left out, NFD letters composed, stray marks left out, a tab, line break or
+several spaces between digit groups one space), so ``0704\u200b912846``, ``070491\\t2846`` and
+``Ju\u0308rgen`` are the CPR and the name they read as.
 
 Glued values: each text is analysed as written and, when it has glue points, once more as its
 segmented view (:mod:`podium.pii.segment`: boundaries inserted between ``a@x.dk`` and
@@ -54,7 +57,7 @@ from podium.pii.recognizers import (
     PersonNameRecognizer,
     PhoneNumberRecognizer,
 )
-from podium.pii.segment import SegmentedView, segmented_view, visible_view
+from podium.pii.segment import SegmentedView, reading_view, segmented_view
 from podium.pii.vault import ENTITY_TYPES
 
 __all__ = [
@@ -274,13 +277,13 @@ class Detector:
             return []
         plain = fold_separators(text)  # one character for one: every offset holds in ``text``
         found = [dataclasses.replace(d, text=text[d.start : d.end]) for d in self._analyze(plain)]
-        visible = visible_view(plain)
-        if visible is not None:  # only the chunks where an invisible character was left out differ
-            found += self._from_view(text, visible, lambda a, b: _has_gap(visible.origin, a, b))
-        glued = segmented_view(plain if visible is None else visible.text)
+        reading = reading_view(plain)
+        if reading is not None:  # only the chunks where something was left out, composed or collapsed differ
+            found += self._from_view(text, reading, reading.differs)
+        glued = segmented_view(plain if reading is None else reading.text)
         if glued is not None:  # only the chunks with a boundary in them differ from the text
-            view = glued if visible is None else visible.then(glued)
-            found += self._from_view(text, view, lambda a, b: -1 in glued.origin[a:b])
+            view = glued if reading is None else reading.then(glued)
+            found += self._from_view(text, view, glued.differs)
         return resolve_overlaps(found)
 
     def _from_view(self, text: str, view: SegmentedView, only: Callable[[int, int], bool]) -> list[Detection]:
@@ -310,11 +313,6 @@ class Detector:
                     for r in results
                 ]
         return found
-
-
-def _has_gap(origin: tuple[int, ...], start: int, end: int) -> bool:
-    """Whether the view's characters ``start:end`` skip a character of the text."""
-    return end - start > 0 and origin[end - 1] - origin[start] != end - 1 - start
 
 
 CHUNK_CHARS = 2000
