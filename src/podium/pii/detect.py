@@ -59,6 +59,7 @@ from podium.pii.recognizers import (
 )
 from podium.pii.segment import SegmentedView, reading_view, segmented_view
 from podium.pii.vault import ENTITY_TYPES
+from podium.text import LATIN_LOOKALIKES
 
 __all__ = [
     "CHUNK_CHARS",
@@ -190,10 +191,13 @@ _DIGIT_UNDERSCORE = re.compile(r"(?<=\d)_(?=\d)")
 
 def fold_separators(text: str) -> str:
     """``text`` with spaces, dashes and digits written in other scripts or widths replaced by
-    their ASCII forms, and an underscore between two digits by a hyphen, one character for one
-    (so an offset in the result is the same offset in ``text``): detection then sees
-    ``070491\u00a02846``, ``070491_2846`` and ``０７０４９１－２８４６`` as the CPR they are.
-    Linear."""
+    their ASCII forms, an underscore between two digits by a hyphen, and Cyrillic or Greek
+    letters drawn like Latin ones (:data:`podium.text.LATIN_LOOKALIKES`) by those Latin letters
+    inside a word that has Latin letters too, one character for one (so an offset in the result
+    is the same offset in ``text``): detection then sees ``070491\u00a02846``, ``070491_2846``,
+    ``０７０４９１－２８４６`` and ``M\u0435tte`` (a Cyrillic ``е``) as the CPR and the name
+    they read as. A word wholly in Cyrillic or Greek is left as it is (``Мама`` is Russian, not
+    a look-alike). Linear."""
     if not text.isascii():
         out = []
         for ch in text:
@@ -202,7 +206,27 @@ def fold_separators(text: str) -> str:
                 folded = _FOLD_CACHE[ch] = _fold_char(ch)
             out.append(folded)
         text = "".join(out)
+        if _LOOKALIKE.search(text):
+            text = _WORD.sub(_read_lookalikes, text)
     return _DIGIT_UNDERSCORE.sub("-", text) if "_" in text else text
+
+
+_LOOKALIKE = re.compile("[" + "".join(chr(c) for c in LATIN_LOOKALIKES) + "]")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _read_lookalikes(m: re.Match[str]) -> str:
+    """A word with its look-alike letters read as Latin, when it mixes them with Latin letters."""
+    word = m.group()
+    if not _LOOKALIKE.search(word) or not any(_is_latin(c) for c in word):
+        return word
+    return word.translate(LATIN_LOOKALIKES)
+
+
+def _is_latin(c: str) -> bool:
+    if c.isascii():
+        return c.isalpha()
+    return unicodedata.name(c, "").startswith("LATIN ")
 
 
 class Detector:

@@ -142,7 +142,7 @@ _AFTER = r"(?!\d)(?![ .-]\d)"
 _DK_BODY = r"[2-9]\d(?:([ .-])\d\d\1\d\d\1\d\d|\d\d[ -]\d{4}|\d{6})"
 _US_BODY = r"(?:\([2-9]\d\d\) ?|[2-9]\d\d[ .-])[2-9]\d\d[ .-]\d{4}"
 _US_PARENS = r"\([2-9]\d\d\) ?[2-9]\d\d[ .-]\d{4}"  # a parenthesis starts a number of its own
-_GB_BODY = r"[1-9]\d{1,3}\)?[ -]?\d{3,4}[ -]?\d{3,4}"
+_GB_BODY = r"[1-9]\d{1,3}\)?[ .-]?\d{3,4}[ .-]?\d{3,4}"
 _NATIONAL_PHONES = (
     # Danish 8-digit numbers: NN NN NN NN with one separator throughout, NNNN NNNN; after +45/0045
     re.compile(rf"{_BEFORE}(?:0045[ -]?)?{_DK_BODY}{_AFTER}"),
@@ -155,7 +155,8 @@ _NATIONAL_PHONES = (
     # US local (no area code): NXX-XXXX, NXX.XXXX; with a space it needs a context word
     re.compile(rf"{_BEFORE}[2-9]\d\d[.-]\d{{4}}(?!\d)(?![.-]\d)"),
     re.compile(rf"{_BEFORE}[2-9]\d\d \d{{4}}{_AFTER}"),
-    # UK national: 11 digits from 0, grouped 3-4-4, 4-3-4, 5-6, 5-3-3 (checked by digit count)
+    # UK national: 11 digits from 0, grouped 3-4-4, 4-3-4, 5-6, 5-3-3 with spaces, dots or hyphens
+    # (checked by digit count)
     re.compile(rf"{_BEFORE}\(?0{_GB_BODY}{_AFTER}"),
     re.compile(rf"(?:{_PLUS}|{_BEFORE}00)44 ?(?:\(0\) ?)?{_GB_BODY}{_AFTER}"),
 )
