@@ -259,3 +259,213 @@ def test_finding_14_gb_numbers_grouped_with_dots_are_masked(number: str, pseudon
     masked, _ = pseudonymizer.mask(text, vault)
     assert masked.startswith("Ring me on <PHONE_NUMBER_") and number not in masked, masked
     assert vault.restore(masked) == text
+
+
+def _streamed(vault: Vault, text: str, sizes: list[int]) -> str | None:
+    """``text`` restored through a StreamRestorer in chunks of ``sizes`` (cycled); None when it
+    failed closed."""
+    from podium.pii.vault import StreamRestorer, UnknownPlaceholder
+
+    restorer, shown, at, k = StreamRestorer(vault), [], 0, 0
+    try:
+        while at < len(text):
+            size = sizes[k % len(sizes)]
+            shown.append(restorer.feed(text[at : at + size]))
+            at, k = at + size, k + 1
+        shown.append(restorer.close())
+    except UnknownPlaceholder:
+        return None
+    return "".join(shown)
+
+
+def _whole(vault: Vault, text: str) -> str | None:
+    from podium.pii.vault import UnknownPlaceholder
+
+    try:
+        return vault.restore(text)
+    except UnknownPlaceholder:
+        return None
+
+
+@pytest.mark.parametrize("run", [" ", "_", "\n", "-", "\t", " _"])
+def test_finding_10_a_placeholder_with_a_long_separator_is_the_same_streamed_or_not(run: str) -> None:
+    """Re-test 17 #10: ``<PERSON`` + 70 spaces + ``1>`` was restored whole but shown as written
+    when streamed (the restorer held back 64 characters; the pattern allowed any run), and an
+    unissued ``…7>`` failed closed whole but was shown streamed. Separator runs of every length,
+    issued and never-issued numbers, streamed one character at a time and in larger chunks:
+    the same text, or both fail closed."""
+    vault = Vault()
+    vault.placeholder("PERSON", "Mette Kjærgaard")
+    for length in range(0, 90, 3):
+        for number in ("1", "7"):
+            for text in (f"Hi <PERSON{run * length}{number}> bye", f"Hi <{run * length}PERSON_{number}> bye",
+                         f"Hi PERSON{run * length}{number} bye"):  # fmt: skip
+                whole = _whole(vault, text)
+                for sizes in ([1], [7, 3], [64]):
+                    assert _streamed(vault, text, sizes) == whole, (repr(text), sizes)
+
+
+FRAGMENTS = (
+    *("<", ">", "<<", ">>", "‹", "›", "«", "»", "〈", "〉", "[", "]", "[[", "]]", "{", "}", "{{", "}}", "＜", "＞"),
+    *("&lt;", "&gt;", "&lt", "&gt", "&#60;", "&#x3c;", "&#0060;", "&#62;", "&#x3E;", "&", "\\", "\\_"),
+    *("PERSON", "person", "Person", "PER", "SON", "DK", "CPR", "DK_CPR", "dk-cpr", "PHONE", "NUMBER", "EMAIL"),
+    *("ADDRESS", "EMAIL_ADDRESS", "IBAN", "CODE", "CREDIT", "CARD", "IP", "NAME", "TEL", "MAIL", "ADDR", "FULL"),
+    *("_", "-", "–", " ", "  ", "    ", "\n", "\t", ".", "#", ":", "(", ")", "/", ",", "x", "ok", "1", "2", "7"),
+    *("12", "1234567", "0", "１", "٣", "①", "\u200b", "\u2060", "\ufeff", "\u00ad", "\u0301", "\u0332", "\u034f"),
+    *("Р", "Е", "ﬀ", "ﷺ", "㈠", "é", "ß", "\u00a0"),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=50),
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=8),
+    issued=st.lists(st.sampled_from(["PERSON", "DK_CPR", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD"]), max_size=5),
+    reserved=st.booleans(),
+)
+def test_finding_10_streaming_any_text_in_any_chunks_gives_exactly_what_restore_gives(
+    pieces: list[str], sizes: list[int], issued: list[str], reserved: bool
+) -> None:
+    """Re-test 17 #10, as a property: for any text made of placeholder-ish pieces (brackets,
+    entities, kind words and aliases in any case, separators and long runs, punctuation,
+    digits of any script, invisible characters, combining marks, look-alike and NFKC letters)
+    and any chunking, the stream shows exactly what :meth:`Vault.restore` returns, or fails
+    closed where it does; it never holds back more than MAX_PLACEHOLDER visible characters."""
+    from podium.pii.vault import MAX_PLACEHOLDER, StreamRestorer, UnknownPlaceholder
+
+    vault = Vault()
+    if reserved:
+        vault.reserve_literals("<PERSON_2>")
+    for n, kind in enumerate(issued):
+        vault.placeholder(kind, f"value {n}")
+    text = "".join(pieces)
+    assert _streamed(vault, text, sizes) == _whole(vault, text), repr(text)
+    restorer, at = StreamRestorer(vault), 0
+    try:
+        while at < len(text):
+            restorer.feed(text[at : at + sizes[0]])
+            at += sizes[0]
+            held = text[restorer._scanner._emitted : at]  # what was received and not shown yet
+            assert sum(not _invisible_or_mark(c) for c in held) <= MAX_PLACEHOLDER, repr(held)
+    except UnknownPlaceholder:
+        pass
+
+
+def _invisible_or_mark(c: str) -> bool:
+    from podium.text import is_invisible
+
+    return is_invisible(c) or unicodedata.category(c)[0] == "M"
+
+
+def test_finding_10_the_longest_placeholder_is_restored_streamed_and_whole() -> None:
+    """Every part at its bound (two escaped entity brackets, three spaces at each run, the
+    longest alias, a punctuation mark, six digits): restored both ways, never more than
+    MAX_PLACEHOLDER characters held back; one more space and it is ordinary text."""
+    from podium.pii.vault import MAX_PLACEHOLDER, StreamRestorer
+
+    vault = Vault()
+    vault.placeholder("CREDIT_CARD", "4111 1111 1111 1111")
+    longest = "\\&#x003c;\\&#x003c;   CREDIT   CARD   NUMBER   (   000001)   \\&#x003e;\\&#x003e;"
+    text = f"Kort: {longest} ok"
+    assert vault.restore(text) == "Kort: 4111 1111 1111 1111 ok"
+    restorer, shown, held = StreamRestorer(vault), "", 0
+    for at, c in enumerate(text, 1):
+        shown += restorer.feed(c)
+        held = max(held, at - restorer._scanner._emitted)
+    assert shown + restorer.close() == "Kort: 4111 1111 1111 1111 ok"
+    assert len(longest) - 1 <= held <= MAX_PLACEHOLDER
+    longer = longest.replace("NUMBER   (", "NUMBER    (")
+    assert vault.restore(longer) == longer == _streamed(vault, longer, [1])
+
+
+VALUES = {
+    "PERSON": "Mette Kjærgaard",
+    "EMAIL_ADDRESS": "mette@example.dk",
+    "PHONE_NUMBER": "20 12 34 56",
+    "DK_CPR": "070491-2846",
+    "IBAN_CODE": "DK50 0040 0440 1162 43",
+    "CREDIT_CARD": "4111 1111 1111 1111",
+    "IP_ADDRESS": "203.0.113.7",
+    "ADDRESS": "Vesterbrogade 112, 1620 København V",
+}
+REWRITTEN_KINDS = {  # names a model gives a kind when it rewrites a placeholder
+    "PERSON": ["NAME", "PERSON_NAME", "Name", "person-name", "FULL_NAME"],
+    "EMAIL_ADDRESS": ["EMAIL", "EMAIL_ADDR", "E-MAIL", "email", "MAIL"],
+    "PHONE_NUMBER": ["PHONE", "Phone", "TEL", "TELEPHONE", "PHONE_NO"],
+    "DK_CPR": ["CPR", "cpr", "CPR_NUMBER", "CPR_NR"],
+    "IBAN_CODE": ["IBAN", "Iban"],
+    "CREDIT_CARD": ["CARD", "CARD_NUMBER", "CREDIT_CARD_NUMBER"],
+    "IP_ADDRESS": ["IP", "IP_ADDR"],
+    "ADDRESS": ["ADDR", "STREET_ADDRESS"],
+}
+SEPARATED = ["{k}.{n}", "{k}#{n}", "{k}:{n}", "{k}({n})", "{k}_#{n}", "{k} #{n}", "{k}: {n}", "{k}/{n}", "{k}|{n}"]
+BRACKETS = ["<{}>", "‹{}›", "&lt;{}&gt;", "«{}»", "[[{}]]", "<{}"]
+
+
+def _marked(text: str, rng: random.Random) -> str:
+    """``text`` with a combining mark after one of its letters."""
+    spots = [i for i, c in enumerate(text) if c.isalpha()]
+    at = rng.choice(spots) + 1
+    return text[:at] + rng.choice(["\u0301", "\u0332", "\u0308", "\u0338"]) + text[at:]
+
+
+def test_finding_13_realistic_rewrites_are_restored_and_unissued_ones_fail_closed() -> None:
+    """Re-test 17 #13: shortened or longer kind names (``<EMAIL_1>``, ``<CPR_1>``,
+    ``<PERSON_NAME_1>``), other separators (``<PERSON.1>``, ``<PERSON#1>``, ``<PERSON(1)>``) and a
+    combining mark inside (``<PE\\u0301RSON_1>``) were shown unrestored, and their never-issued
+    versions did not fail closed. Every kind, under other names, with other separators and
+    brackets, with a mark put on a random letter: restored to the value exactly, or, for a
+    number never issued, UnknownPlaceholder."""
+    from podium.pii.vault import UnknownPlaceholder
+
+    rng = random.Random(1713)
+    vault = Vault()
+    for kind, value_ in VALUES.items():
+        assert vault.placeholder(kind, value_) == f"<{kind}_1>"
+    for kind, names in REWRITTEN_KINDS.items():
+        for name in [*names, kind]:
+            for template in [*SEPARATED, "{k}_{n}", "{k} {n}"]:
+                for n, expected in (("1", VALUES[kind]), ("7", None)):
+                    core = template.format(k=name, n=n)
+                    for placeholder in (rng.choice(BRACKETS).format(core), _marked(f"<{core}>", rng)):
+                        text = f"Se {placeholder} nu."
+                        if expected is None:
+                            with pytest.raises(UnknownPlaceholder):
+                                vault.restore(text)
+                        else:
+                            assert vault.restore(text) == f"Se {expected} nu.", text
+
+
+def test_finding_13_a_mark_after_the_number_takes_no_bracket_along() -> None:
+    """``<PERSON_1\\u0301>`` restored to the value followed by a stray ``>``: the mark ended the
+    placeholder before its bracket. Marks are read past everywhere in a placeholder."""
+    vault = Vault()
+    vault.placeholder("PERSON", "Mette Kjærgaard")
+    for mark in ["\u0301", "\u0332", "\u20dd"]:
+        assert vault.restore(f"Hej <PERSON_1{mark}>!") == "Hej Mette Kjærgaard!"
+        assert vault.restore(f"Hej <PERSON{mark}_1>!") == "Hej Mette Kjærgaard!"
+        assert vault.restore(f"Hej <{mark}PERSON_1{mark}>{mark}!") == f"Hej Mette Kjærgaard{mark}!"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use <NAME> and <EMAIL> in the template.",
+        "<name1>Mette</name1> <phone2>20</phone2> <card3/> <ip4>x</ip4>",
+        "person1 = load(person2); email1 = x",
+        "<p>Hi</p><h1>Title</h1><td>1</td><li>2</li><img src='a.png'>",
+        "Card 1 beats Card 2; [Name 1] and [Email 2] in a Markdown list; {card 3}",
+        "1 < 2 and 3 > 2; a<b>c; x &lt; y",
+        "See section IP.1 and NAME.2 of the RFC",
+        "The <Name> field, <Phone #> column and <IP:port> syntax",
+    ],
+)
+def test_finding_13_ordinary_text_stays_as_it_is(text: str) -> None:
+    """Widening what reads as a placeholder must leave ordinary text alone: an XML tag such as
+    ``<name1>``, code such as ``person1``, HTML, Markdown lists with ``[Name 1]``, a section
+    number ``IP.1`` — whether or not the request issued placeholders of those kinds."""
+    vault = Vault()
+    for kind, value_ in VALUES.items():
+        vault.placeholder(kind, value_)
+    assert vault.restore(text) == text
+    assert _streamed(vault, text, [1]) == text
