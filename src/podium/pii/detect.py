@@ -57,9 +57,8 @@ from podium.pii.recognizers import (
     PersonNameRecognizer,
     PhoneNumberRecognizer,
 )
-from podium.pii.segment import SegmentedView, reading_view, segmented_view
+from podium.pii.segment import SegmentedView, read_lookalikes, reading_view, segmented_view
 from podium.pii.vault import ENTITY_TYPES
-from podium.text import LATIN_LOOKALIKES
 
 __all__ = [
     "CHUNK_CHARS",
@@ -192,7 +191,7 @@ _DIGIT_UNDERSCORE = re.compile(r"(?<=\d)_(?=\d)")
 def fold_separators(text: str) -> str:
     """``text`` with spaces, dashes and digits written in other scripts or widths replaced by
     their ASCII forms, an underscore between two digits by a hyphen, and Cyrillic or Greek
-    letters drawn like Latin ones (:data:`podium.text.LATIN_LOOKALIKES`) by those Latin letters
+    letters drawn like Latin ones (:func:`podium.pii.segment.read_lookalikes`) by those Latin letters
     inside a word that has Latin letters too, one character for one (so an offset in the result
     is the same offset in ``text``): detection then sees ``070491\u00a02846``, ``070491_2846``,
     ``０７０４９１－２８４６`` and ``M\u0435tte`` (a Cyrillic ``е``) as the CPR and the name
@@ -206,27 +205,8 @@ def fold_separators(text: str) -> str:
                 folded = _FOLD_CACHE[ch] = _fold_char(ch)
             out.append(folded)
         text = "".join(out)
-        if _LOOKALIKE.search(text):
-            text = _WORD.sub(_read_lookalikes, text)
+        text = read_lookalikes(text)
     return _DIGIT_UNDERSCORE.sub("-", text) if "_" in text else text
-
-
-_LOOKALIKE = re.compile("[" + "".join(chr(c) for c in LATIN_LOOKALIKES) + "]")
-_WORD = re.compile(r"[^\W\d_]+")
-
-
-def _read_lookalikes(m: re.Match[str]) -> str:
-    """A word with its look-alike letters read as Latin, when it mixes them with Latin letters."""
-    word = m.group()
-    if not _LOOKALIKE.search(word) or not any(_is_latin(c) for c in word):
-        return word
-    return word.translate(LATIN_LOOKALIKES)
-
-
-def _is_latin(c: str) -> bool:
-    if c.isascii():
-        return c.isalpha()
-    return unicodedata.name(c, "").startswith("LATIN ")
 
 
 class Detector:

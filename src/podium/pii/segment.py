@@ -51,9 +51,17 @@ from podium.pii.recognizers import (
     surnames,
     valid_email_domain,
 )
-from podium.text import is_invisible, visible_characters
+from podium.text import LATIN_LOOKALIKES, is_invisible, visible_characters
 
-__all__ = ["SegmentedView", "glue_points", "name_joints", "reading_view", "segmented_view", "visible_view"]
+__all__ = [
+    "SegmentedView",
+    "glue_points",
+    "name_joints",
+    "read_lookalikes",
+    "reading_view",
+    "segmented_view",
+    "visible_view",
+]
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,33 @@ _LEFT_OF_GAP = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR
 _RIGHT_OF_GAP = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ(+")
 
 
+_LOOKALIKE = re.compile("[" + "".join(chr(c) for c in LATIN_LOOKALIKES) + "]")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def read_lookalikes(text: str) -> str:
+    """``text`` with the Cyrillic and Greek letters drawn like Latin ones
+    (:data:`podium.text.LATIN_LOOKALIKES`) read as those Latin letters in every word that has
+    a Latin letter too (``M\u0435tte`` → ``Mette``), one character for one; a word wholly in
+    Cyrillic or Greek stays (``Мама`` is Russian). Linear."""
+    if text.isascii() or not _LOOKALIKE.search(text):
+        return text
+    return _WORD.sub(_read_word, text)
+
+
+def _read_word(m: re.Match[str]) -> str:
+    word = m.group()
+    if not _LOOKALIKE.search(word) or not any(_is_latin(c) for c in word):
+        return word
+    return word.translate(LATIN_LOOKALIKES)
+
+
+def _is_latin(c: str) -> bool:
+    if c.isascii():
+        return c.isalpha()
+    return unicodedata.name(c, "").startswith("LATIN ")
+
+
 def reading_view(text: str) -> SegmentedView | None:
     """``text`` as a person reads it, or None when that is ``text`` itself:
 
@@ -163,7 +198,9 @@ def reading_view(text: str) -> SegmentedView | None:
       ASCII letters or digits (or ``)`` before, ``(``/``+`` after) with a digit on at least one
       side — read as one space, so ``070491\\t2846``, ``4111  1111  1111  1111`` and
       ``DK50\\n0040…`` read as the numbers they are; between words it stays (a line break may
-      end a name, :class:`~podium.pii.recognizers.PersonNameRecognizer`).
+      end a name, :class:`~podium.pii.recognizers.PersonNameRecognizer`);
+    - look-alike letters read as Latin (:func:`read_lookalikes`) once invisible characters are
+      out, so a word they split (``Anic\u200b\u0430``) is read whole.
 
     The view's spans map back to the text over everything left out or composed. Linear."""
     chars: list[str] = []
@@ -190,6 +227,8 @@ def reading_view(text: str) -> SegmentedView | None:
                     origin.append(i)
                     ends.append(j)
             i = j
+    if origin:  # look-alikes in a word an invisible character split (Anic\u200b\u0430)
+        chars = list(read_lookalikes("".join(chars)))
     composed = "".join(chars) if origin else text
     gaps = []
     for m in _ODD_SPACE.finditer(composed):
@@ -290,21 +329,27 @@ def glue_points(text: str) -> dict[int, str]:
 
 
 def segmented_view(text: str) -> SegmentedView | None:
-    """``text`` with a boundary at each glue point and each name joint read as a space
-    (:func:`name_joints`), or None when it has neither."""
+    """``text`` with a boundary at each glue point, and each name joint (:func:`name_joints`,
+    found once the boundaries are in: ``…@example.comALANA-TORRES``) read as a space; None when
+    it has neither."""
     points = glue_points(text)
-    joints = set(name_joints(text))
-    if not points and not joints:
-        return None
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, c in enumerate(text):
-        boundary = points.get(i)
-        if boundary is not None:
-            chars.append(boundary)
-            origin.append(-1)
-        chars.append(" " if i in joints else c)
-        origin.append(i)
+    if not points:
+        joints = name_joints(text)
+        if not joints:
+            return None
+        chars, origin = list(text), list(range(len(text)))
+    else:
+        chars, origin = [], []
+        for i, c in enumerate(text):
+            boundary = points.get(i)
+            if boundary is not None:
+                chars.append(boundary)
+                origin.append(-1)
+            chars.append(c)
+            origin.append(i)
+        joints = name_joints("".join(chars))
+    for j in joints:
+        chars[j] = " "
     return _view(text, chars, origin, [o + 1 if o >= 0 else -1 for o in origin])
 
 
