@@ -59,6 +59,7 @@ from podium.pii.numbers import Piece, cpr_birth_date, iban_spans, is_card, phone
 
 __all__ = [
     "IPV4_RUN",
+    "SURNAME_ENDINGS",
     "AddressRecognizer",
     "CardNumberRecognizer",
     "CprRecognizer",
@@ -304,10 +305,11 @@ _CAPS_STOP = frozenset(_CAPS_STOP_WORDS.split())
 """Words in capitals that end a name ("METTE KJÆRGAARD CPR ..."), unless they are surnames too
 ("JORGE KORT")."""
 _PARTICLES = frozenset(("van", "von", "der", "de", "af", "la", "le", "du", "di", "da"))
-_SURNAME_ENDINGS = (
+SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
     "strøm", "toft", "skov", "dahl", "dal", "borg", "kjær", "bech", "feldt", "stein", "stedt",
 )  # fmt: skip
+"""Endings typical of Nordic, German and English surnames (a lower-case name counts only with one)."""
 
 
 class PersonNameRecognizer(LocalRecognizer):
@@ -389,7 +391,7 @@ class PersonNameRecognizer(LocalRecognizer):
             return (last, 0.85) if last is not None else None
         if word.islower() and i + 1 < len(tokens) and self._joined(text, tokens, i):
             surname = tokens[i + 1][2]
-            if surname.islower() and surname in self.surnames and surname.endswith(_SURNAME_ENDINGS):
+            if surname.islower() and surname in self.surnames and surname.endswith(SURNAME_ENDINGS):
                 return i + 1, 0.6
         return None
 

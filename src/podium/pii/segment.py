@@ -44,6 +44,7 @@ from functools import cache
 
 from podium.pii.numbers import iban_spans
 from podium.pii.recognizers import (
+    SURNAME_ENDINGS,
     digit_runs,
     first_names,
     glued_numbers,
@@ -358,11 +359,13 @@ _JOINED_WORDS = re.compile(r"(?<![^\W\d_])([^\W\d_]{2,})([-._])(?=([^\W\d_]{2,})
 
 def name_joints(text: str) -> list[int]:
     """Offsets of a ``-``, ``.`` or ``_`` that joins two names into one word (``METTE-KJÆRGAARD``,
-    ``Mette.Kjærgaard``, ``John_Smith``, ``Kjærgaard_Mette``): a first name before a capitalised
-    word or a known name, or a known surname before a first name; not inside an e-mail
-    address's local part (``lars.holm@`` is the address's). The segmented view reads them as
-    spaces, so the name recognizer sees the name tokens it knows (and applies its own rules to
-    them). Linear."""
+    ``Mette.Kjærgaard``, ``John_Smith``, ``Holm_Mette``): a first name before a known name or a
+    word with a typical surname ending (-sen, -gaard, … as the name recognizer has them), or a
+    known surname before a first name; not inside an e-mail address's local part
+    (``lars.holm@`` is the address's). Code identifiers such as ``Max_Length`` or
+    ``Odd_Occurrence`` (Max and Odd are first names) are no joint. The segmented view reads a
+    joint as a space, so the name recognizer sees the name tokens it knows (and applies its own
+    rules to them). Linear."""
     if not any(c in text for c in "-._"):
         return []
     names, firsts = _all_names(), first_names()
@@ -374,8 +377,8 @@ def name_joints(text: str) -> list[int]:
         if inside[m.start(2)]:
             continue
         left, right = m.group(1).casefold(), m.group(3).casefold()
-        capitalised = m.group(1)[0].isupper() and m.group(3)[0].isupper()
-        if (left in firsts and (capitalised or right in names)) or (left in names and right in firsts):
+        surname_like = right in names or right.endswith(SURNAME_ENDINGS)
+        if (left in firsts and surname_like) or (left in surnames() and right in firsts):
             found.append(m.start(2))
     return found
 
