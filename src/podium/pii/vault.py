@@ -107,7 +107,6 @@ _FORMS: tuple[tuple[tuple[str, ...], str, bool], ...] = tuple(
 _FORMS_BY_LETTER: dict[str, tuple[tuple[tuple[str, ...], str, bool], ...]] = {
     letter: tuple(f for f in _FORMS if f[0][0][0] == letter) for letter in {f[0][0][0] for f in _FORMS}
 }
-_KIND_LETTERS = {kind.replace("_", ""): kind for kind in ENTITY_TYPES}  # DKCPR → DK_CPR
 
 
 def _longest_name(words: tuple[str, ...]) -> int:
