@@ -5,7 +5,8 @@
 - :mod:`podium.pii.session` — the request's vault and per-step call log (context variables) and
   :class:`~podium.pii.session.PIIProtection`, the pool's ``[pii]`` settings.
 - :mod:`podium.pii.detect`, :mod:`podium.pii.recognizers`, :mod:`podium.pii.mask` — offline
-  detection with Presidio (extra ``pii``) and pseudonymization with its anonymizer;
+  detection with Presidio (extra ``pii``) and pseudonymization; :mod:`podium.pii.known` (the
+  vault's values found again in one pass);
   :mod:`podium.pii.numbers` (checksums, number shapes, splitting glued digit runs) and
   :mod:`podium.pii.segment` (the segmented view that separates glued values).
 - :mod:`podium.pii.samples` — synthetic values, glued texts and a placeholder-mangling worker

@@ -6,8 +6,11 @@ and registers only recognizers that need no NER: podium's own (:mod:`podium.pii.
 plus Presidio's IP recognizer. Lemmas are the lowercased tokens, so Presidio's context words
 ("cpr", "tlf", ...) still raise scores.
 
-Invisible characters: a text with zero-width or other invisible characters (:func:`podium.pii.segment.visible_view`)
-is analysed once more without them, so ``0704\u200b912846`` is the CPR it reads as.
+The text as read: a text with invisible characters, combining marks or whitespace runs between
+digit groups is analysed once more as a person reads it (:func:`podium.pii.segment.reading_view`:
+invisible characters left out, NFD letters composed, stray marks left out, a tab, line break or
+several spaces between digit groups one space), so ``0704\u200b912846``, ``070491\\t2846`` and
+``Ju\u0308rgen`` are the CPR and the name they read as.
 
 Glued values: each text is analysed as written and, when it has glue points, once more as its
 segmented view (:mod:`podium.pii.segment`: boundaries inserted between ``a@x.dk`` and
@@ -54,7 +57,7 @@ from podium.pii.recognizers import (
     PersonNameRecognizer,
     PhoneNumberRecognizer,
 )
-from podium.pii.segment import SegmentedView, segmented_view, visible_view
+from podium.pii.segment import SegmentedView, read_lookalikes, reading_view, segmented_view
 from podium.pii.vault import ENTITY_TYPES
 
 __all__ = [
@@ -105,31 +108,41 @@ def resolve_overlaps(detections: Iterable[Detection]) -> list[Detection]:
     """Non-overlapping detections in text order: among overlapping ones the highest score wins,
     then the longest span, then the kind earlier in :data:`KIND_PRIORITY`. What a losing
     detection covers beyond the winners is kept as a detection of its kind (trimmed of spaces
-    and sentence punctuation; dropped when nothing but those is left)."""
+    and sentence punctuation; dropped when no letter or digit is left: a bracket alone says
+    nothing).
+
+    Time O(k log k + the characters the detections cover): each detection reads and marks the
+    characters it spans, never the other detections."""
 
     def rank(d: Detection) -> tuple[float, int, int, int]:
         priority = KIND_PRIORITY.index(d.kind) if d.kind in KIND_PRIORITY else len(KIND_PRIORITY)
         return (-d.score, -(d.end - d.start), priority, d.start)
 
+    ranked = sorted(detections, key=rank)
+    if not ranked:
+        return []
+    taken = bytearray(max(d.end for d in ranked))  # 1: the character is a kept detection's
     kept: list[Detection] = []
-    for d in sorted(detections, key=rank):
-        overlapping = sorted((k for k in kept if k.start < d.end and d.start < k.end), key=lambda k: k.start)
-        if not overlapping:
+    for d in ranked:
+        if not any(taken[d.start : d.end]):
             kept.append(d)
+            taken[d.start : d.end] = b"\x01" * (d.end - d.start)
             continue
-        gaps, at = [], d.start
-        for k in overlapping:
-            if k.start > at:
-                gaps.append((at, k.start))
-            at = max(at, k.end)
-        if at < d.end:
-            gaps.append((at, d.end))
-        for start, end in gaps:
-            piece = d.text[start - d.start : end - d.start]
+        at = d.start
+        while at < d.end:
+            while at < d.end and taken[at]:
+                at += 1
+            start = at
+            while at < d.end and not taken[at]:
+                at += 1
+            if at == start:
+                continue
+            piece = d.text[start - d.start : at - d.start]
             left = len(piece) - len(piece.lstrip(_TRIM))
             right = len(piece.rstrip(_TRIM))
-            if right > left:
+            if right > left and any(c.isalnum() for c in piece[left:right]):
                 kept.append(Detection(d.kind, start + left, start + right, d.score, piece[left:right]))
+                taken[start + left : start + right] = b"\x01" * (right - left)
     return sorted(kept, key=lambda d: d.start)
 
 
@@ -177,10 +190,13 @@ _DIGIT_UNDERSCORE = re.compile(r"(?<=\d)_(?=\d)")
 
 def fold_separators(text: str) -> str:
     """``text`` with spaces, dashes and digits written in other scripts or widths replaced by
-    their ASCII forms, and an underscore between two digits by a hyphen, one character for one
-    (so an offset in the result is the same offset in ``text``): detection then sees
-    ``070491\u00a02846``, ``070491_2846`` and ``０７０４９１－２８４６`` as the CPR they are.
-    Linear."""
+    their ASCII forms, an underscore between two digits by a hyphen, and Cyrillic or Greek
+    letters drawn like Latin ones (:func:`podium.pii.segment.read_lookalikes`) by those Latin letters
+    inside a word that has Latin letters too, one character for one (so an offset in the result
+    is the same offset in ``text``): detection then sees ``070491\u00a02846``, ``070491_2846``,
+    ``０７０４９１－２８４６`` and ``M\u0435tte`` (a Cyrillic ``е``) as the CPR and the name
+    they read as. A word wholly in Cyrillic or Greek is left as it is (``Мама`` is Russian, not
+    a look-alike). Linear."""
     if not text.isascii():
         out = []
         for ch in text:
@@ -189,6 +205,7 @@ def fold_separators(text: str) -> str:
                 folded = _FOLD_CACHE[ch] = _fold_char(ch)
             out.append(folded)
         text = "".join(out)
+        text = read_lookalikes(text)
     return _DIGIT_UNDERSCORE.sub("-", text) if "_" in text else text
 
 
@@ -264,13 +281,13 @@ class Detector:
             return []
         plain = fold_separators(text)  # one character for one: every offset holds in ``text``
         found = [dataclasses.replace(d, text=text[d.start : d.end]) for d in self._analyze(plain)]
-        visible = visible_view(plain)
-        if visible is not None:  # only the chunks where an invisible character was left out differ
-            found += self._from_view(text, visible, lambda a, b: _has_gap(visible.origin, a, b))
-        glued = segmented_view(plain if visible is None else visible.text)
+        reading = reading_view(plain)
+        if reading is not None:  # only the chunks where something was left out, composed or collapsed differ
+            found += self._from_view(text, reading, reading.differs)
+        glued = segmented_view(plain if reading is None else reading.text)
         if glued is not None:  # only the chunks with a boundary in them differ from the text
-            view = glued if visible is None else visible.then(glued)
-            found += self._from_view(text, view, lambda a, b: -1 in glued.origin[a:b])
+            view = glued if reading is None else reading.then(glued)
+            found += self._from_view(text, view, glued.differs)
         return resolve_overlaps(found)
 
     def _from_view(self, text: str, view: SegmentedView, only: Callable[[int, int], bool]) -> list[Detection]:
@@ -300,11 +317,6 @@ class Detector:
                     for r in results
                 ]
         return found
-
-
-def _has_gap(origin: tuple[int, ...], start: int, end: int) -> bool:
-    """Whether the view's characters ``start:end`` skip a character of the text."""
-    return end - start > 0 and origin[end - 1] - origin[start] != end - 1 - start
 
 
 CHUNK_CHARS = 2000

@@ -19,7 +19,7 @@ from importlib import resources
 from presidio_analyzer import LocalRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
-__all__ = ["PersonNameRecognizer", "first_names", "surnames"]
+__all__ = ["SURNAME_ENDINGS", "PersonNameRecognizer", "first_names", "surnames"]
 
 
 @cache
@@ -66,10 +66,11 @@ _CAPS_STOP = frozenset(_CAPS_STOP_WORDS.split())
 """Words in capitals that end a name ("METTE KJÆRGAARD CPR ..."), unless they are surnames too
 ("JORGE KORT")."""
 _PARTICLES = frozenset(("van", "von", "der", "de", "af", "la", "le", "du", "di", "da"))
-_SURNAME_ENDINGS = (
+SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
     "strøm", "toft", "skov", "dahl", "dal", "borg", "kjær", "bech", "feldt", "stein", "stedt",
 )  # fmt: skip
+"""Endings typical of Nordic, German and English surnames (a lower-case name counts only with one)."""
 
 
 class PersonNameRecognizer(LocalRecognizer):
@@ -151,7 +152,7 @@ class PersonNameRecognizer(LocalRecognizer):
             return (last, 0.85) if last is not None else None
         if word.islower() and i + 1 < len(tokens) and self._joined(text, tokens, i):
             surname = tokens[i + 1][2]
-            if surname.islower() and surname in self.surnames and surname.endswith(_SURNAME_ENDINGS):
+            if surname.islower() and surname in self.surnames and surname.endswith(SURNAME_ENDINGS):
                 return i + 1, 0.6
         return None
 

@@ -222,8 +222,9 @@ def split_digit_run(digits: str, seps: Mapping[int, str] | None = None, *, phone
     those are kept whose both ends are sound: an end of the run, a separator, or a seam with
     another piece where one of the two is strong (any seam when ``phones_alone``: a phone
     context word is near). Between kept pieces there is then either nothing, or phone numbers
-    only with a space or hyphen among them (``020 7946 85276793 9684``: two numbers glued), kept
-    as one phone number, or digits that make no value — and a kept piece glued to those without
+    only with a space or hyphen among them (``020 7946 85276793 9684``: two numbers glued), or
+    with dots where each of them is grouped as its country writes it (``07665 42912507817.341.954``),
+    kept as one phone number, or digits that make no value — and a kept piece glued to those without
     a separator is dropped too, so that a long number is never taken apart
     (``6775685320645824322581…``).
 
@@ -365,8 +366,16 @@ def _sound_pieces(found: list[Piece], n: int, seps: Mapping[int, str], phones_al
         inside = [p for p in found if start <= p.start and p.end <= end]
         covered = sum(p.end - p.start for p in inside)
         phones_only = covered == end - start and all(p.kind == "PHONE_NUMBER" for p in inside)
-        separated = any(start < k < end for k in seps) and all(
-            seps.get(k) not in (".", "/") for k in range(start + 1, end)
+        # dots or slashes: a decimal (302.90938549487214), unless every phone number in the stretch is
+        # grouped the way its country writes it (07817.341.954 glued to 07665 429125)
+        grouped = all(
+            p.kind == "PHONE_NUMBER"
+            and any(p.start < k < p.end for k in seps)
+            and _phone_grouping_ok(p.start, p.end - p.start, seps)
+            for p in inside
+        )
+        separated = any(start < k < end for k in seps) and (
+            grouped or all(seps.get(k) not in (".", "/") for k in range(start + 1, end))
         )
         if phones_only and separated:
             result.append(Piece("PHONE_NUMBER", start, end, tuple(p.start for p in inside if p.start > start)))

@@ -60,11 +60,12 @@ from presidio_analyzer.predefined_recognizers import EmailRecognizer, PhoneRecog
 from podium.pii.digit_runs import DASHES as _DASHES
 from podium.pii.digit_runs import IPV4_RUN, digit_runs, glued_numbers
 from podium.pii.digit_runs import PHONE_CONTEXT as _PHONE_CONTEXT
-from podium.pii.names import PersonNameRecognizer, first_names, surnames
+from podium.pii.names import SURNAME_ENDINGS, PersonNameRecognizer, first_names, surnames
 from podium.pii.numbers import cpr_birth_date, iban_spans, is_card, phone_shape
 
 __all__ = [
     "IPV4_RUN",
+    "SURNAME_ENDINGS",
     "AddressRecognizer",
     "CardNumberRecognizer",
     "CprRecognizer",
@@ -141,7 +142,7 @@ _AFTER = r"(?!\d)(?![ .-]\d)"
 _DK_BODY = r"[2-9]\d(?:([ .-])\d\d\1\d\d\1\d\d|\d\d[ -]\d{4}|\d{6})"
 _US_BODY = r"(?:\([2-9]\d\d\) ?|[2-9]\d\d[ .-])[2-9]\d\d[ .-]\d{4}"
 _US_PARENS = r"\([2-9]\d\d\) ?[2-9]\d\d[ .-]\d{4}"  # a parenthesis starts a number of its own
-_GB_BODY = r"[1-9]\d{1,3}\)?[ -]?\d{3,4}[ -]?\d{3,4}"
+_GB_BODY = r"[1-9]\d{1,3}\)?[ .-]?\d{3,4}[ .-]?\d{3,4}"
 _NATIONAL_PHONES = (
     # Danish 8-digit numbers: NN NN NN NN with one separator throughout, NNNN NNNN; after +45/0045
     re.compile(rf"{_BEFORE}(?:0045[ -]?)?{_DK_BODY}{_AFTER}"),
@@ -154,7 +155,8 @@ _NATIONAL_PHONES = (
     # US local (no area code): NXX-XXXX, NXX.XXXX; with a space it needs a context word
     re.compile(rf"{_BEFORE}[2-9]\d\d[.-]\d{{4}}(?!\d)(?![.-]\d)"),
     re.compile(rf"{_BEFORE}[2-9]\d\d \d{{4}}{_AFTER}"),
-    # UK national: 11 digits from 0, grouped 3-4-4, 4-3-4, 5-6, 5-3-3 (checked by digit count)
+    # UK national: 11 digits from 0, grouped 3-4-4, 4-3-4, 5-6, 5-3-3 with spaces, dots or hyphens
+    # (checked by digit count)
     re.compile(rf"{_BEFORE}\(?0{_GB_BODY}{_AFTER}"),
     re.compile(rf"(?:{_PLUS}|{_BEFORE}00)44 ?(?:\(0\) ?)?{_GB_BODY}{_AFTER}"),
 )

@@ -18,12 +18,14 @@ from __future__ import annotations
 import itertools
 import random
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import cache
 
 from podium.pii.numbers import luhn_ok
 from podium.pii.recognizers import first_names, surnames
+from podium.text import LATIN_LOOKALIKES
 
 __all__ = [
     "FORMS",
@@ -61,6 +63,21 @@ class Sample:
 
 
 @cache
+def _decomposable() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(first names, surnames) with a letter that Unicode NFD decomposes (Åse, Müller)."""
+    firsts, lasts, _ = _names()
+    return (
+        tuple(n for n in firsts if unicodedata.normalize("NFD", n) != n),
+        tuple(n for n in lasts if unicodedata.normalize("NFD", n) != n),
+    )
+
+
+_LOOKALIKE_OF: dict[str, list[str]] = {}
+for _cyrillic, _latin in LATIN_LOOKALIKES.items():
+    _LOOKALIKE_OF.setdefault(chr(_latin), []).append(chr(_cyrillic))
+
+
+@cache
 def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(first names, surnames, surnames with a typical ending), capitalised, letters only."""
     firsts = tuple(sorted(n.capitalize() for n in first_names() if n.isalpha() and len(n) >= 3))
@@ -71,12 +88,14 @@ def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
 
 FORMS: dict[str, tuple[str, ...]] = {
     "PERSON": ("title", "title", "caps", "lower", "middle", "hyphen_first", "hyphen_last", "surname_first",
-               "initial_first", "first_initial", "line_break"),
-    "DK_CPR": ("dash", "plain", "space", "dots", "slashes", "dashes", "pairs", "underscore", "spaced_dash"),
-    "IBAN_CODE": ("compact", "spaced", "lower", "lower_spaced", "dashed", "dotted"),
-    "CREDIT_CARD": ("plain", "spaces", "dashes", "dots", "slashes"),
+               "initial_first", "first_initial", "line_break", "joined", "nfd", "lookalike"),
+    "DK_CPR": ("dash", "plain", "space", "dots", "slashes", "dashes", "pairs", "underscore", "spaced_dash",
+               "tab", "line_break", "double_space", "marks"),
+    "IBAN_CODE": ("compact", "spaced", "lower", "lower_spaced", "dashed", "dotted", "tabs", "double_spaced"),
+    "CREDIT_CARD": ("plain", "spaces", "dashes", "dots", "slashes", "tabs", "double_spaces", "line_breaks"),
     "PHONE_NUMBER": ("dk_pairs", "dk_quads", "dk_intl", "dk_dashes", "us", "us_dashes", "us_intl", "us_local",
-                     "gb_london", "gb_mobile", "gb_intl", "gb_00", "dk_00", "us_00"),
+                     "gb_london", "gb_mobile", "gb_intl", "gb_00", "dk_00", "us_00", "dk_tab", "dk_double_space",
+                     "gb_dots"),
     "EMAIL_ADDRESS": ("dotted", "first", "digits", "initial"),
 }  # fmt: skip
 """The written forms of each kind (see each maker's docstring); a form listed twice is drawn
@@ -97,12 +116,30 @@ def person(rng: random.Random, form: str | None = None) -> Sample:
     only those are recognised in lower case), ``middle`` (two first names and a surname),
     ``hyphen_first`` (Anne-Mette Kjærgaard), ``hyphen_last`` (Mette Kjærgaard-Holm),
     ``surname_first`` (Kjærgaard, Mette), ``initial_first`` (M. Kjærgaard), ``first_initial``
-    (Mette K.), ``line_break`` (Mette\nKjærgaard, as in a signature)."""
+    (Mette K.), ``line_break`` (Mette\nKjærgaard, as in a signature), ``joined`` (Mette.Kjærgaard,
+    METTE-KJÆRGAARD, John_Smith: one of ``-._``, in title case or capitals), ``nfd`` (a name
+    with letters that decompose, written in Unicode NFD: ``A\u030ase Bj\u0308ork``, as macOS
+    and many PDFs write it), ``lookalike`` (one letter replaced by the Cyrillic or Greek letter
+    drawn like it: ``M\u0435tte``)."""
     firsts, lasts, typical = _names()
     form = form or rng.choice(FORMS["PERSON"])
     first, last = rng.choice(firsts), rng.choice(lasts)
     if form == "lower":
         return Sample("PERSON", f"{first} {rng.choice(typical)}".lower(), form)
+    if form == "joined":
+        name = f"{first}{rng.choice('-._')}{last}"
+        return Sample("PERSON", name.upper() if rng.random() < 0.4 else name, form)
+    if form == "nfd":
+        first_d, last_d = _decomposable()
+        first, last = (rng.choice(first_d), rng.choice(last_d)) if rng.random() < 0.5 else (rng.choice(first_d), last)
+        return Sample("PERSON", unicodedata.normalize("NFD", f"{first} {last}"), form)
+    if form == "lookalike":
+        name = f"{first} {last}"
+        spots = [i for i, c in enumerate(name) if c in _LOOKALIKE_OF]
+        if spots:
+            at = rng.choice(spots)
+            name = name[:at] + rng.choice(_LOOKALIKE_OF[name[at]]) + name[at + 1 :]
+        return Sample("PERSON", name, form)
     name = {
         "middle": f"{first} {rng.choice(firsts)} {last}",
         "hyphen_first": f"{first}-{rng.choice(firsts)} {last}",
@@ -127,7 +164,9 @@ def cpr(rng: random.Random, form: str | None = None) -> Sample:
     """A CPR number with a real date; forms ``dash`` (070491-2846), ``plain`` (0704912846),
     ``space`` (070491 2846), ``dots`` (07.04.91-2846), ``slashes`` (07/04/91-2846), ``dashes``
     (07-04-91-2846), ``pairs`` (07 04 91 28 46), ``underscore`` (070491_2846), ``spaced_dash``
-    (070491 - 2846)."""
+    (070491 - 2846), ``tab`` (070491\t2846, a spreadsheet's cells), ``line_break``
+    (070491\n2846, a wrapped line), ``double_space`` (070491  2846, justified text), ``marks``
+    (a combining mark after some digits: 0\u03017049\u03081…)."""
     d = _cpr_digits(rng)
     form = form or rng.choice(FORMS["DK_CPR"])
     text = {
@@ -140,8 +179,16 @@ def cpr(rng: random.Random, form: str | None = None) -> Sample:
         "pairs": " ".join(d[i : i + 2] for i in range(0, 10, 2)),
         "underscore": f"{d[:6]}_{d[6:]}",
         "spaced_dash": f"{d[:6]} - {d[6:]}",
+        "tab": f"{d[:6]}\t{d[6:]}",
+        "line_break": f"{d[:6]}\n{d[6:]}",
+        "double_space": f"{d[:6]}  {d[6:]}",
+        "marks": "".join(c + (rng.choice(_MARKS) if rng.random() < 0.4 else "") for c in f"{d[:6]}-{d[6:]}"),
     }[form]
     return Sample("DK_CPR", text, form)
+
+
+_MARKS = "\u0301\u0308\u0332\u030a\u20dd"
+"""Combining marks (acute, diaeresis, low line, ring, enclosing circle) that compose with no digit."""
 
 
 _BBAN = {"DK": "n14", "DE": "n18", "NO": "n11", "SE": "n20", "GB": "a4n14", "NL": "a4n10", "FI": "n14"}
@@ -150,7 +197,8 @@ _BBAN = {"DK": "n14", "DE": "n18", "NO": "n11", "SE": "n20", "GB": "a4n14", "NL"
 def iban(rng: random.Random, form: str | None = None) -> Sample:
     """An IBAN with valid check digits (DK, DE, NO, SE, GB, NL, FI); forms ``compact``,
     ``spaced`` (groups of four), ``lower`` (compact, lower case), ``lower_spaced``, ``dashed``
-    and ``dotted`` (groups of four joined by hyphens or dots)."""
+    and ``dotted`` (groups of four joined by hyphens or dots), ``tabs`` and ``double_spaced``
+    (groups of four joined by tabs or two spaces)."""
     country = rng.choice(sorted(_BBAN))
     bban = ""
     for kind, count in re.findall(r"([an])(\d+)", _BBAN[country]):
@@ -167,13 +215,16 @@ def iban(rng: random.Random, form: str | None = None) -> Sample:
         "lower_spaced": " ".join(groups).lower(),
         "dashed": "-".join(groups),
         "dotted": ".".join(groups),
+        "tabs": "\t".join(groups),
+        "double_spaced": "  ".join(groups),
     }[form]
     return Sample("IBAN_CODE", text, form)
 
 
 def card(rng: random.Random, form: str | None = None) -> Sample:
     """A Luhn-valid card number (Visa, Mastercard, Amex, Discover); forms ``plain``, ``spaces``,
-    ``dashes``, ``dots``, ``slashes`` (in the brand's groups)."""
+    ``dashes``, ``dots``, ``slashes``, ``tabs``, ``double_spaces``, ``line_breaks`` (in the
+    brand's groups)."""
     brand = rng.choice(("visa", "mastercard", "amex", "discover"))
     prefix, length = {
         "visa": ("4", 16),
@@ -190,7 +241,8 @@ def card(rng: random.Random, form: str | None = None) -> Sample:
         parts.append(digits[at : at + g])
         at += g
     text = {"plain": digits, "spaces": " ".join(parts), "dashes": "-".join(parts), "dots": ".".join(parts),
-            "slashes": "/".join(parts)}[form]  # fmt: skip
+            "slashes": "/".join(parts), "tabs": "\t".join(parts), "double_spaces": "  ".join(parts),
+            "line_breaks": "\n".join(parts)}[form]  # fmt: skip
     return Sample("CREDIT_CARD", text, form)
 
 
@@ -204,8 +256,9 @@ def phone(rng: random.Random, form: str | None = None) -> Sample:
     ``us`` ((212) 555-0187), ``us_dashes`` (212-555-0187), ``us_intl`` (+1 212 555 0187),
     ``us_local`` (555-0187), ``gb_london`` (020 7946 0958), ``gb_mobile`` (07700 900123),
     ``gb_intl`` (+44 7700 900123), ``gb_00`` (0044 7700 900123), ``dk_00`` (0045 20 12 34 56),
-    ``us_00`` (001 212 555 0187). Numbers without any separator are not generated: those need
-    a context word by design (an order number is a bare digit run too)."""
+    ``us_00`` (001 212 555 0187), ``dk_tab`` (2012\t3456), ``dk_double_space``
+    (20  12  34  56), ``gb_dots`` (07700.900.123). Numbers without any separator are not
+    generated: those need a context word by design (an order number is a bare digit run too)."""
     form = form or rng.choice(FORMS["PHONE_NUMBER"])
     dk = _d(rng, 8, "2345678")
     area, exchange, line = _d(rng, 3, "23456789"), _d(rng, 3, "23456789"), _d(rng, 4)
@@ -225,6 +278,9 @@ def phone(rng: random.Random, form: str | None = None) -> Sample:
         "gb_00": "0044 " + mobile,
         "dk_00": "0045 " + " ".join(dk[i : i + 2] for i in range(0, 8, 2)),
         "us_00": f"001 {area} {exchange} {line}",
+        "dk_tab": f"{dk[:4]}\t{dk[4:]}",
+        "dk_double_space": "  ".join(dk[i : i + 2] for i in range(0, 8, 2)),
+        "gb_dots": "0" + mobile[:4] + "." + mobile[5:8] + "." + mobile[8:],
     }[form]
     return Sample("PHONE_NUMBER", text, form)
 
@@ -326,7 +382,24 @@ _ALTERATIONS = (
     "{skind} {n}",
     "{tkind} {n}",
     "{ckind}{n}",
+    "<{alias}_{n}>",
+    "<{kind}{punct}{n}>",
+    "<{kind}({n})>",
+    "<{kind}_#{n}>",
+    "<{marked}_{n}>",
+    "<{kind}_{n}\u0301>",
 )
+_ALIASES = {
+    "PERSON": ("NAME", "PERSON_NAME", "Name"),
+    "DK_CPR": ("CPR", "CPR_NUMBER", "cpr"),
+    "PHONE_NUMBER": ("PHONE", "TEL", "Phone"),
+    "EMAIL_ADDRESS": ("EMAIL", "EMAIL_ADDR", "E-MAIL"),
+    "IBAN_CODE": ("IBAN",),
+    "CREDIT_CARD": ("CARD", "CARD_NUMBER"),
+    "IP_ADDRESS": ("IP",),
+    "ADDRESS": ("ADDR",),
+}
+"""Shorter or longer names a model gives a kind when it rewrites a placeholder."""
 _BARE = ("{kind}_{n}", "{lkind}_{n}", "{skind} {n}", "{tkind} {n}", "{ckind}{n}")
 _FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "<>_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}
 _CYRILLIC = str.maketrans("AEOPCX", "АЕОРСХ")  # the same shapes, Cyrillic letters
@@ -336,9 +409,12 @@ def alter_placeholders(masked: str, rng: random.Random) -> str:
     """``masked`` with each issued-style placeholder (``<KIND_n>``) rewritten the way a language
     model might: other brackets (‹ › 〈 〉 ＜ ＞ « », HTML-escaped, doubled), zero-width and other
     invisible characters, fullwidth or Cyrillic look-alike letters, another case, spaces or
-    hyphens instead of underscores, and bare forms (``KIND_n``, ``kind_n``, ``KIND n``,
-    ``Kind n``, ``KINDn``). Bare forms are used only where no reader could misread them either: not
-    after a letter or an underscore (except ``KIND_n`` itself, which is read glued) and not
+    hyphens instead of underscores, bare forms (``KIND_n``, ``kind_n``, ``KIND n``,
+    ``Kind n``, ``KINDn``), a shorter or longer kind name (``<EMAIL_n>``, ``<PERSON_NAME_n>``),
+    a punctuation mark before the number (``<KIND.n>``, ``<KIND#n>``, ``<KIND:n>``,
+    ``<KIND(n)>``, ``<KIND_#n>``) and combining marks (``<PE\u0301RSON_1>``,
+    ``<PERSON_1\u0301>``). Bare forms are used only where no reader could misread them either:
+    not after a letter or an underscore (except ``KIND_n`` itself, which is read glued) and not
     before a digit."""
 
     def one(m: re.Match[str]) -> str:
@@ -361,23 +437,41 @@ def alter_placeholders(masked: str, rng: random.Random) -> str:
             ckind=kind.replace("_", ""),
             fullwidth="".join(_FULLWIDTH.get(c, c) for c in f"<{kind}_{n}>"),
             cyrillic=kind.translate(_CYRILLIC),
+            alias=rng.choice(_ALIASES.get(kind, (kind,))),
+            punct=rng.choice(".#:/"),
+            marked=_with_mark(kind, rng),
         )
 
     return re.sub(r"<([A-Z]+(?:_[A-Z]+)*)_(\d+)>", one, masked)
+
+
+def _with_mark(word: str, rng: random.Random) -> str:
+    """``word`` with a combining mark after one of its letters."""
+    at = rng.randrange(len(word)) + 1
+    return word[:at] + rng.choice("\u0301\u0332\u0308") + word[at:]
 
 
 def _strip_placeholders(text: str) -> str:
     return re.sub(r"<[A-Z]+(?:_[A-Z]+)*_\d+>", "\x00", text)
 
 
+def _as_read(text: str) -> str:
+    """``text`` as a reader reads it: invisible characters left out, combining marks composed
+    (NFC) or, where they compose with nothing, left out, look-alike letters read as Latin."""
+    composed = unicodedata.normalize("NFC", text.translate(_DROP_INVISIBLES))
+    return "".join(c for c in composed if unicodedata.category(c)[0] != "M").translate(LATIN_LOOKALIKES)
+
+
 def leaked(sample: Sample, masked: str) -> bool:
     """Whether ``sample`` can still be read in ``masked`` (placeholders left out): a number's
     digits (an IBAN's letters and digits, an IP address's digits) in order, whatever separates
     them; a name's tokens (any case, as words); an address's words of four or more letters; an
-    e-mail address in any case or its local part before an ``@``. Invisible characters
-    (:data:`INVISIBLES`) are read past, in the value and in the text, as a reader would."""
-    sample = Sample(sample.kind, sample.text.translate(_DROP_INVISIBLES), sample.form)
-    text = _strip_placeholders(masked.translate(_DROP_INVISIBLES))
+    e-mail address in any case or its local part before an ``@``. Both are read as a reader
+    reads them: invisible characters (:data:`INVISIBLES`) left out, NFD letters composed, stray
+    combining marks left out, Cyrillic and Greek look-alike letters read as Latin; a name's
+    words also where ``-``, ``.`` or ``_`` join them."""
+    sample = Sample(sample.kind, _as_read(sample.text), sample.form)
+    text = _as_read(_strip_placeholders(masked))
     if sample.kind in ("DK_CPR", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "IP_ADDRESS"):
         chars = re.sub(r"[\W_]", "", sample.text).upper()
         if sample.kind == "PHONE_NUMBER" and sample.text.startswith(("+", "00")):
@@ -385,7 +479,10 @@ def leaked(sample: Sample, masked: str) -> bool:
         pieces = [re.sub(r"[\W_]", "", p).upper() for p in text.split("\x00")]
         return any(chars in p for p in pieces)
     if sample.kind in ("PERSON", "ADDRESS"):
-        tokens = sample.text.split() if sample.kind == "PERSON" else re.findall(r"[^\W\d_]{4,}", sample.text)
+        if sample.kind == "PERSON":  # Mette.Kjærgaard, Anne-Mette: each name on its own
+            tokens = [t for t in re.split(r"\s+|(?<=[^\W\d_])[-._](?=[^\W\d_])", sample.text) if t]
+        else:
+            tokens = re.findall(r"[^\W\d_]{4,}", sample.text)
         return (
             any(re.search(rf"(?<![^\W\d_]){re.escape(token)}(?![^\W\d_])", text, re.IGNORECASE) for token in tokens)
             or sample.text.casefold() in text.casefold()

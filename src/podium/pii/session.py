@@ -77,7 +77,7 @@ class PIIProtection:
         score_threshold: float = 0.5,
         record_values: bool = False,
     ) -> None:
-        missing = [m for m in ("presidio_analyzer", "presidio_anonymizer", "spacy") if not importlib.util.find_spec(m)]
+        missing = [m for m in ("presidio_analyzer", "spacy") if not importlib.util.find_spec(m)]
         if missing:
             raise ConfigError(
                 f"PII protection is on but {', '.join(missing)} is not installed: pip install 'podium[pii]' "
