@@ -25,6 +25,10 @@ except ImportError:  # the dev extra is not installed: the property tests skip o
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+"""The benchmarks and case files: the project's shared folder beside the checkout where there is
+one (its cases may be newer than the copies here), else the copies in the repository's own data/."""
+if not (SHARED_DATA / "benchmarks").is_dir():
+    SHARED_DATA = ROOT / "data"
 POOLS = Path(__file__).resolve().parent / "pools"
 
 

@@ -41,6 +41,19 @@ def shot(browser: Any, name: str) -> None:
     browser.set_window_size(1280, 900)
 
 
+def click_and_load(browser: Any, element: Any) -> None:
+    """Click ``element`` and wait (up to 10 s) until the page it loads has replaced this one. Finding
+    elements straight after a click could still find the old page's, which then went stale under
+    the test (a race seen in CI)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))
+
+
 def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -54,7 +67,7 @@ def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -
             assert len(browser.find_elements(By.CSS_SELECTOR, "tr.request")) == 4
             shot(browser, "requests")
             browser.find_element(By.NAME, "status").send_keys("fallback")
-            browser.find_element(By.ID, "apply").click()
+            click_and_load(browser, browser.find_element(By.ID, "apply"))
             rows = browser.find_elements(By.CSS_SELECTOR, "tr.request")
             assert [r.get_attribute("data-id") for r in rows] == ["c" * 32]
             assert browser.current_url.removeprefix(server.url) == "/ui"  # nothing typed went into the URL
@@ -62,20 +75,20 @@ def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -
             box = browser.find_element(By.NAME, "q")
             box.clear()
             box.send_keys("glaciers")
-            browser.find_element(By.ID, "apply").click()
+            click_and_load(browser, browser.find_element(By.ID, "apply"))
             [row] = browser.find_elements(By.CSS_SELECTOR, "tr.request")
             assert row.get_attribute("data-id") == "b" * 32 and "glaciers" in row.text
-            row.find_element(By.TAG_NAME, "a").click()
+            click_and_load(browser, row.find_element(By.TAG_NAME, "a"))
             WebDriverWait(browser, 10).until(lambda b: "/ui/requests/" in b.current_url)
             assert browser.current_url.endswith("/ui/requests/" + "b" * 32)
             shot(browser, "request")
             edges = browser.execute_script(SAMPLE_EDGES)
             assert edges and all(e["covered"] == [] and e["own"] >= e["total"] / 3 for e in edges), edges
-            browser.find_element(By.ID, "back").click()
+            click_and_load(browser, browser.find_element(By.ID, "back"))
             assert len(browser.find_elements(By.CSS_SELECTOR, "tr.request")) == 4
             browser.get(server.url + "/ui/requests/" + "b" * 32)
-            browser.find_element(By.ID, "purge").click()
-            browser.find_element(By.ID, "confirm").click()
+            click_and_load(browser, browser.find_element(By.ID, "purge"))
+            click_and_load(browser, browser.find_element(By.ID, "confirm"))
             assert "Purged 1 request" in browser.find_element(By.ID, "purged").text
             browser.get(server.url + "/ui")
             assert "b" * 32 not in [
@@ -121,20 +134,22 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
         with chromium() as browser:
             browser.implicitly_wait(5)
             browser.get(server.url + "/ui")
-            browser.find_element(By.ID, "nav-evals").click()
+            click_and_load(browser, browser.find_element(By.ID, "nav-evals"))
             assert [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr.run")] == [
                 "new",
                 "old",
             ]
             shot(browser, "evals")
-            browser.find_element(By.LINK_TEXT, "old").click()
+            click_and_load(browser, browser.find_element(By.LINK_TEXT, "old"))
             big = browser.find_element(By.CSS_SELECTOR, 'tr[data-method="single:big"]')
             assert big.find_element(By.CSS_SELECTOR, "td.quality").text == "0.750"  # q1, q2, q4 of q1..q4
             assert big.find_element(By.CSS_SELECTOR, "td.p95").text == "3.85"  # 1, 2, 3, 4 s
             assert drawn(browser, "#pareto")
             shot(browser, "eval-run")
             browser.back()
-            browser.find_element(By.ID, "compare").click()  # defaults: the newest against the one before
+            click_and_load(
+                browser, browser.find_element(By.ID, "compare")
+            )  # defaults: the newest against the one before
             WebDriverWait(browser, 10).until(lambda b: "/ui/evals/compare" in b.current_url)
             assert "/ui/evals/compare?new=new&baseline=old" in browser.current_url
             flip = browser.find_element(By.CSS_SELECTOR, 'tr.flip[data-method="single:big"]')
@@ -142,15 +157,15 @@ def test_report_pages_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.Monk
             assert flip.find_element(By.CSS_SELECTOR, "td.passing").text == "1: q3"
             assert "2 regression(s)" in browser.find_element(By.ID, "gate-verdict").text
             shot(browser, "eval-compare")
-            browser.find_element(By.ID, "nav-shadow").click()
+            click_and_load(browser, browser.find_element(By.ID, "nav-shadow"))
             support = browser.find_element(By.CSS_SELECTOR, 'tr.use-case[data-case="support"]')
             assert support.find_element(By.CSS_SELECTOR, "td.agreement").text == f"{2 / 3:.3f}"
             assert support.find_element(By.CSS_SELECTOR, "td.latency-upstream").text == "2.00 / 2.90"
             shot(browser, "shadow")
-            browser.find_element(By.ID, "nav-conductors").click()
+            click_and_load(browser, browser.find_element(By.ID, "nav-conductors"))
             assert len(browser.find_elements(By.CSS_SELECTOR, "tr.version")) == 2
             shot(browser, "conductors")
-            browser.find_element(By.LINK_TEXT, "light@v2").click()
+            click_and_load(browser, browser.find_element(By.LINK_TEXT, "light@v2"))
             assert drawn(browser, "#curve")
             shot(browser, "conductor-version")
     finally:
@@ -193,7 +208,7 @@ def test_real_traces_of_the_tiny_local_model_in_a_real_browser(tmp_path: Path) -
             assert sorted(ids) == sorted(r.id for r in records)
             box = browser.find_element(By.NAME, "q")
             box.send_keys(word)
-            browser.find_element(By.ID, "apply").click()
+            click_and_load(browser, browser.find_element(By.ID, "apply"))
             found = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr.request")]
             assert record.id in found, (word, found)
             browser.get(server.url + "/ui/requests/" + record.id)

@@ -1,21 +1,25 @@
-"""The command line's whole numbers: every integer option of every ``podium`` command is read by
-:class:`WholeNumber` with its range, so a huge, negative, zero or malformed value is one line
+"""The command line's numbers: every integer option of every ``podium`` command is read by
+:class:`WholeNumber` with its range, and the request limits (seconds, USD) by
+:class:`PositiveNumber`, so a huge, negative, zero, infinite or malformed value is one line
 naming the option and its range and exit status 2 (a :class:`~podium.errors.ConfigError`, as any
-bad input) — never a traceback further on (a huge ``--limit`` once overflowed SQLite's integer).
+bad input) — never a traceback further on (a huge ``--limit`` once overflowed SQLite's integer),
+nor a message in terms of an internal field.
 
     parser.add_argument("--limit", action=WholeNumber, low=1, high=10**9, default=20)
+    parser.add_argument("--deadline", action=PositiveNumber, metavar="SECONDS")
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from podium.errors import ConfigError
 
-__all__ = ["MANY", "SEED", "WholeNumber", "whole_number"]
+__all__ = ["MANY", "SEED", "PositiveNumber", "WholeNumber", "positive_number", "whole_number"]
 
 _DIGITS = re.compile(r"[+-]?[0-9]{1,40}")
 
@@ -63,3 +67,29 @@ class WholeNumber(argparse.Action):
     ) -> None:
         flag = option_string or "/".join(self.option_strings) or self.dest
         setattr(namespace, self.dest, whole_number(flag, str(values), self.low, self.high))
+
+
+def positive_number(flag: str, text: str) -> float:
+    """``text`` given for ``flag`` as a finite number above 0. Raises ConfigError naming the flag."""
+    shown = text if len(text) <= 24 else text[:21] + "…"
+    try:
+        number = float(text.strip())
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"{flag} must be a number above 0, got {shown!r}")
+    return number
+
+
+class PositiveNumber(argparse.Action):
+    """An argparse action for a limit in seconds or USD: a finite number above 0 (see the module doc)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        flag = option_string or "/".join(self.option_strings) or self.dest
+        setattr(namespace, self.dest, positive_number(flag, str(values)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import __version__
-from podium._args import WholeNumber
+from podium._args import PositiveNumber, WholeNumber
 from podium.errors import ConfigError, PodiumError
 from podium.trace import default_trace_path, open_traces
 
@@ -95,8 +95,10 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
         p.add_argument(
             "--resamples", action=WholeNumber, low=0, high=20, help="extra conductor attempts after an invalid plan"
         )
-        p.add_argument("--deadline", type=float, metavar="SECONDS", help="request latency budget (default: pool's)")
-        p.add_argument("--cost-cap", type=float, metavar="USD", help="request cost cap (default: pool's)")
+        p.add_argument(
+            "--deadline", action=PositiveNumber, metavar="SECONDS", help="request latency budget (default: pool's)"
+        )
+        p.add_argument("--cost-cap", action=PositiveNumber, metavar="USD", help="request cost cap (default: pool's)")
         p.add_argument(
             "--rounds",
             action=WholeNumber,

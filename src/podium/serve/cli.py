@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from podium._args import MANY, WholeNumber
+from podium._args import MANY, PositiveNumber, WholeNumber
 from podium.serve.keys_cli import cmd_keys, cmd_kill_switch
 from podium.serve.options import default_key_path, default_shadow_path, key_store, serving_stack
 from podium.serve.options import require_serve_extra as _require_serve_extra
@@ -123,7 +123,9 @@ def add_parsers(sub: Any) -> None:
     )
     create = k.add_parser("create", help="create a key; it is printed once")
     create.add_argument("name", help="a name for the key (e.g. the team using it)")
-    create.add_argument("--budget", type=float, metavar="USD", help="spending cap per period, USD (default: none)")
+    create.add_argument(
+        "--budget", action=PositiveNumber, metavar="USD", help="spending cap per period, USD (default: none)"
+    )
     create.add_argument("--period", default="day", choices=["hour", "day", "week", "month"])
     create.add_argument(
         "--scope",
@@ -163,8 +165,8 @@ def add_parsers(sub: Any) -> None:
     )
     sh.add_argument("--upstream", metavar="URL", help="the existing pipeline's base URL (e.g. http://127.0.0.1:8000)")
     sh.add_argument("--mode", choices=["plan", "execute"], default="plan", help="plan only (default) or execute")
-    sh.add_argument("--request-cap", type=float, metavar="USD", help="shadow cost cap per request (execute)")
-    sh.add_argument("--daily-budget", type=float, metavar="USD", help="shadow cost cap per UTC day")
+    sh.add_argument("--request-cap", action=PositiveNumber, metavar="USD", help="shadow cost cap per request (execute)")
+    sh.add_argument("--daily-budget", action=PositiveNumber, metavar="USD", help="shadow cost cap per UTC day")
     sh.add_argument("--upstream-price", metavar="IN,OUT", help="upstream USD per 1M input,output tokens (report)")
     sh.add_argument("--pool", help="pool file or preset podium runs in the shadow (default: the local pool)")
     sh.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
