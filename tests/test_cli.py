@@ -39,6 +39,30 @@ def test_unknown_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert code == 2 and "not found" in err
 
 
+def test_a_mistyped_preset_name_gets_the_close_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(["plan", "2+2?", "--pool", "local-lmm"], capsys)
+    assert code == 2 and "did you mean the preset 'local-lm'?" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "hint"),
+    [
+        (["run", "2+2?", "--jsn"], "podium run", "did you mean --json?"),
+        (["trace", "list", "--limt", "3"], "podium trace list", "did you mean --limit?"),
+        (["plan", "2+2?", "--zzz"], "podium plan", ""),
+    ],
+)
+def test_an_unknown_option_is_refused_by_its_own_command(
+    argv: list[str], usage: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not the top-level usage (a trial user saw ``usage: podium [-h] ...`` for ``run --jsn``)."""
+    with pytest.raises(SystemExit) as exit_:
+        cli(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"{usage}: error: unrecognized arguments" in err and hint in err
+    assert f"usage: {usage} " in err
+
+
 def test_invalid_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[conductor]\nworker = 3\n")

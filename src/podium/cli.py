@@ -121,6 +121,31 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
     return parser
 
 
+def _innermost(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the deepest command word in ``argv`` (``trace search`` → its parser), so an
+    unknown option is refused with that command's usage instead of the top-level one."""
+    for word in argv:
+        commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands is not None and word in commands.choices:
+            parser = commands.choices[word]
+    return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """argparse's message for ``unknown`` arguments, with the closest option of ``parser`` for a
+    mistyped one (``--jsn`` → ``--json``)."""
+    import difflib
+
+    options = [o for a in parser._actions for o in a.option_strings]
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    for arg in unknown:
+        close = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1) if arg.startswith("--") else []
+        if close:
+            message += f" (did you mean {close[0]}?)"
+            break
+    return message
+
+
 def _warm_pii(orchestrators: Sequence[Any], err: Console) -> None:
     """Load PII detection before the request starts when a worker receiving data is external,
     so its load (15-30 s) never counts against the request's deadline. A failure is left to the
@@ -225,7 +250,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = _parser(_command(argv)).parse_args(argv)
+        parser = _parser(_command(argv))
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # refused by the (sub)command's own parser: its usage line, a close option named
+            _innermost(parser, argv).error(_unrecognized(_innermost(parser, argv), unknown))
     except ConfigError as exc:  # a bad option value (podium._args.WholeNumber): one line, exit 2
         from rich.console import Console
         from rich.text import Text

@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import tomllib
 from importlib import resources
@@ -415,9 +416,11 @@ def load_pool(path: str | Path | None = None) -> PoolConfig:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        close = difflib.get_close_matches(path.name.removesuffix(".toml"), presets, n=1)
         raise ConfigError(
-            f"pool file {str(path)!r} not found; pass an existing TOML file or one of the presets: "
-            f"{', '.join(sorted(presets))}"
+            f"pool file {str(path)!r} not found; "
+            + (f"did you mean the preset {close[0]!r}? " if close else "")
+            + f"Pass an existing TOML file or one of the presets: {', '.join(sorted(presets))}"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read pool file {str(path)!r}: {exc}") from None
