@@ -146,6 +146,30 @@ def test_a_hanging_step_ends_at_the_deadline_and_the_fallback_answers(tmp_path: 
     assert TraceStore(tmp_path / "t.sqlite3").get(record.id) == record
 
 
+def test_a_cut_off_step_says_why_and_the_fallback_names_the_deadline() -> None:
+    """A trial user saw a bare ``CancelledError:`` on a step and "the workflow's time limit of
+    3.1 s" for a 10 s deadline: a cut-off step names its cause, the detail the request's deadline."""
+    two = 'model_id = [0, 1]\nsubtasks = ["Solve.", "Solve too."]\naccess_list = [[], []]'
+    failing = Flaky("fails", [ClientError("bad request", worker="fails", status=400)])
+    hanging = ScriptedWorker("hangs", delay_s=60)
+    orch = Orchestrator([failing, hanging], ScriptedConductor([two]), Fallback(0, "Answer."))
+    record = asyncio.run(orch.run("Q?"))
+    [cut] = [s for s in record.steps if s.phase == "workflow" and s.error_type == "Cancelled"]
+    assert cut.worker == "hangs" and cut.error == "cancelled: another step failed"
+
+    limits = Limits(deadline_s=1.0, fallback_reserve=0.4, step_timeout_s=30)
+    slow = [ScriptedWorker("a", delay_s=60), ScriptedWorker("b", reply="fallback answer")]
+    orch = Orchestrator(slow, ScriptedConductor([two]), Fallback(1, "Answer."), limits=limits)
+    record = asyncio.run(orch.run("Q?"))
+    assert record.status == "fallback" and record.fallback is not None and record.fallback.reason == "deadline"
+    assert (
+        "of the request's 1 s deadline" in record.fallback.detail
+        and "40% kept for the fallback" in record.fallback.detail
+    )
+    cut_steps = [s for s in record.steps if s.phase == "workflow" and s.error_type == "Cancelled"]
+    assert cut_steps and all(s.error == "cancelled: the steps' time ran out" for s in cut_steps)
+
+
 def test_when_nothing_fits_the_deadline_the_request_ends_with_a_typed_error(tmp_path: Path) -> None:
     workers = [ScriptedWorker("a", delay_s=60), ScriptedWorker("b", delay_s=60)]
     orch = orchestrator(workers, tmp_path, limits=Limits(deadline_s=0.6, fallback_reserve=0.5))

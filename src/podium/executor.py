@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from podium.errors import ConfigError, ContextOverflow, PodiumError, WorkflowFailed
@@ -94,7 +95,7 @@ async def run_step(
             started_at=started_at,
             finished_at=utc_now(),
             finish_reason=result.finish_reason,
-            error=None if error is None else f"{type(error).__name__}: {error}",
+            error=_describe(error),
             error_type=None if error is None else _error_type(error),
             round=round,
             visible_previous=tuple((s.round, s.index) for s in earlier),
@@ -120,6 +121,16 @@ async def run_step(
             errors[index] = exc
         return record(Completion(""), exc)
     return record(result, None)
+
+
+def _describe(error: BaseException | None) -> str | None:
+    """A step's error as its record shows it: ``Type: message``; ``cancelled`` for a cancellation
+    (which has no message; :func:`execute` adds why)."""
+    if error is None:
+        return None
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled"
+    return f"{type(error).__name__}: {error}"
 
 
 def _error_type(error: BaseException) -> str:
@@ -188,11 +199,15 @@ async def execute(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        records = tuple(done[i] for i in sorted(done))
+        why = "another step failed" if isinstance(exc, _StepError) else "the steps' time ran out"
+        records = tuple(  # a cut-off step says why it was cut off, not a bare "CancelledError:"
+            replace(done[i], error=f"cancelled: {why}") if done[i].error_type == "Cancelled" else done[i]
+            for i in sorted(done)
+        )
         if isinstance(exc, _StepError):
             raise WorkflowFailed(f"step failed: {exc.message}", records, exc.error_type, exc.cause) from None
         raise WorkflowFailed(
-            f"the workflow's time limit of {timeout_s:.1f} s passed", records, "DeadlineExceeded"
+            f"the steps ran out of time ({timeout_s:.1f} s were left for them)", records, "DeadlineExceeded"
         ) from None
     return tuple(done[i] for i in range(len(workflow)))
 

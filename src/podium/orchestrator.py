@@ -300,7 +300,7 @@ class Orchestrator:
                     request.end("ok", await self._recurse(request, first, done))
             except WorkflowFailed as exc:
                 request.steps.extend(exc.records)
-                request.fallback = FallbackInfo(exc.fallback_reason, str(exc))
+                request.fallback = FallbackInfo(exc.fallback_reason, _detail(exc, request.budget.limits))
                 _stop_if_period_budget(exc.cause)
         if request.fallback is not None:
             request.emit("fallback", {"reason": request.fallback.reason, "detail": request.fallback.detail})
@@ -477,6 +477,17 @@ class _PeriodBudgetSpent(Exception):
     def __init__(self, cause: CostCapExceeded) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+def _detail(exc: WorkflowFailed, limits: Limits) -> str:
+    """Why the workflow ended, as the fallback's detail; for the time limit, how it relates to the
+    request's deadline (the steps get the deadline less planning and the fallback's reserve)."""
+    if exc.error_type != "DeadlineExceeded" or exc.cause is not None or limits.deadline_s is None:
+        return str(exc)
+    return (
+        f"{exc} of the request's {limits.deadline_s:g} s deadline, after planning and with "
+        f"{limits.fallback_reserve:.0%} kept for the fallback pipeline"
+    )
 
 
 def _stop_if_period_budget(exc: BaseException | None) -> None:
