@@ -63,6 +63,23 @@ def test_an_unknown_option_is_refused_by_its_own_command(
     assert f"usage: {usage} " in err
 
 
+def test_the_answer_is_shown_once_and_earlier_steps_in_full(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The last step's output is the answer: its step panel points to the Answer panel instead of
+    printing the same text twice (a trial user's complaint); the other steps show their outputs."""
+    db = tmp_path / "t.sqlite3"
+    plan = 'model_id = [0, 1]\nsubtasks = ["Draft.", "Check."]\naccess_list = [[], [0]]'
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="draft-text-7"), ScriptedWorker("w1", reply="final-answer-42")],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        traces=TraceStore(db),
+    )
+    record = asyncio.run(orch.run("Q?"))
+    code, out, _ = run_cli(["trace", "show", record.id, "--traces", str(db)], capsys)
+    assert code == 0 and out.count("final-answer-42") == 1 and out.count("draft-text-7") == 1
+    assert "(the answer, shown below)" in out
+
+
 def test_invalid_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[conductor]\nworker = 3\n")

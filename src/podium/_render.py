@@ -219,7 +219,9 @@ def _messages(step: StepRecord) -> Panel:
     return Panel(body, title=f"{label} · messages sent to {step.worker}", title_align="left", border_style="dim")
 
 
-def _step_panel(step: StepRecord) -> Panel:
+def _step_panel(step: StepRecord, *, is_answer: bool = False) -> Panel:
+    """One step: its output shortened (``is_answer``: a pointer to the Answer panel, which shows
+    the same text whole), or its error; then tokens, cost, time and what was disclosed."""
     label = "fallback" if step.phase == "fallback" else f"step {step.index}"
     if step.round:
         label = f"round {step.round} · {label}"
@@ -232,7 +234,10 @@ def _step_panel(step: StepRecord) -> Panel:
         meta += " · hit max_tokens"
     for d in step.disclosures:
         meta += f" · sent to {d.provider or d.recipient}: {_pii_note(d)}"
-    body = Text(shorten(step.output) if not step.error else step.error, style="red" if step.error else "")
+    if step.error:
+        body = Text(step.error, style="red")
+    else:
+        body = Text("(the answer, shown below)", style="italic") if is_answer else Text(shorten(step.output))
     return Panel(Group(body, Text(meta, style="dim")), title=f"{label} · {step.worker}", title_align="left")
 
 
@@ -291,10 +296,12 @@ def render_run(console: Console, record: RunRecord, *, messages: bool = False) -
     """A whole record: plan, each step's output (shortened; with ``messages`` also the exact
     messages the step's worker received), fallback, answer, totals."""
     render_plan(console, record)
-    for step in record.steps:
+    answered = record.mode == "run" and record.status != "error" and bool(record.answer)
+    last = max((i for i, s in enumerate(record.steps) if s.output == record.answer), default=-1) if answered else -1
+    for i, step in enumerate(record.steps):
         if messages:
             console.print(_messages(step), soft_wrap=False)  # a boxed panel wraps inside its box,
-        console.print(_step_panel(step), soft_wrap=False)  # even on a pipe (soft wrap would crop it)
+        console.print(_step_panel(step, is_answer=i == last), soft_wrap=False)  # even on a pipe (no crop)
     if record.fallback is not None:
         console.print(
             Text(f"Fallback pipeline ran: {record.fallback.reason} — {record.fallback.detail}", style="yellow")
