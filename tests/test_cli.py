@@ -80,6 +80,15 @@ def test_the_answer_is_shown_once_and_earlier_steps_in_full(capsys: pytest.Captu
     assert "(the answer, shown below)" in out
 
 
+def test_trace_list_shows_a_plan_only_status_whole(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "t.sqlite3"
+    plan = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'
+    orch = Orchestrator([ScriptedWorker("w0")], ScriptedConductor([plan]), Fallback(0, "A."), traces=TraceStore(db))
+    asyncio.run(orch.run("Q?", mode="plan"))
+    code, out, _ = run_cli(["trace", "list", "--traces", str(db)], capsys)
+    assert code == 0 and "ok (plan)" in out  # was cut to "ok (pla…" in an 8-wide column
+
+
 def test_invalid_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[conductor]\nworker = 3\n")

@@ -325,16 +325,24 @@ def render_run(console: Console, record: RunRecord, *, messages: bool = False) -
 
 
 def render_trace_list(console: Console, rows: Sequence[TraceSummary]) -> None:
-    """One line per request; fits 80 columns (the question takes what is left)."""
+    """One line per request; fits 80 columns (the question takes what is left; the status column
+    widens to show a plan-only request's ``fallback (plan)`` whole)."""
     table = Table(title="Traces (newest first, UTC)", title_justify="left", pad_edge=False)
-    columns = (("id", 8), ("started", 14), ("status", 8), ("steps", 5), ("USD", 7), ("s", 4))
+    statuses = [r.status if r.mode == "run" else f"{r.status} (plan)" for r in rows]
+    columns = (
+        ("id", 8),
+        ("started", 14),
+        ("status", max([8, *map(len, statuses)])),
+        ("steps", 5),
+        ("USD", 7),
+        ("s", 4),
+    )
     for name, width in columns:
         table.add_column(name, no_wrap=True, width=width, justify="left" if width > 5 else "right")
     room = max(12, console.width - sum(w for _, w in columns) - 3 * (len(columns) + 1) - 2)
     table.add_column("question", no_wrap=True, width=room)
-    for r in rows:
+    for r, status in zip(rows, statuses, strict=True):
         started = r.started_at[5:19].replace("T", " ")  # MM-DD HH:MM:SS
-        status = r.status if r.mode == "run" else f"{r.status} (plan)"
         table.add_row(
             r.id[:8],
             started,
