@@ -170,6 +170,25 @@ def test_a_cut_off_step_says_why_and_the_fallback_names_the_deadline() -> None:
     assert cut_steps and all(s.error == "cancelled: the steps' time ran out" for s in cut_steps)
 
 
+def test_a_cancelled_request_is_stored_saying_it_was_stopped(tmp_path: Path) -> None:
+    """Ctrl-C, a client hanging up or a shutdown cancels the request: its trace is kept and says
+    so in words (it read a bare ``CancelledError:`` before)."""
+    orch = orchestrator([ScriptedWorker("hangs", delay_s=60)], tmp_path)
+
+    async def cancel_midway() -> None:
+        task = asyncio.create_task(orch.run("Q?"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_midway())
+    [row] = TraceStore(tmp_path / "t.sqlite3").list(limit=5)
+    record = TraceStore(tmp_path / "t.sqlite3").get(row.id)
+    assert record is not None and record.status == "error"
+    assert record.error is not None and record.error.startswith("Cancelled: stopped before it finished")
+
+
 def test_when_nothing_fits_the_deadline_the_request_ends_with_a_typed_error(tmp_path: Path) -> None:
     workers = [ScriptedWorker("a", delay_s=60), ScriptedWorker("b", delay_s=60)]
     orch = orchestrator(workers, tmp_path, limits=Limits(deadline_s=0.6, fallback_reserve=0.5))

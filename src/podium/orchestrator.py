@@ -264,9 +264,12 @@ class Orchestrator:
             request.fallback = None
             request.end("error", error=f"CostCapExceeded: {spent.cause}", cause=spent.cause)
         except BaseException as exc:  # record the request (one trace, always), then let it surface
-            request.end(
-                "error", error=f"{type(exc).__name__}: {exc}", cause=exc if isinstance(exc, Exception) else None
+            error = (
+                "Cancelled: stopped before it finished (the client went away, Ctrl-C or a shutdown)"
+                if isinstance(exc, asyncio.CancelledError)
+                else f"{type(exc).__name__}: {exc}"
             )
+            request.end("error", error=error, cause=exc if isinstance(exc, Exception) else None)
             self._finish(request)
             raise
         return self._finish(request)
