@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from podium.conductor.baselines import OracleRouter, SingleWorker, strongest
-from podium.conductor.named import named_conductor
+from podium.conductor.named import light_conductor, named_conductor
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
@@ -162,7 +162,10 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
     for name in names:
         base = name.split(":", 1)[0]
         if base == "light" and not name.startswith("light:"):
-            raise ConfigError("method 'light' needs a trained conductor: light:NAME, light:NAME@vN or light:PATH.npz")
+            raise ConfigError(
+                "method 'light' needs a trained conductor: light:NAME, light:NAME@vN, light:NAME@vA..vB "
+                "(versions A to B: one curve) or light:PATH.npz"
+            )
         if base == "lm" and not name.startswith("lm:"):
             raise ConfigError("method 'lm' needs a GRPO-trained conductor: lm:NAME or lm:NAME@vN")
         if base == "plan" and not name.startswith("plan:"):
@@ -172,7 +175,7 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
         if base not in KNOWN:
             raise ConfigError(
                 f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
-                "single:NAME, light:NAME[@vN], lm:NAME[@vN], conductor:POOL"
+                "single:NAME, light:NAME[@vN | @vA..vB], lm:NAME[@vN], conductor:POOL"
             )
         if base not in allowed:
             mode = "replay" if spec.replay else "live"
@@ -250,10 +253,40 @@ def _baselines(
             ]
         elif name == "plans" or name.startswith("plan:"):
             methods += _plan_methods(name)
+        elif name.startswith("light:") and ".." in name:
+            methods += _version_sweep(name, embeddings)
         else:
             conductor = named_conductor(name, pool, quality=quality, cost=cost, embeddings=embeddings)
             methods.append(Method(name, conductor))
     return methods
+
+
+def _version_sweep(name: str, embeddings: Path | None) -> list[Method]:
+    """``light:NAME@vA..vB``: the registry versions A to B of NAME (e.g. one per λ of
+    ``podium train --policy plans --sweep``) as the points of one cost–quality curve, each
+    with its training λ as the parameter. Raises ConfigError for a malformed range or a
+    version that does not exist."""
+    from podium.registry import Registry, parse_ref
+
+    ref, _, last = name.split(":", 1)[1].partition("..")
+    base, first = parse_ref(ref)
+    end = parse_ref(f"{base}@{last}")[1] if last else None
+    if first is None or end is None or end < first:
+        raise ConfigError(f"{name}: write light:NAME@vA..vB (versions A to B of NAME, A ≤ B)")
+    registry = Registry()
+    versions = [v for v in registry.versions(base) if first <= v.number <= end]
+    if len(versions) != end - first + 1:
+        have = ", ".join(v.ref for v in registry.versions(base)) or "none"
+        raise ConfigError(f"{name}: {base} lacks some of v{first}..v{end} (it has {have})")
+    return [
+        Method(
+            f"light:{v.ref}",
+            light_conductor(v.ref, embeddings),
+            group=f"light:{base}@v{first}..v{end}",
+            param=v.training().lam,
+        )
+        for v in versions
+    ]
 
 
 def _plan_methods(name: str) -> list[Method]:

@@ -88,6 +88,12 @@ def add_parsers(sub: Any) -> None:
         help="plans: heads trained on bootstrap resamples, averaged (default 5)",
     )
     t.add_argument(
+        "--sweep",
+        action="store_true",
+        help="plans: train one version per λ of a sweep over the plans' cost range (23 values; --lam is ignored) "
+        "and report the cross-validated curve; podium eval … --methods light:NAME@vA..vB evaluates them as one curve",
+    )
+    t.add_argument(
         "--embedder",
         default="minilm",
         metavar="MODEL",
@@ -203,6 +209,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
     if args.mu < 0:
         raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
+    if getattr(args, "sweep", False) and args.policy != "plans":
+        raise ConfigError("--sweep trains the plan conductor over λ: use it with --policy plans")
     if args.policy == "lm":
         from podium.train.lm_cli import train_lm_command
 

@@ -167,10 +167,16 @@ def _ascend(
     return w, curve
 
 
-def lambda_sweep(outcomes: PlanOutcomes, points: int = 12) -> tuple[float, ...]:
+def lambda_sweep(outcomes: PlanOutcomes, points: int = 12, *, fill: bool = False) -> tuple[float, ...]:
     """λ values (1/USD) from 0 to past the cheapest plan, at the break-even points of the upper
     hull of (mean cost, mean score) over plans — each λ makes a different plan the best constant
-    choice — thinned to at most ``points`` values (module docstring)."""
+    choice — thinned to at most ``points`` values (module docstring).
+
+    With ``fill``, a hull with fewer break-evens than ``points`` − 2 (two plans have one) gets
+    the rest spread geometrically from an eighth of its smallest break-even to 8× its largest:
+    a policy that reads the question switches plans question by question, each at its own λ
+    (half its predicted score gain over its cost difference), on either side of the break-even
+    of the means — a cost–quality curve needs operating points there too."""
     cost, score = outcomes.cost.mean(axis=0), outcomes.score.mean(axis=0)
     front: list[int] = []  # Pareto front: each plan scores more than every cheaper one
     for p in np.argsort(cost, kind="stable"):
@@ -192,6 +198,9 @@ def lambda_sweep(outcomes: PlanOutcomes, points: int = 12) -> tuple[float, ...]:
         if dc > 0 and ds > 0:  # where 0.5·score − λ·cost ties (the reward's score weight)
             breaks.append(float(0.5 * ds / dc))
     values = sorted(set(breaks))
+    if fill and values and len(values) < points - 2:
+        spread = np.geomspace(min(values) / 8, max(values) * 8, points - 2 - len(values))
+        values = sorted({*values, *(float(x) for x in spread)})
     if len(values) > points - 2:
         picks = np.linspace(0, len(values) - 1, points - 2).round().astype(int)
         values = [values[i] for i in sorted(set(picks))]

@@ -6,6 +6,11 @@ vote of all models when there are three or more). Training uses the ``--split`` 
 (default ``train``); a k-fold cross-validation on those rows reports how the policy does on
 training questions it did not see (mean ± spread over folds), the figure to select λ, ``--dims``
 and ``--ensemble`` by — never the test split.
+
+``--sweep`` trains one version per λ of :func:`podium.train.plans.lambda_sweep` (23 values, as
+many as the learned router's sweep) and reports the cross-validated curve's AIQ and APGR
+(:func:`cv_curve`); ``podium eval --replay M --methods light:NAME@vA..vB`` evaluates the versions
+as one cost–quality curve beside the router's.
 """
 
 from __future__ import annotations
@@ -25,7 +30,11 @@ from podium.conductor.compose import Column, Plan
 from podium.errors import ConfigError
 from podium.eval.plans import PlanOutcomes, local_plans, matrix_plans, plan_outcomes
 
-__all__ = ["cross_validate", "load_source", "train_plans_command"]
+__all__ = ["SWEEP_POINTS", "cross_validate", "cv_curve", "load_source", "train_plans_command"]
+
+SWEEP_POINTS = 23
+"""Versions a ``--sweep`` trains: λ = 0, 21 values over the plans' cost range, one past the cheapest
+(as many operating points as the learned router's calibrated sweep)."""
 
 
 def load_source(path: Path) -> tuple[str, dict[str, Column], list[dict[str, str]], list[Plan]]:
@@ -87,13 +96,37 @@ def cross_validate(
     }
 
 
+def cv_curve(outcomes: PlanOutcomes, points: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """AIQ and APGR (:mod:`podium.eval.metrics`) of cross-validated (cost, quality) operating
+    points, against the training questions' cheapest and best single-column plan — the figure
+    a λ sweep's settings (``--dims``, ``--ensemble``) are selected by; None without two single
+    plans that differ in cost and quality."""
+    from podium.eval.metrics import Point, aiq, apgr
+
+    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and p.escalate is None]
+    means = [(float(outcomes.cost[:, j].mean()), float(outcomes.score[:, j].mean())) for j in single]
+    if len(means) < 2:
+        return None
+    weak = Point(*min(means))
+    strong = Point(*max(means, key=lambda cq: (cq[1], -cq[0])))
+    if strong.quality <= weak.quality or strong.cost <= weak.cost:
+        return None
+    hull = [Point(c, q) for c, q in points] + [weak, strong]
+    return {
+        "aiq": aiq(hull, weak.cost, strong.cost),
+        "apgr": apgr(hull, weak=weak, strong=strong),
+        "weak": [weak.cost, weak.quality],
+        "strong": [strong.cost, strong.quality],
+    }
+
+
 def train_plans_command(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Run ``podium train --policy plans`` (see the module docstring)."""
+    """Run ``podium train --policy plans`` (see the module docstring): one version at ``--lam``,
+    or with ``--sweep`` one per λ of :func:`podium.train.plans.lambda_sweep`."""
     from podium.embed import Embedder
     from podium.eval.session import EvalSpec
-    from podium.registry import Registry, TrainingInfo
     from podium.train.cli import encoder_choice
-    from podium.train.plans import PlanTrainConfig, train_plans
+    from podium.train.plans import PlanTrainConfig, lambda_sweep
 
     name, columns, rows, plans = load_source(args.replay)
     rows = [r for r in rows if r["split"] == args.split]
@@ -105,33 +138,97 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
             f"{name}: {len(rows)} question(s) in split {args.split!r}{' with those tags' if args.tag else ''}; the "
             f"plan conductor needs at least 10 (the source has {dict(splits)}; pick one with --split)"
         )
-    config = PlanTrainConfig(
-        lam=args.lam, mu=args.mu, dims=args.dims, ensemble=args.ensemble, steps=args.steps or 400, seed=args.seed
-    )
     outcomes = plan_outcomes(plans, columns, rows)
     if args.mu > 0 and not outcomes.latency.any():
         raise ConfigError(f"{name} records no latencies: μ > 0 needs them (a bank, or |latency_s columns)")
+    sweep = getattr(args, "sweep", False)
+    lambdas = lambda_sweep(outcomes, SWEEP_POINTS, fill=True) if sweep else (args.lam,)
+    configs = [
+        PlanTrainConfig(
+            lam=lam, mu=args.mu, dims=args.dims, ensemble=args.ensemble, steps=args.steps or 400, seed=args.seed
+        )
+        for lam in lambdas
+    ]
     embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
     progress = progress_bar("train", err)
     with progress:
         progress.add_task(f"embedding {len(rows)} questions ({embedder.name})", total=None)
         vectors = embedder.embed([r["prompt"] for r in rows])
-    result = train_plans(outcomes, vectors, columns, embedder.name, config)
-    cv = cross_validate(outcomes, vectors, columns, embedder.name, config)
+    trained = []
+    for config in configs:
+        trained.append(_train_version(args, outcomes, vectors, columns, embedder.name, config))
+        if sweep and not args.json:
+            ref, record = trained[-1]
+            q, c = record["cross_validation"]["quality"], record["cross_validation"]["cost_usd"]
+            out.print(
+                f"{ref}: λ = {config.lam:g}, cross-validated quality {q['mean']:.3f} ± {q['std']:.3f}, "
+                f"cost ${c['mean']:.6f} per request"
+            )
+    if sweep:
+        cv = [(r["cross_validation"]["cost_usd"]["mean"], r["cross_validation"]["quality"]["mean"]) for _, r in trained]
+        curve = cv_curve(outcomes, cv)
+        first, last = trained[0][0], trained[-1][0]
+        span = f"{first}..v{last.rsplit('@v', 1)[1]}"
+        if args.json:
+            versions = [{"version": ref, **record} for ref, record in trained]
+            print(json.dumps({"versions": versions, "cross_validated_curve": curve, "span": span}, indent=1))
+            return 0
+        if curve is not None:
+            out.print(
+                f"cross-validated curve of the {len(trained)} versions: "
+                f"AIQ {curve['aiq']:.4f}, APGR {curve['apgr']:.3f}"
+            )
+        out.print(
+            f"[green]trained {len(trained)} versions, {span}[/] on {len(rows)} questions of {name} ({len(plans)} plans)"
+        )
+        out.print(Text(f"evaluate the curve: podium eval --replay {args.replay} --methods single,router,light:{span}"))
+        return 0
+    ref, record = trained[0]
+    if args.json:
+        print(json.dumps({"version": ref, **record}, indent=1))
+        return 0
+    cv1 = record["cross_validation"]
+    q, c = cv1["quality"], cv1["cost_usd"]
+    out.print(f"[green]trained {ref}[/] on {len(rows)} questions of {name} ({len(plans)} plans, λ = {args.lam:g})")
+    out.print(
+        f"cross-validated ({cv1['folds']} folds): quality {q['mean']:.3f} ± {q['std']:.3f}, "
+        f"cost ${c['mean']:.6f} ± {c['std']:.6f} per request"
+    )
+    usage = record["plans_chosen"]
+    out.print("plans chosen on the training questions: " + ", ".join(f"{p} ×{k}" for p, k in list(usage.items())[:6]))
+    out.print(f"stored in {record['path']} (policy.npz, train.json)")
+    out.print(Text(f"use it: [conductor] light = {str(record['policy_path'])!r} in a pool file", style="dim"))
+    return 0
+
+
+def _train_version(
+    args: argparse.Namespace,
+    outcomes: PlanOutcomes,
+    vectors: Any,
+    columns: dict[str, Column],
+    embedder: str,
+    config: Any,
+) -> tuple[str, dict[str, Any]]:
+    """Train, cross-validate and store one version; (its ref, its record with ``path`` and
+    ``policy_path``)."""
+    from podium.registry import Registry, TrainingInfo
+    from podium.train.plans import train_plans
+
+    result = train_plans(outcomes, vectors, columns, embedder, config)
+    cv = cross_validate(outcomes, vectors, columns, embedder, config)
     policy = result.policy
     chosen = policy.choose(list(outcomes.ids), policy.features(vectors))
-    rows_idx = np.arange(len(rows))
-    usage = Counter(plans[i].id for i in chosen)
-    registry = Registry()
-    version = registry.create(args.name)
+    rows_idx = np.arange(len(outcomes.ids))
+    usage = Counter(outcomes.plans[i].id for i in chosen)
+    version = Registry().create(args.name)
     policy.save(version.policy_path)
     record = {
         "policy": "plans",
         "source": str(args.replay),
         "split": args.split,
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
-        "embedder": embedder.name,
-        "data": {"questions": len(rows), "plans": len(plans)},
+        "embedder": embedder,
+        "data": {"questions": len(outcomes.ids), "plans": len(outcomes.plans)},
         "train": {
             "quality": float(outcomes.score[rows_idx, chosen].mean()),
             "cost_usd": float(outcomes.cost[rows_idx, chosen].mean()),
@@ -142,18 +239,4 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
         "curve": result.curve,
     }
     version.write_training(TrainingInfo.from_json(record))
-    if args.json:
-        print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
-        return 0
-    q, c = cv["quality"], cv["cost_usd"]
-    out.print(
-        f"[green]trained {version.ref}[/] on {len(rows)} questions of {name} ({len(plans)} plans, λ = {args.lam:g})"
-    )
-    out.print(
-        f"cross-validated ({cv['folds']} folds): quality {q['mean']:.3f} ± {q['std']:.3f}, "
-        f"cost ${c['mean']:.6f} ± {c['std']:.6f} per request"
-    )
-    out.print("plans chosen on the training questions: " + ", ".join(f"{p} ×{k}" for p, k in usage.most_common(6)))
-    out.print(f"stored in {version.path} (policy.npz, train.json)")
-    out.print(Text(f"use it: [conductor] light = {str(version.policy_path)!r} in a pool file", style="dim"))
-    return 0
+    return version.ref, {"path": str(version.path), "policy_path": str(version.policy_path), **record}

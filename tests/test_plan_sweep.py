@@ -1,0 +1,88 @@
+"""The plan conductor over a λ sweep against the learned router, on a slice of the shipped
+RouteLLM matrix (docs/learned-workflows.md "RouteLLM matrix"): ``podium train --policy plans
+--sweep`` trains one version per λ on the train split, and ``podium eval --replay … --methods
+light:NAME@vA..vB`` evaluates those versions as one cost–quality curve. A hashing encoder stands
+in for MiniLM so the test needs no model."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from podium.cli import cli
+from podium.conductor.compose import Plan
+from podium.embed import Embedder
+from podium.errors import ConfigError
+from podium.eval.plans import PlanOutcomes
+from podium.eval.session import EvalSpec, run_eval
+from podium.traffic.features import HashingEncoder
+from podium.train.plans import lambda_sweep
+from tests.conftest import SHARED_DATA
+
+
+@pytest.fixture
+def routellm_slice(tmp_path: Path) -> Path:
+    """The first 60 train and 30 test rows of the shipped matrix."""
+    source = SHARED_DATA / "outcomes" / "routellm-gpt4-mixtral.csv"
+    with source.open(encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        fields = list(reader.fieldnames or [])
+        rows, taken = [], {"train": 0, "test": 0}
+        for row in reader:
+            if taken[row["split"]] < {"train": 60, "test": 30}[row["split"]]:
+                taken[row["split"]] += 1
+                rows.append(row)
+            if taken == {"train": 60, "test": 30}:
+                break
+    path = tmp_path / "slice.csv"
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_a_two_plan_sweep_has_points_on_either_side_of_the_break_even() -> None:
+    scores = np.array([[0.0, 1.0], [1.0, 1.0]])  # cheap: 0.5 at $0; dear: 1.0 at $0.01 → break-even 25
+    costs = np.array([[0.0, 0.01], [0.0, 0.01]])
+    outcomes = PlanOutcomes(("a", "b"), (Plan("cheap", ("cheap",)), Plan("dear", ("dear",))), scores, costs,
+                            np.zeros((2, 2)), np.zeros((2, 2), dtype=bool))  # fmt: skip
+    assert lambda_sweep(outcomes) == (0.0, 25.0, 75.0)  # the means' trade-offs only
+    filled = lambda_sweep(outcomes, 23, fill=True)
+    assert len(filled) == 23 and filled[0] == 0.0 and list(filled) == sorted(set(filled))
+    assert 25.0 in filled and filled[1] == pytest.approx(25.0 / 8) and filled[-2] == pytest.approx(200.0)
+
+
+def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
+    routellm_slice: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("podium.train.cli.encoder_choice", lambda choice: HashingEncoder(64))
+    embedder = Embedder(tmp_path / "vectors.sqlite3", encoder=HashingEncoder(64))
+    monkeypatch.setattr("podium.conductor.named.shared_embedder", lambda cache, encoder=None: embedder)
+
+    args = ["train", "--policy", "plans", "--replay", str(routellm_slice), "--sweep", "--name", "sweep"]
+    assert cli([*args, "--dims", "2", "--ensemble", "1", "--steps", "40", "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert trained["span"] == "sweep@v1..v23" and len(trained["versions"]) == 23
+    lambdas = [v["config"]["lam"] for v in trained["versions"]]
+    assert lambdas[0] == 0.0 and lambdas == sorted(lambdas) and len(set(lambdas)) == 23
+    assert all(v["data"]["questions"] == 60 for v in trained["versions"])  # the train split only
+    assert 0.0 < trained["cross_validated_curve"]["aiq"] <= 1.0
+
+    spec = EvalSpec(replay=routellm_slice, methods=("single", "light:sweep@v1..v23"), cache=None, embeddings=None)
+    report = run_eval(spec)
+    curve = report["curves"]["light:sweep@v1..v23"]
+    assert len(curve["points"]) == 23 and 0.0 < curve["aiq"] <= 1.0
+    params = [report["methods"][f"light:sweep@v{k}"]["param"] for k in range(1, 24)]
+    assert params == lambdas
+    assert report["config"]["n"] == 30  # evaluated on the test rows
+
+    with pytest.raises(ConfigError, match=r"lacks some of v1\.\.v24"):
+        run_eval(EvalSpec(replay=routellm_slice, methods=("single", "light:sweep@v1..v24"), cache=None))
+    assert cli(["train", "--replay", str(routellm_slice), "--sweep"]) == 2  # light: no sweep
