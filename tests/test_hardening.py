@@ -636,7 +636,9 @@ def test_bad_questions_are_400_in_the_openai_shape(served: str, content: object,
     import httpx
 
     r = httpx.post(
-        served + "/v1/chat/completions", json={"model": "podium", "messages": [{"role": "user", "content": content}]}
+        served + "/v1/chat/completions",
+        timeout=60,
+        json={"model": "podium", "messages": [{"role": "user", "content": content}]},
     )
     assert r.status_code == status and r.json()["error"]["type"] == "invalid_request_error"
 
@@ -645,12 +647,18 @@ def test_a_lone_surrogate_and_deep_json_are_400_not_500(served: str) -> None:
     import httpx
 
     lone = b'{"model": "podium", "messages": [{"role": "user", "content": "hi \\ud800"}]}'
-    r = httpx.post(served + "/v1/chat/completions", content=lone, headers={"content-type": "application/json"})
+    r = httpx.post(
+        served + "/v1/chat/completions", timeout=60, content=lone, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400 and "surrogate" in r.json()["error"]["message"]
     deep = b"[" * 100_000 + b"]" * 100_000
-    r = httpx.post(served + "/v1/chat/completions", content=deep, headers={"content-type": "application/json"})
+    r = httpx.post(
+        served + "/v1/chat/completions", timeout=60, content=deep, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400 and "deeper" in r.json()["error"]["message"]
-    r = httpx.post(served + "/v1/chat/completions", content=b"\xff\xfe{}", headers={"content-type": "application/json"})
+    r = httpx.post(
+        served + "/v1/chat/completions", timeout=60, content=b"\xff\xfe{}", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
 
 
@@ -658,7 +666,10 @@ def test_a_huge_body_is_413_before_it_is_read(served: str) -> None:
     import httpx
 
     r = httpx.post(
-        served + "/v1/chat/completions", content=b"x" * (5 << 20), headers={"content-type": "application/json"}
+        served + "/v1/chat/completions",
+        timeout=60,
+        content=b"x" * (5 << 20),
+        headers={"content-type": "application/json"},
     )
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
@@ -666,7 +677,9 @@ def test_a_huge_body_is_413_before_it_is_read(served: str) -> None:
         for _ in range(50):
             yield b"x" * (1 << 20)
 
-    r = httpx.post(served + "/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
+    r = httpx.post(
+        served + "/v1/chat/completions", timeout=60, content=chunks(), headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413
 
 
