@@ -683,6 +683,44 @@ def test_a_huge_body_is_413_before_it_is_read(served: str) -> None:
     assert r.status_code == 413
 
 
+_LOOSE_NUMBERS: list[tuple[dict[str, object], dict[str, bytes], str]] = [
+    ({}, {"X-Podium-Deadline": b"1_0"}, "X-Podium-Deadline"),  # Python's float() reads these
+    ({}, {"X-Podium-Deadline": "\u0663".encode()}, "X-Podium-Deadline"),  # an Arabic-Indic 3
+    ({}, {"X-Podium-Deadline": b"infinity"}, "X-Podium-Deadline"),
+    ({}, {"X-Podium-Cost-Cap": b"0_5"}, "X-Podium-Cost-Cap"),
+    ({}, {"X-Podium-Rounds": b"1_0"}, "X-Podium-Rounds"),
+    ({}, {"X-Podium-Rounds": b"1.0"}, "X-Podium-Rounds"),
+    ({"deadline_s": True}, {}, "podium.deadline_s"),  # pydantic reads true as 1
+    ({"deadline_s": "10"}, {}, "podium.deadline_s"),
+    ({"cost_cap_usd": True}, {}, "podium.cost_cap_usd"),
+    ({"rounds": True}, {}, "podium.rounds"),
+    ({"rounds": False}, {}, "podium.rounds"),
+    ({"rounds": "1"}, {}, "podium.rounds"),
+]
+
+
+def test_numeric_options_are_plain_ascii_numbers_or_json_numbers(served: str) -> None:
+    """A header's number is ASCII digits (with . and an exponent for a float); a body's is a
+    JSON number, never a boolean or a string: anything else is a 400 naming the field."""
+    import httpx
+
+    def post(podium: dict[str, object], headers: dict[str, bytes]) -> httpx.Response:
+        body = {"model": "podium", "messages": [{"role": "user", "content": "6*7?"}], "podium": podium}
+        return httpx.post(served + "/v1/chat/completions", json=body, headers=headers, timeout=60)
+
+    for podium, headers, where in _LOOSE_NUMBERS:
+        r = post(podium, headers)
+        assert r.status_code == 400, (podium, headers, r.text)
+        error = r.json()["error"]
+        assert error["param"] == where and error["message"].startswith(where + ":"), error
+    for podium, headers in [
+        ({}, {"X-Podium-Deadline": b"30"}),
+        ({}, {"X-Podium-Deadline": b"2.5e1", "X-Podium-Cost-Cap": b"1e-1", "X-Podium-Rounds": b"0"}),
+        ({"deadline_s": 30, "cost_cap_usd": 0.5, "rounds": 0}, {}),
+    ]:
+        assert post(podium, headers).status_code == 200, (podium, headers)
+
+
 # --- 8. the CLI ---------------------------------------------------------------------------------
 
 

@@ -39,9 +39,9 @@ def reply(messages: Sequence[Message]) -> str:
     return ANSWER if "final answer" in text else "a draft"
 
 
-def fake_pool(price: float = 1.0, delay_s: float = 0.0) -> list[ScriptedWorker]:
+def fake_pool(price: float = 1.0, delay_s: float = 0.0, word_delay_s: float = 0.01) -> list[ScriptedWorker]:
     return [
-        ScriptedWorker(n, reply, price=Price(price, price), word_delay_s=0.01, delay_s=delay_s)
+        ScriptedWorker(n, reply, price=Price(price, price), word_delay_s=word_delay_s, delay_s=delay_s)
         for n in ("smol-a", "smol-b", "smol-c")
     ]
 
@@ -263,7 +263,8 @@ def test_shutdown_lets_an_in_flight_request_finish_with_its_trace(traces: TraceS
 
 
 def test_a_client_that_hangs_up_mid_stream_leaves_a_trace(traces: TraceStore) -> None:
-    running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool(delay_s=0.3))))
+    # the status line comes with the first word; the other words take 7 x 0.5 s more
+    running = Running(Server(pool=POOL, traces=traces, workers=list(fake_pool(delay_s=0.3, word_delay_s=0.5))))
     try:
         body = {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}], "stream": True}
         with httpx.stream("POST", running.url + "/v1/chat/completions", json=body) as response:

@@ -25,7 +25,10 @@ OpenAI ``user`` field.
 Errors use the OpenAI shape ``{"error": {"message", "type", "param", "code"}}``: 400 bad input,
 401 missing or unknown key, 404 unknown model, 429 a period budget (the pool's or the key's) used
 up, with Retry-After, 503 busy (its trace id in the message and header), 502/504 when no answer
-could be produced, 500 a bug (the trace id is in the message and header).
+could be produced, 500 a bug (the trace id is in the message and header). A streamed request
+gets the same error (status, headers, body) while none of its answer's text was sent: its
+response starts only with the first text (:mod:`podium.serve.sse`); after that an error is an
+SSE ``error`` event.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -48,7 +51,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from podium import __version__
 from podium.errors import ConfigError
 from podium.serve.server import Prepared, Server
-from podium.serve.sse import events
+from podium.serve.sse import events, first_event, sse_error
 from podium.serve.wire import (
     MAX_JSON_DEPTH,
     ApiError,
@@ -63,9 +66,6 @@ from podium.serve.wire import (
     usage_json,
 )
 from podium.streaming import AnswerStream
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -179,8 +179,14 @@ def create_app(server: Server) -> FastAPI:
             queue: asyncio.Queue[str] = asyncio.Queue()
             stream = AnswerStream(queue.put_nowait)
             task = server.start(prepared, stream)  # started here, so its slot is given back however the stream ends
-            sent = events(prepared, task, stream, queue)
-            return StreamingResponse(sent, media_type="text/event-stream", headers=headers)
+            items = events(prepared, task, stream, queue)
+            opening = await first_event(items, request.receive)  # nothing is committed before it
+            if opening is None:  # the client hung up first: the request is cancelled, its trace written
+                return Response(status_code=499)
+            if isinstance(opening, ApiError):  # no text sent: the unstreamed answer's status, headers, body
+                await items.aclose()
+                raise opening
+            return StreamingResponse(_after(opening, items), media_type="text/event-stream", headers=headers)
         try:
             record = await server.start(prepared)
         except ConfigError as exc:
@@ -209,3 +215,13 @@ def create_app(server: Server) -> FastAPI:
         )
 
     return app
+
+
+async def _after(first: str, items: AsyncGenerator[str | ApiError, None]) -> AsyncIterator[str]:
+    """The committed stream: ``first``, then the rest of ``items`` (events, never an ApiError)."""
+    try:
+        yield first
+        async for item in items:
+            yield item if isinstance(item, str) else sse_error(item)
+    finally:
+        await items.aclose()  # a client gone mid-stream: the request is cancelled

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -143,12 +144,27 @@ def request_options(body: ChatRequest, raw_podium: Any, headers: Mapping[str, st
         raise ApiError(400, f"podium: give an object with any of {fields}", param="podium")
     merged: dict[str, Any] = dict(raw_podium or {})
     given_as: dict[str, str] = {name: f"podium.{name}" for name in merged}
+    for name, kind in _NUMBERS.items():  # a JSON number, never a boolean or a string
+        value = merged.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float))
+        ):
+            wanted = "an integer" if kind is int else "a number"
+            raise ApiError(
+                400, f"podium.{name}: must be {wanted} (got {json.dumps(value)[:40]})", param=f"podium.{name}"
+            )
     for header, name in OPTION_HEADERS.items():
         value = headers.get(header)
         if value is None:
             continue
-        merged[name] = [v.strip() for v in value.split(",") if v.strip()] if name in ("workers", "tags") else value
-        given_as[name] = "X-Podium-" + "-".join(p.capitalize() for p in header.split("-")[2:])
+        where = "X-Podium-" + "-".join(p.capitalize() for p in header.split("-")[2:])
+        if name in _NUMBERS:
+            merged[name] = _header_number(where, value, _NUMBERS[name])
+        elif name in ("workers", "tags"):
+            merged[name] = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            merged[name] = value
+        given_as[name] = where
     try:
         options = RequestOptions.model_validate(merged)
     except ValidationError as exc:
@@ -161,6 +177,29 @@ def request_options(body: ChatRequest, raw_podium: Any, headers: Mapping[str, st
         if value is not None and not math.isfinite(value):
             raise ApiError(400, f"{given_as.get(name, name)}: must be a finite number", param=given_as.get(name))
     return options
+
+
+_NUMBERS: dict[str, type] = {"deadline_s": float, "cost_cap_usd": float, "rounds": int}
+"""The numeric options and their kind."""
+
+_HEADER_NUMBER = {
+    float: re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"),
+    int: re.compile(r"[0-9]+"),
+}
+
+
+def _header_number(where: str, value: str, kind: type) -> float | int:
+    """A numeric header's value: ASCII digits (a number also with a decimal point and an
+    exponent: ``2.5``, ``1e-05``); no sign, underscore, other script's digits or words such as
+    ``inf``. Raises ApiError 400 naming the header."""
+    text = value.strip(" \t")
+    if _HEADER_NUMBER[kind].fullmatch(text) is None:
+        wanted = "an integer (ASCII digits)" if kind is int else "a number (ASCII digits, optional . and exponent)"
+        raise ApiError(400, f"{where}: must be {wanted}, got {value!r}", param=where)
+    try:
+        return int(text) if kind is int else float(text)
+    except ValueError:  # more digits than int() reads
+        raise ApiError(400, f"{where}: {value[:20]!r}… is too long a number", param=where) from None
 
 
 def usage_json(record: RunRecord) -> dict[str, Any]:
