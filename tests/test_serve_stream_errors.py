@@ -145,13 +145,15 @@ def test_an_error_after_text_was_sent_is_an_sse_error_event(tmp_path: Path) -> N
         running.stop()
 
 
-def test_a_client_that_hangs_up_before_any_text_cancels_the_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_client_that_hangs_up_before_any_text_cancels_the_request(tmp_path: Path, streamed: bool) -> None:
     """Nothing is sent while the request plans; a client that goes away meanwhile still cancels
-    it, and its trace is written."""
+    it (streamed or not: an unstreamed request ran to the end and paid for it before), and its
+    trace is written."""
     workers = [ScriptedWorker(n, reply, delay_s=3.0) for n in ("smol-a", "smol-b", "smol-c")]
     running, traces = serve(tmp_path, workers=workers)
     try:
-        body = json.dumps({"model": "podium", "messages": MESSAGES, "stream": True}).encode()
+        body = json.dumps({"model": "podium", "messages": MESSAGES, "stream": streamed}).encode()
         host, port = running.url[7:].split(":")
         with socket.create_connection((host, int(port))) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

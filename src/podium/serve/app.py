@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from podium import __version__
 from podium.errors import ConfigError
 from podium.serve.server import Prepared, Server
-from podium.serve.sse import events, first_event, sse_error
+from podium.serve.sse import events, first_event, sse_error, unless_hung_up
 from podium.serve.wire import (
     MAX_JSON_DEPTH,
     ApiError,
@@ -187,12 +187,14 @@ def create_app(server: Server) -> FastAPI:
                 await items.aclose()
                 raise opening
             return StreamingResponse(_after(opening, items), media_type="text/event-stream", headers=headers)
-        try:
-            record = await server.start(prepared)
+        try:  # a client that hangs up stops the request (its trace says so) instead of paying for it
+            record = await unless_hung_up(server.start(prepared), request.receive)
         except ConfigError as exc:
             raise ApiError(500, f"trace {prepared.request_id}: {exc}", type="server_error", headers=headers) from None
         except Exception as exc:  # a bug: the request's trace is written; answer in OpenAI's shape
             raise internal_error(prepared.request_id, exc) from None
+        if record is None:  # nobody is listening; uvicorn sends nothing to a closed connection
+            return Response(status_code=499)
         if record.status == "error":
             raise failure(record)
         return JSONResponse(

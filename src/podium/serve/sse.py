@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from podium.errors import ConfigError
 from podium.records import RunRecord
@@ -23,7 +23,9 @@ from podium.streaming import AnswerStream
 if TYPE_CHECKING:
     from podium.serve.server import Prepared
 
-__all__ = ["chunk", "events", "first_event", "sse", "sse_error"]
+__all__ = ["chunk", "events", "first_event", "sse", "sse_error", "unless_hung_up"]
+
+T = TypeVar("T")
 
 
 def sse(body: Mapping[str, Any]) -> str:
@@ -130,20 +132,27 @@ async def first_event(
     """The first item of ``items`` (:func:`events`), waited for while listening on the ASGI
     ``receive`` for the client hanging up; None when it did (``items`` is closed then, which
     cancels the request)."""
+    return await unless_hung_up(asyncio.ensure_future(anext(items)), receive)
+
+
+async def unless_hung_up(work: asyncio.Future[T], receive: Callable[[], Awaitable[Any]]) -> T | None:
+    """``work``'s result, waited for while listening on the ASGI ``receive`` for the client
+    hanging up. None when it hung up first: ``work`` is cancelled then and awaited, so a request
+    behind it stops calling workers and writes its trace (status error, cancelled)."""
 
     async def hang_up() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    first = asyncio.ensure_future(anext(items))
     gone = asyncio.ensure_future(hang_up())
     try:
-        await asyncio.wait({first, gone}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {work, gone}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-        if not first.done():
-            first.cancel()  # the generator's own cleanup cancels the request
-            await asyncio.wait({first})
-    if first.cancelled():
+        if not work.done():
+            work.cancel()
+            await asyncio.wait({work})
+    if work.cancelled():
         return None
-    return first.result()
+    return work.result()

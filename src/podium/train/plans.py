@@ -115,8 +115,9 @@ def train_plans(
     mean = v.mean(axis=0)
     dims = min(config.dims, n - 1, v.shape[1])
     if dims > 0:
-        _, _, vt = np.linalg.svd(v - mean, full_matrices=False)
-        components = vt[:dims]
+        centred = v - mean  # principal axes: eigenvectors of the e × e scatter matrix, largest first
+        _, axes = np.linalg.eigh(centred.T @ centred)  # (the SVD's axes, many times faster for n ≫ e)
+        components = axes[:, ::-1][:, :dims].T
         projected = (v - mean) @ components.T
         scale = projected.std(axis=0) + 1e-9
     else:
@@ -150,14 +151,17 @@ def _ascend(
     first, second = np.zeros_like(w), np.zeros_like(w)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     curve = []
+    # plans × questions, contiguous per plan: the reductions over plans are then elementwise over
+    # long rows (over a short last axis numpy is many times slower on thousands of questions)
+    xt, rt = np.ascontiguousarray(x.T), np.ascontiguousarray(r.T)
     for t in range(1, config.steps + 1):
-        logits = x @ w.T / config.temperature
-        logits -= logits.max(axis=1, keepdims=True)
+        logits = w @ xt / config.temperature
+        logits -= logits.max(axis=0)
         pi = np.exp(logits)
-        pi /= pi.sum(axis=1, keepdims=True)
-        expected = (pi * r).sum(axis=1, keepdims=True)
-        grad_logits = pi * (r - expected) / config.temperature  # d E[r] / d logits
-        grad = grad_logits.T @ x / n - 2 * config.l2 * w
+        pi /= pi.sum(axis=0)
+        expected = (pi * rt).sum(axis=0)
+        grad_logits = pi * (rt - expected) / config.temperature  # d E[r] / d logits
+        grad = grad_logits @ x / n - 2 * config.l2 * w
         first = beta1 * first + (1 - beta1) * grad
         second = beta2 * second + (1 - beta2) * grad**2
         w += config.learning_rate * (first / (1 - beta1**t)) / (np.sqrt(second / (1 - beta2**t)) + eps)
