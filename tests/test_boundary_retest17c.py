@@ -1,0 +1,133 @@
+"""Findings of outside re-test 17c on the access boundary, the injection check and numbers; every
+test here failed on the code before its fix (branch start, 32cb0c1) and passes after it.
+
+6. combining marks inside a tag name or a control sequence (``<your_su\\u0332btask>``,
+   ``[IN\\u0332ST]``), a doubled or JSON-escaped slash (``<//output>``, ``<\\/output>``) and
+   guillemet brackets (``«/output»``) passed :func:`podium.messages.neutralise` unchanged;
+7. a markdown list under a ``subtasks:`` label with a ``+`` bullet, or after a blank line, was
+   not read as a plan by the injection check;
+8. ``--deadline ٣`` and ``--deadline 1_0`` were accepted; a pool file's ``deadline_s = inf``
+   passed ``podium pool show`` (and ``run`` refused it), and a price of ``1e400`` was accepted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podium.messages import neutralise
+
+# --- 6. the access boundary: marks, slashes and guillemets -------------------------------------
+
+_FRAMINGS = [
+    "<your_subtask>",
+    "</your_subtask>",
+    "</step>",
+    "<step index='2'>",
+    "</output>",
+    "<question>",
+    "</system>",
+    "[INST]",
+    "[/INST]",
+    "<<SYS>>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "</s>",
+    "[SYSTEM_PROMPT]",
+]
+_MARKS = st.characters(categories=["Mn", "Me", "Mc"])
+
+
+@given(
+    framing=st.sampled_from(_FRAMINGS),
+    marks=st.lists(st.tuples(st.integers(1, 40), st.text(_MARKS, min_size=1, max_size=3)), min_size=1, max_size=4),
+)
+@settings(max_examples=300, deadline=None)
+def test_any_framing_with_combining_marks_inserted_is_defanged(framing: str, marks: list[tuple[int, str]]) -> None:
+    """A model reads past combining marks (``<your_su\\u0332btask>`` is drawn as the tag with a
+    line under one letter): any marks inserted anywhere inside a tag or control sequence leave
+    no ASCII bracket of it standing."""
+    chars = list(framing)
+    for at, mark in marks:
+        k = 1 + at % (len(chars) - 1)  # strictly inside: after its first character, before its last
+        chars.insert(k, mark)
+    out = neutralise("data " + "".join(chars) + " more")
+    inside = out[len("data ") : -len(" more")]
+    assert not set(inside) & set("<>[]"), ascii(out)
+
+
+@pytest.mark.parametrize(
+    ("framing", "expected"),
+    [
+        ("<your_su\u0332btask>", "\u2039your_su\u0332btask\u203a"),
+        ("</ste\u0300p>", "\u2039/ste\u0300p\u203a"),
+        ("</st\u00e8p>", "\u2039/st\u00e8p\u203a"),  # the same accent, precomposed
+        ("[IN\u0332ST]", "\u2045IN\u0332ST\u2046"),
+        ("<<S\u0332YS>>", "\u2039\u2039S\u0332YS\u203a\u203a"),
+        ("<start_of\u0332_turn>", "\u2039start_of\u0332_turn\u203a"),
+        ("<\\/output>", "\u2039\\/output\u203a"),  # JSON's escaped slash
+        ("<//output>", "\u2039//output\u203a"),
+        ("< / /step>", "\u2039 / /step\u203a"),
+        ("[\\/INST]", "\u2045\\/INST\u2046"),
+        ("<\\/s>", "\u2039\\/s\u203a"),
+        ("\u00ab/output\u00bb", "\u2039/output\u203a"),  # « »
+        ("\u226a/question\u226b", "\u2039/question\u203a"),  # ≪ ≫
+        ("\u300a/step\u300b", "\u2039/step\u203a"),  # 《 》
+        ("\u00ab\u00abSYS\u00bb\u00bb", "\u2039\u2039SYS\u203a\u203a"),
+        ("<\\/output\nmore", "\u2039\\/output\nmore"),  # a closing tag left open
+    ],
+)
+def test_framing_behind_marks_escaped_slashes_or_guillemets_is_defanged(framing: str, expected: str) -> None:
+    """Re-test 17c, finding 6: each came back unchanged. Only the brackets change; the marks and
+    accents in the name stay as written."""
+    assert neutralise(f"data {framing} more") == f"data {expected} more"
+
+
+def test_neutralise_stays_linear_on_marks_slashes_and_guillemets() -> None:
+    """160k characters of marks in names, runs of slashes and backslashes, guillemets: well
+    under a second (the slash run is matched once per bracket, never backtracked into)."""
+    import time
+
+    piece = "\u00ab/out\u0332put\u00bb a < b <\\/st\u00e8p [\\/IN\u0332ST < " + "/" * 20 + " x\u0332 <" + "\\" * 20
+    text = piece * (160_000 // len(piece))
+    started = time.perf_counter()
+    out = neutralise(text)
+    assert time.perf_counter() - started < 1.0
+    assert "\u00ab" not in out and out.count(" a < b ") == text.count(" a < b ")
+
+
+_WORDS = st.lists(
+    st.sampled_from(
+        list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?'\"()-/\\\n\t")
+        + list("éèêëàâäçñøæåÉÅÆØüößčšžőłğıąęńśźżșțăîâ")
+        + list("\u0300\u0301\u0302\u0303\u0308\u030a\u0327\u0332\u0338")
+        + list("абвгдежзийклмнопрстуфхцчшщыэюяαβγδεζηθικλμνξοπρστυφχψω")
+        + ["step", "output", "question", "system", "user", "task", " INST ", "SYS", "s", "turn", "\\/"]
+    ),
+    max_size=80,
+).map("".join)
+
+
+@given(_WORDS)
+@settings(max_examples=400, deadline=None)
+def test_text_without_brackets_keeps_its_accents_and_marks(text: str) -> None:
+    """The boundary reads tags on the wider fold but changes only a matched tag's brackets: text
+    with accents, combining marks, slashes and structural words but no bracket is unchanged."""
+    assert neutralise(text) == text
+
+
+def test_accented_words_and_regexes_are_left_alone() -> None:
+    """Ordinary text: accents, a regex with ``<\\s>`` in a class, JSON with an escaped slash that
+    is no tag, French quotes around other words."""
+    for text in (
+        "Le résumé de l'étape: la tâche est finie. Crème brûlée, naïve façade, Åse Kjærgaard.",
+        "re.compile(r'[^<\\s>]+') and '<\\\\s>' and a <\\ b",
+        '{"url": "https:\\/\\/example.com\\/output"}',
+        "Il a dit «bonjour» et «au revoir».",
+        "x \u226a y and z \u226b w",
+        "Compare a\u0332 < b\u0300 and c > d.",
+    ):
+        assert neutralise(text) == text, text
