@@ -184,3 +184,134 @@ def test_prose_after_a_label_is_no_list() -> None:
     from podium.parse import listed_strings
 
     assert listed_strings("subtasks:\n\nThen prose.\n- not an item\n") == []
+
+
+# --- 8. numbers: plain ASCII decimal notation on the command line, finite numbers in pool files --
+
+_ASCII_DECIMAL = st.builds(
+    lambda sign, whole, point, frac, exp: sign + whole + (point + frac if point else "") + exp,
+    st.sampled_from(["", "+"]),
+    st.from_regex(r"[0-9]{1,6}", fullmatch=True),
+    st.sampled_from(["", "."]),
+    st.from_regex(r"[0-9]{0,4}", fullmatch=True),
+    st.sampled_from(["", "e3", "E-2", "e+1", "e0"]),
+)
+
+
+@given(_ASCII_DECIMAL)
+@settings(max_examples=300, deadline=None)
+def test_any_plain_ascii_decimal_above_zero_is_accepted(text: str) -> None:
+    from podium._args import positive_number
+
+    if float(text) > 0:
+        assert positive_number("--deadline", text) == float(text)
+
+
+@given(
+    _ASCII_DECIMAL,
+    st.integers(0, 12),
+    st.characters(categories=["Nd", "No", "Nl"]).filter(lambda c: not c.isascii()),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_number_with_any_non_ascii_digit_is_refused_naming_the_flag(text: str, at: int, digit: str) -> None:
+    """``--deadline ٣`` (Arabic-Indic three) was 3 s: Python's ``float`` reads every script's
+    digits. A non-ASCII digit anywhere refuses the value, with the flag in the message."""
+    from podium._args import positive_number, whole_number
+    from podium.errors import ConfigError
+
+    value = text[: at % (len(text) + 1)] + digit + text[at % (len(text) + 1) :]
+    with pytest.raises(ConfigError, match=r"--deadline.*plain decimal notation"):
+        positive_number("--deadline", value)
+    with pytest.raises(ConfigError, match="--limit"):
+        whole_number("--limit", value, 1, 10**9)
+
+
+@pytest.mark.parametrize(
+    "value", ["1_0", "\u0663", "\uff11", "inf", "Infinity", "nan", "0x10", "1.2.3", "1e", "e3", ".", "1 0", "\u00b2"]
+)
+def test_malformed_numbers_are_refused_on_the_command_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from podium.cli import cli
+
+    code = cli(["run", "2+2?", "--deadline", value])
+    err = capsys.readouterr().err
+    assert code == 2 and "--deadline" in err and "Traceback" not in err, err
+
+
+def test_malformed_numbers_in_option_headers_are_refused() -> None:
+    """Over ``podium serve`` the headers read numbers as the command line does; a JSON body's
+    ``true`` is no deadline."""
+    from podium.serve.wire import ApiError, ChatRequest, request_options
+
+    body = ChatRequest(messages=[{"role": "user", "content": "q"}])
+    for header, value in (("x-podium-deadline", "1_0"), ("x-podium-cost-cap", "\u0663"), ("x-podium-rounds", "1.0")):
+        with pytest.raises(ApiError, match="X-Podium-"):
+            request_options(body, None, {header: value})
+    for raw in ({"deadline_s": True}, {"rounds": True}, {"cost_cap_usd": "0.5"}):
+        with pytest.raises(ApiError, match=r"podium\."):
+            request_options(body, raw, {})
+    options = request_options(body, {"rounds": 1}, {"x-podium-deadline": " 2.5 ", "x-podium-cost-cap": "1e-2"})
+    assert (options.deadline_s, options.cost_cap_usd, options.rounds) == (2.5, 0.01, 1)
+
+
+_POOL = """name = "x"
+{top}
+[conductor]
+worker = "a"
+[fallback]
+worker = "a"
+[[workers]]
+name = "a"
+backend = "openai"
+base_url = "http://127.0.0.1:1/v1"
+model = "m"
+price = {{ input = 1.0, output = {price} }}
+"""
+
+
+@pytest.mark.parametrize(
+    ("top", "price", "field"),
+    [
+        ("[limits]\ndeadline_s = inf", "1.0", "limits.deadline_s"),
+        ("[limits]\nstep_timeout_s = nan", "1.0", "limits.step_timeout_s"),
+        ("[limits]\ncost_cap_usd = +inf", "1.0", "limits.cost_cap_usd"),
+        ("[limits]\ndaily_budget_usd = 1e400", "1.0", "limits.daily_budget_usd"),
+        ("", "1e400", "workers.0.price.output"),
+        ("", "inf", "workers.0.price.output"),
+        ("[resilience]\nmax_delay_s = inf", "1.0", "resilience.max_delay_s"),
+        ("[telemetry]\nschedule_delay_s = inf", "1.0", "telemetry.schedule_delay_s"),
+        ("[traces]\nretention_days = inf", "1.0", "traces.retention_days"),
+        ("[traces]\nretention_days = 1e300", "1.0", "traces.retention_days"),  # timedelta overflows
+        ("[limits]\ndeadline_s = 1e300", "1.0", "limits.deadline_s"),
+        ("[limits]\ndeadline_s = true", "1.0", "limits.deadline_s"),
+        ('[limits]\ndeadline_s = "10"', "1.0", "limits.deadline_s"),
+        ("[pii]\nscore_threshold = nan", "1.0", "pii.score_threshold"),
+        ("max_steps = true", "1.0", "max_steps"),  # whole numbers: TOML integers only
+        ("max_steps = 5.5", "1.0", "max_steps"),
+        ('[resilience]\nattempts = "3"', "1.0", "resilience.attempts"),
+    ],
+)
+def test_every_float_of_a_pool_file_is_finite_and_in_range_at_load(
+    top: str, price: str, field: str, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Re-test 17c: ``deadline_s = inf`` passed ``pool show`` and ``run`` refused it; a price of
+    ``1e400`` was shown as ``$inf``. Every float field is checked at load, so ``pool show``,
+    ``pool check`` and ``run`` refuse the file alike, naming the field."""
+    from podium.cli import cli
+
+    path = tmp_path / "pool.toml"
+    path.write_text(_POOL.format(top=top, price=price))
+    for argv in (["pool", "show"], ["pool", "check"], ["run", "2+2?", "--no-trace"]):
+        code = cli([*argv, "--pool", str(path)])
+        err = capsys.readouterr().err
+        assert code == 2 and field in err and "is invalid" in err and "Traceback" not in err, (argv, err)
+
+
+def test_finite_numbers_in_range_still_load(tmp_path) -> None:
+    from podium.pool import load_pool
+
+    path = tmp_path / "pool.toml"
+    top = "[limits]\ndeadline_s = 120\ncost_cap_usd = 0.01\n[traces]\nretention_days = 36500"
+    path.write_text(_POOL.format(top=top, price="1e3"))
+    config = load_pool(path)
+    assert config.limits.deadline_s == 120.0 and config.workers[0].price is not None
+    assert config.workers[0].price.output == 1000.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from podium._args import DECIMAL_HINT, plain_number
 from podium.errors import CostCapExceeded, DeadlineExceeded, InvalidQuestion
 from podium.records import RunRecord
 from podium.request import is_blank
@@ -66,11 +68,14 @@ class ChatMessage(BaseModel):
 
 
 class RequestOptions(BaseModel):
+    """A request's podium options; numbers must be JSON numbers (``true`` is no deadline, a
+    header's text is read by :func:`request_options`)."""
+
     model_config = ConfigDict(extra="forbid")
-    deadline_s: float | None = Field(default=None, gt=0)
-    cost_cap_usd: float | None = Field(default=None, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0, strict=True)
+    cost_cap_usd: float | None = Field(default=None, gt=0, strict=True)
     workers: list[str] | None = None
-    rounds: int | None = Field(default=None, ge=0, le=5)
+    rounds: int | None = Field(default=None, ge=0, le=5, strict=True)
     tags: list[str] = Field(default_factory=list)
     subject: str | None = None
 
@@ -124,6 +129,8 @@ def question_from_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+_ROUNDS = re.compile(r"[0-9]{1,6}")
+
 OPTION_HEADERS = {
     "x-podium-deadline": "deadline_s",
     "x-podium-cost-cap": "cost_cap_usd",
@@ -147,8 +154,15 @@ def request_options(body: ChatRequest, raw_podium: Any, headers: Mapping[str, st
         value = headers.get(header)
         if value is None:
             continue
-        merged[name] = [v.strip() for v in value.split(",") if v.strip()] if name in ("workers", "tags") else value
         given_as[name] = "X-Podium-" + "-".join(p.capitalize() for p in header.split("-")[2:])
+        merged[name] = [v.strip() for v in value.split(",") if v.strip()] if name in ("workers", "tags") else value
+        if name in ("deadline_s", "cost_cap_usd", "rounds"):  # plain notation, as on the command line: not 1_0, ٣
+            digits = value.strip(" \t")
+            number = plain_number(value) if name != "rounds" else int(digits) if _ROUNDS.fullmatch(digits) else None
+            if number is None:
+                hint = "a whole number from 0 to 5" if name == "rounds" else f"a number in {DECIMAL_HINT}"
+                raise ApiError(400, f"{given_as[name]}: give {hint}, got {value[:24]!r}", param=given_as[name])
+            merged[name] = number
     try:
         options = RequestOptions.model_validate(merged)
     except ValidationError as exc:
