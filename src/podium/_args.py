@@ -19,9 +19,32 @@ from typing import Any
 
 from podium.errors import ConfigError
 
-__all__ = ["MANY", "SEED", "PositiveNumber", "WholeNumber", "positive_number", "whole_number"]
+__all__ = [
+    "DECIMAL_HINT",
+    "MANY",
+    "SEED",
+    "PositiveNumber",
+    "WholeNumber",
+    "plain_number",
+    "positive_number",
+    "whole_number",
+]
 
 _DIGITS = re.compile(r"[+-]?[0-9]{1,40}")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""Plain decimal notation, ASCII only: a sign, digits with at most one point, an exponent
+(``30``, ``2.5``, ``.5``, ``1e3``). Python's ``float`` also takes ``1_0``, ``٣`` (any script's
+digits), ``inf`` and ``nan``; none of them is a number a person means on a command line."""
+DECIMAL_HINT = "plain decimal notation: ASCII digits, one point, an optional exponent, e.g. 30, 2.5, 1e3"
+
+
+def plain_number(text: str) -> float | None:
+    """``text`` (surrounding ASCII spaces aside) as a number in plain decimal notation
+    (:data:`_DECIMAL`), or None when it is written any other way. It may be infinite
+    (``1e400``): the caller checks the range."""
+    value = text.strip(" \t\r\n")
+    return float(value) if _DECIMAL.fullmatch(value) else None
+
 
 SEED = (0, 2**32 - 1)
 """The range of a ``--seed`` (what every random generator podium seeds accepts)."""
@@ -32,8 +55,8 @@ use, far below what a database's integer or a loop can take."""
 
 
 def whole_number(flag: str, text: str, low: int, high: int) -> int:
-    """``text`` given for ``flag`` as a whole number from ``low`` to ``high`` (ASCII digits).
-    Raises ConfigError naming the flag and the range."""
+    """``text`` given for ``flag`` as a whole number from ``low`` to ``high`` (ASCII digits and
+    a sign only: not ``1_0``, not ``٣``). Raises ConfigError naming the flag and the range."""
     value = text.strip()
     number = int(value) if _DIGITS.fullmatch(value) else None
     shown = text if len(text) <= 24 else text[:21] + "…"
@@ -70,14 +93,14 @@ class WholeNumber(argparse.Action):
 
 
 def positive_number(flag: str, text: str) -> float:
-    """``text`` given for ``flag`` as a finite number above 0. Raises ConfigError naming the flag."""
+    """``text`` given for ``flag`` as a finite number above 0 in plain decimal notation
+    (:func:`plain_number`). Raises ConfigError naming the flag."""
     shown = text if len(text) <= 24 else text[:21] + "…"
-    try:
-        number = float(text.strip())
-    except ValueError:
-        number = math.nan
+    number = plain_number(text)
+    if number is None:
+        raise ConfigError(f"{flag} must be a number above 0 in {DECIMAL_HINT}; got {shown!r}")
     if not math.isfinite(number) or number <= 0:
-        raise ConfigError(f"{flag} must be a number above 0, got {shown!r}")
+        raise ConfigError(f"{flag} must be a number above 0 (and finite), got {shown!r}")
     return number
 
 

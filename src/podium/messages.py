@@ -15,11 +15,12 @@ reads them from the model file (:mod:`podium.workers.llama_cpp`).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from podium.text import Reading, fold, read
+from podium.text import Reading, fold, is_mark, read
 
 if TYPE_CHECKING:  # annotations only: importing podium.workers here would import this module back
     from podium.workers.base import Message
@@ -46,27 +47,54 @@ _STRUCTURAL = (
 # also with newlines or long attributes inside (<step\nindex="7">, </output\n>). `[^<>]*` cannot
 # backtrack past the next `<`, so the scan stays linear on any text. The lookaheads (a letter must
 # follow) only make a scan of many brackets fast: ten times on 160k " <".
-_TAG = re.compile(rf"<(?=[\s/]*[a-z])(\s*/?\s*(?:{_STRUCTURAL})\b[^<>]*)>", re.IGNORECASE)
+# The slash of a closing tag may be doubled or escaped (<//output>, JSON's <\/output>): a model
+# reads both as </output>; a backslash counts only before a slash ([^<\s>] in a regex stays).
+_SLASH = r"\s*(?:\\*/\s*)*"
+_TAG = re.compile(rf"<(?=[\s/\\]*[a-z])({_SLASH}(?:{_STRUCTURAL})\b[^<>]*)>", re.IGNORECASE)
 # Chat-template control sequences of the backends podium runs: ChatML / Qwen / Phi / Llama 3
 # (<|im_start|>, <|start_header_id|>, <|user|>, Qwen's <tool_call> and <tool_response>), Llama 2
 # / Mistral ([INST], <<SYS>>, and v3's [SYSTEM_PROMPT], [TOOL_CALLS], [AVAILABLE_TOOLS],
 # [TOOL_RESULTS]), Gemma (<start_of_turn>, <end_of_turn>), DeepSeek (<｜User｜>, also with ‹ or
 # › for < >), and the sentence markers <s>, </s>, <bos>, <eos>.
 _SPECIAL = re.compile(
-    r"<\||\|>|<(?=[\s/]*[a-z])\s*/?\s*(?:s|bos|eos|start_of_turn|end_of_turn|tool_call|tool_response|tools)\s*>"
-    r"|\[(?=[\s/]*[a-z])\s*/?\s*(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\s*\]"
-    r"|<<(?=[\s/]*s)\s*/?\s*SYS\s*>>",
+    rf"<\||\|>|<(?=[\s/\\]*[a-z]){_SLASH}(?:s|bos|eos|start_of_turn|end_of_turn|tool_call|tool_response|tools)\s*>"
+    rf"|\[(?=[\s/\\]*[a-z]){_SLASH}(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\s*\]"
+    rf"|<<(?=[\s/\\]*s){_SLASH}SYS\s*>>",
     re.IGNORECASE,
 )
 # A closing structural tag left open (``</output`` then a line break): a model may read it as
 # closed, so its ``<`` is defanged too. Only the closing form: ``a < step`` in code stays.
-_OPEN_CLOSING = re.compile(rf"<\s*/\s*(?:{_STRUCTURAL})\b(?![^<>\n]*>)", re.IGNORECASE)
+_OPEN_CLOSING = re.compile(rf"<\s*(?:\\*/\s*)+(?:{_STRUCTURAL})\b(?![^<>\n]*>)", re.IGNORECASE)
 _FULLWIDTH_TOKEN = re.compile(r"[<‹]?｜[^｜\n]{1,60}｜[>›]?")
 _DEFANG = {
     "<": "\u2039", ">": "\u203a", "[": "\u2045", "]": "\u2046", "｜": "\u00a6",
     "＜": "\u2039", "＞": "\u203a", "﹤": "\u2039", "﹥": "\u203a", "［": "\u2045", "］": "\u2046",
 }  # fmt: skip
 """A matched control sequence's brackets and bars, as they are read, and what replaces them."""
+
+
+_BRACKETS = dict.fromkeys("\u00ab\u226a\u300a", "<") | dict.fromkeys("\u00bb\u226b\u300b", ">")  # « ≪ 《, » ≫ 》
+
+
+class _Boundary(dict[int, str]):
+    """Per code point, what the boundary reads a character of the shared fold as, besides: the
+    guillemet-style brackets ``« »``, ``≪ ≫``, ``《 》`` as ``< >`` (``«/output»``), and a Latin
+    letter with marks drawn on it (``è``, ``ŝ``: its decomposition is an ASCII letter and marks)
+    as the bare letter, as :func:`podium.text.read` reads a letter and its separate marks. One
+    for one; the structural words are ASCII, so this changes what is matched, never the text."""
+
+    def __missing__(self, cp: int) -> str:
+        ch = chr(cp)
+        bare = _BRACKETS.get(ch)
+        if bare is None:
+            parts = unicodedata.normalize("NFD", ch)
+            is_letter = len(parts) > 1 and parts[0].isascii() and parts[0].isalpha()
+            bare = parts[0] if is_letter and all(is_mark(m) for m in parts[1:]) else ch
+        self[cp] = bare
+        return bare
+
+
+_BOUNDARY = _Boundary()
 
 
 def neutralise(text: str) -> str:
@@ -77,10 +105,14 @@ def neutralise(text: str) -> str:
     ``‹‹SYS››``; ``<start_of_turn>`` becomes ``‹start_of_turn›``; DeepSeek's ``<｜User｜>``
     becomes ``‹¦User¦›``. Text is matched as written, then as read (:mod:`podium.text`): each
     character as the ASCII one it is drawn like or its compatibility form is (``＜／ｏｕｔｐｕｔ＞``,
-    ``‹∕output>``, ``</𝐨𝐮𝐭𝐩𝐮𝐭>``, ``</ᴏᴜᴛᴘᴜᴛ>``), past invisible characters, and with HTML
-    character references as their characters (``&lt;/output&gt;`` becomes ``‹/output›``). The
-    bracket of a match is replaced whatever form it had. Everything else (code with ``a < b``,
-    HTML the user asked about) is left unchanged.
+    ``‹∕output>``, ``</𝐨𝐮𝐭𝐩𝐮𝐭>``, ``</ᴏᴜᴛᴘᴜᴛ>``), with guillemet-style brackets as angle ones
+    (``«/output»``) and accented letters as bare ones (``</stèp>``), past invisible characters
+    and combining marks (``<your_su\u0332btask>``, ``[IN\u0332ST]``), and with HTML character
+    references as their characters (``&lt;/output&gt;`` becomes ``‹/output›``); a closing
+    tag's slash may be doubled or JSON-escaped (``<//output>``, ``<\\/output>``). The bracket
+    of a match is replaced whatever form it had; nothing else changes, so accents and marks in
+    the words stay. Everything else (code with ``a < b``, HTML the user asked about) is left
+    unchanged.
     """
     text = _defang(text, text)  # as written
     if text.isascii() and "&" not in text:
@@ -88,13 +120,15 @@ def neutralise(text: str) -> str:
     # then look-alikes, one for one (a second pass: folding ‹ into < must not hide a tag the first
     # pass sees, as in </output‹›>)
     if not text.isascii():
-        text = _defang(text, fold(text, invisible=" "))  # invisible characters as spaces: <step\u200bindex=2>
+        # invisible characters as spaces: <step\u200bindex=2>
+        text = _defang(text, fold(text, invisible=" ").translate(_BOUNDARY))
     reading = read(text)
     if reading.start is None:  # no invisible character, no reference: the pass before read it so
         return text
-    # then as read: without invisible characters, which a model reads past (<out\u00adput>,
-    # </ste\u200bp>), and with character references decoded (&lt;/output&gt;)
-    return _defang(text, reading.view, reading)
+    # then as read: without invisible characters and combining marks, which a model reads past
+    # (<out\u00adput>, </ste\u200bp>, <your_su\u0332btask>), and with character references
+    # decoded (&lt;/output&gt;)
+    return _defang(text, reading.view.translate(_BOUNDARY), reading)
 
 
 def _defang(text: str, view: str, reading: Reading | None = None) -> str:

@@ -67,13 +67,22 @@ _LABEL = {name: re.compile(rf"{label}[ \t\r\n]*\[", re.IGNORECASE) for name, lab
 PLAN_LABEL = re.compile("|".join(_LABEL_TEXT.values()), re.IGNORECASE)
 """A label of any of the three lists, as the parser reads it (``model_id =``, ``"subtasks":``,
 ``**access list**:``), whatever follows it."""
-# A YAML or markdown list under a label: ``subtasks:`` then lines ``- …``, ``* …`` or ``1. …``.
-# The parser does not read it as a plan; a model does (:func:`listed_strings`).
+# A YAML or markdown list under a label: ``subtasks:`` (also ``**subtasks:**`` or a heading
+# ``## Subtasks``), then, after any blank lines, lines that start with a bullet (``-``, ``*``,
+# ``+``, ``•``, ``‣``, ``◦``, ``–``) or a number or letter (``1.``, ``1)``, ``(1)``, ``a)``), blank
+# lines between items allowed (a loose markdown list). The parser does not read it as a plan; a
+# model does (:func:`listed_strings`).
+_BULLET = r"(?:[-*+\u2022\u2023\u25e6\u2043\u2013]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])"
+_BLANK_LINES = r"(?:[ \t]*\r?\n)*"
 _YAML_LABEL = {
-    name: re.compile(rf"{label}[ \t]*\r?\n(?=[ \t]*(?:[-*\u2022]|\d{{1,3}}[.)])[ \t])", re.IGNORECASE)
+    name: re.compile(
+        rf"(?:{label}|(?m:^)[ \t]{{0,3}}#{{1,6}}[ \t]+[*_]{{0,3}}\b(?:{_FIELDS[name]})\b[*_]{{0,3}}[ \t]*:?)"
+        rf"[*_]{{0,3}}[ \t]*\r?\n{_BLANK_LINES}(?=[ \t]*{_BULLET}[ \t])",
+        re.IGNORECASE,
+    )
     for name, label in _LABEL_TEXT.items()
 }
-_YAML_ITEM = re.compile(r"[ \t]*(?:[-*\u2022]|\d{1,3}[.)])[ \t]+([^\n]*)(?:\n|$)")
+_YAML_ITEM = re.compile(rf"{_BLANK_LINES}[ \t]*{_BULLET}[ \t]+([^\n]*)(?:\n|$)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", '"': '"', "'": "'", "\\": "\\"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -160,8 +169,9 @@ def listed_strings(text: str, field: str = "subtasks") -> list[str]:
     What the parser reads as such a list — its label pattern, quote table (:data:`QUOTES`) and
     literal reader — at every occurrence rather than only the last, keeping the strings read
     before a list breaks; and the items of a YAML or markdown list under the label
-    (``subtasks:`` then ``- …``, ``* …`` or ``1. …`` lines), which a model reads as a plan though
-    the parser does not. The LM conductor's injection check reads the question with it, so any
+    (``subtasks:`` or ``## Subtasks``, then ``- …``, ``+ …``, ``* …``, ``1. …`` or ``1) …`` lines,
+    blank lines before and between them allowed), which a model reads as a plan though the
+    parser does not. The LM conductor's injection check reads the question with it, so any
     plan the parser would take from a conductor's output is recognised when the question holds
     it. Each occurrence is read up to where the next label starts, so the work is linear in
     ``len(text)`` however many labels, broken lists or unclosed quotes the text holds.

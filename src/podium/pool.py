@@ -29,10 +29,10 @@ import ipaddress
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from podium.errors import ConfigError
 from podium.local_models import EMBEDDED_MODELS
@@ -62,25 +62,37 @@ _REMOTE = ("openai", "anthropic", "gemini")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+_Number = Annotated[float, Strict()]
+"""A number of a pool file: a TOML integer or float, never a string or a boolean, and finite
+(``inf``, ``nan`` and ``1e400`` are refused at load, so ``pool show``, ``pool check`` and
+``run`` agree). Each field also has a range; the upper ends below are far above any real use
+and within what the code using them can take (``retention_days`` is a ``timedelta``)."""
+_Whole = Annotated[int, Strict()]
+"""A whole number of a pool file: a TOML integer (not ``5.0``, ``"5"`` or ``true``)."""
+_SECONDS = 1e6  # about 11.6 days
+_USD = 1e9
+_PRICE = 1e6  # USD per 1M tokens: a dollar a token
 
 
 class PriceConfig(_Strict):
     """USD per 1M tokens."""
 
-    input: float = Field(0.0, ge=0, description="USD per 1M input tokens")
-    output: float = Field(0.0, ge=0, description="USD per 1M output tokens")
-    cached_input: float = Field(0.0, ge=0, description="USD per 1M cached input tokens")
+    input: _Number = Field(0.0, ge=0, le=_PRICE, description="USD per 1M input tokens")
+    output: _Number = Field(0.0, ge=0, le=_PRICE, description="USD per 1M output tokens")
+    cached_input: _Number = Field(0.0, ge=0, le=_PRICE, description="USD per 1M cached input tokens")
 
 
 class DecodingConfig(_Strict):
     """Decoding settings; every field optional so ``[defaults]`` and workers can merge."""
 
-    max_tokens: int | None = Field(None, gt=0, le=32768, description="generation limit, tokens")
-    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature")
-    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling mass")
-    seed: int | None = Field(None, ge=0, description="sampling seed")
-    n_ctx: int | None = Field(None, ge=256, le=131072, description="context window, tokens (llama_cpp)")
+    max_tokens: _Whole | None = Field(None, gt=0, le=32768, description="generation limit, tokens")
+    temperature: _Number | None = Field(None, ge=0, le=2, description="sampling temperature")
+    top_p: _Number | None = Field(None, gt=0, le=1, description="nucleus sampling mass")
+    seed: _Whole | None = Field(None, ge=0, description="sampling seed")
+    n_ctx: _Whole | None = Field(None, ge=256, le=131072, description="context window, tokens (llama_cpp)")
 
 
 class WorkerConfig(DecodingConfig):
@@ -97,10 +109,12 @@ class WorkerConfig(DecodingConfig):
     base_url: str | None = Field(None, description="openai: API root, e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai: environment variable holding the API key")
     stream: bool = Field(False, description="openai: stream replies (usage from the final chunk)")
-    timeout_s: float | None = Field(None, gt=0, description="openai: transport timeout (600); python: run time (10)")
-    memory_mb: int = Field(512, ge=16, description="python: address-space limit of a run, MiB")
-    output_chars: int = Field(4000, ge=100, description="python: stdout / stderr are each cut to this length")
-    max_depth: int = Field(1, ge=1, le=3, description="conductor: how many nested requests may stack")
+    timeout_s: _Number | None = Field(
+        None, gt=0, le=_SECONDS, description="openai: transport timeout (600); python: run time (10)"
+    )
+    memory_mb: _Whole = Field(512, ge=16, description="python: address-space limit of a run, MiB")
+    output_chars: _Whole = Field(4000, ge=100, description="python: stdout / stderr are each cut to this length")
+    max_depth: _Whole = Field(1, ge=1, le=3, description="conductor: how many nested requests may stack")
     description: str = Field("", description="capability note the conductor sees as 'Model i: ...'")
     system_prompt: str | None = Field(
         None, description='system message before each call (default: podium\'s, see docs/pool-file.md; "" for none)'
@@ -143,16 +157,16 @@ class ConductorConfig(_Strict):
         description="or: a trained light conductor, NAME / NAME@vN (podium conductor list) or a policy .npz file "
         "(relative to the pool file)",
     )
-    n_ctx: int = Field(4096, ge=512, le=131072, description="context window of a `model` conductor, tokens")
+    n_ctx: _Whole = Field(4096, ge=512, le=131072, description="context window of a `model` conductor, tokens")
     price: PriceConfig = Field(default_factory=PriceConfig, description="USD per 1M tokens of a `model` conductor")
-    temperature: float = Field(0.7, ge=0, le=2)
-    seed: int = Field(0, ge=0, description="base seed; re-sample k uses seed + k")
-    reasoning_tokens: int = Field(160, ge=0, le=4096, description="budget for the reasoning line")
-    max_tokens: int = Field(800, gt=0, le=8192, description="budget of an unconstrained reply")
-    subtask_chars: int = Field(240, ge=16, le=4000, description="longest subtask the grammar allows")
-    resamples: int = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
+    temperature: _Number = Field(0.7, ge=0, le=2)
+    seed: _Whole = Field(0, ge=0, description="base seed; re-sample k uses seed + k")
+    reasoning_tokens: _Whole = Field(160, ge=0, le=4096, description="budget for the reasoning line")
+    max_tokens: _Whole = Field(800, gt=0, le=8192, description="budget of an unconstrained reply")
+    subtask_chars: _Whole = Field(240, ge=16, le=4000, description="longest subtask the grammar allows")
+    resamples: _Whole = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")
     constrained: bool = Field(True, description="grammar-constrain the lists where the backend can")
-    recursion_rounds: int = Field(
+    recursion_rounds: _Whole = Field(
         0, ge=0, le=5, description="extra review rounds (paper §3.2; each costs a conductor call)"
     )
 
@@ -177,21 +191,21 @@ class FallbackConfig(_Strict):
 class LimitsConfig(_Strict):
     """Default per-request limits and the pool's period budget (all optional)."""
 
-    deadline_s: float | None = Field(None, gt=0, description="request latency budget, seconds")
-    step_timeout_s: float | None = Field(None, gt=0, description="one worker call at most, seconds")
-    cost_cap_usd: float | None = Field(None, gt=0, description="request cost cap, USD (conductor included)")
-    fallback_reserve: float = Field(0.25, ge=0, le=0.9, description="share of the deadline kept for the fallback")
-    daily_budget_usd: float | None = Field(None, gt=0, description="pool budget per UTC day, USD")
+    deadline_s: _Number | None = Field(None, gt=0, le=_SECONDS, description="request latency budget, seconds")
+    step_timeout_s: _Number | None = Field(None, gt=0, le=_SECONDS, description="one worker call at most, seconds")
+    cost_cap_usd: _Number | None = Field(None, gt=0, le=_USD, description="request cost cap, USD (conductor included)")
+    fallback_reserve: _Number = Field(0.25, ge=0, le=0.9, description="share of the deadline kept for the fallback")
+    daily_budget_usd: _Number | None = Field(None, gt=0, le=_USD, description="pool budget per UTC day, USD")
 
 
 class ResilienceConfig(_Strict):
     """Retries with backoff and the circuit breaker, per worker."""
 
-    attempts: int = Field(3, ge=1, le=10, description="attempts per call for transient errors")
-    base_delay_s: float = Field(0.5, ge=0, description="backoff base, seconds")
-    max_delay_s: float = Field(8.0, ge=0, description="backoff ceiling, seconds")
-    breaker_threshold: int = Field(5, ge=1, description="failures in a row that take a worker out")
-    breaker_cooldown_s: float = Field(30.0, ge=0, description="how long it stays out, seconds")
+    attempts: _Whole = Field(3, ge=1, le=10, description="attempts per call for transient errors")
+    base_delay_s: _Number = Field(0.5, ge=0, le=_SECONDS, description="backoff base, seconds")
+    max_delay_s: _Number = Field(8.0, ge=0, le=_SECONDS, description="backoff ceiling, seconds")
+    breaker_threshold: _Whole = Field(5, ge=1, description="failures in a row that take a worker out")
+    breaker_cooldown_s: _Number = Field(30.0, ge=0, le=_SECONDS, description="how long it stays out, seconds")
 
 
 class TelemetryConfig(_Strict):
@@ -211,12 +225,16 @@ class TelemetryConfig(_Strict):
     service_name: str | None = Field(
         None, min_length=1, description="service.name (default: OTEL_SERVICE_NAME, else podium)"
     )
-    max_queue_size: int = Field(
+    max_queue_size: _Whole = Field(
         2048, ge=1, le=1_000_000, description="spans held for export; more are dropped, counted"
     )
-    max_export_batch_size: int = Field(512, ge=1, description="spans per export request")
-    schedule_delay_s: float = Field(5.0, gt=0, description="longest wait before a batch is sent, seconds")
-    export_timeout_s: float = Field(10.0, gt=0, description="one export request, and the wait at shutdown, seconds")
+    max_export_batch_size: _Whole = Field(512, ge=1, description="spans per export request")
+    schedule_delay_s: _Number = Field(
+        5.0, gt=0, le=_SECONDS, description="longest wait before a batch is sent, seconds"
+    )
+    export_timeout_s: _Number = Field(
+        10.0, gt=0, le=_SECONDS, description="one export request, and the wait at shutdown, seconds"
+    )
     capture_content: bool = Field(
         False, description="also put questions, messages, outputs and the subject key on spans (off: never)"
     )
@@ -234,9 +252,10 @@ class TelemetryConfig(_Strict):
 class TracesConfig(_Strict):
     """How long the traces of ``podium run`` stay in the trace database (``[traces]``)."""
 
-    retention_days: float | None = Field(
+    retention_days: _Number | None = Field(
         None,
         gt=0,
+        le=100_000,
         description="purge requests started more than this many days ago, from the whole trace file, when it "
         "opens and hourly after writes (see docs/traces.md); default: keep everything",
     )
@@ -250,7 +269,7 @@ class PIIConfig(_Strict):
     )
     entities: tuple[str, ...] = Field(ENTITY_TYPES, min_length=1, description="entity types to mask")
     languages: tuple[str, ...] = Field(("da", "en"), min_length=1, description="spaCy language codes to analyse in")
-    score_threshold: float = Field(0.5, ge=0, le=1, description="minimum detection score")
+    score_threshold: _Number = Field(0.5, ge=0, le=1, description="minimum detection score")
     record_values: bool = Field(False, description="store placeholder -> value in traces (off: kinds and counts only)")
 
     @model_validator(mode="after")
@@ -277,8 +296,8 @@ class PoolConfig(_Strict):
     """A whole pool file."""
 
     name: str = Field("pool", min_length=1)
-    max_steps: int = Field(5, ge=1, le=20, description="step limit of a workflow")
-    max_question_chars: int = Field(20_000, ge=1, description="longer questions are refused")
+    max_steps: _Whole = Field(5, ge=1, le=20, description="step limit of a workflow")
+    max_question_chars: _Whole = Field(20_000, ge=1, description="longer questions are refused")
     defaults: DecodingConfig = Field(default_factory=DecodingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
@@ -398,6 +417,14 @@ def _message(err: Any) -> str:
         return "unknown key (check its spelling against docs/pool-file.md)"
     if err["type"] == "missing":
         return "required, missing (see docs/pool-file.md)"
+    if err["type"] == "finite_number":
+        return f"must be a finite number, got {err['input']!r}; write a number (e.g. 30 or 0.5), or leave the key out"
+    if err["type"] == "float_type":
+        return f"must be a number (TOML integer or float, unquoted), got {err['input']!r}"
+    if err["type"] == "int_type":
+        return f"must be a whole number (TOML integer, unquoted), got {err['input']!r}"
+    if err["type"] in ("less_than_equal", "greater_than", "greater_than_equal") and "input" in err:
+        return f"{err['msg']}, got {err['input']!r} (ranges: docs/pool-file.md)"
     return str(err["msg"])
 
 

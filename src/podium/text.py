@@ -24,6 +24,7 @@ __all__ = [
     "fold",
     "fold_character",
     "is_invisible",
+    "is_mark",
     "read",
     "visible_characters",
 ]
@@ -93,26 +94,36 @@ def fold_character(ch: str) -> str:
     return ch.translate(LATIN_LOOKALIKES)
 
 
+def is_mark(ch: str) -> bool:
+    """Whether ``ch`` is a combining mark (Unicode category M: ``\u0332`` combining low line,
+    ``\u0300`` grave accent, ``\u20dd`` enclosing circle), drawn on the character before it."""
+    return unicodedata.category(ch)[0] == "M"
+
+
 class _Read(dict[int, str]):
-    """Per code point, what it is read as: ``""`` for an invisible character, else
-    :func:`fold_character` (computed once per code point)."""
+    """Per code point, what it is read as: ``""`` for an invisible character or a combining mark
+    (:func:`read` drops them), else :func:`fold_character` (computed once per code point)."""
 
     def __missing__(self, cp: int) -> str:
         ch = chr(cp)
-        folded = "" if is_invisible(ch) else fold_character(ch)
+        folded = "" if is_invisible(ch) or is_mark(ch) else fold_character(ch)
         self[cp] = folded
         return folded
 
 
 class _Fold(dict[int, str]):
-    """:class:`_Read` with an invisible character kept as ``invisible`` (itself when None)."""
+    """:class:`_Read`, one for one: an invisible character kept as ``invisible`` (itself when
+    None), a combining mark as itself."""
 
     def __init__(self, invisible: str | None) -> None:
         super().__init__()
         self.invisible = invisible
 
     def __missing__(self, cp: int) -> str:
-        folded = _READ[cp] or (self.invisible if self.invisible is not None else chr(cp))
+        ch = chr(cp)
+        folded = _READ[cp]
+        if not folded:  # an invisible character; a visible combining mark stays itself (read drops it)
+            folded = self.invisible if self.invisible is not None and is_invisible(ch) else ch
         self[cp] = folded
         return folded
 
@@ -164,8 +175,10 @@ class Reading:
 
 
 def read(text: str) -> Reading:
-    """``text`` as a person or a model reads it: invisible characters dropped (``SYS\\u200bTEM``
-    is ``SYSTEM``), HTML character references as the character they stand for (``&lt;`` is
+    """``text`` as a person or a model reads it: invisible characters and combining marks
+    dropped (``SYS\\u200bTEM`` and ``SYS\\u0332TEM`` are ``SYSTEM``; a letter with an accent
+    written as a separate mark reads as the bare letter, so both sides of a comparison must be
+    read alike), HTML character references as the character they stand for (``&lt;`` is
     ``<``), and every character folded (:func:`fold_character`: look-alikes, compatibility
     forms). Linear in ``len(text)``; one-for-one text (the common case) is folded without
     offsets."""

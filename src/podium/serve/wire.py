@@ -17,6 +17,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from podium._args import DECIMAL_HINT, plain_number
 from podium.errors import CostCapExceeded, DeadlineExceeded, InvalidQuestion
 from podium.records import RunRecord
 from podium.request import is_blank
@@ -67,11 +68,14 @@ class ChatMessage(BaseModel):
 
 
 class RequestOptions(BaseModel):
+    """A request's podium options; numbers must be JSON numbers (``true`` is no deadline, a
+    header's text is read by :func:`request_options`)."""
+
     model_config = ConfigDict(extra="forbid")
-    deadline_s: float | None = Field(default=None, gt=0)
-    cost_cap_usd: float | None = Field(default=None, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0, strict=True)
+    cost_cap_usd: float | None = Field(default=None, gt=0, strict=True)
     workers: list[str] | None = None
-    rounds: int | None = Field(default=None, ge=0, le=5)
+    rounds: int | None = Field(default=None, ge=0, le=5, strict=True)
     tags: list[str] = Field(default_factory=list)
     subject: str | None = None
 
@@ -182,10 +186,7 @@ def request_options(body: ChatRequest, raw_podium: Any, headers: Mapping[str, st
 _NUMBERS: dict[str, type] = {"deadline_s": float, "cost_cap_usd": float, "rounds": int}
 """The numeric options and their kind."""
 
-_HEADER_NUMBER = {
-    float: re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"),
-    int: re.compile(r"[0-9]+"),
-}
+_WHOLE = re.compile(r"[0-9]+")
 
 
 def _header_number(where: str, value: str, kind: type) -> float | int:
@@ -193,11 +194,15 @@ def _header_number(where: str, value: str, kind: type) -> float | int:
     exponent: ``2.5``, ``1e-05``); no sign, underscore, other script's digits or words such as
     ``inf``. Raises ApiError 400 naming the header."""
     text = value.strip(" \t")
-    if _HEADER_NUMBER[kind].fullmatch(text) is None:
-        wanted = "an integer (ASCII digits)" if kind is int else "a number (ASCII digits, optional . and exponent)"
-        raise ApiError(400, f"{where}: must be {wanted}, got {value!r}", param=where)
+    if kind is float:  # the command line's rule (podium._args.plain_number)
+        number = plain_number(text) if not text.startswith(("+", "-")) else None
+        if number is None:
+            raise ApiError(400, f"{where}: must be a number in {DECIMAL_HINT}; got {value[:24]!r}", param=where)
+        return number
+    if _WHOLE.fullmatch(text) is None:
+        raise ApiError(400, f"{where}: must be an integer (ASCII digits), got {value[:24]!r}", param=where)
     try:
-        return int(text) if kind is int else float(text)
+        return int(text)
     except ValueError:  # more digits than int() reads
         raise ApiError(400, f"{where}: {value[:20]!r}… is too long a number", param=where) from None
 
