@@ -104,3 +104,20 @@ def test_a_step_cut_off_while_counting_leaves_time_for_the_fallback(loaded: thre
 
     elapsed, status = asyncio.run(go())
     assert status == "fallback" and elapsed < 0.5 + MARGIN_S
+
+
+def test_a_call_cut_at_what_was_left_of_the_deadline_is_the_deadline_not_a_worker_timeout() -> None:
+    """uvloop's cached clock fired the cut a little before the monotonic clock reached the
+    deadline, so the guard (which compared clocks afterwards) called it a WorkerTimeout and
+    `podium serve` answered 502 instead of 504. A frozen budget clock is the extreme of that lag:
+    the cut is still the deadline's, because the limit in force was what was left of it."""
+    frozen = time.monotonic()
+    budget = RequestBudget(Limits(deadline_s=0.2), clock=lambda: frozen)
+    guard = BudgetGuard(ScriptedWorker("slow", delay_s=5))
+    call = Call([Message(role="user", content="Q?")], context=CallContext(budget=budget))
+    with pytest.raises(DeadlineExceeded):
+        asyncio.run(guard.complete(call))
+
+    step_bound = RequestBudget(Limits(deadline_s=10, step_timeout_s=0.2), clock=lambda: frozen)
+    with pytest.raises(WorkerTimeout):  # the step timeout was the limit: a worker timeout
+        asyncio.run(guard.complete(Call([Message(role="user", content="Q?")], context=CallContext(budget=step_bound))))

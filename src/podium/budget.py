@@ -305,13 +305,25 @@ class RequestBudget:
         options = [t for t in (self.limits.step_timeout_s, self.remaining_s()) if t is not None]
         return min(options) if options else None
 
+    def deadline_binds(self) -> bool:
+        """Whether the next call's time limit (:meth:`call_timeout_s`) is what is left of the
+        deadline rather than the step timeout: a call cut off then was cut off by the deadline.
+        (Asked instead of comparing clocks after the cut: an event loop's cached time, e.g.
+        uvloop's, can fire a timer a little before the monotonic clock reaches it.)"""
+        remaining = self.remaining_s()
+        step = self.limits.step_timeout_s
+        return remaining is not None and self.limits.deadline_s is not None and (step is None or remaining <= step)
+
+    def deadline_exceeded(self) -> DeadlineExceeded:
+        """The error of a request whose deadline has passed (``deadline_s`` is set)."""
+        deadline_s = self.limits.deadline_s or 0.0
+        return DeadlineExceeded(f"the request's deadline of {deadline_s:g} s has passed", deadline_s=deadline_s)
+
     def check_deadline(self) -> None:
         """Raises DeadlineExceeded when the deadline has passed."""
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0 and self.limits.deadline_s is not None:
-            raise DeadlineExceeded(
-                f"the request's deadline of {self.limits.deadline_s:g} s has passed", deadline_s=self.limits.deadline_s
-            )
+            raise self.deadline_exceeded()
 
     def reserve(self, amount_usd: float) -> Reservation:
         """Hold ``amount_usd`` on the request ledger and every period budget, or none of them.

@@ -40,6 +40,10 @@ from podium.workers.wrapper import WorkerWrapper, grammar_capable, unwrap
 
 _log = logging.getLogger("podium")
 
+_CLOCK_SLACK_S = 0.05
+"""How close to the deadline a backend's own timeout counts as the deadline's: an event loop's
+cached clock (uvloop's) and the backend's read of the time differ by a few milliseconds."""
+
 __all__ = [
     "BudgetGuard",
     "CircuitBreaker",
@@ -87,19 +91,23 @@ class BudgetGuard(WorkerWrapper):
         budget.check_deadline()
         if self.info.budgeted:  # e.g. a nested conductor: its own calls reserve
             return await super().complete(call)
-        timeout = budget.call_timeout_s()
+        timeout, by_deadline = budget.call_timeout_s(), budget.deadline_binds()
         ticket = CallTicket()
         reservation: Reservation | None = None
         try:
             async with asyncio.timeout(timeout):  # the token count and the reservation too
                 reservation = await _reserve(budget, await self._worst_case(call))
                 result = await super().complete(call.with_context(ticket=ticket))
-        except TimeoutError:
+        except (TimeoutError, WorkerTimeout) as exc:  # ours, or the backend's own cut at the same limit
             if reservation is not None:
                 reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
             remaining = budget.remaining_s()
-            if remaining is not None and remaining <= 0:
-                budget.check_deadline()
+            if isinstance(exc, WorkerTimeout):  # the backend's own limit (its timeout_s), unless the
+                if by_deadline and remaining is not None and remaining <= _CLOCK_SLACK_S:  # deadline's
+                    raise budget.deadline_exceeded() from None
+                raise
+            if by_deadline:  # our limit was what was left of the deadline: the deadline cut it off
+                raise budget.deadline_exceeded() from None
             name = self.info.name
             raise WorkerTimeout(f"worker {name!r} took longer than {timeout:.1f} s", worker=name) from None
         except (TransportError, ClientError, WorkerUnavailable):
