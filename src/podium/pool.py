@@ -68,9 +68,9 @@ class _Strict(BaseModel):
 class PriceConfig(_Strict):
     """USD per 1M tokens."""
 
-    input: float = Field(0.0, ge=0, description="USD per 1M input tokens")
-    output: float = Field(0.0, ge=0, description="USD per 1M output tokens")
-    cached_input: float = Field(0.0, ge=0, description="USD per 1M cached input tokens")
+    input: float = Field(0.0, ge=0, allow_inf_nan=False, description="USD per 1M input tokens")
+    output: float = Field(0.0, ge=0, allow_inf_nan=False, description="USD per 1M output tokens")
+    cached_input: float = Field(0.0, ge=0, allow_inf_nan=False, description="USD per 1M cached input tokens")
 
 
 class DecodingConfig(_Strict):
