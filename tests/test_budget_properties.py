@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podium.budget import Limits, PeriodBudget
+from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import ServerError, TransportError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
@@ -104,6 +105,78 @@ def test_every_reservation_is_released_and_caps_hold_up_to_incidents(
     for r in records:
         over = sum(max(i.actual_usd - i.reserved_usd, 0.0) for i in r.totals.incidents)
         assert r.totals.total_cost_usd <= cap + over + 1e-12
+
+
+class _Reporter(ScriptedWorker):
+    """Each call reports the cost the next entry of its script says (an impossible one too)."""
+
+    def __init__(self, script: list[float | None], kept: list[float]) -> None:
+        super().__init__("r", reply="the answer is 4", price=Price(input=20.0, output=60.0))
+        self.script = script
+        self.kept = kept  # worst cases kept for answered calls whose cost was refused
+
+    async def complete(self, call: Call) -> Completion:
+        done = await super().complete(call)
+        cost = self.script.pop(0) if self.script else None
+        if cost is None:
+            return done  # priced from its usage
+        if not 0 <= cost < math.inf:
+            budget = call.context.budget
+            assert budget is not None
+            self.kept.append(budget.ledger.reserved_usd)  # this request's only call in flight
+        return Completion(done.text, done.usage, cost, done.latency_s)
+
+
+_COST = st.floats(0.0, 0.03) | st.sampled_from([math.nan, math.inf, -math.inf, -1.0, -1e-12, 0.0, 5.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_COST, st.lists(st.none() | _COST, max_size=4), st.integers(0, 1)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.floats(0.002, 0.2),
+)
+def test_the_day_ledger_equals_the_traces_whatever_conductors_and_workers_report(
+    requests: list[tuple[float, list[float | None], int]], day_cap: float
+) -> None:
+    """Conductors reporting any cost (in the cap, over it, NaN, infinite, negative) and workers
+    reporting any cost, concurrently, against a request cap and a day budget: the day's ledger
+    equals the sum of the trace totals (what a restarted server recounts) plus the worst cases
+    kept for answered calls whose cost was refused; every total and ledger is a finite amount of
+    0 or more; each request stays within its cap up to its recorded overshoots."""
+    day = PeriodBudget(day_cap, scope="pool:test/day")
+    plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [0]]'
+    kept: list[float] = []
+    cap = 0.02
+    budgets = [RequestBudget(Limits(cost_cap_usd=cap), [day]) for _ in requests]
+
+    async def main() -> list:
+        runs = []
+        for (conductor_cost, script, rounds), budget in zip(requests, budgets, strict=True):
+            conductor = ScriptedConductor([plan], cost_usd=conductor_cost)
+            orch = Orchestrator([_Reporter(list(script), kept)], conductor, Fallback(0, "A."), recursion_rounds=rounds)
+            runs.append(orch.run("q", budget=budget))
+        return await asyncio.gather(*runs)
+
+    records = asyncio.run(main())
+    for record, budget in zip(records, budgets, strict=True):
+        t = record.totals
+        for value in (t.cost_usd, t.conductor_cost_usd, t.total_cost_usd, *(s.cost_usd for s in record.steps)):
+            assert math.isfinite(value) and value >= 0
+        assert all(math.isfinite(a.cost_usd) and a.cost_usd >= 0 for a in record.attempts)
+        assert budget.ledger.reserved_usd == pytest.approx(0.0, abs=1e-12)
+        over = sum(max(i.actual_usd - i.reserved_usd, 0.0) for i in t.incidents)
+        assert t.total_cost_usd <= cap + over + 1e-12
+    traced = sum(r.totals.total_cost_usd for r in records)
+    assert math.isfinite(day.spent_usd) and day.spent_usd >= 0 and day.reserved_usd == pytest.approx(0.0, abs=1e-12)
+    assert day.spent_usd == pytest.approx(traced + sum(kept), rel=1e-9, abs=1e-12)
+    if not kept:
+        assert day.spent_usd == pytest.approx(traced, rel=1e-9, abs=1e-12)  # the ledger is the traces
+    excess = sum(max(i.actual_usd - i.reserved_usd, 0.0) for r in records for i in r.totals.incidents)
+    assert day.spent_usd <= day_cap + excess + 1e-9
 
 
 _LIMIT = st.none() | st.floats(min_value=0.01, max_value=1e4)

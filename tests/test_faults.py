@@ -318,7 +318,8 @@ def test_a_conductor_attempt_that_fails_midway_keeps_what_it_cost() -> None:
         async def plan(self, question: str, pool: object, *, context: CallContext, **_: object) -> PlanAttempt:
             budget = context.budget
             assert budget is not None
-            budget.reserve(0.004).settle(0.003)  # the first pass ran and cost $0.003
+            # the first pass ran and cost $0.003, settled where every cost is, on the attempt's tally
+            budget.settle(budget.reserve(0.004), 0.003, by="half-paid", tally=context.tally)
             raise CostCapExceeded("the second pass does not fit", needed_usd=0.01, remaining_usd=0.0, scope="request")
 
     orch = Orchestrator([ScriptedWorker("w0", reply="fallback answer")], HalfPaid(), Fallback(0, "Answer."))  # type: ignore[arg-type]

@@ -19,6 +19,17 @@ makes no further call (its later reservations are refused), and a period budget 
 cap refuses every call until its next period. So a misreporting provider can overshoot a cap by at
 most its own calls already in flight.
 
+**A conductor's own cost** — what a plan attempt reports beyond the calls its budget guard
+already settled (a conductor that calls models podium does not see, or prices itself) — cannot
+be reserved beforehand: it is settled as it is incurred, after each attempt, on the request
+ledger and every period budget alike. A cost over what a capped ledger had left is an overshoot
+naming the conductor, as for a worker.
+
+**Costs are checked where they enter** (:func:`checked_cost`): a worker's or conductor's cost
+that is not a finite number of 0 or more is refused (:class:`~podium.errors.InvalidCost`, the
+call's error), so ledgers and traces only ever hold real amounts. :meth:`RequestBudget.settle` is
+the one place a request's costs reach its ledgers.
+
 **Shared period budgets** (:class:`PeriodBudget` subclasses with ``shared = True``, e.g. a
 key's budget in ``podium.store.ledger``) keep their ledger in a database so several processes
 draw on one cap: each reserves with its own :meth:`PeriodBudget.hold` transaction after the
@@ -32,13 +43,15 @@ A request's budget travels with each of its calls (``Call.context.budget``,
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
-from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded
+from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, InvalidCost
 from podium.records import BudgetIncident
 from podium.unicode import utf8_length
 from podium.workers.base import Message, Price
@@ -47,15 +60,31 @@ __all__ = [
     "BudgetIncident",
     "CallTicket",
     "CostLedger",
+    "CostTally",
     "Limits",
     "PeriodBudget",
     "RequestBudget",
     "Reservation",
+    "checked_cost",
     "prompt_token_bound",
     "worst_case_cost",
 ]
 
 _LOCK = threading.Lock()  # one lock for every ledger: multi-ledger reservations are atomic
+_log = logging.getLogger("podium")
+
+
+def checked_cost(cost_usd: object, name: str, role: str = "worker") -> float:
+    """A cost that worker (or conductor) ``name`` reported, USD, as podium accepts it: a finite
+    number of 0 or more. Raises InvalidCost naming it for anything else — NaN, ±inf, a negative
+    amount, not a number — so such a cost never reaches a trace or a ledger."""
+    if isinstance(cost_usd, bool) or not isinstance(cost_usd, int | float) or not 0 <= cost_usd < math.inf:
+        raise InvalidCost(
+            f"{role} {name!r} reported a cost of {cost_usd!r} USD, which cannot be true (a cost is a finite "
+            "number of 0 or more: a bug in its backend or price table); its result is not used",
+            worker=name,
+        )
+    return float(cost_usd)
 
 
 @dataclass(frozen=True)
@@ -199,7 +228,8 @@ class PeriodBudget(CostLedger):
         raise NotImplementedError(f"{type(self).__name__} is not a shared ledger")
 
     def settle_hold(self, token: object, actual_usd: float) -> None:
-        """Shared ledgers: replace the hold ``token`` by the real cost (USD)."""
+        """Shared ledgers: replace the hold ``token`` by the real cost (USD); with ``token`` None,
+        add a cost nothing held (a conductor's own)."""
         raise NotImplementedError(f"{type(self).__name__} is not a shared ledger")
 
 
@@ -252,6 +282,15 @@ class CallTicket:
 
     def __init__(self) -> None:
         self.sent = True
+
+
+class CostTally:
+    """What the budget guard settled for the calls of one conductor attempt, USD
+    (``CallContext.tally``): the orchestrator settles only the rest of the attempt's reported
+    cost, so a conductor whose calls go through a guard is counted once."""
+
+    def __init__(self) -> None:
+        self.settled_usd = 0.0
 
 
 class RequestBudget:
@@ -333,19 +372,7 @@ class RequestBudget:
         ledgers = (self.ledger, *self.periods)
         local = tuple(ledger for ledger in ledgers if not ledger.shared)
         with _LOCK:
-            if self.incidents and any(ledger.cap_usd is not None for ledger in ledgers):
-                first = self.incidents[0]
-                raise CostCapExceeded(
-                    f"the request made no further call after worker {first.worker!r} cost "
-                    f"${first.actual_usd:.6f} against a reservation of ${first.reserved_usd:.6f}",
-                    needed_usd=amount_usd,
-                    remaining_usd=0.0,
-                    scope="request",
-                )
-            for ledger in local:
-                remaining = ledger._remaining()
-                if amount_usd > remaining:
-                    raise ledger.no_room(amount_usd, remaining)
+            self._refuse(amount_usd, local)
             for ledger in local:
                 ledger.reserved_usd += amount_usd
         holds: list[tuple[PeriodBudget, object]] = []
@@ -357,6 +384,90 @@ class RequestBudget:
             Reservation(local, amount_usd, holds).settle(0.0)  # release what the others took
             raise
         return Reservation(local, amount_usd, holds)
+
+    def _refuse(self, amount_usd: float, ledgers: Sequence[CostLedger]) -> None:
+        """Raises CostCapExceeded when a call needing up to ``amount_usd`` may not be made: after
+        an overshoot (under any cap), or when it does not fit one of ``ledgers``. Under _LOCK."""
+        if self.incidents and any(ledger.cap_usd is not None for ledger in (self.ledger, *self.periods)):
+            first = self.incidents[0]
+            against = "what was left" if first.role == "conductor" else "a reservation"
+            raise CostCapExceeded(
+                f"the request made no further call after {first.role} {first.worker!r} cost "
+                f"${first.actual_usd:.6f} against {against} of ${first.reserved_usd:.6f}",
+                needed_usd=amount_usd,
+                remaining_usd=0.0,
+                scope="request",
+            )
+        for ledger in ledgers:
+            remaining = ledger._remaining()
+            if amount_usd > remaining:
+                raise ledger.no_room(amount_usd, remaining)
+
+    def check_room(self) -> None:
+        """Raises CostCapExceeded when the request may make no further call whatever it costs:
+        after an overshoot, or with a ledger past its cap (a shared one: its last view, no
+        database read). Checked before each plan attempt, since a conductor's own calls cannot
+        be reserved."""
+        with _LOCK:
+            self._refuse(0.0, (self.ledger, *self.periods))
+
+    def settle(
+        self,
+        reservation: Reservation | None,
+        cost_usd: float,
+        *,
+        by: str,
+        role: Literal["worker", "conductor"] = "worker",
+        tally: CostTally | None = None,
+    ) -> None:
+        """The one place a request's costs reach its ledgers: ``reservation`` (a call's worst
+        case, from :meth:`reserve`) is replaced by ``cost_usd``; with None — a conductor's own
+        cost, which could not be reserved — ``cost_usd`` is added to the request ledger and every
+        period budget. A cost over the reservation (with None: over what a capped ledger had
+        left) is an overshoot, a :class:`BudgetIncident` naming ``by``, and the request makes no
+        further call. ``tally`` (a conductor attempt's) adds what was settled.
+
+        Raises InvalidCost, settling nothing, for a cost that is not a finite number of 0 or
+        more. A database transaction when a period budget is shared: callers on an event loop
+        run it in a thread."""
+        cost = checked_cost(cost_usd, by, role)
+        if reservation is None:
+            reservation, allowed = self._nothing_reserved()
+        else:
+            allowed = reservation.amount_usd
+        reservation.settle(cost)
+        if tally is not None:
+            tally.settled_usd += cost
+        if cost > max(allowed, 0.0) * (1 + 1e-9) + 1e-12:
+            self.overshoot(BudgetIncident(by, max(allowed, 0.0), cost, role))
+            _log.warning(
+                "budget incident: %s %r cost $%.6f against %s of $%.6f; the request makes no further call",
+                role,
+                by,
+                cost,
+                "what the budget had left" if role == "conductor" else "a reservation",
+                max(allowed, 0.0),
+            )
+
+    def settle_plan(self, cost_usd: float, tally: CostTally, *, by: str) -> None:
+        """Settle a plan attempt's cost: what conductor ``by`` reported (``cost_usd``) beyond
+        what its calls' budget guards settled already (``tally``), as the conductor's own cost.
+        Raises InvalidCost, settling nothing, when the reported cost is not a finite number of 0
+        or more; a database transaction as :meth:`settle`."""
+        cost = checked_cost(cost_usd, by, "conductor")
+        if cost > tally.settled_usd:
+            self.settle(None, cost - tally.settled_usd, by=by, role="conductor", tally=tally)
+
+    def _nothing_reserved(self) -> tuple[Reservation, float]:
+        """A reservation of nothing on every ledger, to settle a cost no call reserved, and the
+        least room a capped ledger has left (ledgers already past their cap are not counted:
+        this cost did not put them there; inf when there is none)."""
+        ledgers = (self.ledger, *self.periods)
+        with _LOCK:
+            rooms = [ledger._remaining() for ledger in ledgers if ledger.cap_usd is not None]
+        local = tuple(ledger for ledger in ledgers if not ledger.shared)
+        holds = tuple((period, None) for period in self.periods if period.shared)
+        return Reservation(local, 0.0, holds), min((r for r in rooms if r >= -1e-12), default=math.inf)
 
 
 _TEMPLATE_TOKENS_PER_MESSAGE = 16

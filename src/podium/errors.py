@@ -26,7 +26,9 @@
     │   ├── ServerError        5xx                                               (transient)
     │   ├── TransportError     connection refused / reset / DNS                  (transient)
     │   ├── ClientError        other 4xx (bad request, auth): retrying won't help
-    │   └── WorkerUnavailable  the circuit breaker has taken the worker out for a cool-down
+    │   ├── WorkerUnavailable  the circuit breaker has taken the worker out for a cool-down
+    │   └── InvalidCost        a worker or conductor reported a cost that cannot be true
+    │                          (NaN, infinite, negative): its result is not used; not retried
     ├── BudgetError            a limit the caller set was reached
     │   ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget   cost_cap
     │   └── DeadlineExceeded   the request's deadline passed (seconds)      deadline
@@ -59,6 +61,7 @@ __all__ = [
     "CostCapExceeded",
     "DeadlineExceeded",
     "EmptyOutput",
+    "InvalidCost",
     "InvalidQuestion",
     "ModelBehaviourError",
     "ModelNotInstalled",
@@ -208,6 +211,13 @@ class ClientError(ProviderError):
 
 class WorkerUnavailable(ProviderError):
     """The worker is in a circuit-breaker cool-down until ``retry_after`` seconds from now."""
+
+
+class InvalidCost(ProviderError):
+    """A worker (or a conductor) reported a cost that cannot be true: not a number, infinite or
+    negative (a bug in its backend or price table). Its result is not used, so such a cost never
+    reaches a trace or a ledger (:func:`podium.budget.checked_cost`); the call was answered and may
+    have been billed, so its worst-case reservation is kept. Not retried."""
 
 
 TRANSIENT_ERRORS: tuple[type[ProviderError], ...] = (WorkerTimeout, RateLimited, ServerError, TransportError)

@@ -20,23 +20,32 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
-from podium.budget import Limits, PeriodBudget, RequestBudget
+from podium.budget import CostTally, Limits, PeriodBudget, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
 from podium.pii.session import CallLog
 from podium.pii.vault import Vault
-from podium.records import FallbackInfo, PlanAttempt, RecordSink, RunRecord, StepRecord, utc_now
-from podium.request import EventHook, Fallback, OrchestratorConfig, RequestLog, is_blank, validate_question
+from podium.records import FallbackInfo, RecordSink, RunRecord, StepRecord, utc_now
+from podium.request import (
+    EventHook,
+    Fallback,
+    OrchestratorConfig,
+    RequestLog,
+    failed_attempt,
+    is_blank,
+    validate_question,
+)
 from podium.streaming import AnswerStream
-from podium.workers.base import CallContext, Message, Worker
+from podium.workers.base import CallContext, Worker
 from podium.workers.resilience import budget_guarded
 from podium.workflow import Step, Workflow
 
@@ -241,7 +250,7 @@ class Orchestrator:
             mode=mode,
             started_at=utc_now(),
             # only the answering step streams (the executor puts the stream on that step's call)
-            context=outer.replace(budget=budget, vault=vault, calls=None, stream=None, ticket=None),
+            context=outer.replace(budget=budget, vault=vault, calls=None, stream=None, ticket=None, tally=None),
             emit=on_event or (lambda _e, _d: None),
             tags=tuple(tags),
             subject=subject,
@@ -395,9 +404,10 @@ class Orchestrator:
         for k in range(self.config.resamples + 1):
             emit("plan_start", {"attempt": k, "round": round_})
             started, started_at = time.perf_counter(), utc_now()
-            spent_before = budget.ledger.spent_usd  # what a failed attempt already cost (USD)
+            tally = CostTally()  # what its calls' budget guards settled (USD): a failed attempt's cost
             calls = CallLog()  # an external conductor model: what it was sent, and who received it
             try:
+                budget.check_room()  # a conductor's own calls cannot be reserved: none after an overshoot
                 async with asyncio.timeout(_until(budget.workflow_deadline())):
                     attempt = await self.conductor.plan(
                         request.question,
@@ -405,14 +415,18 @@ class Orchestrator:
                         max_steps=self.config.max_steps,
                         attempt=k,
                         previous=previous,
-                        context=request.context.replace(calls=calls),
+                        context=request.context.replace(calls=calls, tally=tally),
                     )
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
+                # its own cost, as it is incurred (an impossible one: InvalidCost, the conductor's error)
+                settle = functools.partial(budget.settle_plan, attempt.cost_usd, tally, by=self.conductor.name)
+                await (asyncio.to_thread(settle) if budget.shared else _now(settle))
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
-                cost = budget.ledger.spent_usd - spent_before
                 # the cut-off call is part of the trace too (its tokens are unknown)
-                attempts.append(_failed(k, round_, "deadline", detail, (), cost, started, started_at, calls))
+                attempts.append(
+                    failed_attempt(k, round_, "deadline", detail, (), tally.settled_usd, started, started_at, calls)
+                )
                 return None, FallbackInfo("deadline", detail)
             except ConfigError:
                 raise
@@ -421,12 +435,11 @@ class Orchestrator:
                 # a provider or model failure of the conductor's own call is a conductor error;
                 # budgets and PII protection keep their own reasons
                 reason = "conductor_error" if exc.fallback_reason == "worker_error" else exc.fallback_reason
-                cost = budget.ledger.spent_usd - spent_before  # e.g. its first pass ran, the second did not fit
+                cost = tally.settled_usd  # e.g. its first pass ran, the second did not fit
                 error = f"{type(exc).__name__}: {exc}"
                 if calls.disclosures or cost > 0:  # data left, or money was spent: keep it on record
-                    attempts.append(
-                        _failed(k, round_, reason, error, calls.sent or (), cost, started, started_at, calls)
-                    )
+                    sent = calls.sent or ()
+                    attempts.append(failed_attempt(k, round_, reason, error, sent, cost, started, started_at, calls))
                 return None, FallbackInfo(reason, f"conductor: {error}")
             if calls.disclosures:
                 attempt = dataclasses.replace(
@@ -440,36 +453,6 @@ class Orchestrator:
                 return attempt.workflow, None
         last = attempts[-1]
         return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")
-
-
-def _failed(
-    attempt: int,
-    round_: int,
-    kind: str,
-    error: str,
-    messages: Sequence[Message],
-    cost_usd: float,
-    started: float,
-    started_at: str,
-    calls: CallLog,
-) -> PlanAttempt:
-    """The record of a plan attempt that raised: what it was sent (``messages``, pseudonymized
-    when the conductor is external), what it cost (USD), when (``started``: its perf_counter
-    time), and who received data."""
-    return PlanAttempt(
-        attempt,
-        tuple(messages),
-        "",
-        None,
-        round=round_,
-        error_kind=kind,
-        error=error,
-        latency_s=time.perf_counter() - started,
-        cost_usd=cost_usd,
-        started_at=started_at,
-        finished_at=utc_now(),
-        disclosures=tuple(calls.disclosures.values()),
-    )
 
 
 class _PeriodBudgetSpent(Exception):
@@ -501,6 +484,11 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
 
 def _is_request_id(value: str) -> bool:
     return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+
+
+async def _now(settle: Callable[[], None]) -> None:
+    """Run ``settle`` here, on the event loop (no database to wait for)."""
+    settle()
 
 
 def _until(deadline: float | None) -> float | None:

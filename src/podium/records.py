@@ -155,17 +155,22 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class BudgetIncident:
-    """A call that cost more than its reservation — the provider reported more tokens than the
-    worst case allowed (more than ``max_tokens``, or a prompt over the byte bound).
+    """A cost over what the budget allowed for it: a worker call that cost more than its
+    reservation — the provider reported more tokens than the worst case allowed (more than
+    ``max_tokens``, or a prompt over the byte bound) — or a conductor's own cost, which podium
+    cannot reserve, over what a capped ledger (the request's cap, a period budget) had left.
 
     Attributes:
-        worker: the worker's name.
-        reserved_usd: what was reserved for the call, USD; actual_usd: what it cost, USD.
+        worker: the worker's name (the conductor's, for ``role="conductor"``).
+        reserved_usd: what was reserved for the call (for a conductor: what the ledger had
+            left), USD; actual_usd: what it cost, USD.
+        role: ``"worker"`` or ``"conductor"``.
     """
 
     worker: str
     reserved_usd: float
     actual_usd: float
+    role: Literal["worker", "conductor"] = "worker"
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,28 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import ConfigError, InvalidQuestion
+from podium.pii.session import CallLog
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream
 from podium.text import is_invisible
-from podium.workers.base import CallContext
+from podium.workers.base import CallContext, Message
 from podium.workflow import Workflow
 
-__all__ = ["EventHook", "Fallback", "OrchestratorConfig", "RequestLog", "is_blank", "validate_question"]
+__all__ = [
+    "EventHook",
+    "Fallback",
+    "OrchestratorConfig",
+    "RequestLog",
+    "failed_attempt",
+    "is_blank",
+    "validate_question",
+]
 
 EventHook = Callable[[str, dict[str, Any]], None]
 """Progress hook: ``(event, data)`` with events ``plan_start``, ``plan_end``, ``step_start``,
@@ -192,3 +201,33 @@ class RequestLog:
             subject=self.subject,
             cause=self.cause if self.status == "error" else None,
         )
+
+
+def failed_attempt(
+    attempt: int,
+    round_: int,
+    kind: str,
+    error: str,
+    messages: Sequence[Message],
+    cost_usd: float,
+    started: float,
+    started_at: str,
+    calls: CallLog,
+) -> PlanAttempt:
+    """The record of a plan attempt that raised: what it was sent (``messages``, pseudonymized
+    when the conductor is external), what its calls settled on the budget (USD), when
+    (``started``: its perf_counter time), and who received data."""
+    return PlanAttempt(
+        attempt,
+        tuple(messages),
+        "",
+        None,
+        round=round_,
+        error_kind=kind,
+        error=error,
+        latency_s=time.perf_counter() - started,
+        cost_usd=cost_usd,
+        started_at=started_at,
+        finished_at=utc_now(),
+        disclosures=tuple(calls.disclosures.values()),
+    )

@@ -42,8 +42,11 @@ class Conductor(Protocol):
     Budgets: the orchestrator puts every pool worker behind the request's cost cap and deadline,
     but it cannot see a model a conductor holds itself. A conductor that calls its own model
     should wrap it in :func:`podium.workers.resilience.budget_guarded` and make its calls with
-    the ``context`` it is given (as :class:`~podium.conductor.lm.LMConductor` does), or its
-    calls are neither reserved nor counted against the request's cap and the period budget.
+    the ``context`` it is given (as :class:`~podium.conductor.lm.LMConductor` does), so each call
+    is reserved before it is made. Whatever an attempt's ``cost_usd`` reports beyond what those
+    guarded calls settled (``context.tally``) is settled by the orchestrator when the attempt
+    returns, on the request's cap and every period budget; a cost that is NaN, infinite or
+    negative is the conductor's error (:class:`~podium.errors.InvalidCost`).
     """
 
     name: str

@@ -258,12 +258,14 @@ def failure(record: RunRecord) -> ApiError:
             headers=headers,
         )
     if isinstance(cause, CostCapExceeded) and record.totals.incidents:
-        # a worker reported more usage than its reservation allowed, and the request stopped
-        # calling: the upstream misbehaved, not the client's request or cap
-        worker = record.totals.incidents[0].worker
+        # a worker reported more usage than its reservation allowed (or the conductor cost more
+        # than the budget had left), and the request stopped calling: the upstream misbehaved,
+        # not the client's request or cap
+        first = record.totals.incidents[0]
         return ApiError(
             502,
-            f"no answer (trace {record.id}): worker {worker!r} reported more usage than its limits allow; {error}",
+            f"no answer (trace {record.id}): {first.role} {first.worker!r} reported more usage than its limits "
+            f"allow; {error}",
             type="server_error",
             code="upstream_overcharged",
             headers=headers,

@@ -233,7 +233,9 @@ class SharedPeriodBudget(PeriodBudget):
         return token
 
     def settle_hold(self, token: object, actual_usd: float) -> None:
-        """Replace hold ``token`` by the real cost ``actual_usd`` (USD), in the current period."""
+        """Replace hold ``token`` by the real cost ``actual_usd`` (USD), in the current period;
+        with ``token`` None, add a cost nothing held (a conductor's own), creating the row if the
+        scope has none yet."""
         from sqlalchemy.exc import SQLAlchemyError
 
         statements = _statements()
@@ -241,7 +243,11 @@ class SharedPeriodBudget(PeriodBudget):
             _, start = self._now()
             try:
                 with self.engine.begin() as connection:
-                    held = connection.execute(statements["delete_hold"], {"p_id": token}).first()
+                    if token is None:
+                        self._ensure(connection, start)
+                        held = None
+                    else:
+                        held = connection.execute(statements["delete_hold"], {"p_id": token}).first()
                     released = float(held[0]) if held is not None else 0.0  # None: expired and released already
                     values = {"p_scope": self.scope, "p_start": start, "p_actual": actual_usd, "p_released": released}
                     row = connection.execute(statements["settle"], values).first()

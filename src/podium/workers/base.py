@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_che
 from podium.unicode import stream_safe, valid_text
 
 if TYPE_CHECKING:
-    from podium.budget import CallTicket, RequestBudget
+    from podium.budget import CallTicket, CostTally, RequestBudget
     from podium.pii.session import CallLog
     from podium.pii.vault import Vault
     from podium.streaming import TextSink
@@ -162,7 +162,9 @@ class Completion:
             be encoded reaches a prompt, a byte count, an answer or a trace
             (:func:`podium.unicode.valid_text`).
         usage: token counts.
-        cost_usd: USD, from the worker's price table (USD per 1M tokens).
+        cost_usd: USD, from the worker's price table (USD per 1M tokens); a finite number of 0
+            or more — anything else is refused as the call's error
+            (:class:`~podium.errors.InvalidCost`) by the budget guard every pool worker sits in.
         latency_s: wall time of the call, seconds.
         finish_reason: ``"stop"`` or ``"length"`` (hit max_tokens).
         served_by: the worker that actually answered when a failover wrapper switched to an
@@ -250,6 +252,8 @@ class CallContext:
             (:class:`podium.streaming.TextSink`), or None (every other call).
         ticket: whether this call's request has left yet (:class:`podium.budget.CallTicket`,
             opened per call by the budget guard), or None.
+        tally: where a conductor attempt's calls add what their budget guard settled
+            (:class:`podium.budget.CostTally`), or None (every other call).
         task_id: the evaluation task (an outcome matrix's ``sample_id``) a replay worker
             answers for, or None for live traffic.
         depth: how many nested conductor requests enclose this call (0 = none).
@@ -260,6 +264,7 @@ class CallContext:
     calls: CallLog | None = None
     stream: TextSink | None = None
     ticket: CallTicket | None = None
+    tally: CostTally | None = None
     task_id: str | None = None
     depth: int = 0
 

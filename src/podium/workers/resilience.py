@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
-import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from podium.budget import CallTicket, RequestBudget, Reservation, prompt_token_bound, worst_case_cost
+from podium.budget import CallTicket, RequestBudget, Reservation, checked_cost, prompt_token_bound, worst_case_cost
 from podium.errors import (
     TRANSIENT_ERRORS,
     ClientError,
+    InvalidCost,
     ProviderError,
     RateLimited,
     ServerError,
@@ -34,11 +33,8 @@ from podium.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
-from podium.records import BudgetIncident
 from podium.workers.base import Call, Completion, CountsTokens, Message, PricedPerCall, Worker
 from podium.workers.wrapper import WorkerWrapper, grammar_capable, unwrap
-
-_log = logging.getLogger("podium")
 
 _CLOCK_SLACK_S = 0.05
 """How close to the deadline a backend's own timeout counts as the deadline's: an event loop's
@@ -80,27 +76,38 @@ class BudgetGuard(WorkerWrapper):
     before its reservation was made, nothing is reserved. After: the
     reservation is settled to the real cost — or kept in full when a failed call may still
     have been billed (cut off after it was sent: timeouts, cancellation, 5xx), released when
-    nothing was sent (connection refused, 4xx, cancelled while queued). A call that cost more
-    than its reservation is a :class:`~podium.budget.BudgetIncident` (see :mod:`podium.budget`).
+    nothing was sent (connection refused, 4xx, cancelled while queued); all through
+    :meth:`~podium.budget.RequestBudget.settle`. A call that cost more than its reservation is a
+    :class:`~podium.budget.BudgetIncident` (see :mod:`podium.budget`). A reported cost that is
+    not a finite number of 0 or more is the call's error (:class:`~podium.errors.InvalidCost`,
+    not retried; the worst case is kept, as the call was answered).
     """
 
     async def complete(self, call: Call) -> Completion:
-        budget = call.context.budget
-        if budget is None:
-            return await super().complete(call)
+        budget, name, tally = call.context.budget, self.info.name, call.context.tally
+        if budget is None or self.info.budgeted:  # e.g. a nested conductor: its own calls reserve
+            if budget is not None:
+                budget.check_deadline()
+            result = await super().complete(call)
+            cost = checked_cost(result.cost_usd, name)
+            if tally is not None:  # settled by the nested request's own guards
+                tally.settled_usd += cost
+            return result
         budget.check_deadline()
-        if self.info.budgeted:  # e.g. a nested conductor: its own calls reserve
-            return await super().complete(call)
         timeout, by_deadline = budget.call_timeout_s(), budget.deadline_binds()
         ticket = CallTicket()
         reservation: Reservation | None = None
+
+        def settle(amount: float) -> None:
+            if reservation is not None:
+                budget.settle(reservation, amount, by=name, tally=tally)
+
         try:
             async with asyncio.timeout(timeout):  # the token count and the reservation too
                 reservation = await _reserve(budget, await self._worst_case(call))
-                result = await super().complete(call.with_context(ticket=ticket))
+                result = await super().complete(call.with_context(ticket=ticket, tally=None))
         except (TimeoutError, WorkerTimeout) as exc:  # ours, or the backend's own cut at the same limit
-            if reservation is not None:
-                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+            settle(reservation.amount_usd if reservation is not None and ticket.sent else 0.0)
             remaining = budget.remaining_s()
             if isinstance(exc, WorkerTimeout):  # the backend's own limit (its timeout_s), unless the
                 if by_deadline and remaining is not None and remaining <= _CLOCK_SLACK_S:  # deadline's
@@ -108,35 +115,25 @@ class BudgetGuard(WorkerWrapper):
                 raise
             if by_deadline:  # our limit was what was left of the deadline: the deadline cut it off
                 raise budget.deadline_exceeded() from None
-            name = self.info.name
             raise WorkerTimeout(f"worker {name!r} took longer than {timeout:.1f} s", worker=name) from None
         except (TransportError, ClientError, WorkerUnavailable):
-            if reservation is not None:
-                reservation.settle(0.0)
+            settle(0.0)
             raise
         except BaseException:  # cancelled, a 5xx, a bug: billed only if it was sent
-            if reservation is not None:
-                reservation.settle(reservation.amount_usd if ticket.sent else 0.0)
+            settle(reservation.amount_usd if reservation is not None and ticket.sent else 0.0)
             raise
-        if not result.usage_reported or not 0 <= result.cost_usd < math.inf:
-            # the real cost is unknown (or a backend priced it as negative or not a number):
-            # keep the worst case so caps still hold; no ledger is ever paid back
-            reservation.settle(reservation.amount_usd)
-            return result
+        assert reservation is not None
+        try:
+            cost = checked_cost(result.cost_usd, name)
+        except InvalidCost:  # answered, so it may have been billed: keep the worst case
+            settle(reservation.amount_usd)
+            raise
+        # usage not reported: the real cost is unknown; keep the worst case so caps still hold
+        amount = cost if result.usage_reported else reservation.amount_usd
         if budget.shared:  # a database transaction: off the event loop (it completes even if cancelled)
-            await asyncio.shield(asyncio.to_thread(reservation.settle, result.cost_usd))
+            await asyncio.shield(asyncio.to_thread(settle, amount))
         else:
-            reservation.settle(result.cost_usd)
-        if result.cost_usd > reservation.amount_usd * (1 + 1e-9) + 1e-12:
-            incident = BudgetIncident(self.info.name, reservation.amount_usd, result.cost_usd)
-            budget.overshoot(incident)
-            _log.warning(
-                "budget incident: worker %r cost $%.6f against a reservation of $%.6f (it reported more tokens "
-                "than max_tokens or the prompt bound allows); the request makes no further call",
-                self.info.name,
-                result.cost_usd,
-                reservation.amount_usd,
-            )
+            settle(amount)
         return result
 
     async def _worst_case(self, call: Call) -> float:
