@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["chunk", "events", "first_event", "sse", "sse_error", "unless_hung_up"]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def sse(body: Mapping[str, Any]) -> str:
@@ -135,7 +135,7 @@ async def first_event(
     return await unless_hung_up(asyncio.ensure_future(anext(items)), receive)
 
 
-async def unless_hung_up(work: asyncio.Future[T], receive: Callable[[], Awaitable[Any]]) -> T | None:
+async def unless_hung_up(work: asyncio.Future[_T], receive: Callable[[], Awaitable[Any]]) -> _T | None:
     """``work``'s result, waited for while listening on the ASGI ``receive`` for the client
     hanging up. None when it hung up first: ``work`` is cancelled then and awaited, so a request
     behind it stops calling workers and writes its trace (status error, cancelled)."""
