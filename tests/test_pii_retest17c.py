@@ -161,3 +161,169 @@ def test_break_4_camel_case_code_that_is_no_name_stays(code: str, pseudonymizer:
     masked, _ = pseudonymizer.mask(code, Vault())
     assert masked == code
 
+
+VALUES = {
+    "PERSON": "Mette Jensen",
+    "PHONE_NUMBER": "20 12 34 56",
+    "DK_CPR": "070491-2846",
+    "EMAIL_ADDRESS": "mette@example.dk",
+    "IBAN_CODE": "DK5000400440116243",
+    "CREDIT_CARD": "4111 1111 1111 1111",
+    "IP_ADDRESS": "203.0.113.7",
+    "ADDRESS": "Vesterbrogade 112, 1620 København V",
+}
+BARE_ALIASES = {  # a kind's other names in capitals, as a model writes them bare
+    "PERSON": ["NAME", "PERSON_NAME", "FULL_NAME"],
+    "PHONE_NUMBER": ["PHONE", "TEL", "TELEPHONE", "MOBILE", "PHONE_NO"],
+    "DK_CPR": ["CPR", "CPR_NUMBER", "CPR_NR"],
+    "EMAIL_ADDRESS": ["EMAIL", "E_MAIL", "MAIL", "EMAIL_ADDR"],
+    "IBAN_CODE": ["IBAN", "IBAN_NUMBER"],
+    "CREDIT_CARD": ["CARD", "CARD_NUMBER"],
+    "IP_ADDRESS": ["IP", "IP_ADDR"],
+    "ADDRESS": ["ADDR", "STREET_ADDRESS"],
+}
+SPELLED = {1: ["one", "ONE", "One", "I", "i", "Ⅰ", "ⅰ"], 2: ["two", "II", "Ⅱ", "ii"], 4: ["four", "IV", "Ⅳ"],
+           12: ["twelve", "XII", "Ⅻ"], 20: ["twenty", "XX"], 39: ["XXXIX"]}  # fmt: skip
+MARKUP = ["</{k}_{n}>", "<{k}_{n}/>", "<{k}_{n} />", "<{k}_{n}_>", "<{k}_{n}__>", "<{k}_{n}->", "<\\/{k}_{n}>",
+          "<{k}_{n}\\/>", "&lt;/{k}_{n}&gt;", "[[/{k}_{n}]]", "‹{k}_{n}/›", "</{k} {n}/>"]  # fmt: skip
+
+
+def _vault(count: int = 1) -> Vault:
+    vault = Vault()
+    for n in range(1, count + 1):
+        for kind, value_ in VALUES.items():
+            vault.placeholder(kind, value_ if n == 1 else f"{value_} {n}")
+    return vault
+
+
+def _streamed(vault: Vault, text: str, sizes: list[int]) -> str | None:
+    """``text`` restored through a StreamRestorer in chunks of ``sizes`` (cycled); None when it
+    failed closed."""
+    from podium.pii.vault import StreamRestorer, UnknownPlaceholder
+
+    restorer, shown, at, k = StreamRestorer(vault), [], 0, 0
+    try:
+        while at < len(text):
+            size = sizes[k % len(sizes)]
+            shown.append(restorer.feed(text[at : at + size]))
+            at, k = at + size, k + 1
+        shown.append(restorer.close())
+    except UnknownPlaceholder:
+        return None
+    return "".join(shown)
+
+
+def _whole(vault: Vault, text: str) -> str | None:
+    from podium.pii.vault import UnknownPlaceholder
+
+    try:
+        return vault.restore(text)
+    except UnknownPlaceholder:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("reply", "restored"),
+    [("Hi </PERSON_1>", "Hi Mette Jensen"), ("Hi <PERSON_1/>", "Hi Mette Jensen"),
+     ("Hi <PERSON_1_>", "Hi Mette Jensen"), ("Call PHONE_1", "Call 20 12 34 56"), ("CPR_1", "070491-2846"),
+     ("Mail EMAIL_1", "Mail mette@example.dk"),
+     ("Dear NAME_1,", "Dear Mette Jensen,"), ("IBAN_1", "DK5000400440116243"), ("TEL_1.", "20 12 34 56."),
+     ("Hi <PERSON_one>", "Hi Mette Jensen"), ("Hi <PERSON_Ⅰ>", "Hi Mette Jensen"),
+     ("(CARD_1)", "(4111 1111 1111 1111)")],
+)  # fmt: skip
+def test_break_5_the_reported_rewrites_are_restored_with_nothing_left_around_them(reply: str, restored: str) -> None:
+    vault = _vault()
+    assert vault.restore(reply) == restored
+    assert _streamed(vault, reply, [1]) == restored
+
+
+@pytest.mark.parametrize("kind", list(VALUES))
+def test_break_5_every_markup_form_and_spelled_number_is_restored_or_fails_closed(kind: str) -> None:
+    """For every kind: a closing or self-closing slash and a trailing separator inside the
+    brackets go with the placeholder; a number word or Roman numeral (also Unicode's Ⅰ–Ⅻ) names
+    the number. Issued: restored exactly, streamed or not. Never issued: fails closed, except a
+    single letter (``<PERSON_X>``), a label as often as a numeral, which stays as written."""
+    vault = _vault(count=20)
+    value_ = VALUES[kind]
+    for template in MARKUP:
+        for n, expected in (("1", value_), ("12", f"{value_} 12"), ("77", None)):
+            text = f"Se {template.format(k=kind, n=n)} nu."
+            want = None if expected is None else f"Se {expected} nu."
+            assert _whole(vault, text) == want, text
+            assert _streamed(vault, text, [1]) == want == _streamed(vault, text, [5, 2]), text
+    for n, words in SPELLED.items():
+        for word in words:
+            text = f"Se <{kind}_{word}> nu."
+            want = f"Se {value_ if n == 1 else f'{value_} {n}'} nu." if n <= 20 else None
+            if n > 20 and len(word) == 1:
+                want = text
+            assert _whole(vault, text) == want, text
+            assert _streamed(vault, text, [1]) == want, text
+    for label in ("X", "V", "I"):  # a single letter never issued: left as written
+        text = f"Se <{kind}_{label}> nu."
+        assert Vault().restore(text) == text == _streamed(Vault(), text, [1])
+
+
+@pytest.mark.parametrize("kind", list(VALUES))
+def test_break_5_a_bare_alias_in_capitals_is_restored_when_issued_and_left_when_not(kind: str) -> None:
+    """``PHONE_1``, ``CPR_1``, ``NAME_1`` …: a kind's other name in capitals with underscores,
+    a word of its own. Issued in this request: restored. Not issued (another number, or no value
+    of that kind masked): left as written — ``CPR_1`` may be a constant in the user's code."""
+    issued, empty = _vault(), Vault()
+    for alias in BARE_ALIASES[kind]:
+        text = f"Svar: {alias}_1, og {alias}_2."
+        assert issued.restore(text) == f"Svar: {VALUES[kind]}, og {alias}_2."
+        assert _streamed(issued, text, [1]) == issued.restore(text)
+        assert empty.restore(text) == text == _streamed(empty, text, [3])
+        for code in (f"MY_{alias}_1", f"{alias}_1a", f"{alias}_1_x", f"x{alias}_1", f"{alias.lower()}_1",
+                     f"{alias}_12", f"{alias}-1", f"{alias} 1"):  # fmt: skip
+            if not code.startswith(("PERSON", "DK", "PHONE_NUMBER", "EMAIL_ADDRESS", "IBAN_CODE", "CREDIT")):
+                assert issued.restore(f"x = {code}") == f"x = {code}", code
+
+
+def test_break_5_the_longest_placeholder_is_restored_streamed_and_whole() -> None:
+    """Every part at its bound, the new parts included (a closing tag's escaped slash, a spelled
+    number, separators and an escaped self-closing slash before the brackets): restored both
+    ways, never more than MAX_PLACEHOLDER characters held back; one more space and it is
+    ordinary text."""
+    from podium.pii.vault import MAX_PLACEHOLDER, StreamRestorer
+
+    vault = Vault()
+    for n in range(17):
+        vault.placeholder("CREDIT_CARD", f"4111 1111 1111 {1111 + n}")
+    longest = "\\&#x003c;\\&#x003c;\\/   CREDIT   CARD   NUMBER   (   seventeen)---\\/   \\&#x003e;\\&#x003e;"
+    text = f"Kort: {longest} ok"
+    assert vault.restore(text) == "Kort: 4111 1111 1111 1127 ok"
+    restorer, shown, held = StreamRestorer(vault), "", 0
+    for at, c in enumerate(text, 1):
+        shown += restorer.feed(c)
+        held = max(held, at - restorer._scanner._emitted)
+    assert shown + restorer.close() == "Kort: 4111 1111 1111 1127 ok"
+    assert len(longest) - 1 <= held <= MAX_PLACEHOLDER
+    longer = longest.replace("\\/   CREDIT", "\\/    CREDIT")
+    assert vault.restore(longer) == longer == _streamed(vault, longer, [1])
+
+
+FRAGMENTS = (
+    *("<", ">", "</", "/>", "/", "\\/", "_>", "-", "_", " ", "   ", "‹", "›", "&lt;", "&gt;", "[[", "]]", "(", ")"),
+    *("PERSON", "person", "NAME", "CPR", "PHONE", "TEL", "EMAIL", "E_MAIL", "CARD", "IP", "IBAN", "MY", "x", "é"),
+    *("1", "2", "7", "12", "one", "ONE", "two", "twenty", "I", "II", "X", "XXXIX", "XL", "Ⅰ", "Ⅻ", "ⅰ", "ID"),
+    *("\u200b", "\u0301", "\n", ".", ","),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=40),
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+    issued=st.integers(0, 3),
+)
+def test_break_5_the_stream_and_the_whole_reply_agree_on_the_new_forms(
+    pieces: list[str], sizes: list[int], issued: int
+) -> None:
+    """Any text of pieces of the new forms (slashes, trailing separators, bare aliases, number
+    words, Roman numerals, Unicode numerals), in any chunks: the stream shows exactly what
+    Vault.restore gives, or fails closed where it does."""
+    vault = _vault(count=issued) if issued else Vault()
+    text = "".join(pieces)
+    assert _streamed(vault, text, sizes) == _whole(vault, text), repr(text)
