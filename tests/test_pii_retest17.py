@@ -106,7 +106,9 @@ def test_finding_6_every_known_value_and_variant_is_found_with_bounded_work(seed
         vault.placeholder(sample.kind, sample.text)
     variants = []
     for sample in samples:
-        variant = rng.choice([sample.text, sample.text.upper(), sample.text.replace(" ", "  ")])
+        # in capitals, unless a look-alike letter is in it: Greek ν reads v, its capital Ν reads N
+        capitals = sample.text if sample.form == "lookalike" else sample.text.upper()
+        variant = rng.choice([sample.text, capitals, sample.text.replace(" ", "  ")])
         if sample.kind in ("DK_CPR", "CREDIT_CARD", "PHONE_NUMBER") and rng.random() < 0.3:
             variant = variant[::-1]
         variants.append((sample, variant))

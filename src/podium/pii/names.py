@@ -65,12 +65,18 @@ _CAPS_STOP_WORDS = (
 _CAPS_STOP = frozenset(_CAPS_STOP_WORDS.split())
 """Words in capitals that end a name ("METTE KJÆRGAARD CPR ..."), unless they are surnames too
 ("JORGE KORT")."""
-_PARTICLES = frozenset(("van", "von", "der", "de", "af", "la", "le", "du", "di", "da"))
+_PARTICLE_WORDS = "van von der den dem de del della di da das dos du la las le los af ten ter te zu zum zur"
+_PARTICLES = frozenset(_PARTICLE_WORDS.split())
+"""Lower-case words inside a surname, alone or in a run (``van der``, ``de la``, ``von der``)."""
+_MAX_PARTICLES = 3
 SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
     "strøm", "toft", "skov", "dahl", "dal", "borg", "kjær", "bech", "feldt", "stein", "stedt",
 )  # fmt: skip
 """Endings typical of Nordic, German and English surnames (a lower-case name counts only with one)."""
+_ENDING_WORD_LIST = "person reason season lesson json comparison poison prison unison treason iceberg"
+_ENDING_WORDS = frozenset(_ENDING_WORD_LIST.split())
+"""Words with a surname ending that are no surname (``maxPerson`` in code is no person)."""
 
 
 class PersonNameRecognizer(LocalRecognizer):
@@ -147,14 +153,36 @@ class PersonNameRecognizer(LocalRecognizer):
                 # else "Howard, Alwina Jensen": a list, read on as usual
         if not self._first_name(word):
             return None
+        if i + 1 == len(tokens) or not (self._joined(text, tokens, i) or word[0].isupper()):
+            return None
+        k = self._past_particles(text, tokens, i + 1)  # "hans van der berg"
+        surname = tokens[k][2] if k is not None else ""
+        typical = surname.casefold().endswith(SURNAME_ENDINGS) and surname.casefold() not in _ENDING_WORDS
+        lower_surname = typical and surname.islower() and surname.casefold() in self.surnames
         if word[0].isupper():
             last = self._capitalised_run(text, tokens, i + 1, caps=caps)
-            return (last, 0.85) if last is not None else None
-        if word.islower() and i + 1 < len(tokens) and self._joined(text, tokens, i):
-            surname = tokens[i + 1][2]
-            if surname.islower() and surname in self.surnames and surname.endswith(SURNAME_ENDINGS):
-                return i + 1, 0.6
+            if last is not None:
+                return last, 0.85
+            # "METTE jensen", "Mette jensen": a lower-case surname as the lower-case rule takes it
+            return (k, 0.6) if k is not None and lower_surname and self._joined(text, tokens, i) else None
+        if k is not None and word.islower():
+            if lower_surname:
+                return k, 0.6
+            if typical and surname[0].isupper():  # "mette Jensen", metteKjærgaard (not maxKey: no typical ending)
+                last = self._capitalised_run(text, tokens, k, first=True, caps=surname.isupper())
+                return (last, 0.6) if last is not None else None
         return None
+
+    def _past_particles(self, text: str, tokens: list[tuple[int, int, str]], j: int) -> int | None:
+        """Index of the first token from ``j`` that is no particle, past a run of at most
+        :data:`_MAX_PARTICLES` particles (``van der``, ``de la``), each joined to the next by
+        spaces; None when there is no such token."""
+        k = j
+        while k < len(tokens) and tokens[k][2].casefold() in _PARTICLES:
+            if k - j == _MAX_PARTICLES or k + 1 == len(tokens) or not self._joined(text, tokens, k):
+                return None
+            k += 1
+        return k if k < len(tokens) else None
 
     def _first_name(self, word: str) -> bool:
         """Whether ``word`` is a known first name, or a hyphenated one made of them ("Anne-Mette")."""
@@ -175,19 +203,25 @@ class PersonNameRecognizer(LocalRecognizer):
         capitals (``caps``) or the token is a known name ("Mette KJÆRGAARD"); words like CPR or
         TLF end it even then."""
         last = initial = None
-        for k in range(j, min(j + 8, len(tokens))):
+        particles = 0  # particles read so far: they do not count as name tokens
+        for k in range(j, min(j + 8 + _MAX_PARTICLES, len(tokens))):
             joined = (first and k == j) or self._joined(text, tokens, k - 1)
             if k > 0 and not joined and not (k == j and self._line_break_surname(text, tokens, k)):
                 break
-            if k >= j + 4 and tokens[k][2].casefold() not in self.first_names | self.surnames:
+            if k >= j + 8 + particles:
+                break
+            if k >= j + 4 + particles and tokens[k][2].casefold() not in self.first_names | self.surnames:
                 break  # past three further tokens only known names go on (two names side by side)
             word = tokens[k][2]
             if re.sub(r"['’]s$", "", word).casefold() in _ORG_WORDS:  # "Beverly Hills Bakery": a business or a place
                 if k > j and word.casefold() in self.surnames and last == k - 1:
                     return k  # "Felizitas Bodo Park": a surname that is also a place word ends the name
                 return None
-            if word.casefold() in _PARTICLES and k + 1 < len(tokens) and tokens[k + 1][2][:1].isupper():
-                continue
+            if word.casefold() in _PARTICLES:  # "van der Berg", "de la Cour": particles before a surname
+                after = self._past_particles(text, tokens, k)
+                if after is not None and tokens[after][2][:1].isupper():
+                    particles += 1
+                    continue
             folded = word.casefold()
             dotted = len(word) == 1 and word.isupper() and text[tokens[k][1] : tokens[k][1] + 1] == "."
             if dotted:  # an initial continues a name ("Ida H. Jensen", "Mikhail I. Kerrisk"), may end one ("Ida H.")

@@ -22,16 +22,24 @@ Latin — and replaces the matching stretch of the reply itself. It accepts:
   (``<EMAIL_1>``, ``<PHONE_1>``, ``<CPR_1>``, ``<NAME_1>``, ``<PERSON_NAME_1>``, ``<CARD_1>``,
   :data:`_ALIASES`), with a separator before the number unless in capitals (``<name1>`` is an
   XML tag);
+  The number may be spelled out when a closing bracket follows it: a number word up to twenty
+  or a Roman numeral up to XXXIX (``<PERSON_one>``, ``<PERSON_Ⅱ>``); a single letter
+  (``<PERSON_X>``) is a label as often as a numeral and is left as written when never issued. A
+  slash or a separator run that belongs to markup is part of the placeholder: ``</PERSON_1>``,
+  ``<PERSON_1/>``, ``<PERSON_1_>`` restore to the value alone;
 - a bare one: ``PERSON_1`` as issued (also glued to a word), or ``person_1``, ``PERSON 1``,
-  ``Person-1`` after a non-letter, or ``PERSON1`` in capitals with the number glued on.
+  ``Person-1`` after a non-letter, or ``PERSON1`` in capitals with the number glued on; and a
+  kind's other name in capitals with underscores, a word of its own (``PHONE_1``, ``CPR_1``,
+  ``NAME_1``): restored when this request issued that number, else left as written (it may be
+  a constant in code).
 
 Every part of a placeholder is bounded (runs of at most three spaces or separators, numbers of
 at most six digits), so whether one starts at a place is decided by at most
 :data:`MAX_PLACEHOLDER` characters of the skeleton: a longer run (``<PERSON`` + 70 spaces +
-``1>``) is ordinary text. One parser decides for :meth:`Vault.restore` and for
-:class:`StreamRestorer`, which holds back exactly what the parser could not decide yet, so a
-reply streamed in any chunks shows exactly what the whole reply restores to (or fails closed
-where it does).
+``1>``) is ordinary text. One parser (:func:`parse`, run by :class:`podium.pii.scanner.Scanner`)
+decides for :meth:`Vault.restore` and for :class:`StreamRestorer`, which holds back exactly
+what the parser could not decide yet, so a reply streamed in any chunks shows exactly what the
+whole reply restores to (or fails closed where it does).
 """
 
 from __future__ import annotations
@@ -41,9 +49,18 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from podium.text import LATIN_LOOKALIKES, is_invisible
-
-__all__ = ["CLOSERS", "ENTITY_TYPES", "MAX_PLACEHOLDER", "NUMERIC_KINDS", "OPENERS", "Found", "Scanner"]
+__all__ = [
+    "CLOSERS",
+    "ENTITY_TYPES",
+    "MAX_PLACEHOLDER",
+    "NUMERIC_KINDS",
+    "OPENERS",
+    "STARTS",
+    "Found",
+    "NeedMore",
+    "Reader",
+    "parse",
+]
 
 ENTITY_TYPES: tuple[str, ...] = (
     "PERSON",
@@ -68,6 +85,21 @@ _RUN = 3
 """At most this many whitespace or separator characters in a row inside a placeholder: a
 longer run (``<PERSON`` + 70 spaces + ``1>``) is no placeholder, streamed or not."""
 _DIGITS = 6
+_NUMBER_WORDS = {
+    word: n
+    for n, word in enumerate(
+        ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+         "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"),
+        1,
+    )
+}  # fmt: skip
+_ROMAN = {
+    "".join(("", "X", "XX", "XXX")[n // 10] + ("", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX")[n % 10]): n
+    for n in range(1, 40)
+}
+_SPELLED = max(len(word) for word in [*_NUMBER_WORDS, *_ROMAN])
+"""A number spelled out inside brackets: an English number word up to twenty (``<PERSON_one>``)
+or a Roman numeral up to XXXIX (``<PERSON_II>``, ``<PERSON_Ⅰ>`` as NFKC reads ``Ⅰ``), any case."""
 OPENERS = "<‹«〈⟨《❮❬❰⟪ᐸ˂⧼"
 CLOSERS = ">›»〉⟩》❯❭❱⟫ᐳ˃⧽"
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
@@ -106,11 +138,12 @@ def _longest_name(words: tuple[str, ...]) -> int:
 
 MAX_PLACEHOLDER = (
     2 * 9  # one or two opening brackets, the longest \&#x003c;
+    + 2  # a closing tag's slash, \/
     + _RUN  # spaces
     + max(_longest_name(words) for words, _, _ in _FORMS)
     + _RUN + 1 + _RUN  # separators, one punctuation mark, separators
-    + _DIGITS + 1  # the number and a closing parenthesis
-    + _RUN  # spaces
+    + max(_DIGITS, _SPELLED) + 1  # the number (or a spelled one) and a closing parenthesis
+    + _RUN + 2 + _RUN  # separators, a self-closing slash \/, spaces
     + 2 * 9  # one or two closing brackets
     + 1  # the character after it, read to see that it ends there
 )  # fmt: skip
@@ -118,7 +151,7 @@ MAX_PLACEHOLDER = (
 at one place ever reads: the stream restorer holds back at most this many visible characters."""
 
 
-class _NeedMore(Exception):
+class NeedMore(Exception):
     """Deciding needs a character the streamed text does not have yet."""
 
 
@@ -134,8 +167,8 @@ class Found:
     strict: bool
 
 
-class _Reader:
-    """Reads a skeleton from a position; a character past its end raises :class:`_NeedMore`
+class Reader:
+    """Reads a skeleton from a position; a character past its end raises :class:`NeedMore`
     unless the skeleton is final (then it reads as "")."""
 
     __slots__ = ("final", "text")
@@ -149,7 +182,7 @@ class _Reader:
             return self.text[i]
         if self.final:
             return ""
-        raise _NeedMore
+        raise NeedMore
 
     def run(self, i: int, accept: Callable[[str], bool]) -> int | None:
         """The end of the run of characters ``accept`` takes from ``i``; None when it is longer
@@ -174,6 +207,16 @@ class _Reader:
             if self.at(i + k) != letter:
                 return None
         return i + len(word)
+
+    def spelled(self, i: int) -> tuple[int, int] | None:
+        """(end, value) of a number word or Roman numeral (:data:`_NUMBER_WORDS`, :data:`_ROMAN`)
+        from ``i`` that no further letter follows, else None."""
+        j = i
+        while j - i <= _SPELLED and self.at(j).isascii() and self.at(j).isalpha():
+            j += 1
+        word = self.text[i:j].upper()
+        n = _NUMBER_WORDS.get(word.lower()) or _ROMAN.get(word)
+        return None if n is None or j - i > _SPELLED else (j, n)
 
     def digits(self, i: int) -> tuple[int, int] | None:
         """(end, value) of 1 to :data:`_DIGITS` decimal digits from ``i`` that no further digit
@@ -234,12 +277,12 @@ def _punctuation(c: str) -> bool:
     return unicodedata.category(c)[0] in "PS"
 
 
-def _not_in_word(r: _Reader, i: int) -> bool:
+def _not_in_word(r: Reader, i: int) -> bool:
     """Whether ``i`` starts a word: no letter or underscore before it."""
     return i == 0 or not (r.text[i - 1].isalpha() or r.text[i - 1] == "_")
 
 
-def _bracketed(r: _Reader, q: int) -> Found | None:
+def _bracketed(r: Reader, q: int) -> Found | None:
     """``<PERSON_1>``, ``&lt;dk-cpr 2&gt;``, ``[[Person 1]]``, ``<EMAIL.1>``, ``<NAME(1)>`` …
     from ``q``, or None."""
     end = r.bracket(q, closing=False)
@@ -250,6 +293,8 @@ def _bracketed(r: _Reader, q: int) -> Found | None:
     if second is not None:
         angle = angle or r.text[end:second] == r.text[q:end]  # [[ … ]], {{ … }}
         end = second
+    if r.at(end) == "/" or (r.at(end) == "\\" and r.at(end + 1) == "/"):  # </PERSON_1>: a closing tag
+        end += 1 + (r.at(end) == "\\")
     start_kind = r.run(end, _space)
     if start_kind is None:
         return None
@@ -264,7 +309,7 @@ def _bracketed(r: _Reader, q: int) -> Found | None:
     return best
 
 
-def _kind_words(r: _Reader, i: int, words: tuple[str, ...], exact: bool = False) -> int | None:
+def _kind_words(r: Reader, i: int, words: tuple[str, ...], exact: bool = False) -> int | None:
     """The end of ``words`` from ``i`` (any case; separators up to :data:`_RUN` between
     them), or None; ``exact``: as issued, ``DK_CPR``."""
     if exact:
@@ -283,7 +328,7 @@ def _kind_words(r: _Reader, i: int, words: tuple[str, ...], exact: bool = False)
     return j
 
 
-def _bracketed_rest(r: _Reader, q: int, i: int, words: tuple[str, ...], kind: str, alias: bool) -> Found | None:
+def _bracketed_rest(r: Reader, q: int, i: int, words: tuple[str, ...], kind: str, alias: bool) -> Found | None:
     j = _kind_words(r, i, words)
     if j is None:
         return None
@@ -299,21 +344,36 @@ def _bracketed_rest(r: _Reader, q: int, i: int, words: tuple[str, ...], kind: st
     if alias and k == j and not capitals:
         return None  # <name1>: an XML tag
     number = r.digits(k)
+    spelled = number is None and k > j
+    if spelled:  # <PERSON_one>, <PERSON_II>: a closing bracket must follow
+        number = r.spelled(k)
     if number is None:
         return None
-    k, n = number
-    if mark in _PAIRS and r.at(k) == _PAIRS[mark]:
-        k += 1
-    end = k
-    spaces = r.run(k, _space)
-    if spaces is not None:
-        close = r.bracket(spaces, closing=True)
-        if close is not None:
-            end = r.bracket(close, closing=True) or close
-    return Found(q, end, kind, n, True)
+    after, n = number
+    letter = spelled and after - k == 1  # <PERSON_X>: a label as often as a numeral, kept when never issued
+    if mark in _PAIRS and r.at(after) == _PAIRS[mark]:
+        after += 1
+    end = _closing(r, after)
+    if end is None and spelled:
+        return None
+    return Found(q, end or after, kind, n, not letter)
 
 
-def _unbracketed(r: _Reader, q: int) -> Found | None:
+def _closing(r: Reader, k: int) -> int | None:
+    """The end of what closes a placeholder from ``k`` (after its number): separators and a
+    slash that belong to it (``<PERSON_1_>``, ``<PERSON_1/>``, ``<PERSON_1 \\/>``), spaces, then
+    one or two closing brackets; None when no closing bracket follows."""
+    j = r.run(k, lambda c: c != "\\" and _separator(c))  # a backslash escapes what follows
+    if j is None:
+        return None
+    if r.at(j) == "/" or (r.at(j) == "\\" and r.at(j + 1) == "/"):
+        j += 1 + (r.at(j) == "\\")
+    j = r.run(j, _space)
+    close = None if j is None else r.bracket(j, closing=True)
+    return None if close is None else r.bracket(close, closing=True) or close
+
+
+def _unbracketed(r: Reader, q: int) -> Found | None:
     """``PERSON_1`` as issued (also glued to a word), ``person 1``/``Person-1`` after a
     non-letter (bare), ``PERSON1``/``DKCPR1`` in capitals (glued), from ``q``, or None."""
     letter = r.at(q).upper()
@@ -345,10 +405,24 @@ def _unbracketed(r: _Reader, q: int) -> Found | None:
         number = r.digits(end)
         if number is not None:
             return Found(q, number[0], kind, number[1], True)
+    return _bare_alias(r, q)
+
+
+def _bare_alias(r: Reader, q: int) -> Found | None:
+    """A kind's other name in capitals, underscores and a number, a word of its own
+    (``PHONE_1``, ``CPR_1``, ``NAME_1``, ``E_MAIL_2``), from ``q``: restored when this request
+    issued that number, else left as written (``CPR_1`` may be a constant in code)."""
+    if q > 0 and (r.text[q - 1].isalnum() or r.text[q - 1] == "_"):
+        return None
+    for words, kind, alias in _FORMS_BY_LETTER.get(r.at(q), ()):
+        j = _kind_words(r, q, words, exact=True) if alias else None
+        number = r.digits(j + 1) if j is not None and r.at(j) == "_" else None
+        if number is not None and not (r.at(number[0]).isalnum() or r.at(number[0]) == "_"):
+            return Found(q, number[0], kind, number[1], False)
     return None
 
 
-def _glued_kind(r: _Reader, i: int, words: tuple[str, ...]) -> int | None:
+def _glued_kind(r: Reader, i: int, words: tuple[str, ...]) -> int | None:
     """The end of ``words`` in capitals from ``i``, an underscore or nothing between them."""
     j = i
     for n, word in enumerate(words):
@@ -361,124 +435,16 @@ def _glued_kind(r: _Reader, i: int, words: tuple[str, ...]) -> int | None:
     return j
 
 
-_STARTS = re.compile("[" + re.escape(OPENERS) + r"\[{&\\" + "]|[PDEICApdeica]")
+STARTS = re.compile("[" + re.escape(OPENERS) + r"\[{&\\" + "]|[PDEICANTMFSpdeica]")
 """Where a placeholder may start: a bracket, ``&`` or ``\\``, or the first letter of a kind
-(aliases come only in brackets)."""
+(aliases bare only in capitals)."""
 assert {words[0][0] for words in _CANONICAL.values()} == set("PDEICA")
 
 
-def _parse(r: _Reader, q: int) -> Found | None:
-    """The placeholder starting at skeleton offset ``q``, or None; raises :class:`_NeedMore`
+def parse(r: Reader, q: int) -> Found | None:
+    """The placeholder starting at skeleton offset ``q``, or None; raises :class:`NeedMore`
     when that depends on what the stream has not sent yet."""
     c = r.text[q]
     if c.isalpha():
         return _unbracketed(r, q)
     return _bracketed(r, q)
-
-
-def _skeleton(text: str, base: int = 0) -> tuple[str, list[int]]:
-    """``text`` as matched for placeholders, and per skeleton character its offset in ``text``
-    (plus ``base``): invisible characters and combining marks left out, NFKC applied, Cyrillic
-    and Greek look-alike letters read as Latin."""
-    if text.isascii():
-        return text, list(range(base, base + len(text)))
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, c in enumerate(text):
-        if c.isascii():
-            chars.append(c)
-            origin.append(base + i)
-            continue
-        if is_invisible(c) or unicodedata.category(c)[0] == "M":
-            continue
-        for x in unicodedata.normalize("NFKC", c).translate(LATIN_LOOKALIKES):
-            if unicodedata.category(x)[0] != "M":
-                chars.append(x)
-                origin.append(base + i)
-    return "".join(chars), origin
-
-
-class Scanner:
-    """Finds placeholders in text that arrives in pieces, deciding each place as soon as what
-    has arrived decides it (:class:`_NeedMore` otherwise), and calls ``replace`` for each. The
-    text given whole (:meth:`Vault.restore`) and the same text in any pieces give the same
-    output, and the same :class:`UnknownPlaceholder`: every decision is made on the same
-    characters. Linear in the text: each place is decided once, reading at most
-    :data:`MAX_PLACEHOLDER` skeleton characters, again on each later chunk while undecided."""
-
-    def __init__(self, replace: Callable[[Found, str], str]) -> None:
-        self._replace = replace
-        self._raw = ""  # the text from offset self._raw_base on (with self._pending after it)
-        self._pending: list[str] = []  # chunks not yet joined onto self._raw
-        self._raw_base = 0
-        self._raw_end = 0  # the offset after the last character received
-        self._skeleton = ""  # the skeleton from skeleton offset self._skeleton_base on
-        self._origin: list[int] = []  # per skeleton character, its offset in the whole text
-        self._skeleton_base = 0
-        self._scan = 0  # skeleton offset where the scan stands
-        self._emitted = 0  # text offset up to which output was given
-
-    def feed(self, chunk: str, final: bool = False) -> str:
-        """The output that ``chunk`` (added to what came before) decides; with ``final`` the
-        text is complete and everything left is given."""
-        skeleton, origin = _skeleton(chunk, self._raw_end)
-        self._raw_end += len(chunk)
-        if chunk:
-            self._pending.append(chunk)
-        if skeleton:
-            self._skeleton += skeleton
-            self._origin += origin
-        reader = _Reader(self._skeleton, final)
-        base = self._skeleton_base
-        q = self._scan - base
-        out: list[str] = []
-        emitted = self._emitted
-        while True:
-            m = _STARTS.search(self._skeleton, q)
-            if m is None:
-                q = len(self._skeleton)
-                break
-            q = m.start()
-            try:
-                found = _parse(reader, q)
-            except _NeedMore:
-                break
-            if found is None:
-                q += 1
-                continue
-            start, end = self._origin[found.start], self._origin[found.end - 1] + 1
-            out.append(self._text(emitted, start))
-            out.append(self._replace(found, self._text(start, end)))
-            emitted = end
-            q = found.end
-        limit = self._raw_end if final or q >= len(self._skeleton) else self._origin[q]
-        if limit > emitted:
-            out.append(self._text(emitted, limit))
-            emitted = limit
-        self._emitted, self._scan = emitted, base + q
-        self._trim(q)
-        return "".join(out)
-
-    def _text(self, start: int, end: int) -> str:
-        """The text from offset ``start`` to ``end`` (both received)."""
-        if end <= start:
-            return ""
-        if self._pending:
-            self._raw += "".join(self._pending)
-            self._pending.clear()
-        return self._raw[start - self._raw_base : end - self._raw_base]
-
-    def _trim(self, q: int) -> None:
-        """Forget what no later decision reads: the text before what is not given yet, the
-        skeleton before the character before the scan (a placeholder looks one back)."""
-        keep = max(0, q - 1)
-        if keep > 4096 or (keep and keep * 2 > len(self._skeleton)):
-            self._skeleton = self._skeleton[keep:]
-            self._origin = self._origin[keep:]
-            self._skeleton_base += keep
-        needed = min(self._emitted, self._origin[0]) if self._origin else self._emitted
-        drop = needed - self._raw_base
-        if drop > 4096 or (drop and drop * 2 > len(self._raw)):
-            self._text(needed, needed + 1)  # joins what is pending
-            self._raw = self._raw[drop:]
-            self._raw_base = needed

@@ -25,6 +25,7 @@ from functools import cache
 
 from podium.pii.numbers import luhn_ok
 from podium.pii.recognizers import first_names, surnames
+from podium.pii.rewrites import alter_placeholders
 from podium.text import LATIN_LOOKALIKES
 
 __all__ = [
@@ -50,6 +51,8 @@ __all__ = [
 KINDS = ("PERSON", "DK_CPR", "IBAN_CODE", "CREDIT_CARD", "PHONE_NUMBER", "EMAIL_ADDRESS")
 """The kinds generated here (addresses and IP addresses are not glued into other values)."""
 
+_PARTICLE_RUNS = ("van der", "de la", "von der", "van den", "de los", "van", "von", "de", "di", "da", "du", "le",
+                  "la", "ten", "ter", "af", "zu", "dos", "del")  # fmt: skip
 _SURNAME_ENDINGS = ("sen", "son", "gaard", "holm", "berg", "lund", "strup", "skov", "dahl", "borg", "bech")
 
 
@@ -88,7 +91,7 @@ def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
 
 FORMS: dict[str, tuple[str, ...]] = {
     "PERSON": ("title", "title", "caps", "lower", "middle", "hyphen_first", "hyphen_last", "surname_first",
-               "initial_first", "first_initial", "line_break", "joined", "nfd", "lookalike"),
+               "initial_first", "first_initial", "line_break", "joined", "nfd", "lookalike", "particles", "camel"),
     "DK_CPR": ("dash", "plain", "space", "dots", "slashes", "dashes", "pairs", "underscore", "spaced_dash",
                "tab", "line_break", "double_space", "marks"),
     "IBAN_CODE": ("compact", "spaced", "lower", "lower_spaced", "dashed", "dotted", "tabs", "double_spaced"),
@@ -120,7 +123,9 @@ def person(rng: random.Random, form: str | None = None) -> Sample:
     METTE-KJÆRGAARD, John_Smith: one of ``-._``, in title case or capitals), ``nfd`` (a name
     with letters that decompose, written in Unicode NFD: ``A\u030ase Bj\u0308ork``, as macOS
     and many PDFs write it), ``lookalike`` (one letter replaced by the Cyrillic or Greek letter
-    drawn like it: ``M\u0435tte``)."""
+    drawn like it: ``M\u0435tte``), ``particles`` (a run of particles before the surname:
+    ``Hans van der Berg``, ``ANNE DE LA COUR``), ``camel`` (a first name glued to a surname with a
+    typical ending at a change of case: ``metteJensen``, ``METTEjensen``)."""
     firsts, lasts, typical = _names()
     form = form or rng.choice(FORMS["PERSON"])
     first, last = rng.choice(firsts), rng.choice(lasts)
@@ -129,6 +134,13 @@ def person(rng: random.Random, form: str | None = None) -> Sample:
     if form == "joined":
         name = f"{first}{rng.choice('-._')}{last}"
         return Sample("PERSON", name.upper() if rng.random() < 0.4 else name, form)
+    if form == "particles":
+        name = f"{first} {rng.choice(_PARTICLE_RUNS)} {last}"
+        return Sample("PERSON", name.upper() if rng.random() < 0.3 else name, form)
+    if form == "camel":
+        surname = rng.choice(typical)
+        name = first.lower() + surname if rng.random() < 0.6 else first.upper() + surname.lower()
+        return Sample("PERSON", name, form)
     if form == "nfd":
         first_d, last_d = _decomposable()
         first, last = (rng.choice(first_d), rng.choice(last_d)) if rng.random() < 0.5 else (rng.choice(first_d), last)
@@ -362,95 +374,6 @@ def glueable(sample: Sample) -> bool:
     return sample.form.split("+")[0] not in UNGLUEABLE_FORMS.get(sample.kind, frozenset())
 
 
-_ALTERATIONS = (
-    "<{kind}_{n}>",
-    "<{lkind}_{n}>",
-    "< {kind} {n} >",
-    "‹{kind}\u200b_{n}>",
-    "〈{kind}_{n}〉",
-    "＜{kind}_{n}＞",
-    "{fullwidth}",
-    "<{cyrillic}_{n}>",
-    "«{kind}_{n}»",
-    "&lt;{kind}_{n}&gt;",
-    "[[{kind}_{n}]]",
-    "{{{{{kind}_{n}}}}}",
-    "<{kind}\u2060_\ufeff{n}>",
-    "<{dkind}-{n}>",
-    "{kind}_{n}",
-    "{lkind}_{n}",
-    "{skind} {n}",
-    "{tkind} {n}",
-    "{ckind}{n}",
-    "<{alias}_{n}>",
-    "<{kind}{punct}{n}>",
-    "<{kind}({n})>",
-    "<{kind}_#{n}>",
-    "<{marked}_{n}>",
-    "<{kind}_{n}\u0301>",
-)
-_ALIASES = {
-    "PERSON": ("NAME", "PERSON_NAME", "Name"),
-    "DK_CPR": ("CPR", "CPR_NUMBER", "cpr"),
-    "PHONE_NUMBER": ("PHONE", "TEL", "Phone"),
-    "EMAIL_ADDRESS": ("EMAIL", "EMAIL_ADDR", "E-MAIL"),
-    "IBAN_CODE": ("IBAN",),
-    "CREDIT_CARD": ("CARD", "CARD_NUMBER"),
-    "IP_ADDRESS": ("IP",),
-    "ADDRESS": ("ADDR",),
-}
-"""Shorter or longer names a model gives a kind when it rewrites a placeholder."""
-_BARE = ("{kind}_{n}", "{lkind}_{n}", "{skind} {n}", "{tkind} {n}", "{ckind}{n}")
-_FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "<>_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}
-_CYRILLIC = str.maketrans("AEOPCX", "АЕОРСХ")  # the same shapes, Cyrillic letters
-
-
-def alter_placeholders(masked: str, rng: random.Random) -> str:
-    """``masked`` with each issued-style placeholder (``<KIND_n>``) rewritten the way a language
-    model might: other brackets (‹ › 〈 〉 ＜ ＞ « », HTML-escaped, doubled), zero-width and other
-    invisible characters, fullwidth or Cyrillic look-alike letters, another case, spaces or
-    hyphens instead of underscores, bare forms (``KIND_n``, ``kind_n``, ``KIND n``,
-    ``Kind n``, ``KINDn``), a shorter or longer kind name (``<EMAIL_n>``, ``<PERSON_NAME_n>``),
-    a punctuation mark before the number (``<KIND.n>``, ``<KIND#n>``, ``<KIND:n>``,
-    ``<KIND(n)>``, ``<KIND_#n>``) and combining marks (``<PE\u0301RSON_1>``,
-    ``<PERSON_1\u0301>``). Bare forms are used only where no reader could misread them either:
-    not after a letter or an underscore (except ``KIND_n`` itself, which is read glued) and not
-    before a digit."""
-
-    def one(m: re.Match[str]) -> str:
-        kind, n = m.group(1), m.group(2)
-        before = masked[m.start() - 1 : m.start()]
-        after = masked[m.end() : m.end() + 1]
-        choices = list(_ALTERATIONS)
-        if after.isdigit() or before == "_":
-            choices = [c for c in choices if c not in _BARE]
-        elif before.isalpha():
-            choices = [c for c in choices if c not in _BARE[1:]]
-        template = rng.choice(choices)
-        return template.format(
-            kind=kind,
-            n=n,
-            lkind=kind.lower(),
-            skind=kind.replace("_", " "),
-            tkind=kind.replace("_", " ").title(),
-            dkind=kind.replace("_", "-").lower(),
-            ckind=kind.replace("_", ""),
-            fullwidth="".join(_FULLWIDTH.get(c, c) for c in f"<{kind}_{n}>"),
-            cyrillic=kind.translate(_CYRILLIC),
-            alias=rng.choice(_ALIASES.get(kind, (kind,))),
-            punct=rng.choice(".#:/"),
-            marked=_with_mark(kind, rng),
-        )
-
-    return re.sub(r"<([A-Z]+(?:_[A-Z]+)*)_(\d+)>", one, masked)
-
-
-def _with_mark(word: str, rng: random.Random) -> str:
-    """``word`` with a combining mark after one of its letters."""
-    at = rng.randrange(len(word)) + 1
-    return word[:at] + rng.choice("\u0301\u0332\u0308") + word[at:]
-
-
 def _strip_placeholders(text: str) -> str:
     return re.sub(r"<[A-Z]+(?:_[A-Z]+)*_\d+>", "\x00", text)
 
@@ -460,6 +383,18 @@ def _as_read(text: str) -> str:
     (NFC) or, where they compose with nothing, left out, look-alike letters read as Latin."""
     composed = unicodedata.normalize("NFC", text.translate(_DROP_INVISIBLES))
     return "".join(c for c in composed if unicodedata.category(c)[0] != "M").translate(LATIN_LOOKALIKES)
+
+
+def _case_parts(token: str) -> list[str]:
+    """``token`` split where a new word starts at a change of case (``metteJensen``,
+    ``METTEjensen``); [] for an empty token."""
+    cuts = [0]
+    for k in range(1, len(token)):
+        if (token[k - 1].islower() and token[k].isupper()) or (
+            k >= 2 and token[k - 2 : k].isupper() and token[k].islower()
+        ):
+            cuts.append(k)
+    return [token[a:b] for a, b in itertools.pairwise([*cuts, len(token)]) if b > a]
 
 
 def leaked(sample: Sample, masked: str) -> bool:
@@ -480,7 +415,7 @@ def leaked(sample: Sample, masked: str) -> bool:
         return any(chars in p for p in pieces)
     if sample.kind in ("PERSON", "ADDRESS"):
         if sample.kind == "PERSON":  # Mette.Kjærgaard, Anne-Mette: each name on its own
-            tokens = [t for t in re.split(r"\s+|(?<=[^\W\d_])[-._](?=[^\W\d_])", sample.text) if t]
+            tokens = [p for t in re.split(r"\s+|(?<=[^\W\d_])[-._](?=[^\W\d_])", sample.text) for p in _case_parts(t)]
         else:
             tokens = re.findall(r"[^\W\d_]{4,}", sample.text)
         return (

@@ -18,7 +18,8 @@ Glue points, each found in one linear pass:
   initial ``MorganG.``,
   ``TORPEYmartine`` where the lower-case rest is a known name; ``KAULilija``: the reading with
   more known names on its two sides);
-- a word that is two or three bundled names and on no name list itself (``mettekjærgaard``),
+- a word, or a stretch of one between changes of case, that is two or three bundled names and
+  on no name list itself (``mettekjærgaard``, ``shelbySteffensennikola``),
   and, after a first name, a surname that runs on into an e-mail address's local part
   (``jordon hansseneugene.hosey@…``: at the end of the longest name it starts with); words
   inside a local part are not split otherwise (``lars.moller@`` is no ``mol`` + ``ler``);
@@ -36,6 +37,7 @@ Glue points, each found in one linear pass:
 
 from __future__ import annotations
 
+import itertools
 import re
 from functools import cache
 
@@ -217,8 +219,8 @@ def _all_names() -> frozenset[str]:
 
 
 def _word_glue(word: str) -> list[int]:
-    """Offsets inside a word (a run of letters) where a new word starts: a change of case, or
-    the seams of bundled names."""
+    """Offsets inside a word (a run of letters) where a new word starts: a change of case, and
+    the seams of bundled names in the word or in a stretch of it between changes of case."""
     cuts = []
     names = _all_names()
     for k in range(2, len(word) - 2):  # two letters before a seam, three after (not iPhone, DVDs)
@@ -233,7 +235,9 @@ def _word_glue(word: str) -> list[int]:
                 return (word[:cut].casefold() in names) + (word[cut:].casefold() in names)
 
             cuts.append(k + 1 if known(k + 1) > known(k) else k)
-    return cuts or _name_seams(word)
+    # names run together in a stretch between changes of case: shelby|Steffensen|nikola
+    edges = [0, *cuts, len(word)]
+    return sorted({*cuts, *(a + seam for a, b in itertools.pairwise(edges) for seam in _name_seams(word[a:b]))})
 
 
 def _longest_name_prefix(word: str) -> int | None:

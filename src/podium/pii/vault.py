@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from podium.pii.placeholders import CLOSERS, ENTITY_TYPES, MAX_PLACEHOLDER, NUMERIC_KINDS, OPENERS, Found, Scanner
+from podium.pii.placeholders import CLOSERS, ENTITY_TYPES, MAX_PLACEHOLDER, NUMERIC_KINDS, OPENERS, Found
+from podium.pii.scanner import Scanner
 
 __all__ = ["ENTITY_TYPES", "MAX_PLACEHOLDER", "NUMERIC_KINDS", "Entry", "StreamRestorer", "UnknownPlaceholder", "Vault"]
 

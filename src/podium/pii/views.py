@@ -109,6 +109,8 @@ def _mark_or_invisible(c: str) -> bool:
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _ODD_SPACE = re.compile(r"\s{2,}|[^\S ]")  # several whitespace characters, or one that is no space
+_DASH_RUN = re.compile(r"(?<=\d)([-\u2010\u2011\u2012\u2013\u2014\u2212])\1{1,2}(?=\d)")
+"""Two or three of the same hyphen or dash between digits (``22--06--28--91``): read as one."""
 _LEFT_OF_GAP = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ)")
 _RIGHT_OF_GAP = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ(+")
 
@@ -152,7 +154,8 @@ def reading_view(text: str) -> SegmentedView | None:
       ASCII letters or digits (or ``)`` before, ``(``/``+`` after) with a digit on at least one
       side — read as one space, so ``070491\\t2846``, ``4111  1111  1111  1111`` and
       ``DK50\\n0040…`` read as the numbers they are; between words it stays (a line break may
-      end a name, :class:`~podium.pii.recognizers.PersonNameRecognizer`);
+      end a name, :class:`~podium.pii.recognizers.PersonNameRecognizer`); two or three of the
+      same hyphen or dash between digits read as one (``22--06--28--91``);
     - look-alike letters read as Latin (:func:`read_lookalikes`) once invisible characters are
       out, so a word they split (``Anic\u200b\u0430``) is read whole.
 
@@ -188,7 +191,9 @@ def reading_view(text: str) -> SegmentedView | None:
     for m in _ODD_SPACE.finditer(composed):
         before, after = composed[m.start() - 1 : m.start()], composed[m.end() : m.end() + 1]
         if before in _LEFT_OF_GAP and after in _RIGHT_OF_GAP and (before.isdigit() or after.isdigit()):
-            gaps.append((m.start(), m.end()))
+            gaps.append((m.start(), m.end(), " "))
+    gaps += [(m.start(), m.end(), m.group(1)) for m in _DASH_RUN.finditer(composed)]
+    gaps.sort()
     if not origin:
         if not gaps:
             return None
@@ -196,11 +201,11 @@ def reading_view(text: str) -> SegmentedView | None:
     if gaps:
         out_chars, out_origin, out_ends = [], [], []
         at = 0
-        for start, end in gaps:
+        for start, end, read in gaps:
             out_chars += chars[at:start]
             out_origin += origin[at:start]
             out_ends += ends[at:start]
-            out_chars.append(" ")
+            out_chars.append(read)
             out_origin.append(origin[start])
             out_ends.append(ends[end - 1])
             at = end
