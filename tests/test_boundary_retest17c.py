@@ -149,6 +149,9 @@ def test_accented_words_and_regexes_are_left_alone() -> None:
         "**subtasks:**\n- {order}\n",  # the colon inside the emphasis
         "## Subtasks\n\n1. {order}\n",  # a heading as the label
         "sub-tasks =\n(1) {order}\n",
+        "> subtasks:\n> - {order}\n",  # a markdown blockquote (a verification round found it missed)
+        "subtasks:\n>- {order}\n",
+        ">> subtasks:\n>>\n>> 1. {order}\n",
     ],
 )
 def test_a_markdown_list_in_any_bullet_or_spacing_under_a_label_is_a_plan(plan: str) -> None:

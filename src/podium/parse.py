@@ -174,8 +174,21 @@ def listed_strings(text: str, field: str = "subtasks") -> list[str]:
     parser does not. The LM conductor's injection check reads the question with it, so any
     plan the parser would take from a conductor's output is recognised when the question holds
     it. Each occurrence is read up to where the next label starts, so the work is linear in
-    ``len(text)`` however many labels, broken lists or unclosed quotes the text holds.
+    ``len(text)`` however many labels, broken lists or unclosed quotes the text holds; a text
+    with markdown blockquote markers (``> ``) is read a second time without them.
     """
+    found = _listed(text, field)
+    unquoted = _BLOCKQUOTE.sub("", text)  # a markdown blockquote ("> subtasks:" / "> - …") read as its text
+    if unquoted != text:
+        found += [s for s in _listed(unquoted, field) if s not in found]
+    return found
+
+
+_BLOCKQUOTE = re.compile(r"(?m)^[ \t]{0,3}(?:>[ \t]?)+")
+
+
+def _listed(text: str, field: str) -> list[str]:
+    """:func:`listed_strings` on ``text`` as written."""
     labels = sorted(
         [(m.start(), m.end() - 1, False) for m in _LABEL[field].finditer(text)]
         + [(m.start(), m.end(), True) for m in _YAML_LABEL[field].finditer(text)]

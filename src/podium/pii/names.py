@@ -65,9 +65,10 @@ _CAPS_STOP_WORDS = (
 _CAPS_STOP = frozenset(_CAPS_STOP_WORDS.split())
 """Words in capitals that end a name ("METTE KJÆRGAARD CPR ..."), unless they are surnames too
 ("JORGE KORT")."""
-_PARTICLE_WORDS = "van von der den dem de del della di da das dos du la las le los af ten ter te zu zum zur"
+_PARTICLE_WORDS = "van von und der den dem de del della di da das dos du la las le los af ten ter te t zu zum zur"
 _PARTICLES = frozenset(_PARTICLE_WORDS.split())
-"""Lower-case words inside a surname, alone or in a run (``van der``, ``de la``, ``von der``)."""
+"""Lower-case words inside a surname, alone or in a run (``van der``, ``de la``, ``von und zu``;
+``t`` is the Dutch ``'t`` of ``van 't Hek``, its apostrophe read by :meth:`PersonNameRecognizer._joined`)."""
 _MAX_PARTICLES = 3
 SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
@@ -259,6 +260,8 @@ class PersonNameRecognizer(LocalRecognizer):
         gap = text[tokens[k][1] : tokens[k + 1][0]]
         if len(tokens[k][2]) == 1 and gap.startswith("."):
             gap = gap[1:]
+        if tokens[k + 1][2].casefold() == "t" and gap.endswith(("'", "’")):  # Dutch "van 't Hek"
+            gap = gap[:-1]
         return bool(gap) and gap.strip(" \t") == ""
 
     @staticmethod
