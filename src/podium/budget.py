@@ -160,9 +160,15 @@ class CostLedger:
     def no_room(self, amount_usd: float, remaining_usd: float) -> CostCapExceeded:
         """The refusal of a call needing up to ``amount_usd`` when ``remaining_usd`` is left."""
         held = f"; ${self.reserved_usd:.6f} more is held by calls in flight" if self.reserved_usd > 1e-9 else ""
+        left = f"${max(remaining_usd, 0):.6f} of ${self.cap_usd or 0:.6f} left{held}"
+        what = (  # nothing to fit: the check before planning, on a budget already past its cap
+            f"the {self.scope} budget is used up ({left})"
+            if amount_usd <= 0
+            else f"a call needing up to ${amount_usd:.6f} (its worst case: the prompt and max_tokens) does not fit "
+            f"the {self.scope} budget ({left})"
+        )
         return CostCapExceeded(
-            f"a call needing up to ${amount_usd:.6f} (its worst case: the prompt and max_tokens) does not fit the "
-            f"{self.scope} budget (${max(remaining_usd, 0):.6f} of ${self.cap_usd or 0:.6f} left{held})",
+            what,
             needed_usd=amount_usd,
             remaining_usd=max(remaining_usd, 0.0),
             scope=self.scope,
