@@ -191,9 +191,6 @@ def test_a_shared_ledger_takes_a_conductor_cost_on_a_new_scope(store_url: str) -
 def test_a_budget_already_used_up_says_so_instead_of_a_zero_dollar_call() -> None:
     """The check before planning asks for no amount: its refusal read "a call needing up to
     $0.000000 … does not fit" (a verification round's finding); it names the used-up budget."""
-    from podium.budget import Limits, PeriodBudget, RequestBudget
-    from podium.errors import CostCapExceeded
-
     day = PeriodBudget(0.01, scope="pool day")
     first = RequestBudget(Limits(), periods=[day])
     first.settle(None, 0.02, by="conductor", role="conductor")
