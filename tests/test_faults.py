@@ -163,7 +163,7 @@ def test_a_cut_off_step_says_why_and_the_fallback_names_the_deadline() -> None:
     record = asyncio.run(orch.run("Q?"))
     assert record.status == "fallback" and record.fallback is not None and record.fallback.reason == "deadline"
     assert (
-        "of the request's 1 s deadline" in record.fallback.detail
+        "the request's 1 s deadline less planning" in record.fallback.detail
         and "40% kept for the fallback" in record.fallback.detail
     )
     cut_steps = [s for s in record.steps if s.phase == "workflow" and s.error_type == "Cancelled"]
