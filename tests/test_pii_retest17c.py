@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from podium.pii.mask import Pseudonymizer
 from podium.pii.names import SURNAME_ENDINGS, first_names, surnames
 from podium.pii.vault import Vault
+from tests.test_pii_retest17 import _streamed, _whole
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -195,32 +196,6 @@ def _vault(count: int = 1) -> Vault:
         for kind, value_ in VALUES.items():
             vault.placeholder(kind, value_ if n == 1 else f"{value_} {n}")
     return vault
-
-
-def _streamed(vault: Vault, text: str, sizes: list[int]) -> str | None:
-    """``text`` restored through a StreamRestorer in chunks of ``sizes`` (cycled); None when it
-    failed closed."""
-    from podium.pii.vault import StreamRestorer, UnknownPlaceholder
-
-    restorer, shown, at, k = StreamRestorer(vault), [], 0, 0
-    try:
-        while at < len(text):
-            size = sizes[k % len(sizes)]
-            shown.append(restorer.feed(text[at : at + size]))
-            at, k = at + size, k + 1
-        shown.append(restorer.close())
-    except UnknownPlaceholder:
-        return None
-    return "".join(shown)
-
-
-def _whole(vault: Vault, text: str) -> str | None:
-    from podium.pii.vault import UnknownPlaceholder
-
-    try:
-        return vault.restore(text)
-    except UnknownPlaceholder:
-        return None
 
 
 @pytest.mark.parametrize(

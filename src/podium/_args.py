@@ -71,15 +71,12 @@ def whole_number(flag: str, text: str, low: int, high: int) -> int:
     return number
 
 
-class WholeNumber(argparse.Action):
-    """An argparse action for an integer option: ``low`` and ``high`` (inclusive) are its range
-    (see the module doc). The default is taken as given."""
+class _Checked(argparse.Action):
+    """An argparse action that reads its value with :meth:`read` (a ConfigError naming the flag
+    when it is refused)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, *, low: int, high: int, **kwargs: Any) -> None:
-        if low > high:
-            raise ValueError(f"empty range {low}..{high}")
-        self.low, self.high = low, high
-        super().__init__(option_strings, dest, **kwargs)
+    def read(self, flag: str, text: str) -> Any:
+        raise NotImplementedError
 
     def __call__(
         self,
@@ -89,7 +86,21 @@ class WholeNumber(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         flag = option_string or "/".join(self.option_strings) or self.dest
-        setattr(namespace, self.dest, whole_number(flag, str(values), self.low, self.high))
+        setattr(namespace, self.dest, self.read(flag, str(values)))
+
+
+class WholeNumber(_Checked):
+    """An argparse action for an integer option: ``low`` and ``high`` (inclusive) are its range
+    (see the module doc). The default is taken as given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, low: int, high: int, **kwargs: Any) -> None:
+        if low > high:
+            raise ValueError(f"empty range {low}..{high}")
+        self.low, self.high = low, high
+        super().__init__(option_strings, dest, **kwargs)
+
+    def read(self, flag: str, text: str) -> int:
+        return whole_number(flag, text, self.low, self.high)
 
 
 def positive_number(flag: str, text: str) -> float:
@@ -104,15 +115,8 @@ def positive_number(flag: str, text: str) -> float:
     return number
 
 
-class PositiveNumber(argparse.Action):
+class PositiveNumber(_Checked):
     """An argparse action for a limit in seconds or USD: a finite number above 0 (see the module doc)."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        flag = option_string or "/".join(self.option_strings) or self.dest
-        setattr(namespace, self.dest, positive_number(flag, str(values)))
+    def read(self, flag: str, text: str) -> float:
+        return positive_number(flag, text)

@@ -253,7 +253,8 @@ def cli(argv: Sequence[str] | None = None) -> int:
         parser = _parser(_command(argv))
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # refused by the (sub)command's own parser: its usage line, a close option named
-            _innermost(parser, argv).error(_unrecognized(_innermost(parser, argv), unknown))
+            command = _innermost(parser, argv)
+            command.error(_unrecognized(command, unknown))
     except ConfigError as exc:  # a bad option value (podium._args.WholeNumber): one line, exit 2
         from rich.console import Console
         from rich.text import Text

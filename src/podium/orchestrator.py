@@ -471,8 +471,8 @@ def _detail(exc: WorkflowFailed, limits: Limits) -> str:
     if exc.error_type != "DeadlineExceeded" or exc.cause is not None or limits.deadline_s is None:
         return str(exc)
     return (
-        f"{str(exc).removesuffix(')')}: the request's {limits.deadline_s:g} s deadline less planning and the "
-        f"{limits.fallback_reserve:.0%} kept for the fallback pipeline)"
+        f"{exc}; the steps get the request's {limits.deadline_s:g} s deadline less planning and the "
+        f"{limits.fallback_reserve:.0%} kept for the fallback pipeline"
     )
 
 
