@@ -13,7 +13,11 @@ level to level):
   in one run (``--baseline-src src --base-args '--loop asyncio --http h11'`` compares this
   checkout's serving stacks);
 * **shadow** (``--shadow``) — through ``podium shadow --mode plan`` in front of the upstream:
-  what the proxy adds to the client's latency.
+  what the proxy adds to the client's latency;
+* **litellm** (``--litellm PATH``) — through LiteLLM's proxy (``PATH`` is the ``litellm``
+  command of a venv of its own, pinned: ``scripts/litellm-peer.sh`` makes it and prints the
+  path), one process, routing the same model name to the same upstream, with its cost-map
+  download, telemetry and logging off: the peer to beat. It writes no traces.
 
 Every server is a real process (uvicorn) started as a user starts it. Reported per way and
 level: throughput (requests/s, answered ones), latency p50/p95/p99 (ms), the latency added to
@@ -24,7 +28,7 @@ trace, every answered one complete.
 
     .venv/bin/python bench/serve_load.py [--clients 1,16,64,256] [--total 400] [--latency-ms 50]
         [--baseline-src DIR [--base-args '--loop asyncio --http h11']] [--shadow]
-        [--config-extra 'max_in_flight = 256'] [--json OUT]
+        [--config-extra 'max_in_flight = 256'] [--litellm PATH] [--json OUT]
 """
 
 from __future__ import annotations
@@ -54,13 +58,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(args: list[str], port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    health = "/v1/models" if "fake_upstream" in args[0] else "/healthz"
-    deadline = time.monotonic() + 60
+def start(
+    args: list[str], port: int, env: dict[str, str], *, command: list[str] | None = None, health: str | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m ARGS`` (or ``COMMAND``) and wait until ``health`` answers 200."""
+    argv = command if command is not None else [sys.executable, "-m", *args]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    health = health or ("/v1/models" if "fake_upstream" in args[0] else "/healthz")
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"{' '.join(args[:2])} exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise SystemExit(f"{' '.join(argv[:3])} exited: {proc.stderr.read().decode() if proc.stderr else ''}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}{health}", timeout=1).status_code == 200:
                 return proc
@@ -90,6 +98,27 @@ model = "fixed"
 base_url = "http://127.0.0.1:{upstream_port}/v1"
 api_key_env = "PODIUM_BENCH_KEY"
 price = {{ input = 1.0, output = 2.0 }}
+"""
+    )
+    return path
+
+
+def litellm_config(folder: Path, upstream_port: int) -> Path:
+    """LiteLLM's proxy configuration: the benchmark's model name to the fake upstream."""
+    path = folder / "litellm.yaml"
+    path.write_text(
+        f"""model_list:
+  - model_name: {BODY["model"]}
+    litellm_params:
+      model: openai/fixed
+      api_base: http://127.0.0.1:{upstream_port}/v1
+      api_key: unused
+general_settings:
+  dangerously_permit_weak_or_unset_master_key: true  # loopback only, no key: as podium serve here
+litellm_settings:
+  telemetry: false
+  set_verbose: false
+  json_logs: false
 """
     )
     return path
@@ -181,6 +210,8 @@ def main() -> None:
     parser.add_argument("--base-args", default="", help="extra podium serve options for 'base' (e.g. --loop asyncio)")
     parser.add_argument("--shadow", action="store_true", help="also measure podium shadow --mode plan")
     parser.add_argument("--config-extra", default="", help="TOML lines added to serve's configuration")
+    parser.add_argument("--litellm", type=Path, metavar="PATH",
+                        help="also measure LiteLLM's proxy: its litellm command (scripts/litellm-peer.sh)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
@@ -213,9 +244,19 @@ def main() -> None:
                               "--store", str(folder / "shadow.sqlite3"), "--port", str(port)], port, env)  # fmt: skip
                 procs.append(proc)
                 ways["shadow"] = (port, proc.pid, None)
+            if args.litellm:
+                port = free_port()
+                litellm_env = {**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR",
+                               "LITELLM_TELEMETRY": "False"}  # fmt: skip
+                proc = start([], port, litellm_env, health="/health/liveliness", command=[
+                    str(args.litellm), "--config", str(litellm_config(folder, up_port)), "--host", "127.0.0.1",
+                    "--port", str(port), "--num_workers", "1"])  # fmt: skip
+                procs.append(proc)
+                ways["litellm"] = (port, proc.pid, None)
             for port, _, _ in ways.values():
                 asyncio.run(load(f"http://127.0.0.1:{port}", 2, 3))  # warm-up: connections, imports
-            results: dict[str, Any] = {"config": vars(args) | {"json": None, "baseline_src": str(args.baseline_src)}}
+            paths = {"baseline_src": str(args.baseline_src), "litellm": str(args.litellm)}
+            results: dict[str, Any] = {"config": vars(args) | {"json": None} | paths}
             names = list(ways)
             for k, clients in enumerate(levels):
                 per_client = max(2, -(-args.total // clients))
@@ -241,6 +282,13 @@ def main() -> None:
                         "throughput": round(level["serve"]["throughput_rps"] / level["base"]["throughput_rps"], 3),
                         "cpu_ms_per_request": round(
                             level["serve"]["cpu_ms_per_request"] / level["base"]["cpu_ms_per_request"], 3
+                        ),
+                    }
+                if "litellm" in level:
+                    level["serve/litellm"] = {
+                        "throughput": round(level["serve"]["throughput_rps"] / level["litellm"]["throughput_rps"], 3),
+                        "cpu_ms_per_request": round(
+                            level["serve"]["cpu_ms_per_request"] / level["litellm"]["cpu_ms_per_request"], 3
                         ),
                     }
                 results[f"clients={clients}"] = level
