@@ -87,7 +87,7 @@ __all__ = [
 
 _log = logging.getLogger("podium.serve")
 
-CHAT_PATH = "/v1/chat/completions"
+_CHAT_PATH = "/v1/chat/completions"
 
 
 class _ServeApp(FastAPI):
@@ -101,7 +101,7 @@ class _ServeApp(FastAPI):
         if (
             self.chat is not None
             and scope["type"] == "http"
-            and scope["path"] == CHAT_PATH
+            and scope["path"] == _CHAT_PATH
             and scope["method"] == "POST"
             and not scope.get("root_path")
             and not self.root_path
@@ -193,7 +193,7 @@ def create_app(server: Server) -> FastAPI:
         ]
         return {"object": "list", "data": data}
 
-    @app.post(CHAT_PATH, openapi_extra={"requestBody": chat_body_schema()})
+    @app.post(_CHAT_PATH, openapi_extra={"requestBody": chat_body_schema()})
     async def chat(request: Request) -> Response:
         key = server.authenticate(request)
         payload = await read_json(request, server.current.config.max_body_bytes)
