@@ -19,6 +19,12 @@ level to level):
   path), one process, routing the same model name to the same upstream, with its cost-map
   download, telemetry and logging off: the peer to beat. It writes no traces.
 
+With ``--paired`` (and ``--baseline-src``) each level ends with a **paired** round: serve and
+base run at once, each client alternating between them (half start with one, half with the
+other), so whatever else loads the machine loads both alike; reported are each one's CPU
+milliseconds per request over that same interval, their ratio and their p50s. On a shared
+machine it resolves differences of a few percent that the ways run one after another cannot.
+
 Every server is a real process (uvicorn) started as a user starts it. Reported per way and
 level: throughput (requests/s, answered ones), latency p50/p95/p99 (ms), the latency added to
 direct's, answered / refused (503) / failed requests, the server process's CPU milliseconds per
@@ -28,7 +34,7 @@ trace, every answered one complete.
 
     .venv/bin/python bench/serve_load.py [--clients 1,16,64,256] [--total 400] [--latency-ms 50]
         [--baseline-src DIR [--base-args '--loop asyncio --http h11']] [--shadow]
-        [--config-extra 'max_in_flight = 256'] [--litellm PATH] [--json OUT]
+        [--config-extra 'max_in_flight = 256'] [--paired] [--litellm PATH] [--json OUT]
 """
 
 from __future__ import annotations
@@ -160,6 +166,47 @@ async def load(url: str, clients: int, requests: int) -> dict[str, Any]:
     return {"latencies": latencies, "ids": ids, "refused": refused, "failures": failures, "why": why, "wall": wall}
 
 
+async def paired_load(urls: tuple[str, str], clients: int, requests: int) -> dict[str, list[float]]:
+    """clients × requests POSTs to each of two servers, each client alternating between them
+    (odd clients start with the second): the latencies (s) of each server's answered requests.
+    Anything but a 200 fails the round (SystemExit): the round compares CPU per answer."""
+    latencies: dict[str, list[float]] = {url: [] for url in urls}
+    limits = httpx.Limits(max_connections=2 * clients, max_keepalive_connections=2 * clients)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
+        async def one_client(k: int) -> None:
+            order = urls if k % 2 == 0 else urls[::-1]
+            for _ in range(requests):
+                for url in order:
+                    started = time.perf_counter()
+                    response = await client.post(url + "/v1/chat/completions", json=BODY)
+                    if response.status_code != 200:
+                        raise SystemExit(f"paired round: {url} answered {response.status_code}")
+                    latencies[url].append(time.perf_counter() - started)
+
+        await asyncio.gather(*(one_client(k) for k in range(clients)))
+    return latencies
+
+
+def paired(ways: dict[str, tuple[int, int | None, Path | None]], clients: int, requests: int) -> dict[str, Any]:
+    """The paired round of serve and base (see the module doc)."""
+    (serve_port, serve_pid, _), (base_port, base_pid, _) = ways["serve"], ways["base"]
+    assert serve_pid is not None and base_pid is not None
+    urls = (f"http://127.0.0.1:{serve_port}", f"http://127.0.0.1:{base_port}")
+    cpu0 = (cpu_s(serve_pid), cpu_s(base_pid))
+    latencies = asyncio.run(paired_load(urls, clients, requests))
+    serve_cpu, base_cpu = (cpu_s(serve_pid) - cpu0[0]) * 1000, (cpu_s(base_pid) - cpu0[1]) * 1000
+    n = clients * requests
+    return {
+        "requests_each": n,
+        "serve_cpu_ms_per_request": round(serve_cpu / n, 2),
+        "base_cpu_ms_per_request": round(base_cpu / n, 2),
+        "cpu_serve/base": round(serve_cpu / base_cpu, 3),
+        "serve_p50_ms": round(float(np.percentile(np.array(latencies[urls[0]]) * 1000, 50)), 1),
+        "base_p50_ms": round(float(np.percentile(np.array(latencies[urls[1]]) * 1000, 50)), 1),
+    }
+
+
 def summary(run: dict[str, Any], cpu: float | None) -> dict[str, Any]:
     ms = np.array(run["latencies"] or [float("nan")]) * 1000
     sent = len(run["latencies"]) + len(run["refused"]) + run["failures"]
@@ -210,10 +257,13 @@ def main() -> None:
     parser.add_argument("--base-args", default="", help="extra podium serve options for 'base' (e.g. --loop asyncio)")
     parser.add_argument("--shadow", action="store_true", help="also measure podium shadow --mode plan")
     parser.add_argument("--config-extra", default="", help="TOML lines added to serve's configuration")
+    parser.add_argument("--paired", action="store_true", help="end each level with serve and base run at once")
     parser.add_argument("--litellm", type=Path, metavar="PATH",
                         help="also measure LiteLLM's proxy: its litellm command (scripts/litellm-peer.sh)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
+    if args.paired and not args.baseline_src:
+        parser.error("--paired compares serve with base: give --baseline-src too")
     levels = [int(c) for c in args.clients.split(",")]
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -291,6 +341,8 @@ def main() -> None:
                             level["serve"]["cpu_ms_per_request"] / level["litellm"]["cpu_ms_per_request"], 3
                         ),
                     }
+                if args.paired:
+                    level["paired"] = paired(ways, clients, per_client)
                 results[f"clients={clients}"] = level
                 print(json.dumps({f"clients={clients}": level}), file=sys.stderr, flush=True)
         finally:

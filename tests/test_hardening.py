@@ -662,6 +662,41 @@ def test_a_lone_surrogate_and_deep_json_are_400_not_500(served: str) -> None:
     assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
 
 
+def _nesting_char_by_char(text: str) -> int:
+    """The reference for :func:`podium.serve.wire.json_nesting`: JSON's string and escape rules,
+    one character at a time (an unterminated string runs to the end)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def test_json_nesting_counts_brackets_outside_strings_as_a_char_by_char_reading_does() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from podium.serve.wire import json_nesting
+
+    assert json_nesting('{"a": "[[[{", "b": [[1], {"c": "\\"]"}]}') == 3  # brackets in strings, escapes
+    assert json_nesting('["unterminated [[[ \\') == 1
+
+    @settings(max_examples=3000, deadline=None)
+    @given(st.text(alphabet=list('[]{}"\\ a,:\n\u00e9'), max_size=60))
+    def same(text: str) -> None:
+        assert json_nesting(text) == _nesting_char_by_char(text)
+
+    same()
+
+
 def test_a_huge_body_is_413_before_it_is_read(served: str) -> None:
     import httpx
 

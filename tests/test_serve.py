@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -141,6 +142,33 @@ def test_bad_input_gets_the_openai_error_shape(running: Running) -> None:
     for method, path, status in (("GET", "/v1/nothing", 404), ("GET", "/v1/chat/completions", 405)):
         error = httpx.request(method, running.url + path).json()["error"]  # the OpenAI shape, not FastAPI's
         assert error["code"] == {404: "not_found", 405: "method_not_allowed"}[status]
+
+
+def test_chat_dispatched_directly_answers_as_fastapis_route(traces: TraceStore) -> None:
+    """The chat endpoint is called before FastAPI's middleware and routing (for CPU); under a
+    root_path it takes FastAPI's way. Both must answer alike, errors included."""
+    from fastapi.testclient import TestClient
+
+    app = create_app(Server(pool=POOL, traces=traces, workers=list(fake_pool(word_delay_s=0.0))))
+    direct, routed = TestClient(app), TestClient(app, root_path="/api")
+    cases: list[dict[str, Any]] = [
+        {"content": b"{not json"},
+        {"json": {"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}},
+        {"json": {"model": "podium", "messages": []}},
+        {"json": {"model": "podium", "messages": [{"role": "user", "content": "hi"}], "podium": {"rounds": 9}}},
+        {"json": {"model": "podium", "messages": [{"role": "user", "content": "What is 6 * 7?"}]}},
+    ]
+    for case in cases:
+        a = direct.post("/v1/chat/completions", **case)
+        assert app.middleware_stack is None  # FastAPI's stack was never built: the direct way
+        b = routed.post("/api/v1/chat/completions", **case)
+        assert app.middleware_stack is not None  # ... and this one took it
+        app.middleware_stack = None
+        assert a.status_code == b.status_code and a.headers["content-type"] == b.headers["content-type"]
+        if a.status_code == 200:
+            assert a.json()["choices"] == b.json()["choices"] and a.headers["x-request-id"] != b.headers["x-request-id"]
+        else:
+            assert a.json() == b.json() and a.json()["error"]["message"]
 
 
 def test_request_options_restrict_workers_and_are_traced(running: Running, traces: TraceStore) -> None:

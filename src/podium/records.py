@@ -306,10 +306,32 @@ class RunRecord:
         return data
 
 
+_LEAVES = (str, int, float, bool, type(None))
+
+_STORED: dict[type, tuple[str, ...] | None] = {}
+"""Per class: its stored fields' names (a dataclass; a field with ``metadata={"stored": False}``
+is left out), or None (not a dataclass). Filled on first use: ``_plain`` runs for every record
+written, and reading the fields of every object each time cost more than the rest of it."""
+
+
+def _stored_fields(cls: type) -> tuple[str, ...] | None:
+    try:
+        return _STORED[cls]
+    except KeyError:
+        names = None
+        if dataclasses.is_dataclass(cls):
+            names = tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("stored", True))
+        _STORED[cls] = names
+        return names
+
+
 def _plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        fields = (f for f in dataclasses.fields(obj) if f.metadata.get("stored", True))
-        return {f.name: _plain(getattr(obj, f.name)) for f in fields}
+    cls = type(obj)
+    if cls in _LEAVES:
+        return obj
+    names = _stored_fields(cls)  # a dataclass instance (a dataclass itself is a type: not one)
+    if names is not None:
+        return {name: _plain(getattr(obj, name)) for name in names}
     if isinstance(obj, (list, tuple)):
         return [_plain(x) for x in obj]
     if isinstance(obj, dict):

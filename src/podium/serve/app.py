@@ -29,6 +29,13 @@ could be produced, 500 a bug (the trace id is in the message and header). A stre
 gets the same error (status, headers, body) while none of its answer's text was sent: its
 response starts only with the first text (:mod:`podium.serve.sse`); after that an error is an
 SSE ``error`` event.
+
+``POST /v1/chat/completions`` is declared as a FastAPI route (it is in the OpenAPI schema, and
+served so under a ``root_path``), but :class:`_ServeApp` calls its endpoint straight from the
+ASGI entry, inside Starlette's :class:`~starlette.middleware.errors.ServerErrorMiddleware`
+alone: the same answers, errors and exception handling without FastAPI's per-request
+middleware, routing and dependency layers (a fifth of the server's CPU per request under load,
+docs/serve.md#load-benchmark). Middleware added to the app does not see that route.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from podium import __version__
 from podium.errors import ConfigError
@@ -78,6 +87,30 @@ __all__ = [
 
 _log = logging.getLogger("podium.serve")
 
+_CHAT_PATH = "/v1/chat/completions"
+
+
+class _ServeApp(FastAPI):
+    """FastAPI, with ``POST /v1/chat/completions`` dispatched to :attr:`chat` before the
+    middleware stack (see the module doc); every other request, and every request under a
+    ``root_path``, takes FastAPI's way."""
+
+    chat: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.chat is not None
+            and scope["type"] == "http"
+            and scope["path"] == _CHAT_PATH
+            and scope["method"] == "POST"
+            and not scope.get("root_path")
+            and not self.root_path
+        ):
+            scope["app"] = self
+            await self.chat(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
 
 def create_app(server: Server) -> FastAPI:
     """The FastAPI application serving ``server``."""
@@ -105,7 +138,7 @@ def create_app(server: Server) -> FastAPI:
             if server.telemetry is not None:  # flush the spans; losses are logged, never silent
                 server.telemetry.shutdown()
 
-    app = FastAPI(title="podium", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = _ServeApp(title="podium", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     from podium.serve.ui import UIHeaders, ui_router
 
     app.include_router(ui_router(server))
@@ -160,7 +193,7 @@ def create_app(server: Server) -> FastAPI:
         ]
         return {"object": "list", "data": data}
 
-    @app.post("/v1/chat/completions", openapi_extra={"requestBody": chat_body_schema()})
+    @app.post(_CHAT_PATH, openapi_extra={"requestBody": chat_body_schema()})
     async def chat(request: Request) -> Response:
         key = server.authenticate(request)
         payload = await read_json(request, server.current.config.max_body_bytes)
@@ -216,6 +249,18 @@ def create_app(server: Server) -> FastAPI:
             headers=headers,
         )
 
+    async def chat_asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        """The chat endpoint as FastAPI serves it: its exception handlers, then a 500 for a bug."""
+        request = Request(scope, receive, send)
+        try:
+            response = await chat(request)
+        except ApiError as exc:
+            response = await api_error(request, exc)
+        except StarletteHTTPException as exc:
+            response = await http_error(request, exc)
+        await response(scope, receive, send)
+
+    app.chat = ServerErrorMiddleware(chat_asgi)
     return app
 
 

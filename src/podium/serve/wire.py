@@ -359,32 +359,31 @@ async def read_json(request: Request, limit: int) -> Any:
     return payload
 
 
+_JSON_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)|[\[\]{}]', re.S)
+"""A JSON string (to its closing quote, or to the end of an unterminated one) or a bracket."""
+
+
 def json_nesting(text: str) -> int:
-    """The deepest bracket nesting of a JSON text outside strings (one pass)."""
+    """The deepest bracket nesting of a JSON text outside strings (one pass; the regular
+    expression skips strings and other text, a loop over every character cost ~0.1 µs each)."""
     depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+    for token in _JSON_TOKEN.findall(text):
+        if token in "[{":  # a string token starts with '"' and is never one of these
             depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
+            if depth > deepest:
+                deepest = depth
+        elif token in "]}":
             depth -= 1
     return deepest
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def lone_surrogate(value: Any, where: str = "") -> str | None:
     """Where in a parsed JSON value a string holds a surrogate code point, or None."""
     if isinstance(value, str):
-        return where if any("\ud800" <= c <= "\udfff" for c in value) else None
+        return where if _SURROGATE.search(value) is not None else None
     if isinstance(value, dict):
         for k, v in value.items():
             found = lone_surrogate(k, where) if isinstance(k, str) else None

@@ -184,28 +184,31 @@ _INDEX = (
 """What goes into ``search_text`` (one row per text; ``field`` is one of query.FIELDS)."""
 
 
-def index_texts(db: sqlite3.Connection, request_ids: Sequence[str] | None) -> None:
+def index_texts(db: sqlite3.Connection, request_ids: Sequence[str] | None, running: Sequence[str] = ()) -> None:
     """Fill ``search_text`` (and so ``search_index``) from the stored rows of these requests
     (one statement per kind of text for the whole batch), or of every request when
-    ``request_ids`` is None (an upgrade). Each text is stored as written (for display) and,
+    ``request_ids`` is None (an upgrade). ``running``: requests stored as ``running`` rows,
+    whose one text is their question (no answer, error, attempts or steps yet), so only the
+    question's statement looks for them. Each text is stored as written (for display) and,
     where folding changes it, folded (``podium_fold``, :func:`~podium.trace.query.fold`); the
     index reads the folded form (view ``search_content``)."""
     if request_ids is None:
-        requests = steps = "1"
-        params: tuple[str, ...] = ()
-    else:
-        if not request_ids:
-            return
-        marks = ", ".join("?" for _ in request_ids)
-        requests, steps = f"id IN ({marks})", f"request_id IN ({marks})"
-        params = tuple(request_ids)
-    for select in _INDEX:
-        sql = (
-            f"WITH texts (request_id, field, location, text) AS ({select}) "
-            "INSERT INTO search_text (request_id, field, location, text, folded) "
-            "SELECT request_id, field, location, text, NULLIF(podium_fold(text), text) FROM texts"
-        )
-        db.execute(sql.format(requests=requests, steps=steps), params)
+        for select in _INDEX:
+            db.execute(_index_sql(select).format(requests="1", steps="1"))
+        return
+    for n, select in enumerate(_INDEX):
+        ids = [*running, *request_ids] if n == 0 else request_ids  # _INDEX[0]: the question
+        if ids:
+            marks = ", ".join("?" for _ in ids)
+            db.execute(_index_sql(select).format(requests=f"id IN ({marks})", steps=f"request_id IN ({marks})"), ids)
+
+
+def _index_sql(select: str) -> str:
+    return (
+        f"WITH texts (request_id, field, location, text) AS ({select}) "
+        "INSERT INTO search_text (request_id, field, location, text, folded) "
+        "SELECT request_id, field, location, text, NULLIF(podium_fold(text), text) FROM texts"
+    )
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -243,7 +243,7 @@ class TraceStore(SqliteTraceReads):
                 _insert(db, "requests", request_rows)
                 _insert(db, "plan_attempts", attempt_rows)
                 _insert(db, "steps", step_rows)
-            index_texts(db, [b[0] for b in begins] + list(finished))
+            index_texts(db, list(finished), running=[b[0] for b in begins])
         if (
             finished
             and self.retention_days is not None
