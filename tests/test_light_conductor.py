@@ -287,3 +287,21 @@ def test_pool_file_runs_a_light_conductor(
     pool.write_text(f'{head}light = "nowhere.npz"\n{workers}')
     assert cli(["plan", "--pool", str(pool), "Who?"]) == 2
     assert "nowhere.npz" in capsys.readouterr().err
+
+
+def test_conductor_list_marks_a_training_that_stopped_before_storing_its_result(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GRPO run killed mid-way leaves a version with metrics and perhaps checkpoints but no
+    train.json or policy: the list says so instead of showing an empty 'light' policy."""
+    registry = Registry()
+    stopped, resumable = registry.create("lm"), registry.create("lm")
+    (stopped.path / "metrics.jsonl").write_text('{"step": 1}\n')
+    (resumable.path / "checkpoint-4").mkdir()
+    assert cli(["conductor", "list", "--json"]) == 0
+    rows = {r["ref"]: r for r in json.loads(capsys.readouterr().out)}
+    assert (rows["lm@v1"]["policy"], rows["lm@v1"]["resumable"]) == ("unfinished", False)
+    assert (rows["lm@v2"]["policy"], rows["lm@v2"]["resumable"]) == ("unfinished", True)
+    assert cli(["conductor", "list"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "stopped before its first checkpoint" in text and "podium train --resume lm@v2" in text

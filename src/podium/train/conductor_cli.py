@@ -292,6 +292,12 @@ _CHECK_TEXT = (
 )
 
 
+def _finished(version: Version) -> bool:
+    """Whether a training stored its result in ``version`` (a policy file or a training record);
+    a run stopped before that leaves only its checkpoints and metrics."""
+    return version.policy_path.is_file() or (version.path / "train.json").is_file()
+
+
 def _list(registry: Registry, as_json: bool, out: Console) -> int:
     rows: list[dict[str, Any]] = []
     for name in registry.names():
@@ -301,7 +307,8 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
             rows.append(
                 {
                     "ref": v.ref,
-                    "policy": info.policy,
+                    "policy": info.policy if _finished(v) else "unfinished",
+                    "resumable": any(v.path.glob("checkpoint-*")),
                     "promoted": promoted is not None and promoted.number == v.number,
                     "lam": info.config.get("lam"),
                     "data": info.data.get("matrix"),
@@ -322,6 +329,9 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
     for r in rows:
         lam = "–" if r["lam"] is None else f"{r['lam']:g}"
         steps = str(r["generations"]) + (f" (+ warm start, {r['warm_start_steps']})" if r["warm_start_steps"] else "")
+        if r["policy"] == "unfinished":  # a training that stopped before it stored its result
+            resume = f"resume: podium train --resume {r['ref']}"
+            steps = resume if r["resumable"] else "stopped before its first checkpoint"
         table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, str(r["data"]), steps)
     out.print(table)
     return 0
