@@ -6,13 +6,13 @@ conductor can name a plan (``plan:ID``) without importing the evaluation layer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from podium.conductor.compose import Column, Plan
 from podium.errors import ConfigError
 
-__all__ = ["local_columns", "local_plans", "matrix_plans"]
+__all__ = ["local_columns", "local_plans"]
 
 
 def _alias(worker: str) -> str:
@@ -59,15 +59,6 @@ def local_columns(
         base = f"solve@{_alias(solver)}"
         cols.append(Column(f"verify@{_alias(strong)}({base})", strong, "verify", sees=(base,)))
     return {c.id: c for c in cols}
-
-
-def matrix_plans(models: Sequence[str], *, votes: bool = True) -> list[Plan]:
-    """Plans over a plain outcome matrix's models (e.g. RouterBench's): each model alone, and —
-    with ``votes`` and at least three models — the vote of all of them."""
-    plans = [Plan(m, (m,)) for m in models]
-    if votes and len(models) >= 3:
-        plans.append(Plan(f"vote({','.join(models)})", tuple(models)))
-    return plans
 
 
 def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
