@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
@@ -419,8 +418,10 @@ class Orchestrator:
                     )
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
                 # its own cost, as it is incurred (an impossible one: InvalidCost, the conductor's error)
-                settle = functools.partial(budget.settle_plan, attempt.cost_usd, tally, by=self.conductor.name)
-                await (asyncio.to_thread(settle) if budget.shared else _now(settle))
+                if budget.shared:  # a database transaction: off the event loop
+                    await asyncio.to_thread(budget.settle_plan, attempt.cost_usd, tally, by=self.conductor.name)
+                else:
+                    budget.settle_plan(attempt.cost_usd, tally, by=self.conductor.name)
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
                 # the cut-off call is part of the trace too (its tokens are unknown)
@@ -484,11 +485,6 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
 
 def _is_request_id(value: str) -> bool:
     return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
-
-
-async def _now(settle: Callable[[], None]) -> None:
-    """Run ``settle`` here, on the event loop (no database to wait for)."""
-    settle()
 
 
 def _until(deadline: float | None) -> float | None:
