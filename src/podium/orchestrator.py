@@ -146,10 +146,8 @@ class Orchestrator:
         stored and exported like any other request, so refusals are counted where requests are.
 
         Raises ConfigError for a request id that is not 32 lowercase hex characters."""
-        if request_id is not None and not _is_request_id(request_id):
-            raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         context = CallContext(budget=RequestBudget())
-        request = RequestLog(request_id or uuid.uuid4().hex, question, "run", context, lambda _e, _d: None)
+        request = RequestLog(_request_id(request_id), question, "run", context, lambda _e, _d: None)
         request.tags, request.subject = tuple(tags), subject
         request.end("error", error=reason)
         return self._finish(request)
@@ -240,11 +238,9 @@ class Orchestrator:
         question = validate_question(question, max_chars=self.config.max_question_chars)
         outer = context or CallContext()
         budget = outer.budget or budget or RequestBudget(limits or self.config.limits, self.config.periods)
-        if request_id is not None and not _is_request_id(request_id):
-            raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         vault = Vault() if outer.vault is None else outer.vault
         request = RequestLog(
-            id=request_id or uuid.uuid4().hex,
+            id=_request_id(request_id),
             question=question,
             mode=mode,
             started_at=utc_now(),
@@ -483,8 +479,12 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
         raise _PeriodBudgetSpent(exc)
 
 
-def _is_request_id(value: str) -> bool:
-    return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+def _request_id(given: str | None) -> str:
+    """``given``, or a new uuid4 (hex) for None. Raises ConfigError for an id that is not 32
+    lowercase hex characters."""
+    if given is not None and not (len(given) == 32 and all(c in "0123456789abcdef" for c in given)):
+        raise ConfigError(f"request id {given!r} is not 32 lowercase hex characters")
+    return given or uuid.uuid4().hex
 
 
 def _until(deadline: float | None) -> float | None:

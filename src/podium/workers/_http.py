@@ -155,11 +155,12 @@ async def _translated(worker: str, timeout: float) -> AsyncIterator[None]:
         raise TransportError(f"worker {worker!r}: connection failed ({type(exc).__name__})", worker=worker) from None
 
 
-async def post_json(
+@asynccontextmanager
+async def _post(
     worker: str, url: str, headers: dict[str, str], body: dict[str, Any], timeout_s: float, context: CallContext
-) -> dict[str, Any]:
-    """POST ``body`` as JSON within :func:`call_timeout` seconds; returns the JSON reply (an
-    object). Raises the typed errors of the module docstring."""
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """POST ``body`` as JSON; the block gets the response, its status checked, and runs within
+    :func:`call_timeout` seconds. Raises the typed errors of the module docstring."""
     timeout = call_timeout(timeout_s, context)
     context.mark_pending()
     async with _translated(worker, timeout):
@@ -167,8 +168,16 @@ async def post_json(
         context.mark_sent()
         async with client.post(url, headers=headers, json=body) as response:
             await _raise_for_status(worker, response)
-            raw = await response.read()
-    data = _json_object(raw)
+            yield response
+
+
+async def post_json(
+    worker: str, url: str, headers: dict[str, str], body: dict[str, Any], timeout_s: float, context: CallContext
+) -> dict[str, Any]:
+    """POST ``body`` as JSON within :func:`call_timeout` seconds; returns the JSON reply (an
+    object). Raises the typed errors of the module docstring."""
+    async with _post(worker, url, headers, body, timeout_s, context) as response:
+        data = _json_object(await response.read())
     if data is None:
         raise ProviderError(f"worker {worker!r}: reply is not a JSON object", worker=worker)
     return data
@@ -182,14 +191,8 @@ async def post_stream(
     event's JSON data (``data: [DONE]`` ends it; comments, other fields and data that is not a
     JSON object are skipped). The whole block — reading included — runs within
     :func:`call_timeout` seconds. Raises the typed errors of the module docstring."""
-    timeout = call_timeout(timeout_s, context)
-    context.mark_pending()
-    async with _translated(worker, timeout):
-        client = _client(url)
-        context.mark_sent()
-        async with client.post(url, headers=headers, json=body) as response:
-            await _raise_for_status(worker, response)
-            yield _events(response)
+    async with _post(worker, url, headers, body, timeout_s, context) as response:
+        yield _events(response)
 
 
 async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
