@@ -101,3 +101,17 @@ def test_no_module_level_import_cycle() -> None:
         if module not in state:
             visit(module, [module])
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+MAX_MODULE_LINES = 500
+"""No module of the package is longer than this (issue 18's target shape): a module that grows
+past it has become two concepts and is split."""
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        module: lines
+        for module, path in sorted(_modules().items())
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, "\n".join(f"{m}: {n} lines (at most {MAX_MODULE_LINES})" for m, n in long.items())

@@ -106,8 +106,8 @@ def _requests_of(members: Sequence[str], columns: dict[str, Column], names: Sequ
 
 
 def test_a_composed_plan_sends_exactly_the_requests_its_columns_recorded() -> None:
-    catalogue = local_catalogue(python="vote")  # a stand-in tool: the fakes never run code
-    cols, names = catalogue.columns, ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m", "vote"]
+    cols = local_catalogue().columns  # _requests_of stands a vote tool in for "python": the fakes never run code
+    names = ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m", "python", "vote"]
     members = ["state@0.5b(program@1.5b)", "solve@1.5b", "sample1@1.5b", "sample2@1.5b", "solve@0.5b"]
     composed = set(_requests_of(members, cols, names))
     alone = {key for m in members for key in _requests_of([m], cols, names)}

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from podium.conductor.router import RouterConductor, RouterModel
 from podium.embed import EMBEDDING_DIM, Embedder
+from podium.eval.router import RouterConductor, RouterModel
 from podium.testing import ScriptedWorker
 
 MATH = [f"What is {a} plus {b}? Give the sum." for a, b in [(3, 4), (12, 9), (7, 30), (45, 12), (8, 8), (19, 23)]]

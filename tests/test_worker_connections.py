@@ -1,4 +1,4 @@
-"""Workers on one endpoint share its connection pool (podium.workers._clients): calls from several
+"""Workers on one endpoint share its connection pool (podium.workers._http): calls from several
 workers of one process reuse kept-alive connections instead of opening one per worker (OpenAI
 SDK) or one per call (native backends). Real servers on 127.0.0.1 count the TCP connections."""
 

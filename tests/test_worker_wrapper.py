@@ -19,7 +19,7 @@ from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers import Call, Completion, Message, WorkerInfo, WorkerSettings, WorkerWrapper
 from podium.workers.base import CallContext, Price, Usage, Worker
 from podium.workers.resilience import ResiliencePolicy, harden
-from podium.workers.wrapper import grammar_capable, unwrap
+from podium.workers.wrapper import unwrap
 
 
 class FakeCompleter:
@@ -81,7 +81,7 @@ def test_a_wrapper_can_change_what_is_sent_and_wrappers_stack() -> None:
 
 def test_a_continuation_on_a_worker_that_cannot_continue_text_is_a_config_error() -> None:
     wrapper = Recording(ScriptedWorker("chat-only"))
-    assert not grammar_capable(wrapper) and grammar_capable(Recording(FakeCompleter()))
+    assert not wrapper.info.grammar and Recording(FakeCompleter()).info.grammar
     with pytest.raises(ConfigError, match="cannot continue text"):
         asyncio.run(wrapper.complete(Call(MESSAGES, prefix="x")))
     with pytest.raises(ConfigError, match="cannot continue text"):

@@ -21,8 +21,6 @@ Everything here is pure Python, linear-time on any text, and never raises on a b
 from __future__ import annotations
 
 import ast
-import builtins
-import contextlib
 import re
 import textwrap
 import unicodedata
@@ -41,7 +39,6 @@ __all__ = [
     "extract_choice",
     "extract_code_answer",
     "extract_math_answer",
-    "function_under_test",
     "normalize_exact",
     "tally",
 ]
@@ -145,28 +142,6 @@ def extract_code_answer(answer: str, entry_point: str | None = None) -> str | No
         return None
     trivial = all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Name | ast.Constant) for n in module.body)
     return None if trivial else text
-
-
-def function_under_test(tests: str, setup: str | None = None) -> str | None:
-    """The first function ``tests`` call by name (``assert f(…) == …``, ``assert set(f(…)) ==
-    …``, ``math.isclose(f(…), …)``) that is neither a builtin nor defined in ``setup``, else the
-    first called name at all (mbpp/126's solution is named ``sum``); None when nothing is called
-    by name or the tests do not parse. MBPP names no entry point; its asserts do."""
-    try:
-        module = ast.parse(tests)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    skip = set(dir(builtins))
-    if setup:
-        with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
-            skip |= {n.name for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    calls = sorted(  # source order (ast.walk is breadth-first)
-        (node.lineno, node.col_offset, node.func.id)
-        for node in ast.walk(module)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    )
-    names = [name for _, _, name in calls]
-    return next((n for n in names if n not in skip), names[0] if names else None)
 
 
 def _fenced_blocks(text: str) -> list[tuple[str, str]]:

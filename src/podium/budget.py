@@ -259,11 +259,6 @@ class Reservation:
         self.holds = tuple(holds)
         self._open = True
 
-    @property
-    def open(self) -> bool:
-        """Whether it still holds its amount (not settled yet)."""
-        return self._open
-
     def settle(self, actual_usd: float) -> None:
         """Replace the reservation by the real cost (USD). A second call does nothing."""
         with _LOCK:
@@ -277,6 +272,7 @@ class Reservation:
             shared.settle_hold(token, actual_usd)
 
 
+@dataclass(eq=False)
 class CallTicket:
     """One worker call's state for the budget guard: whether the request has left.
 
@@ -286,17 +282,16 @@ class CallTicket:
     the request goes out (HTTP) or the model starts on it (in-process, after its queue), so a
     call cancelled before that releases its reservation."""
 
-    def __init__(self) -> None:
-        self.sent = True
+    sent: bool = True
 
 
+@dataclass(eq=False)
 class CostTally:
     """What the budget guard settled for the calls of one conductor attempt, USD
     (``CallContext.tally``): the orchestrator settles only the rest of the attempt's reported
     cost, so a conductor whose calls go through a guard is counted once."""
 
-    def __init__(self) -> None:
-        self.settled_usd = 0.0
+    settled_usd: float = 0.0
 
 
 class RequestBudget:

@@ -104,22 +104,19 @@ async def run_step(
 
     try:
         result = await worker.complete(Call(messages, settings, context=context.replace(calls=calls)))
-    except asyncio.CancelledError as exc:
-        if sink is not None:
-            sink[index] = record(Completion(""), exc)
-        raise
-    except ConfigError as exc:
-        if not isinstance(exc, ContextOverflow):  # a setup problem (missing model or key): fix, not fall back
+    except (asyncio.CancelledError, PodiumError, OSError) as exc:
+        failed = record(Completion(""), exc)
+        # a setup problem (missing model or key) is to fix, not to fall back from; a ContextOverflow
+        # is a step failure: the plan granted this step more than its worker's window holds
+        if isinstance(exc, asyncio.CancelledError) or (
+            isinstance(exc, ConfigError) and not isinstance(exc, ContextOverflow)
+        ):
             if sink is not None:
-                sink[index] = record(Completion(""), exc)
+                sink[index] = failed
             raise
-        if errors is not None:  # the plan granted this step more than its worker's window holds
-            errors[index] = exc
-        return record(Completion(""), exc)
-    except (PodiumError, OSError) as exc:
         if errors is not None:
             errors[index] = exc
-        return record(Completion(""), exc)
+        return failed
     return record(result, None)
 
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
@@ -147,10 +146,8 @@ class Orchestrator:
         stored and exported like any other request, so refusals are counted where requests are.
 
         Raises ConfigError for a request id that is not 32 lowercase hex characters."""
-        if request_id is not None and not _is_request_id(request_id):
-            raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         context = CallContext(budget=RequestBudget())
-        request = RequestLog(request_id or uuid.uuid4().hex, question, "run", context, lambda _e, _d: None)
+        request = RequestLog(_request_id(request_id), question, "run", context, lambda _e, _d: None)
         request.tags, request.subject = tuple(tags), subject
         request.end("error", error=reason)
         return self._finish(request)
@@ -241,11 +238,9 @@ class Orchestrator:
         question = validate_question(question, max_chars=self.config.max_question_chars)
         outer = context or CallContext()
         budget = outer.budget or budget or RequestBudget(limits or self.config.limits, self.config.periods)
-        if request_id is not None and not _is_request_id(request_id):
-            raise ConfigError(f"request id {request_id!r} is not 32 lowercase hex characters")
         vault = Vault() if outer.vault is None else outer.vault
         request = RequestLog(
-            id=request_id or uuid.uuid4().hex,
+            id=_request_id(request_id),
             question=question,
             mode=mode,
             started_at=utc_now(),
@@ -419,8 +414,10 @@ class Orchestrator:
                     )
                 attempt = dataclasses.replace(attempt, started_at=started_at, finished_at=utc_now())
                 # its own cost, as it is incurred (an impossible one: InvalidCost, the conductor's error)
-                settle = functools.partial(budget.settle_plan, attempt.cost_usd, tally, by=self.conductor.name)
-                await (asyncio.to_thread(settle) if budget.shared else _now(settle))
+                if budget.shared:  # a database transaction: off the event loop
+                    await asyncio.to_thread(budget.settle_plan, attempt.cost_usd, tally, by=self.conductor.name)
+                else:
+                    budget.settle_plan(attempt.cost_usd, tally, by=self.conductor.name)
             except TimeoutError:
                 detail = "the conductor did not finish within the workflow's time"
                 # the cut-off call is part of the trace too (its tokens are unknown)
@@ -482,13 +479,12 @@ def _stop_if_period_budget(exc: BaseException | None) -> None:
         raise _PeriodBudgetSpent(exc)
 
 
-def _is_request_id(value: str) -> bool:
-    return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
-
-
-async def _now(settle: Callable[[], None]) -> None:
-    """Run ``settle`` here, on the event loop (no database to wait for)."""
-    settle()
+def _request_id(given: str | None) -> str:
+    """``given``, or a new uuid4 (hex) for None. Raises ConfigError for an id that is not 32
+    lowercase hex characters."""
+    if given is not None and not (len(given) == 32 and all(c in "0123456789abcdef" for c in given)):
+        raise ConfigError(f"request id {given!r} is not 32 lowercase hex characters")
+    return given or uuid.uuid4().hex
 
 
 def _until(deadline: float | None) -> float | None:

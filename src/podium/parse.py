@@ -129,14 +129,12 @@ def parse_workflow(
         _WORK.append(budget)
         for start in reversed(starts):
             value = _read_literal(text, start, budget)
-            if value is not _FAIL:
+            if value is not None:
                 values[name] = value
                 break
             if budget.spent():
                 break
-        else:
-            broken.append(name)
-        if name not in values and name not in broken:
+        if name not in values:
             broken.append(name)
     if broken:
         raise PlanParseError("unparseable", f"could not read {', '.join(broken)} (truncated or malformed)")
@@ -267,22 +265,13 @@ class _Budget:
         return self.left <= 0
 
 
-class _Fail:
-    pass
-
-
-_FAIL: Any = _Fail()
-
-
 def _read_literal(text: str, start: int, budget: _Budget) -> Any:
-    """Read the list literal that starts at ``text[start] == '['``; ``_FAIL`` if it is broken
-    or the budget runs out."""
-    reader = _Reader(text, start, budget)
+    """Read the list literal that starts at ``text[start] == '['``; None if it is broken or the
+    budget runs out."""
     try:
-        value = reader.value(0)
+        return _Reader(text, start, budget).value(0)
     except _Broken:
-        return _FAIL
-    return value
+        return None
 
 
 class _Broken(Exception):

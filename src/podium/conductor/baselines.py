@@ -10,10 +10,9 @@ through the same executor, budgets, traces and verifiers as the LM conductor:
 * :class:`FixedPipeline` — the hand-written plan → solve → verify pipeline many teams run today.
 * :class:`MixtureOfAgents` — every proposer answers independently, one aggregator writes the
   final answer from all proposals (Wang et al. 2024, "Mixture-of-Agents", one layer).
-* :class:`OracleRouter` — in replay only: the cheapest worker with the best recorded score
-  (RouterBench's oracle; it reads the answers, so it is an upper bound, not a method).
 
-In a recursion round each keeps its answer (an empty workflow).
+In a recursion round each keeps its answer (an empty workflow). Replay's oracle is
+:class:`podium.eval.replay.OracleRouter` (evaluation only).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from podium.conductor.base import PreviousRound
-from podium.errors import ConfigError
 from podium.records import PlanAttempt
 from podium.roles import subtask
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
@@ -39,7 +37,6 @@ __all__ = [
     "FixedConductor",
     "FixedPipeline",
     "MixtureOfAgents",
-    "OracleRouter",
     "RandomWorker",
     "SingleWorker",
     "StepsFn",
@@ -173,31 +170,6 @@ class MixtureOfAgents(FixedConductor):
             name,
             lambda _q, _p, _m: (*(Step(w, MOA_PROPOSE, ()) for w in chosen), Step(aggregator, MOA_AGGREGATE, ALL)),
         )
-
-
-class OracleRouter:
-    """One step on ``choose(task_id)``'s worker, the task id being the evaluation task the
-    request answers (``context.task_id``); for replay's oracle (see module docstring). Raises
-    ConfigError for a request without a task id."""
-
-    def __init__(self, choose: Callable[[str], int], name: str = "oracle") -> None:
-        self.name = name
-        self.choose = choose
-
-    async def plan(
-        self,
-        question: str,
-        pool: Sequence[Worker],
-        *,
-        max_steps: int,
-        attempt: int = 0,
-        previous: PreviousRound | None = None,
-        context: CallContext = NO_CONTEXT,
-    ) -> PlanAttempt:
-        if context.task_id is None:
-            raise ConfigError("the oracle routes only replayed requests: give the request a task id")
-        single = SingleWorker(self.choose(context.task_id), self.name)
-        return await single.plan(question, pool, max_steps=max_steps, attempt=attempt, previous=previous)
 
 
 def cheapest(pool: Sequence[Worker], mean_cost: Sequence[float] | None = None) -> int:

@@ -6,30 +6,21 @@ conductor can name a plan (``plan:ID``) without importing the evaluation layer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from podium.conductor.compose import Column, Plan
 from podium.errors import ConfigError
 
-__all__ = ["local_columns", "local_plans", "matrix_plans"]
+__all__ = ["local_columns", "local_plans"]
 
 
-def _alias(worker: str) -> str:
-    return {
-        "qwen2.5-coder-1.5b": "1.5b",
-        "qwen2.5-coder-0.5b": "0.5b",
-        "smollm2-135m": "135m",
-    }.get(worker, worker)
+_ALIAS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b", "smollm2-135m": "135m"}
+"""The embedded local pool's model workers (strong, mid, tiny) and the short names column ids use
+(:func:`local_plans` names its columns by them, so the catalogue is of these workers only)."""
 
 
-def local_columns(
-    strong: str = "qwen2.5-coder-1.5b",
-    mid: str = "qwen2.5-coder-0.5b",
-    tiny: str = "smollm2-135m",
-    python: str = "python",
-    samples: tuple[int, int] = (5, 3),
-) -> dict[str, Column]:
+def local_columns(samples: tuple[int, int] = (5, 3)) -> dict[str, Column]:
     """The steps (bank columns, by id, in recording order) of the catalogue recorded on the
     embedded local pool (docs/learned-workflows.md; :func:`podium.eval.bank.local_catalogue`).
 
@@ -41,33 +32,26 @@ def local_columns(
     question gets every step, so a conductor learns from what each composition does on every kind
     of question. Votes and cascades over these steps cost no further call.
     """
-    cols: list[Column] = [Column(f"solve@{_alias(w)}", w, "solve") for w in (strong, mid, tiny)]
+    strong, mid, tiny = _ALIAS
+    python = "python"
+    cols: list[Column] = [Column(f"solve@{_ALIAS[w]}", w, "solve") for w in (strong, mid, tiny)]
     for w, count in zip((strong, mid), samples, strict=True):
         for k in range(1, count + 1):
-            after = (f"sample{k - 1}@{_alias(w)}",) if k > 1 else ()
-            cols.append(Column(f"sample{k}@{_alias(w)}", w, "sample", after=after))
+            after = (f"sample{k - 1}@{_ALIAS[w]}",) if k > 1 else ()
+            cols.append(Column(f"sample{k}@{_ALIAS[w]}", w, "sample", after=after))
     for writer in (strong, mid):
-        prog = f"program@{_alias(writer)}"
+        prog = f"program@{_ALIAS[writer]}"
         run = f"run({prog})"
         cols += [Column(prog, writer, "program"), Column(run, python, "run", sees=(prog,))]
-        cols.append(Column(f"state@{_alias(mid)}({prog})", mid, "state", sees=(prog, run)))
-    code = f"test@{_alias(strong)}"
+        cols.append(Column(f"state@{_ALIAS[mid]}({prog})", mid, "state", sees=(prog, run)))
+    code = f"test@{_ALIAS[strong]}"
     run = f"run({code})"
     cols += [Column(code, strong, "test"), Column(run, python, "run", sees=(code,))]
-    cols.append(Column(f"fix@{_alias(strong)}({code})", strong, "fix", sees=(code, run)))
+    cols.append(Column(f"fix@{_ALIAS[strong]}({code})", strong, "fix", sees=(code, run)))
     for solver in (strong, mid):
-        base = f"solve@{_alias(solver)}"
-        cols.append(Column(f"verify@{_alias(strong)}({base})", strong, "verify", sees=(base,)))
+        base = f"solve@{_ALIAS[solver]}"
+        cols.append(Column(f"verify@{_ALIAS[strong]}({base})", strong, "verify", sees=(base,)))
     return {c.id: c for c in cols}
-
-
-def matrix_plans(models: Sequence[str], *, votes: bool = True) -> list[Plan]:
-    """Plans over a plain outcome matrix's models (e.g. RouterBench's): each model alone, and —
-    with ``votes`` and at least three models — the vote of all of them."""
-    plans = [Plan(m, (m,)) for m in models]
-    if votes and len(models) >= 3:
-        plans.append(Plan(f"vote({','.join(models)})", tuple(models)))
-    return plans
 
 
 def local_plans(columns: Mapping[str, Any]) -> list[Plan]:

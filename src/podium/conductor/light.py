@@ -42,7 +42,6 @@ __all__ = [
     "SUBTASKS",
     "LightConductor",
     "LightPolicy",
-    "decode",
     "feature_count",
     "plan_steps",
     "rollout",
@@ -94,7 +93,9 @@ class LightPolicy:
         """Greedy workflows for a batch: per question a list of (worker column, role index).
 
         ``allowed``: the worker columns present in the pool (others are never chosen)."""
-        return decode(self.weights, projected, len(self.workers), self.max_steps, allowed)
+        workers, roles = rollout(self.weights, projected, len(self.workers), self.max_steps, allowed)
+        pairs = zip(workers, roles, strict=True)
+        return [[(int(w), int(r)) for w, r in zip(ws, rs, strict=True) if w >= 0] for ws, rs in pairs]
 
     def save(self, path: str | Path) -> None:
         """Write ``path`` (.npz): the arrays and a JSON header."""
@@ -127,15 +128,6 @@ class LightPolicy:
 def feature_count(dims: int, workers: int, max_steps: int) -> int:
     """Length of a step's feature vector (see the module docstring)."""
     return dims + 1 + workers + len(ROLES) + max_steps
-
-
-def decode(
-    weights: _Array, projected: _Array, n_workers: int, max_steps: int, allowed: Sequence[int] | None = None
-) -> list[list[tuple[int, int]]]:
-    """Greedy workflows (see :meth:`LightPolicy.decode`)."""
-    workers, roles = rollout(weights, projected, n_workers, max_steps, allowed)
-    pairs = zip(workers, roles, strict=True)
-    return [[(int(w), int(r)) for w, r in zip(ws, rs, strict=True) if w >= 0] for ws, rs in pairs]
 
 
 def rollout(

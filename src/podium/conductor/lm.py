@@ -29,7 +29,7 @@ from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.roles import ROLES, expand
 from podium.workers.base import NO_CONTEXT, Call, CallContext, Completion, Message, Usage, Worker, WorkerSettings
-from podium.workers.resilience import budget_guarded, grammar_capable
+from podium.workers.resilience import budget_guarded
 
 __all__ = ["LMConductor", "LMConductorSettings"]
 
@@ -110,7 +110,7 @@ class LMConductor:
         recursing = previous is not None
         s = self.settings
         seed = s.seed + attempt + (zlib.crc32(question.encode()) % 1_000_003 if s.seed_per_question else 0)
-        constrained = s.constrained and grammar_capable(self.model)
+        constrained = s.constrained and self.model.info.grammar
         if constrained:
             raw, calls = await self._constrained(messages, len(pool), max_steps, seed, context, allow_empty=recursing)
         else:

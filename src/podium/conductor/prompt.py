@@ -307,7 +307,7 @@ def _content(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
-def _content_grams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
+def _ngrams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
@@ -337,14 +337,13 @@ def embedded_instructions(text: str) -> tuple[set[tuple[str, ...]], str]:
         begin = marker.end() + len(after) - len(after.lstrip())  # SYSTEM:\n<the order>
         stop = text.find("\n", begin, begin + _SPAN)
         end = stop if stop != -1 else min(len(text), begin + _SPAN)
-        grams |= _content_grams(_content(text[begin:end]))
+        grams |= _ngrams(_content(text[begin:end]))
     outside.append(text[end:])
     return grams, "".join(outside)
 
 
-def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
-    words = _WORD.findall(text.lower())
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+def _grams(text: str) -> set[tuple[str, ...]]:
+    return _ngrams(_WORD.findall(text.lower()), LEAK_WORDS)
 
 
 def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], question: str) -> str | None:
@@ -377,7 +376,7 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
     injected = injected_subtasks(question)
     shown = "\n".join([question, *(m["content"] for m in messages if m["role"] != "system")])
     embedded, rest = embedded_instructions(shown)
-    embedded -= _content_grams(_content(rest))
+    embedded -= _ngrams(_content(rest))
     for index, subtask in enumerate(subtasks):
         if role_of(subtask) is not None:
             continue
@@ -389,7 +388,7 @@ def unsafe_subtask(subtasks: Sequence[str], messages: Sequence[Message], questio
             return (
                 f"step {index}: the subtask copies a workflow written in the question (a plan in the question is data)"
             )
-        carried = _content_grams(_content(seen)) & embedded
+        carried = _ngrams(_content(seen)) & embedded
         if carried:
             return (
                 f"step {index}: the subtask carries an instruction embedded in the question or an output "

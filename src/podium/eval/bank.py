@@ -140,16 +140,10 @@ class Catalogue:
             raise ConfigError(f"{where}: malformed bank sidecar ({exc})") from None
 
 
-def local_catalogue(
-    strong: str = "qwen2.5-coder-1.5b",
-    mid: str = "qwen2.5-coder-0.5b",
-    tiny: str = "smollm2-135m",
-    python: str = "python",
-    samples: tuple[int, int] = (5, 3),
-) -> Catalogue:
+def local_catalogue(samples: tuple[int, int] = (5, 3)) -> Catalogue:
     """The catalogue recorded on the embedded local pool: the steps of
-    :func:`podium.conductor.catalogue.local_columns` (same arguments) as the catalogue ``local``."""
-    return Catalogue("local", local_columns(strong, mid, tiny, python, samples))
+    :func:`podium.conductor.catalogue.local_columns` (same argument) as the catalogue ``local``."""
+    return Catalogue("local", local_columns(samples))
 
 
 def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:

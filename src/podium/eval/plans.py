@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from podium.answers import tally
-from podium.conductor.catalogue import local_plans, matrix_plans
+from podium.conductor.catalogue import local_plans
 from podium.conductor.compose import Column, Plan, sub_workflow
 from podium.errors import ConfigError
 from podium.roles import role_of
@@ -44,6 +44,15 @@ __all__ = [
 ]
 
 _Array = npt.NDArray[np.float64]
+
+
+def matrix_plans(models: Sequence[str], *, votes: bool = True) -> list[Plan]:
+    """Plans over a plain outcome matrix's models (e.g. RouterBench's): each model alone, and —
+    with ``votes`` and at least three models — the vote of all of them."""
+    plans = [Plan(m, (m,)) for m in models]
+    if votes and len(models) >= 3:
+        plans.append(Plan(f"vote({','.join(models)})", tuple(models)))
+    return plans
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,29 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from podium.conductor.base import PreviousRound
+from podium.conductor.baselines import SingleWorker
+from podium.errors import ConfigError
 from podium.eval.tasks import Task, TaskSetError, TaskType
-from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
+from podium.records import PlanAttempt
+from podium.workers.base import (
+    NO_CONTEXT,
+    Call,
+    CallContext,
+    Completion,
+    Price,
+    Usage,
+    Worker,
+    WorkerInfo,
+    WorkerSettings,
+)
 
 __all__ = [
+    "OracleRouter",
     "Outcome",
     "OutcomeMatrix",
     "ReplayWorker",
@@ -246,3 +261,28 @@ def oracle_choice(matrix: OutcomeMatrix, task_id: str, models: Sequence[str]) ->
     outcomes = [(matrix.outcome(task_id, m), m) for m in models]
     best = max(o.score for o, _ in outcomes)
     return min((o.cost_usd, m) for o, m in outcomes if o.score == best)[1]
+
+
+class OracleRouter:
+    """One step on ``choose(task_id)``'s worker, the task id being the evaluation task the
+    request answers (``context.task_id``); for replay's oracle (see module docstring). Raises
+    ConfigError for a request without a task id."""
+
+    def __init__(self, choose: Callable[[str], int], name: str = "oracle") -> None:
+        self.name = name
+        self.choose = choose
+
+    async def plan(
+        self,
+        question: str,
+        pool: Sequence[Worker],
+        *,
+        max_steps: int,
+        attempt: int = 0,
+        previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
+    ) -> PlanAttempt:
+        if context.task_id is None:
+            raise ConfigError("the oracle routes only replayed requests: give the request a task id")
+        single = SingleWorker(self.choose(context.task_id), self.name)
+        return await single.plan(question, pool, max_steps=max_steps, attempt=attempt, previous=previous)

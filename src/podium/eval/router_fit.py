@@ -92,7 +92,7 @@ def fit_router(
     on_stage: OnStage | None = None,
 ) -> list[Method]:
     """Fit the learned router on (questions, scores, costs) and make one method per λ."""
-    from podium.conductor.router import RouterConductor, RouterModel
+    from podium.eval.router import RouterConductor, RouterModel
 
     embedder = shared_embedder(spec.embeddings)
     # the training questions and the requests' in one batch: cache hits per request later

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from podium.conductor.baselines import OracleRouter, SingleWorker, strongest
+from podium.conductor.baselines import SingleWorker, strongest
 from podium.conductor.named import light_conductor, named_conductor
 from podium.errors import ConfigError
-from podium.eval.replay import OutcomeMatrix, oracle_choice
+from podium.eval.replay import OracleRouter, OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
 from podium.eval.router_fit import fit_router, live_router_methods
 from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate

@@ -71,7 +71,10 @@ math-verify missing.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import builtins
+import contextlib
 import re
 import textwrap
 from dataclasses import dataclass
@@ -82,7 +85,6 @@ from podium.answers import (
     extract_choice,
     extract_code_answer,
     extract_math_answer,
-    function_under_test,
     normalize_exact,
 )
 from podium.errors import ConfigError
@@ -104,6 +106,7 @@ __all__ = [
     "extract_choice",
     "extract_code_answer",
     "extract_math_answer",
+    "function_under_test",
     "judge_messages",
     "normalize_exact",
     "parse_judge_score",
@@ -367,3 +370,25 @@ async def _verify_open(task: Task, answer: str, judge: Worker) -> Verdict:
         extracted=f"{score:g}",
         detail=f"judge {judge.info.name} scored {score:g}/10 (pass: {JUDGE_PASS_SCORE})",
     )
+
+
+def function_under_test(tests: str, setup: str | None = None) -> str | None:
+    """The first function ``tests`` call by name (``assert f(…) == …``, ``assert set(f(…)) ==
+    …``, ``math.isclose(f(…), …)``) that is neither a builtin nor defined in ``setup``, else the
+    first called name at all (mbpp/126's solution is named ``sum``); None when nothing is called
+    by name or the tests do not parse. MBPP names no entry point; its asserts do."""
+    try:
+        module = ast.parse(tests)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    skip = set(dir(builtins))
+    if setup:
+        with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
+            skip |= {n.name for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    calls = sorted(  # source order (ast.walk is breadth-first)
+        (node.lineno, node.col_offset, node.func.id)
+        for node in ast.walk(module)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    )
+    names = [name for _, _, name in calls]
+    return next((n for n in names if n not in skip), names[0] if names else None)

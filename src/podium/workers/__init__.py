@@ -5,7 +5,7 @@ Backends are imported lazily, so a pool that does not use llama.cpp never needs 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from podium.messages import DEFAULT_SYSTEM_PROMPT
 from podium.workers.base import (
@@ -80,38 +80,24 @@ def build_worker(config: WorkerConfig) -> Worker:
             description=config.description,
             system_prompt=system_prompt(config),
         )
+    remote: dict[str, Any] = {  # every HTTP backend's fields (podium.workers._remote.RemoteWorker)
+        "settings": settings,
+        "price": price,
+        "api_key_env": config.api_key_env,
+        "timeout_s": config.timeout_s or 600.0,
+        "description": config.description,
+        "system_prompt": system_prompt(config),
+        "extra_body": config.extra_body,
+    }
     if config.backend == "openai":
         from podium.workers.openai_compat import OpenAICompatWorker
 
-        return OpenAICompatWorker(
-            config.name,
-            config.model,
-            base_url=config.base_url or "",
-            api_key_env=config.api_key_env,
-            settings=settings,
-            price=price,
-            stream=config.stream,
-            timeout_s=config.timeout_s or 600.0,
-            description=config.description,
-            system_prompt=system_prompt(config),
-            extra_body=config.extra_body,
-        )
+        return OpenAICompatWorker(config.name, config.model, base_url=config.base_url, stream=config.stream, **remote)
     if config.backend in ("anthropic", "gemini"):
         from podium.workers.native import AnthropicWorker, GeminiWorker
 
         cls = AnthropicWorker if config.backend == "anthropic" else GeminiWorker
-        return cls(
-            config.name,
-            config.model,
-            settings=settings,
-            price=price,
-            api_key_env=config.api_key_env,
-            base_url=config.base_url,
-            timeout_s=config.timeout_s or 600.0,
-            description=config.description,
-            system_prompt=system_prompt(config),
-            extra_body=config.extra_body,
-        )
+        return cls(config.name, config.model, base_url=config.base_url, **remote)
     if config.backend == "python":
         from podium.workers.python_tool import PythonToolWorker
 

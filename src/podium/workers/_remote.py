@@ -87,8 +87,11 @@ class RemoteWorker:
         return key
 
     def completion(self, text: str, usage: Usage, finish: str, started: float) -> Completion:
-        """A Completion priced with this worker's table; ``started`` is a perf_counter time."""
-        return Completion(text, usage, self.info.price.cost(usage), time.perf_counter() - started, finish)
+        """A Completion priced with this worker's table; ``started`` is a perf_counter time. An
+        estimated ``usage`` (``Usage.estimated``) is marked unreported."""
+        latency = time.perf_counter() - started
+        cost = self.info.price.cost(usage)
+        return Completion(text, usage, cost, latency, finish, usage_reported=not usage.estimated)
 
     def _answered(
         self, text: str, usage: Usage | None, finish: str, started: float, messages: Sequence[Message]
@@ -96,8 +99,6 @@ class RemoteWorker:
         """:meth:`completion` for what the provider reported; with no usage it can believe
         (None), the call is counted from the bytes sent and received (an upper bound: a token is
         at least one byte) and marked unreported, so the budget keeps its worst case."""
-        if usage is not None:
-            return self.completion(text, usage, finish, started)
-        bound = Usage(prompt_token_bound(messages), utf8_length(text) + 1, estimated=True)
-        done = self.completion(text, bound, finish, started)
-        return Completion(done.text, bound, done.cost_usd, done.latency_s, done.finish_reason, usage_reported=False)
+        if usage is None:
+            usage = Usage(prompt_token_bound(messages), utf8_length(text) + 1, estimated=True)
+        return self.completion(text, usage, finish, started)

@@ -42,7 +42,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigError("the llama_cpp backend needs llama-cpp-python: pip install 'podium[local]'") from exc
 
-__all__ = ["LlamaCppWorker"]
+__all__ = ["LlamaCppWorker", "chat_formatter"]
 
 _MIN_NEW_TOKENS = 16
 
@@ -177,16 +177,9 @@ def _load(model: str, n_ctx: int, lora: Path | None = None, lora_sha256: str | N
         except (ValueError, RuntimeError) as exc:
             what = f"{path} with LoRA adapter {lora}" if lora is not None else str(path)
             raise ConfigError(f"llama.cpp could not load {what}: {exc}") from None
-        template = llama.metadata.get("tokenizer.chat_template")
-        if not template:
+        formatter = chat_formatter(llama)
+        if formatter is None:
             raise ConfigError(f"{path} has no chat template; podium needs an instruct (chat) model")
-        vocab_eos, vocab_bos = llama.token_eos(), llama.token_bos()
-        formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=llama.detokenize([vocab_eos], special=True).decode("utf-8", "replace"),
-            bos_token=llama.detokenize([vocab_bos], special=True).decode("utf-8", "replace") if vocab_bos >= 0 else "",
-            add_generation_prompt=True,
-        )
         loaded = _LoadedModel(
             llama=llama,
             formatter=formatter,
@@ -196,6 +189,21 @@ def _load(model: str, n_ctx: int, lora: Path | None = None, lora_sha256: str | N
         )
         _LOADED[key] = loaded
         return loaded
+
+
+def chat_formatter(llama: llama_cpp.Llama) -> Jinja2ChatFormatter | None:
+    """The model's own chat template (GGUF metadata ``tokenizer.chat_template``, with its BOS and
+    EOS texts) as a formatter that adds the generation prompt, or None when the file has none."""
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None
+    eos, bos = llama.token_eos(), llama.token_bos()
+    return Jinja2ChatFormatter(
+        template=template,
+        eos_token=llama.detokenize([eos], special=True).decode("utf-8", "replace"),
+        bos_token=llama.detokenize([bos], special=True).decode("utf-8", "replace") if bos >= 0 else "",
+        add_generation_prompt=True,
+    )
 
 
 def _check_adapter(lora: Path, sha256: str | None) -> None:

@@ -34,9 +34,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from podium.budget import prompt_token_bound
-from podium.errors import (
-    ProviderError,
-)
+from podium.errors import ConfigError, ProviderError
 from podium.unicode import utf8_length, valid_text
 from podium.workers._http import get_json, post_json, post_stream
 from podium.workers._remote import RemoteWorker
@@ -175,21 +173,15 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
         return None
     try:
         import llama_cpp
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-    except ImportError:
+
+        from podium.workers.llama_cpp import chat_formatter
+    except (ImportError, ConfigError):  # llama-cpp-python missing (the backend says so as a ConfigError)
         return None
     vocab = llama_cpp.Llama(model_path=str(resolve_model(model, verify=False)), vocab_only=True, verbose=False)
     atexit.register(vocab.close)  # freed while llama.cpp is still loaded, not in interpreter teardown
-    template = vocab.metadata.get("tokenizer.chat_template")
-    if not template:
+    formatter = chat_formatter(vocab)
+    if formatter is None:
         return None
-    eos, bos = vocab.token_eos(), vocab.token_bos()
-    formatter = Jinja2ChatFormatter(
-        template=template,
-        eos_token=vocab.detokenize([eos], special=True).decode("utf-8", "replace"),
-        bos_token=vocab.detokenize([bos], special=True).decode("utf-8", "replace") if bos >= 0 else "",
-        add_generation_prompt=True,
-    )
 
     def count(messages: Sequence[Message], reply: str) -> tuple[int, int]:
         formatted = formatter(messages=list(messages))  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from podium.errors import (
     WorkerUnavailable,
 )
 from podium.workers.base import Call, Completion, CountsTokens, Message, PricedPerCall, Worker
-from podium.workers.wrapper import WorkerWrapper, grammar_capable, unwrap
+from podium.workers.wrapper import WorkerWrapper, unwrap
 
 _CLOCK_SLACK_S = 0.05
 """How close to the deadline a backend's own timeout counts as the deadline's: an event loop's
@@ -47,7 +47,6 @@ __all__ = [
     "ResiliencePolicy",
     "Retrying",
     "budget_guarded",
-    "grammar_capable",
     "harden",
     "unwrap",
 ]
@@ -301,7 +300,7 @@ class Failover(WorkerWrapper):
         try:
             return await super().complete(call)
         except (WorkerUnavailable, WorkerTimeout, RateLimited, ServerError, TransportError):
-            if call.is_continuation and not grammar_capable(self.equivalent):
+            if call.is_continuation and not self.equivalent.info.grammar:
                 raise
             if call.context.budget is not None:
                 call.context.budget.check_deadline()

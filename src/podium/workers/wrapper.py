@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from podium.workers.base import Call, Completion, Worker, WorkerInfo
 
-__all__ = ["WorkerWrapper", "grammar_capable", "unwrap"]
+__all__ = ["WorkerWrapper", "unwrap"]
 
 
 class WorkerWrapper:
@@ -49,8 +49,3 @@ def unwrap(worker: Worker) -> Worker:
     while isinstance(worker, WorkerWrapper):
         worker = worker.inner
     return worker
-
-
-def grammar_capable(worker: Worker) -> bool:
-    """Whether the worker supports grammar-constrained continuation (``info.grammar``)."""
-    return worker.info.grammar
