@@ -240,7 +240,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
                 err.print(Text(f"{lost} trace write(s) could not be stored (logged above)", style="yellow"))
         if telemetry is not None:  # flush the spans; losses are reported, never silent
             sent = telemetry.shutdown(report=False)
-            if sent.spans_lost:
+            if sent.spans_lost or sent.spans_unconfirmed:  # a timed-out export is reported too
                 err.print(Text(sent.summary(), style="yellow"), highlight=False)
     print_record(record, args.json, out)
     return 1 if record.status == "error" else 0
