@@ -26,7 +26,8 @@ confirmed reference gets ``reference_source: "human"``.
 :func:`import_review` checks **every row before changing anything** — the header names ``id``,
 ``verdict`` and ``reference``; each row has as many cells as the header; every id is in the set
 and appears once; each verdict is one of the above and has what it needs; a changed task type is
-known and has a reference when it needs one, a ``code`` task tests that parse and assert — and raises :class:`ReviewFileError` listing each
+known and has a reference when it needs one, a ``code`` task tests that parse and assert —
+and raises :class:`ReviewFileError` listing each
 bad row by its spreadsheet row number (the header is row 1) with the fix. Nothing is written
 unless every row is good. The file is read as UTF-8 (a byte-order mark is fine); the separator
 is the one the header uses (``,``, ``;`` as spreadsheets in Danish or German locales write, or a
