@@ -74,7 +74,7 @@ def load_rules(path: Path) -> tuple[Rule, ...]:
             if role not in ROLES or not worker:
                 known = ", ".join(ROLES)
                 raise ConfigError(f"{where}: step {step!r} is not ROLE@WORKER with a known role ({known})")
-            chain.append((role, worker))  # type: ignore[arg-type]  # checked against ROLES above
+            chain.append((role, worker))
         rules.append(Rule(match, tuple(chain)))
     if rules[-1].match is not None:
         raise ConfigError(f"rules:{path}: the last rule must have no 'match' (the default for every other question)")
