@@ -5,7 +5,7 @@ that did? The input statistics of :func:`podium.traffic.drift.drift_report` on r
   recent window of the next n), ``--pairs`` pairs per size from different offsets;
 * **shift** — the reference window against a recent window where a share of the GSM8K
   questions is replaced by MBPP problems (another task kind, still English prose) or by the
-  Danish, table-formatted rewrite of other GSM8K questions (tests/traffic_support.danish_table:
+  Danish, table-formatted rewrite of other GSM8K questions (bench/shift_data.danish_table:
   another language and format).
 
 For each case: MMD² and its permutation p-value (hashed character n-grams, the default encoder),
@@ -29,7 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.traffic_support import danish_table, gsm8k_questions, mbpp_questions
+from shift_data import danish_table
+from tests.traffic_support import gsm8k_questions, mbpp_questions
 
 from podium.embed import Embedder
 from podium.traffic.drift import DriftOptions, drift_report

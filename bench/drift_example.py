@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.traffic_support import Request, at, danish_table, gsm8k_questions, mbpp_questions, run_requests
+from shift_data import danish_table
+from tests.traffic_support import Request, at, gsm8k_questions, mbpp_questions, run_requests
 
 from podium.cli import cli
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench.shift_data import danish_table
 
 from podium.cli import cli
 from podium.errors import ConfigError
 from podium.traffic.drift import DEFAULT_THRESHOLDS, mmd_test, parse_thresholds, windows_for
 from podium.traffic.features import formats, language
-from tests.traffic_support import Request, at, danish_table, gsm8k_questions, mbpp_questions, run_requests
+from tests.traffic_support import Request, at, gsm8k_questions, mbpp_questions, run_requests
 
 WINDOWS = ["--reference-since", "2026-11-01", "--reference-until", "2026-11-07", "--since", "2026-11-08",
            "--until", "2026-11-14"]  # fmt: skip

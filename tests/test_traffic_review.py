@@ -128,6 +128,50 @@ def test_a_semicolon_file_from_a_danish_spreadsheet_and_a_changed_task_type_impo
     assert read_jsonl(out)[-1]["task_type"] == "open"  # --out leaves the set as it was
 
 
+def test_a_code_task_is_labelled_with_its_tests_in_the_reference_column(
+    exported: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Code traffic is exported open (a trace has no tests); a reviewer makes it a code task by
+    writing its tests, which podium eval then runs against each answer."""
+    out, review = exported
+    header, rows = read_review(review)
+    tests = "assert refund_days() == 30\nassert refund_days() > 0"
+    rows = fill(rows, header, {"Summarise": ("fix", tests)})
+    rows[-1][header.index("task_type")] = "code"
+    write_review(review, header, rows)
+    assert cli(["tasks", "import", str(review), "--set", str(out)]) == 0
+    summary = read_jsonl(out)[-1]
+    assert (summary["task_type"], summary["tests"], summary["reference_source"]) == ("code", tests, "human")
+    assert "reference" not in summary  # podium's answer was the candidate, not the tests
+    task = next(t for t in load_tasks(out) if t.task_type == "code")
+    assert task.tests == tests
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reference", "message"),
+    [
+        ("accept", "", "a code task is graded by its tests: write fix and the tests"),
+        ("", "", "a code task is graded by its tests: write fix and the tests"),
+        ("fix", "def refund_days(:", "the tests in the reference column are not Python"),
+        ("fix", "Refunds within 30 days.", "the tests in the reference column are not Python"),
+        ("fix", "refund_days()", "the tests in the reference column assert nothing"),
+    ],
+    ids=["accept", "no-tests", "syntax", "prose", "no-assert"],
+)
+def test_a_code_task_without_runnable_tests_is_refused(
+    exported: tuple[Path, Path], capsys: pytest.CaptureFixture[str], verdict: str, reference: str, message: str
+) -> None:
+    out, review = exported
+    header, rows = read_review(review)
+    rows[-1][header.index("task_type")] = "code"
+    rows[-1][header.index("verdict")], rows[-1][header.index("reference")] = verdict, reference
+    write_review(review, header, rows)
+    before = out.read_bytes()
+    assert cli(["tasks", "import", str(review), "--set", str(out)]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())
+    assert out.read_bytes() == before
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

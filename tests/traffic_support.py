@@ -88,14 +88,3 @@ def mbpp_questions(start: int, count: int) -> list[str]:
         rec = json.loads(line)
         out.append(f"{rec['text']}\nYour code should pass this test:\n{rec['test_list'][0]}")
     return out
-
-
-def danish_table(question: str, n: int) -> str:
-    """A support-desk question in Danish over a Markdown table (a deterministic rewrite of a
-    GSM8K question's numbers into a table, for a shift in language and format)."""
-    numbers = [w.strip(".,?$") for w in question.split() if w.strip(".,?$").isdigit()][:3] or ["3", "4", "5"]
-    rows = "\n".join(f"| vare {i + 1} | {value} |" for i, value in enumerate(numbers))
-    return (
-        f"Hej, kunden har bestilt følgende (sag {n}):\n\n| vare | antal |\n|---|---|\n{rows}\n\n"
-        "Hvor mange varer er der i alt, og hvad skal jeg svare kunden? Svar venligst på dansk."
-    )

@@ -7,6 +7,7 @@ Names (pool indices are resolved against ``pool``):
   cheapest / strongest worker (:func:`~podium.conductor.baselines.cheapest`, ``strongest``);
 * ``random`` — one step on a seeded random worker;
 * ``pipeline`` — plan → solve → verify on the strongest worker; ``moa`` — Mixture-of-Agents;
+* ``rules:FILE.toml`` — a hand-written rule pipeline (:mod:`podium.conductor.rules`);
 * ``light:REF`` — a trained light conductor: a registry ref (``v3``, ``promoted``, ``latest``)
   or a ``policy.npz`` path;
 * ``lm:REF`` — a GRPO-trained LM conductor from the registry (``lm``, ``lm@v2``): its base model
@@ -44,7 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NAMED", "light_conductor", "named_conductor", "plan_conductor", "shared_embedder", "trained_lm"]
 
-NAMED = ("single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF", "plan:ID")
+NAMED = (
+    "single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF", "plan:ID", "rules:FILE",
+)  # fmt: skip
 """The names :func:`named_conductor` knows, for help texts and errors."""
 
 
@@ -77,6 +80,10 @@ def named_conductor(
         return light_conductor(name.split(":", 1)[1], embeddings)
     if name.startswith("plan:"):
         return plan_conductor(name.split(":", 1)[1])
+    if name.startswith("rules:"):
+        from podium.conductor.rules import RulePipeline, load_rules
+
+        return RulePipeline(load_rules(Path(name.split(":", 1)[1])), name)
     if name.startswith("lm:"):
         worker, settings, version = trained_lm(name.split(":", 1)[1])
         return LMConductor(worker, settings, name=f"lm:{version.ref}")

@@ -61,7 +61,7 @@ LIVE_METHODS = ("conductor", "single", "pipeline", "moa")
 REPLAY_METHODS = ("single", "random", "router", "oracle")
 KNOWN = (
     "conductor", "single", "cheapest", "strongest", "random", "pipeline", "moa", "router", "oracle", "light", "lm",
-    "plan", "plans",
+    "plan", "plans", "rules",
 )  # fmt: skip
 
 
@@ -168,6 +168,8 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
             )
         if base == "lm" and not name.startswith("lm:"):
             raise ConfigError("method 'lm' needs a GRPO-trained conductor: lm:NAME or lm:NAME@vN")
+        if base == "rules" and not name.startswith("rules:"):
+            raise ConfigError("method 'rules' needs a rule file: rules:FILE.toml (podium.conductor.rules)")
         if base == "plan" and not name.startswith("plan:"):
             raise ConfigError(
                 "method 'plan' needs a plan id: plan:ID (or 'plans' for every plan of the local catalogue)"
@@ -175,7 +177,7 @@ def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> l
         if base not in KNOWN:
             raise ConfigError(
                 f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
-                "single:NAME, light:NAME[@vN | @vA..vB], lm:NAME[@vN], conductor:POOL"
+                "single:NAME, light:NAME[@vN | @vA..vB], lm:NAME[@vN], rules:FILE.toml, conductor:POOL"
             )
         if base not in allowed:
             mode = "replay" if spec.replay else "live"

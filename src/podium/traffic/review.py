@@ -6,14 +6,15 @@
 column                    meaning
 ========================  =================================================================
 ``id``                    the task's id in the set (do not edit)
-``task_type``             ``math``, ``choice``, ``exact`` or ``open``; may be changed
+``task_type``             ``math``, ``choice``, ``exact``, ``code`` or ``open``; may be changed
 ``tags``                  the task's tags, ``;``-separated (not read back)
 ``question``              the question as in the set (pseudonymized unless allowed; not read back)
 ``candidate``             the reference the set holds now (podium's or the upstream's answer,
                           or the client's), empty when there is none
 ``candidate_source``      where it came from (``candidate:podium``, ``candidate:upstream``, ``client``...)
 ``verdict``               empty, for the reviewer: ``accept``, ``fix`` or ``drop``
-``reference``             empty, for the reviewer: the right answer (with ``fix``)
+``reference``             empty, for the reviewer: the right answer (with ``fix``); for a
+                          ``code`` task its tests (Python asserts that call the function)
 ``note``                  free text (not read back)
 ========================  =================================================================
 
@@ -25,7 +26,8 @@ confirmed reference gets ``reference_source: "human"``.
 :func:`import_review` checks **every row before changing anything** — the header names ``id``,
 ``verdict`` and ``reference``; each row has as many cells as the header; every id is in the set
 and appears once; each verdict is one of the above and has what it needs; a changed task type is
-known and has a reference when it needs one — and raises :class:`ReviewFileError` listing each
+known and has a reference when it needs one, a ``code`` task tests that parse and assert —
+and raises :class:`ReviewFileError` listing each
 bad row by its spreadsheet row number (the header is row 1) with the fix. Nothing is written
 unless every row is good. The file is read as UTF-8 (a byte-order mark is fine); the separator
 is the one the header uses (``,``, ``;`` as spreadsheets in Danish or German locales write, or a
@@ -34,6 +36,7 @@ tab). The file is written UTF-8 with a byte-order mark, so spreadsheets show æ,
 
 from __future__ import annotations
 
+import ast
 import csv
 import dataclasses
 import io
@@ -271,9 +274,18 @@ def import_review(
         if new_type and new_type not in TASK_TYPES:
             errors.append(f"{where}: task_type {new_type!r} is unknown; use one of {', '.join(TASK_TYPES)}")
             continue
-        if new_type == "code" and task.get("task_type") != "code":
-            errors.append(f"{where}: a code task needs tests, which a review file cannot hold; keep it open")
-            continue
+        retyped_to_code = new_type == "code" and task.get("task_type") != "code"
+        if kind == "code" and (retyped_to_code or verdict in ("fix", "accept")) and verdict != "drop":
+            if verdict != "fix" or not reference:
+                errors.append(
+                    f"{where}: a code task is graded by its tests: write fix and the tests (Python asserts that "
+                    "call the function) in the reference column, or keep it open"
+                )
+                continue
+            problem = _tests_problem(reference)
+            if problem:
+                errors.append(f"{where}: the tests in the reference column {problem}")
+                continue
         final_reference = reference if verdict == "fix" else task.get("reference")
         if verdict != "drop" and kind in _NEEDS_REFERENCE and final_reference is None:
             errors.append(f"{where}: a {kind} task needs a reference; write fix and the answer, or keep it open")
@@ -286,6 +298,17 @@ def import_review(
             f"{path}: {len(errors)} row(s) cannot be imported; nothing was changed:\n  " + "\n  ".join(shown) + more
         )
     return dataclasses.replace(_apply(records, changes), gone=gone_rows)
+
+
+def _tests_problem(tests: str) -> str | None:
+    """Why ``tests`` cannot grade a code answer (not Python; nothing asserted), or None."""
+    try:
+        module = ast.parse(tests)
+    except (SyntaxError, ValueError) as exc:
+        return f"are not Python ({exc.msg if isinstance(exc, SyntaxError) else exc}); write asserts, one per line"
+    if not any(isinstance(node, ast.Assert) for node in ast.walk(module)):
+        return "assert nothing; write asserts that call the function, e.g. assert f(2) == 4"
+    return None
 
 
 def _apply(records: Sequence[dict[str, Any]], changes: dict[str, tuple[str, str | None, str | None]]) -> ImportResult:
@@ -305,7 +328,10 @@ def _apply(records: Sequence[dict[str, Any]], changes: dict[str, tuple[str, str 
         if new_type and new_type != record.get("task_type"):
             updated["task_type"] = new_type
             retyped += 1
-        if verdict == "fix":
+        if verdict == "fix" and updated.get("task_type") == "code":  # the reference column held the tests
+            updated.pop("reference", None)
+            updated.update(tests=reference, reference_source="human")
+        elif verdict == "fix":
             updated.update(reference=reference, reference_source="human")
         elif verdict == "accept":
             updated["reference_source"] = "human"

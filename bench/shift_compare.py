@@ -1,0 +1,129 @@
+"""The shift proof's final comparison (docs/loop.md, "The proof on a real shift"): paired
+differences between methods of one ``podium eval`` report on the held-out "after" questions.
+
+``podium eval`` gives each method's quality with its own 95 % interval; the methods answered the
+same questions, so the comparison that counts is paired: per question, the retrained
+conductor's score minus another method's, and the 95 % interval of that mean difference
+(mean ± 1.96·s/√n of the per-question differences; with 0/1 scores, as the verifiers give here,
+this is the normal approximation for paired proportions). Per slice (``use-case:*`` tag) and for
+all questions, with the issue's target: the share of the gap between the old conductor and the
+per-question best method (the best score any compared method got on that question) that the
+retrained conductor recovers.
+
+    .venv/bin/python bench/shift_compare.py runs/shift/final/eval.json --new light:shift@v2 \
+        --old light:shift@v1 --out docs/eval/shift/compare.md [--json compare.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def paired(new: Sequence[float], other: Sequence[float]) -> tuple[float, float, float]:
+    """(mean difference new − other, 95 % interval low, high) of paired scores."""
+    diffs = [a - b for a, b in zip(new, other, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    half = 1.96 * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def compare(report: dict[str, Any], new: str, old: str) -> dict[str, Any]:
+    """Per slice: n, each method's mean quality and cost, the paired difference of ``new``
+    against every other method, and the gap recovered. Raises KeyError for a method the report
+    lacks, ValueError when the report has no per-request results or methods saw other questions."""
+    results: dict[str, list[dict[str, Any]]] = report.get("results") or {}
+    if not results:
+        raise ValueError("the report has no per-request results (run podium eval without --summary-only)")
+    for name in (new, old):
+        if name not in results:
+            raise KeyError(f"no method {name!r} in the report (it has {', '.join(results)})")
+    by_method = {m: {r["task_id"]: r for r in rows} for m, rows in results.items()}
+    ids = sorted(by_method[new])
+    for m, rows in by_method.items():
+        if sorted(rows) != ids:
+            raise ValueError(f"{m} answered other questions than {new}: not paired")
+    slices: dict[str, list[str]] = {"all": ids}
+    for task_id in ids:
+        for tag in by_method[new][task_id]["tags"]:
+            if tag.startswith("use-case:"):
+                slices.setdefault(tag, []).append(task_id)
+    out: dict[str, Any] = {"new": new, "old": old, "slices": {}}
+    for name, members in slices.items():
+        score = {m: [float(by_method[m][t]["score"]) for t in members] for m in by_method}
+        cost = {m: sum(float(by_method[m][t]["cost_usd"]) for t in members) / len(members) for m in by_method}
+        best = [max(score[m][k] for m in by_method) for k in range(len(members))]
+        mean = {m: sum(v) / len(v) for m, v in score.items()}
+        q_best = sum(best) / len(best)
+        gap = q_best - mean[old]
+        out["slices"][name] = {
+            "n": len(members),
+            "quality": mean,
+            "mean_cost_usd": cost,
+            "per_question_best": q_best,
+            "gap_recovered": (mean[new] - mean[old]) / gap if gap > 0 else None,
+            "paired": {
+                m: dict(zip(("diff", "low", "high"), paired(score[new], score[m]), strict=True))
+                for m in by_method
+                if m != new
+            },
+        }
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    new, old = result["new"], result["old"]
+    lines = [
+        f"# Held-out 'after' questions: {new} against the others (paired)",
+        "",
+        f"Old conductor: `{old}`. Paired difference = {new}'s score minus the method's, per question; "
+        "95 % interval mean ± 1.96·s/√n. Gap recovered = (new − old) / (per-question best − old).",
+        "",
+    ]
+    for name, s in result["slices"].items():
+        recovered = "–" if s["gap_recovered"] is None else f"{s['gap_recovered']:.2f}"
+        lines += [
+            f"## {name} (n = {s['n']})",
+            "",
+            f"Per-question best of these methods: {s['per_question_best']:.3f}; gap recovered: {recovered}",
+            "",
+            f"| method | quality | mean cost (USD) | {new} − method (95 % CI) |",
+            "|---|---|---|---|",
+        ]
+        for m, q in s["quality"].items():
+            if m == new:
+                diff = "—"
+            else:
+                p = s["paired"][m]
+                diff = f"{p['diff']:+.3f} ({p['low']:+.3f} … {p['high']:+.3f})"
+            lines.append(f"| {m} | {q:.3f} | {s['mean_cost_usd'][m]:.6f} | {diff} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Paired differences of one method against the others in an eval.json.")
+    parser.add_argument("report", type=Path, help="eval.json of podium eval (with per-request results)")
+    parser.add_argument("--new", required=True, help="the retrained conductor's method name")
+    parser.add_argument("--old", required=True, help="the old conductor's method name")
+    parser.add_argument("--out", type=Path, help="write the Markdown here too")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    result = compare(json.loads(args.report.read_text(encoding="utf-8")), args.new, args.old)
+    text = markdown(result)
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
