@@ -37,7 +37,7 @@ from podium.store.schema import TRACE_TABLES, plan_attempts, requests, search_te
 from podium.trace.backend import TraceStoreError
 from podium.trace.postgres_reads import PostgresTraceReads
 from podium.trace.query import PurgeListener, PurgeResult, fold
-from podium.trace.rows import Begin, Op, describe, dumps, rows_of, search_texts
+from podium.trace.rows import Begin, Op, describe, dumps, is_begin, request_of, rows_of, search_texts
 from podium.trace.writer import WriteBehind, WriterStats
 
 __all__ = ["PostgresTraceStore"]
@@ -60,6 +60,8 @@ class PostgresTraceStore(PostgresTraceReads):
 
     RETENTION_CHECK_S = 3600.0
     MAX_BATCH = 256
+    RUNNING_ROW_AFTER_S = 0.25
+    """As :attr:`~podium.trace.store.TraceStore.RUNNING_ROW_AFTER_S`."""
 
     def __init__(
         self,
@@ -81,7 +83,13 @@ class PostgresTraceStore(PostgresTraceReads):
         self._writer: WriteBehind[Op] | None = None
         if write_behind:
             self._writer = WriteBehind(
-                self._commit, describe=describe, max_pending=max_pending, max_batch=self.MAX_BATCH
+                self._commit,
+                describe=describe,
+                max_pending=max_pending,
+                max_batch=self.MAX_BATCH,
+                hold=is_begin,
+                key=request_of,
+                hold_s=self.RUNNING_ROW_AFTER_S,
             )
         if retention_days is not None:
             self._retain()

@@ -49,6 +49,8 @@ from podium.trace.rows import DisclosureRow
 from podium.trace.rows import Op as _Op
 from podium.trace.rows import describe as _describe
 from podium.trace.rows import dumps as _dumps
+from podium.trace.rows import is_begin as _is_begin
+from podium.trace.rows import request_of as _request_of
 from podium.trace.rows import rows_of as _rows
 from podium.trace.sqlite_reads import SqliteTraceReads
 from podium.trace.sqlite_schema import SCHEMA_VERSION, check_version, create_or_upgrade, index_texts
@@ -102,6 +104,11 @@ class TraceStore(SqliteTraceReads):
     MAX_BATCH = 256
     """Most writes stored in one transaction."""
 
+    RUNNING_ROW_AFTER_S = 0.25
+    """Seconds a request's start is held by the writer before its ``running`` row is written: a
+    request that finishes sooner is written once, finished (no ``running`` row, no second index
+    update); one still running then gets its row, as ``trace list --status running`` shows."""
+
     def __init__(
         self,
         path: str | Path,
@@ -133,7 +140,13 @@ class TraceStore(SqliteTraceReads):
         self._writer: WriteBehind[_Op] | None = None
         if write_behind:
             self._writer = WriteBehind(
-                self._commit, describe=_describe, max_pending=max_pending, max_batch=self.MAX_BATCH
+                self._commit,
+                describe=_describe,
+                max_pending=max_pending,
+                max_batch=self.MAX_BATCH,
+                hold=_is_begin,
+                key=_request_of,
+                hold_s=self.RUNNING_ROW_AFTER_S,
             )
             _OPEN.add(self)
         if retention_days is not None:
