@@ -4,7 +4,8 @@ shares, so a trace written by one replica is found, shown and purged from any.
 
 Same tables and columns as the SQLite file (:mod:`podium.store.schema`, created by ``podium db
 upgrade``), the same rows (:mod:`podium.trace.rows`), the same write-behind writer
-(:mod:`podium.trace.writer`: group commits off the request path; a commit that fails — the
+(:mod:`podium.trace.writer`: group commits off the request path, a request's start held until
+its finished record comes or 0.25 s pass; a commit that fails — the
 database is down — is retried alone and counted ``lost`` in :meth:`stats`, and the request is
 answered all the same).
 
@@ -108,7 +109,7 @@ class PostgresTraceStore(PostgresTraceReads):
         tags: tuple[str, ...] = (),
         subject: str | None = None,
     ) -> None:
-        """Insert the request row with status ``running`` (queued, as the SQLite store)."""
+        """Insert the request row with status ``running`` (queued and held, as the SQLite store)."""
         self._put(Begin(request_id, question, started_at, pool, conductor, mode, tuple(tags), subject))
 
     def write(self, record: RunRecord) -> None:
