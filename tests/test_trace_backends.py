@@ -168,3 +168,29 @@ def test_the_page_cursor_orders_ties_by_id_on_both_engines(traces: TraceBackend)
     assert listed == [f"{i:032x}" for i in (3, 2, 1, 0)] + ["f" * 32]
     after = traces.list(limit=10, where=TraceFilter(older_than=("2026-11-01T10:00:00.000Z", f"{2:032x}")))
     assert [s.id for s in after] == [f"{1:032x}", f"{0:032x}", "f" * 32]
+
+
+def test_a_request_that_finishes_at_once_is_one_write_and_one_commit(traces: TraceBackend) -> None:
+    question, *_ = run_marked(traces)  # type: ignore[arg-type]
+    assert traces.flush(timeout=30)
+    stats = traces.stats()  # begin and write: one batch, no running row written first
+    assert (stats.written, stats.batches, stats.coalesced, stats.lost) == (2, 1, 1, 0)
+    [hit] = traces.search(question)
+    record = traces.get(hit.trace.id)
+    assert record is not None and record.status == "ok"
+
+
+def test_a_finished_record_written_over_its_running_row_reads_back_with_one_question(
+    traces: TraceBackend, tmp_path: Path
+) -> None:
+    scratch = TraceStore(tmp_path / "scratch.sqlite3")  # makes the record
+    question, *_, answer = run_marked(scratch, request_id="d" * 32)
+    record = scratch.get("d" * 32)
+    assert record is not None
+    traces.begin(record.id, record.question, started_at=record.started_at, pool=record.pool,
+                 conductor=record.conductor, mode=record.mode)  # fmt: skip
+    assert traces.flush(timeout=30) and traces.list()[0].status == "running"
+    traces.write(record)
+    assert traces.get(record.id) == record and traces.stats().coalesced == 0
+    assert [h.field for h in traces.search(question)] == ["question"]
+    assert [h.field for h in traces.search(answer)] == ["answer"]

@@ -89,7 +89,8 @@ def test_a_start_and_its_finished_record_in_one_batch_store_no_running_row(tmp_p
         store.begin(record.id, record.question, started_at=record.started_at, pool="p", conductor="c", mode="run")
         store.write(record)
     assert store.flush(timeout=30)
-    assert not [s for s in sql if "'running'" in s]  # the running row would be replaced in the same commit
+    # the running row would be replaced in the same commit
+    assert not [s for s in sql if s.startswith("INSERT INTO requests") and "'running'" in s]
     got = store.get(record.id)
     assert got is not None and got.status == "ok" and len(store.search("word001")) == 1
 
@@ -203,3 +204,95 @@ def test_an_idle_writer_thread_ends_and_the_next_write_starts_one(tmp_path: Path
     writer.close()
     writer.put(3)  # after close: committed in the caller's thread
     assert writes == [[1], [2], [3]] and writer.stats().written == 3
+
+
+class HoldingStore(TraceStore):
+    RUNNING_ROW_AFTER_S = 30.0  # longer than any test's wait: only a flush writes a running row
+
+
+def begin(store: TraceStore, record: RunRecord) -> None:
+    store.begin(record.id, record.question, started_at=record.started_at, pool=record.pool,
+                conductor=record.conductor, mode=record.mode)  # fmt: skip
+
+
+def test_a_request_that_finishes_while_its_start_is_held_is_written_once_in_one_commit(tmp_path: Path) -> None:
+    store = HoldingStore(tmp_path / "t.sqlite3")
+    record = numbered(1)
+    sql = statements(store)
+    begin(store, record)
+    time.sleep(0.1)  # an idle writer would have committed the start alone by now
+    assert store.stats().batches == 0 and stored_ids(tmp_path / "t.sqlite3") == set()
+    store.write(record)
+    assert store.flush(timeout=30)
+    # one transaction: no running row, nothing deleted, the question indexed once
+    assert [s for s in sql if s == "COMMIT"] == ["COMMIT"]
+    assert not [s for s in sql if s.startswith(("DELETE", "UPDATE")) or (s.startswith("INSERT") and "'running'" in s)]
+    stats = store.stats()
+    assert (stats.written, stats.batches, stats.coalesced, stats.pending) == (2, 1, 1, 0)
+    assert store.get(record.id) == record and len(store.search("word001")) == 1
+
+
+def test_a_read_writes_the_running_row_of_a_held_start_at_once(tmp_path: Path) -> None:
+    store = HoldingStore(tmp_path / "t.sqlite3")
+    record = numbered(2)
+    begin(store, record)
+    [summary] = store.list()  # a read flushes, held starts included
+    assert summary.status == "running" and store.stats().coalesced == 0
+    db = sqlite3.connect(tmp_path / "t.sqlite3")  # as another process sees it
+    assert db.execute("SELECT status FROM requests").fetchall() == [("running",)]
+
+
+def test_a_request_still_running_after_the_hold_gets_its_row_and_the_record_is_written_over_it(
+    tmp_path: Path,
+) -> None:
+    class Brief(TraceStore):
+        RUNNING_ROW_AFTER_S = 0.05
+
+    path = tmp_path / "t.sqlite3"
+    store = Brief(path)
+    record = numbered(3)
+    begin(store, record)
+    # no flush: the writer writes the running row when the hold runs out
+    wait_until(lambda: sqlite3.connect(path).execute("SELECT status FROM requests").fetchall() == [("running",)])
+    sql = statements(store)
+    store.write(record)
+    assert store.flush(timeout=30)
+    assert [s for s in sql if s.startswith("UPDATE requests")] and not [s for s in sql if s.startswith("DELETE")]
+    assert store.get(record.id) == record and store.stats().coalesced == 0
+    db = sqlite3.connect(path)
+    texts = db.execute("SELECT field FROM search_text ORDER BY id").fetchall()
+    assert texts.count(("question",)) == 1 and ("answer",) in texts  # the question kept, the rest added
+    db.execute("INSERT INTO search_index (search_index) VALUES ('integrity-check')")  # FTS5 agrees with rows
+    assert [h.trace.id for h in store.search("word003")] == [record.id]
+
+
+def test_a_record_written_again_replaces_the_finished_one(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "t.sqlite3")
+    record = numbered(4)
+    store.write(dataclasses.replace(record, answer="first answer"))
+    assert store.flush(timeout=30)
+    store.write(record)
+    got = store.get(record.id)
+    assert got == record and store.stats().lost == 0 and store.search("first") == []
+
+
+def test_what_is_held_goes_with_its_key_and_on_flush_close_and_a_full_queue() -> None:
+    writes: list[list[tuple[str, str]]] = []
+    writer: WriteBehind[tuple[str, str]] = WriteBehind(
+        writes.append, max_pending=2, hold=lambda op: op[1] == "start", key=lambda op: op[0], hold_s=60.0
+    )
+    writer.put(("a", "start"))
+    writer.put(("a", "end"))  # takes its start along, in order, in one batch
+    assert writer.flush(timeout=10) and writes == [[("a", "start"), ("a", "end")]]
+    writer.put(("b", "start"))
+    assert writer.flush(timeout=10) and writes[-1] == [("b", "start")]  # a flush does not wait 60 s
+    writer.put(("c", "start"))
+    writer.put(("d", "start"))  # the queue is full of held starts
+    writer.put(("e", "end"))  # waits for room: the writer lets the held ones go
+    assert writer.stats().full_waits == 1 and writer.flush(timeout=10)
+    assert sorted(op for batch in writes[2:] for op in batch) == [("c", "start"), ("d", "start"), ("e", "end")]
+    writer.put(("f", "start"))
+    writer.close()
+    assert writes[-1] == [("f", "start")]
+    stats = writer.stats()
+    assert (stats.written, stats.pending, stats.coalesced, stats.lost) == (7, 0, 1, 0)

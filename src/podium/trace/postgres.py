@@ -4,7 +4,8 @@ shares, so a trace written by one replica is found, shown and purged from any.
 
 Same tables and columns as the SQLite file (:mod:`podium.store.schema`, created by ``podium db
 upgrade``), the same rows (:mod:`podium.trace.rows`), the same write-behind writer
-(:mod:`podium.trace.writer`: group commits off the request path; a commit that fails — the
+(:mod:`podium.trace.writer`: group commits off the request path, a request's start held until
+its finished record comes or 0.25 s pass; a commit that fails — the
 database is down — is retried alone and counted ``lost`` in :meth:`stats`, and the request is
 answered all the same).
 
@@ -37,7 +38,7 @@ from podium.store.schema import TRACE_TABLES, plan_attempts, requests, search_te
 from podium.trace.backend import TraceStoreError
 from podium.trace.postgres_reads import PostgresTraceReads
 from podium.trace.query import PurgeListener, PurgeResult, fold
-from podium.trace.rows import Begin, Op, describe, dumps, rows_of, search_texts
+from podium.trace.rows import Begin, Op, describe, dumps, is_begin, request_of, rows_of, search_texts
 from podium.trace.writer import WriteBehind, WriterStats
 
 __all__ = ["PostgresTraceStore"]
@@ -60,6 +61,8 @@ class PostgresTraceStore(PostgresTraceReads):
 
     RETENTION_CHECK_S = 3600.0
     MAX_BATCH = 256
+    RUNNING_ROW_AFTER_S = 0.25
+    """As :attr:`~podium.trace.store.TraceStore.RUNNING_ROW_AFTER_S`."""
 
     def __init__(
         self,
@@ -81,7 +84,13 @@ class PostgresTraceStore(PostgresTraceReads):
         self._writer: WriteBehind[Op] | None = None
         if write_behind:
             self._writer = WriteBehind(
-                self._commit, describe=describe, max_pending=max_pending, max_batch=self.MAX_BATCH
+                self._commit,
+                describe=describe,
+                max_pending=max_pending,
+                max_batch=self.MAX_BATCH,
+                hold=is_begin,
+                key=request_of,
+                hold_s=self.RUNNING_ROW_AFTER_S,
             )
         if retention_days is not None:
             self._retain()
@@ -100,7 +109,7 @@ class PostgresTraceStore(PostgresTraceReads):
         tags: tuple[str, ...] = (),
         subject: str | None = None,
     ) -> None:
-        """Insert the request row with status ``running`` (queued, as the SQLite store)."""
+        """Insert the request row with status ``running`` (queued and held, as the SQLite store)."""
         self._put(Begin(request_id, question, started_at, pool, conductor, mode, tuple(tags), subject))
 
     def write(self, record: RunRecord) -> None:

@@ -32,7 +32,9 @@ __all__ = [
     "describe",
     "disclosures_from_json",
     "dumps",
+    "is_begin",
     "record_from_rows",
+    "request_of",
     "rows_of",
     "search_texts",
     "step_location",
@@ -136,6 +138,17 @@ def describe(op: Op) -> str:
     if isinstance(op, Begin):
         return f"request {op.request_id} (its start)"
     return f"request {op.id} (its finished record)"
+
+
+def is_begin(op: Op) -> bool:
+    """Whether ``op`` is a request's start: the trace writer holds those a moment (its
+    ``hold``), so that a request that finishes at once is written once, finished."""
+    return isinstance(op, Begin)
+
+
+def request_of(op: Op) -> str:
+    """The request a queued write belongs to (the trace writer's ``key``)."""
+    return op.request_id if isinstance(op, Begin) else op.id
 
 
 def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:

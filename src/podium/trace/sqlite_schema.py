@@ -184,20 +184,27 @@ _INDEX = (
 """What goes into ``search_text`` (one row per text; ``field`` is one of query.FIELDS)."""
 
 
-def index_texts(db: sqlite3.Connection, request_ids: Sequence[str] | None, running: Sequence[str] = ()) -> None:
+def index_texts(
+    db: sqlite3.Connection,
+    request_ids: Sequence[str] | None,
+    running: Sequence[str] = (),
+    finished: Sequence[str] = (),
+) -> None:
     """Fill ``search_text`` (and so ``search_index``) from the stored rows of these requests
     (one statement per kind of text for the whole batch), or of every request when
     ``request_ids`` is None (an upgrade). ``running``: requests stored as ``running`` rows,
     whose one text is their question (no answer, error, attempts or steps yet), so only the
-    question's statement looks for them. Each text is stored as written (for display) and,
-    where folding changes it, folded (``podium_fold``, :func:`~podium.trace.query.fold`); the
-    index reads the folded form (view ``search_content``)."""
+    question's statement looks for them. ``finished``: requests whose ``running`` row (its
+    question indexed) was just written over by their finished record: every statement but the
+    question's looks for them. Each text is stored as written (for display) and, where folding
+    changes it, folded (``podium_fold``, :func:`~podium.trace.query.fold`); the index reads the
+    folded form (view ``search_content``)."""
     if request_ids is None:
         for select in _INDEX:
             db.execute(_index_sql(select).format(requests="1", steps="1"))
         return
     for n, select in enumerate(_INDEX):
-        ids = [*running, *request_ids] if n == 0 else request_ids  # _INDEX[0]: the question
+        ids = [*running, *request_ids] if n == 0 else [*request_ids, *finished]  # _INDEX[0]: the question
         if ids:
             marks = ", ".join("?" for _ in ids)
             db.execute(_index_sql(select).format(requests=f"id IN ({marks})", steps=f"request_id IN ({marks})"), ids)

@@ -1,18 +1,21 @@
 """SQLite trace store: one record per request, written in WAL mode.
 
-A request row is inserted with status ``running`` when the request starts, so even a process
-killed mid-request leaves a trace; :meth:`TraceStore.write` then stores the finished record —
-request row, conductor attempts and steps — in one transaction.
+A request row is inserted with status ``running`` once the request has run for
+:attr:`TraceStore.RUNNING_ROW_AFTER_S` (0.25 s), so even a process killed mid-request leaves a
+trace; :meth:`TraceStore.write` then stores the finished record — request row, conductor attempts
+and steps — in one transaction, over that row. A request that finishes sooner is written once,
+finished.
 
 Writes are off the request path (write-behind, :mod:`podium.trace.writer`): ``begin`` and
 ``write`` queue the operation and return; one writer thread stores whatever is queued in one
-transaction (group commit: rows and search index together; a ``running`` row whose finished
-record is in the same batch is not written at all). Every read of this store object first
+transaction (group commit: rows and search index together; a request's start is held until its
+finished record comes or 0.25 s pass, see :mod:`podium.trace.writer`). Every read of this store object first
 waits for the writes queued before it (:meth:`TraceStore.flush`), so in-process reads see every
 finished request; another process sees a write once its batch commits (milliseconds, unless the
 disk stalls). :meth:`TraceStore.close` — called by ``podium run``'s exit, ``podium serve``'s
 shutdown, and at interpreter exit for stores left open — flushes first, so a clean shutdown
-keeps everything, as before; a crash loses what was still queued (docs/traces.md).
+keeps everything, as before; a crash loses what was still queued, and the ``running`` rows of
+requests started in the last 0.25 s (docs/traces.md).
 ``write_behind=False`` writes in the caller's thread, one transaction per call, raising on
 failure.
 
@@ -49,6 +52,8 @@ from podium.trace.rows import DisclosureRow
 from podium.trace.rows import Op as _Op
 from podium.trace.rows import describe as _describe
 from podium.trace.rows import dumps as _dumps
+from podium.trace.rows import is_begin as _is_begin
+from podium.trace.rows import request_of as _request_of
 from podium.trace.rows import rows_of as _rows
 from podium.trace.sqlite_reads import SqliteTraceReads
 from podium.trace.sqlite_schema import SCHEMA_VERSION, check_version, create_or_upgrade, index_texts
@@ -102,6 +107,11 @@ class TraceStore(SqliteTraceReads):
     MAX_BATCH = 256
     """Most writes stored in one transaction."""
 
+    RUNNING_ROW_AFTER_S = 0.25
+    """Seconds a request's start is held by the writer before its ``running`` row is written: a
+    request that finishes sooner is written once, finished (no ``running`` row, no second index
+    update); one still running then gets its row, as ``trace list --status running`` shows."""
+
     def __init__(
         self,
         path: str | Path,
@@ -133,7 +143,13 @@ class TraceStore(SqliteTraceReads):
         self._writer: WriteBehind[_Op] | None = None
         if write_behind:
             self._writer = WriteBehind(
-                self._commit, describe=_describe, max_pending=max_pending, max_batch=self.MAX_BATCH
+                self._commit,
+                describe=_describe,
+                max_pending=max_pending,
+                max_batch=self.MAX_BATCH,
+                hold=_is_begin,
+                key=_request_of,
+                hold_s=self.RUNNING_ROW_AFTER_S,
             )
             _OPEN.add(self)
         if retention_days is not None:
@@ -197,13 +213,14 @@ class TraceStore(SqliteTraceReads):
         tags: tuple[str, ...] = (),
         subject: str | None = None,
     ) -> None:
-        """Insert the request row with status ``running``, its question searchable (queued:
-        stored with the writer's next batch, unless this request's finished record is in it)."""
+        """Insert the request row with status ``running``, its question searchable (queued and
+        held: stored after :attr:`RUNNING_ROW_AFTER_S`, or by a read or :meth:`flush`, unless the
+        request's finished record comes first; then only that is stored)."""
         self._put(_Begin(request_id, question, started_at, pool, conductor, mode, tuple(tags), subject))
 
     def write(self, record: RunRecord) -> None:
-        """Store a finished record (replacing its ``running`` row) and its search index
-        entries in one transaction (queued, see the module doc); then, at most once an hour,
+        """Store a finished record (over its ``running`` row, if one was written) and its
+        search index entries in one transaction (queued, see the module doc); then, at most once an hour,
         apply ``retention_days``."""
         self._put(record)
 
@@ -215,8 +232,10 @@ class TraceStore(SqliteTraceReads):
 
     def _commit(self, ops: Sequence[_Op]) -> None:
         """Store a batch of writes in one transaction: the ``running`` rows of requests whose
-        finished record is not in the batch, the finished records (replacing their rows), and
-        the search index entries of all of them."""
+        finished record is not in the batch, the finished records, and the search index entries
+        of all of them. A finished record whose ``running`` row is stored (an earlier batch) is
+        written over it in place: its question stays indexed as it is, only its other texts are
+        added; any other stored row of its id is replaced (deleted, then inserted)."""
         finished = {op.id: op for op in ops if isinstance(op, RunRecord)}  # the last one of an id wins
         begins = [
             (op.request_id, op.started_at, op.mode, op.pool, op.conductor, op.question, _dumps([*op.tags]), op.subject)
@@ -238,12 +257,26 @@ class TraceStore(SqliteTraceReads):
                     "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                     begins,
                 )
+            over: list[dict[str, Any]] = []  # over their running row, question unchanged
+            new: list[dict[str, Any]] = []
             if finished:
-                db.executemany("DELETE FROM requests WHERE id = ?", [(i,) for i in finished])
-                _insert(db, "requests", request_rows)
+                stored = _stored(db, list(finished))
+                for row in request_rows:
+                    (over if stored.get(row["id"]) == ("running", row["question"]) else new).append(row)
+                if stale := [(row["id"],) for row in new if row["id"] in stored]:
+                    db.executemany("DELETE FROM requests WHERE id = ?", stale)  # e.g. a record written again
+                _insert(db, "requests", new)
+                if over:
+                    columns = [c for c in over[0] if c != "id"]
+                    db.executemany(
+                        f"UPDATE requests SET {', '.join(f'{c} = ?' for c in columns)} WHERE id = ?",
+                        [(*(row[c] for c in columns), row["id"]) for row in over],
+                    )
                 _insert(db, "plan_attempts", attempt_rows)
                 _insert(db, "steps", step_rows)
-            index_texts(db, list(finished), running=[b[0] for b in begins])
+            index_texts(
+                db, [row["id"] for row in new], running=[b[0] for b in begins], finished=[row["id"] for row in over]
+            )
         if (
             finished
             and self.retention_days is not None
@@ -370,6 +403,14 @@ def _selection(before: str | None, request_ids: Sequence[str], subject: str | No
     if not parts:
         raise ConfigError("a purge needs a selection: before, request_ids or subject")
     return " AND ".join(parts), params
+
+
+def _stored(db: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The status and question of those of ``ids`` (a batch: at most MAX_BATCH) already
+    stored, by id."""
+    marks = ", ".join("?" for _ in ids)
+    rows = db.execute(f"SELECT id, status, question FROM requests WHERE id IN ({marks})", ids)
+    return {row[0]: (row[1], row[2]) for row in rows}
 
 
 def _insert(db: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:

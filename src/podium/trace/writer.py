@@ -7,6 +7,15 @@ requests share a commit and its index updates instead of paying for one each. No
 artificially: an idle writer commits a lone operation right away, and what arrives while a
 commit runs forms the next batch.
 
+Holding: operations the owner marks ``hold`` (a request's start) are not committed at once but
+kept up to ``hold_s`` seconds, waiting for a later operation with the same ``key`` (that
+request's finished record); when it comes, both go into the queue together and the store
+writes the finished record alone — one insert and one index update instead of a ``running``
+row, its removal and a second index update, and one writer wake-up instead of two. A held
+operation whose ``hold_s`` runs out is committed like any other (the request is still running:
+its row shows it), and everything held is committed at once by :meth:`WriteBehind.flush`,
+:meth:`WriteBehind.close`, and when the queue is full.
+
 Back-pressure, never a silent drop: when ``max_pending`` operations are waiting, the caller
 that finds the queue full waits until the writer has made room (its request still gets its
 answer, a little later); every such wait is counted in :class:`WriterStats` and logged (at most
@@ -17,7 +26,7 @@ Durability: :meth:`WriteBehind.flush` returns once everything queued before it i
 :meth:`WriteBehind.close` flushes, then stops the thread (stores are also closed at interpreter
 exit). A crash (SIGKILL, power loss, an interpreter that cannot run exit handlers) loses what was
 still queued: at most ``max_pending`` operations, in practice the last few milliseconds of
-writes.
+writes and the held operations of the last ``hold_s`` seconds.
 
 The class knows nothing about SQLite: a store for another database gives it its own ``commit``.
 """
@@ -44,7 +53,7 @@ class WriterStats:
     """What a trace writer has done since the store opened.
 
     Attributes:
-        pending: operations queued and not yet committed (or failed).
+        pending: operations queued (held ones included) and not yet committed (or failed).
         written: operations committed.
         batches: transactions committed (``written / batches`` is the mean batch size).
         largest_batch: most operations committed in one transaction.
@@ -52,6 +61,8 @@ class WriterStats:
         full_wait_s: seconds callers spent waiting so, in all.
         lost: operations that could not be stored even alone (each logged with its error).
         last_error: the last commit error, or None.
+        coalesced: held operations that a later operation of the same key took along before
+            their ``hold_s`` ran out (a request's start stored with its finished record).
     """
 
     pending: int = 0
@@ -62,6 +73,7 @@ class WriterStats:
     full_wait_s: float = 0.0
     lost: int = 0
     last_error: str | None = None
+    coalesced: int = 0
 
 
 class WriteBehind(Generic[_T]):
@@ -71,9 +83,14 @@ class WriteBehind(Generic[_T]):
         commit: stores a batch of operations in one transaction; raises on failure (then
             nothing of the batch may be stored).
         describe: names an operation in log lines (e.g. its request id).
-        max_pending: most operations queued; a caller finding it full waits (see module doc).
+        max_pending: most operations queued, held ones included; a caller finding it full
+            waits (see module doc).
         max_batch: most operations per transaction.
         name: the thread's name.
+        hold: which operations may wait for a later one of the same ``key`` (see the module
+            doc); None holds nothing.
+        key: what ties a held operation to the one that takes it along (e.g. a request id).
+        hold_s: most seconds an operation is held.
 
     The thread starts with the first operation and ends after ``IDLE_S`` seconds with nothing
     to do (the next operation starts it again), so an idle store holds no thread.
@@ -93,21 +110,31 @@ class WriteBehind(Generic[_T]):
         max_pending: int = 1000,
         max_batch: int = 256,
         name: str = "podium-trace-writer",
+        hold: Callable[[_T], bool] | None = None,
+        key: Callable[[_T], object] = id,
+        hold_s: float = 0.0,
     ) -> None:
         if max_pending < 1 or max_batch < 1:
             raise ValueError(f"max_pending and max_batch must be at least 1, got {max_pending}, {max_batch}")
+        if hold_s < 0:
+            raise ValueError(f"hold_s must not be negative, got {hold_s}")
         self._commit = commit
         self._describe = describe
         self.max_pending = max_pending
         self.max_batch = max_batch
         self._name = name
-        self._queue: deque[_T] = deque()
+        self._hold = hold if hold_s > 0 else None
+        self._key = key
+        self.hold_s = hold_s
+        self._queue: deque[_T] = deque()  # ready to commit, in order
+        self._held: dict[object, tuple[_T, float]] = {}  # key -> (operation, monotonic deadline), oldest first
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._urgent = 0  # callers in flush() or waiting for room: nothing may be held meanwhile
         self._queued = 0  # operations ever put
         self._done = 0  # operations committed or lost
-        self._written = self._batches = self._largest = self._waits = self._lost = 0
+        self._written = self._batches = self._largest = self._waits = self._lost = self._coalesced = 0
         self._waited_s = 0.0
         self._last_error: str | None = None
         self._logged_at = -self.LOG_EVERY_S
@@ -115,18 +142,27 @@ class WriteBehind(Generic[_T]):
     # ----------------------------------------------------------------------------- callers
 
     def put(self, op: _T) -> None:
-        """Queue ``op``; waits while the queue is full. After :meth:`close` (or if the thread
-        died) the operation is committed in the caller's thread instead, so it is never lost
-        for want of a writer."""
+        """Queue ``op`` (or hold it, see the module doc); waits while the queue is full. After
+        :meth:`close` (or if the thread died) the operation is committed in the caller's thread
+        instead, so it is never lost for want of a writer."""
         with self._cond:
             inline = self._closed or not self._writer_alive()
-            if not inline and len(self._queue) >= self.max_pending:
+            if not inline and len(self._queue) + len(self._held) >= self.max_pending:
                 self._wait_for_room()
                 inline = not self._writer_alive()
             if not inline:
-                self._queue.append(op)
                 self._queued += 1
-                self._cond.notify_all()
+                hold = self._hold is not None and not self._urgent and self._hold(op)
+                if self._held and (held := self._held.pop(self._key(op), None)) is not None:
+                    self._queue.append(held[0])  # it goes first, and in the same batch as op
+                    if not hold:
+                        self._coalesced += 1
+                    self._cond.notify_all()
+                if hold:  # no wake-up: the writer looks at what is held whenever it wakes
+                    self._held[self._key(op)] = (op, time.monotonic() + self.hold_s)
+                else:
+                    self._queue.append(op)
+                    self._cond.notify_all()
         if inline:
             self._store([op])
 
@@ -146,27 +182,42 @@ class WriteBehind(Generic[_T]):
             _log.warning(
                 "podium: trace writer is behind: %d writes queued (the limit); requests wait for room "
                 "before finishing (%d such waits so far; nothing is dropped)",
-                len(self._queue),
+                len(self._queue) + len(self._held),
                 self._waits,
             )
-        while len(self._queue) >= self.max_pending and self._thread is not None and self._thread.is_alive():
-            self._cond.wait(timeout=1.0)
+        self._urgent += 1
+        self._cond.notify_all()  # held operations go now
+        try:
+            while (
+                len(self._queue) + len(self._held) >= self.max_pending
+                and self._thread is not None
+                and self._thread.is_alive()
+            ):
+                self._cond.wait(timeout=1.0)
+        finally:
+            self._urgent -= 1
         self._waited_s += time.monotonic() - started
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every operation queued before this call is committed (or counted lost).
-        Returns False when ``timeout`` (seconds) ran out first. A no-op on the writer thread."""
+        """Wait until every operation queued before this call, held ones included, is
+        committed (or counted lost). Returns False when ``timeout`` (seconds) ran out first. A
+        no-op on the writer thread."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             if threading.current_thread() is self._thread:
                 return True
             target = self._queued
-            while self._done < target and self._thread is not None and self._thread.is_alive():
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(timeout=1.0 if left is None else min(left, 1.0))
-            return self._done >= target
+            self._urgent += 1
+            self._cond.notify_all()  # held operations go now
+            try:
+                while self._done < target and self._thread is not None and self._thread.is_alive():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(timeout=1.0 if left is None else min(left, 1.0))
+                return self._done >= target
+            finally:
+                self._urgent -= 1
 
     def close(self) -> None:
         """Flush, then stop the thread; later operations are committed inline. Idempotent."""
@@ -188,19 +239,46 @@ class WriteBehind(Generic[_T]):
                 full_wait_s=round(self._waited_s, 6),
                 lost=self._lost,
                 last_error=self._last_error,
+                coalesced=self._coalesced,
             )
 
     # ------------------------------------------------------------------------------ writer
 
+    def _release(self) -> float | None:
+        """(Holding the condition.) Move the held operations that may not wait any longer into
+        the queue — all of them when closing, flushing or full — and return the deadline of the
+        oldest one left (None when none is held)."""
+        if not self._held:
+            return None
+        everything = self._closed or self._urgent > 0 or len(self._queue) + len(self._held) >= self.max_pending
+        now = time.monotonic()
+        while self._held:
+            key, (op, deadline) = next(iter(self._held.items()))
+            if not everything and deadline > now:
+                return deadline
+            del self._held[key]
+            self._queue.append(op)
+        return None
+
     def _run(self) -> None:
+        idle_since = time.monotonic()
         while True:
             with self._cond:
-                if not self._queue and not self._closed:
-                    self._cond.wait(timeout=self.IDLE_S)
-                if not self._queue:  # closed and drained, or idle: the next put starts a thread
-                    self._thread = None
-                    self._cond.notify_all()
-                    return
+                while True:
+                    deadline = self._release()
+                    if self._queue:
+                        break
+                    now = time.monotonic()
+                    if deadline is None and (self._closed or now - idle_since >= self.IDLE_S):
+                        # closed and drained, or idle: the next put starts a thread
+                        self._thread = None
+                        self._cond.notify_all()
+                        return
+                    if deadline is not None:
+                        self._cond.wait(timeout=deadline - now)
+                    else:  # a held operation put meanwhile is looked at within hold_s
+                        nap = self.IDLE_S - (now - idle_since)
+                        self._cond.wait(timeout=min(nap, self.hold_s) if self._hold is not None else nap)
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
                 self._cond.notify_all()  # room for callers waiting on a full queue
             try:
@@ -209,6 +287,7 @@ class WriteBehind(Generic[_T]):
                 with self._cond:
                     self._done += len(batch)
                     self._cond.notify_all()
+                idle_since = time.monotonic()
 
     def _store(self, batch: list[_T]) -> None:
         """Commit ``batch`` in one transaction; if that fails, each operation alone, counting
