@@ -7,7 +7,7 @@
 #   (old conductor, rule pipeline, each single worker, retrained conductor) + paired differences.
 #
 #   scripts/shift-proof.sh                        # full size: 200 before, 200 after, 120 held out
-#   SHIFT_BEFORE=6 SHIFT_AFTER=8 SHIFT_HELDOUT=4 SHIFT_MIN_REQUESTS=3 SHIFT_WORK=/tmp/shift \
+#   SHIFT_BEFORE=6 SHIFT_AFTER=25 SHIFT_HELDOUT=4 SHIFT_MIN_REQUESTS=3 SHIFT_WORK=/tmp/shift \
 #     SHIFT_OUT=/tmp/shift/out scripts/shift-proof.sh            # a tiny run of the whole pipeline
 #
 # Resumable: each finished stage leaves $SHIFT_WORK/done/STAGE; the clients log every answered
@@ -27,6 +27,11 @@ seed=${SHIFT_SEED:-0} port=${SHIFT_PORT:-8765} min_requests=${SHIFT_MIN_REQUESTS
 lam=${SHIFT_LAM:-300} generations=${SHIFT_GENERATIONS:-60} name=${SHIFT_NAME:-shift}
 py=${PYTHON:-.venv/bin/python} podium=${PODIUM:-.venv/bin/podium}
 cache=${PODIUM_EVAL_CACHE:-$HOME/.cache/podium/eval/requests.sqlite3}
+if [ "$after" -lt 25 ]; then  # 80 % of the after set trains the light conductor, which needs 20
+  echo "error: SHIFT_AFTER=$after: the retrained conductor needs at least 20 training questions, 80 % of the" \
+       "after set; use SHIFT_AFTER=25 or more" >&2
+  exit 2
+fi
 mkdir -p "$work/done" "$out"
 work=$(cd "$work" && pwd) out=$(cd "$out" && pwd)
 export PODIUM_HOME=${PODIUM_HOME:-$work/home}   # this proof's traces and conductor registry only
