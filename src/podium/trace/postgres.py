@@ -38,7 +38,7 @@ from podium.store.schema import TRACE_TABLES, plan_attempts, requests, search_te
 from podium.trace.backend import TraceStoreError
 from podium.trace.postgres_reads import PostgresTraceReads
 from podium.trace.query import PurgeListener, PurgeResult, fold
-from podium.trace.rows import Begin, Op, describe, dumps, is_begin, request_of, rows_of, search_texts
+from podium.trace.rows import Begin, Op, dumps, rows_of, search_texts, trace_writer
 from podium.trace.writer import WriteBehind, WriterStats
 
 __all__ = ["PostgresTraceStore"]
@@ -83,14 +83,8 @@ class PostgresTraceStore(PostgresTraceReads):
         self._retention_checked = time.monotonic()
         self._writer: WriteBehind[Op] | None = None
         if write_behind:
-            self._writer = WriteBehind(
-                self._commit,
-                describe=describe,
-                max_pending=max_pending,
-                max_batch=self.MAX_BATCH,
-                hold=is_begin,
-                key=request_of,
-                hold_s=self.RUNNING_ROW_AFTER_S,
+            self._writer = trace_writer(
+                self._commit, max_pending=max_pending, max_batch=self.MAX_BATCH, hold_s=self.RUNNING_ROW_AFTER_S
             )
         if retention_days is not None:
             self._retain()

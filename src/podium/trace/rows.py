@@ -14,12 +14,13 @@ lost to an encoding error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
 from podium.trace.query import TraceSummary
+from podium.trace.writer import WriteBehind
 from podium.unicode import valid_text
 from podium.workers.base import Message, Usage
 from podium.workflow import ALL, Access, Step, Workflow
@@ -32,13 +33,12 @@ __all__ = [
     "describe",
     "disclosures_from_json",
     "dumps",
-    "is_begin",
     "record_from_rows",
-    "request_of",
     "rows_of",
     "search_texts",
     "step_location",
     "summary_from_row",
+    "trace_writer",
     "usage_from_row",
     "workflow_from_json",
 ]
@@ -140,15 +140,29 @@ def describe(op: Op) -> str:
     return f"request {op.id} (its finished record)"
 
 
-def is_begin(op: Op) -> bool:
-    """Whether ``op`` is a request's start: the trace writer holds those a moment (its
-    ``hold``), so that a request that finishes at once is written once, finished."""
+def _is_begin(op: Op) -> bool:
     return isinstance(op, Begin)
 
 
-def request_of(op: Op) -> str:
-    """The request a queued write belongs to (the trace writer's ``key``)."""
+def _request_of(op: Op) -> str:
     return op.request_id if isinstance(op, Begin) else op.id
+
+
+def trace_writer(
+    commit: Callable[[Sequence[Op]], None], *, max_pending: int, max_batch: int, hold_s: float
+) -> WriteBehind[Op]:
+    """The background writer of a trace store (SQLite or PostgreSQL): a request's start is held
+    up to ``hold_s`` seconds, keyed by its request id, so that a request that finishes sooner is
+    written once, finished (:mod:`podium.trace.writer`)."""
+    return WriteBehind(
+        commit,
+        describe=describe,
+        max_pending=max_pending,
+        max_batch=max_batch,
+        hold=_is_begin,
+        key=_request_of,
+        hold_s=hold_s,
+    )
 
 
 def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:

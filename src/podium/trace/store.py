@@ -48,12 +48,9 @@ from podium.store.engine import connect_sqlite, use_wal
 from podium.trace.backend import TraceStoreError
 from podium.trace.query import PurgeListener, PurgeResult, SearchHit, TraceSummary, fold
 from podium.trace.rows import Begin as _Begin
-from podium.trace.rows import DisclosureRow
+from podium.trace.rows import DisclosureRow, trace_writer
 from podium.trace.rows import Op as _Op
-from podium.trace.rows import describe as _describe
 from podium.trace.rows import dumps as _dumps
-from podium.trace.rows import is_begin as _is_begin
-from podium.trace.rows import request_of as _request_of
 from podium.trace.rows import rows_of as _rows
 from podium.trace.sqlite_reads import SqliteTraceReads
 from podium.trace.sqlite_schema import SCHEMA_VERSION, check_version, create_or_upgrade, index_texts
@@ -142,14 +139,8 @@ class TraceStore(SqliteTraceReads):
         self._retention_checked = time.monotonic()
         self._writer: WriteBehind[_Op] | None = None
         if write_behind:
-            self._writer = WriteBehind(
-                self._commit,
-                describe=_describe,
-                max_pending=max_pending,
-                max_batch=self.MAX_BATCH,
-                hold=_is_begin,
-                key=_request_of,
-                hold_s=self.RUNNING_ROW_AFTER_S,
+            self._writer = trace_writer(
+                self._commit, max_pending=max_pending, max_batch=self.MAX_BATCH, hold_s=self.RUNNING_ROW_AFTER_S
             )
             _OPEN.add(self)
         if retention_days is not None:
