@@ -18,20 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-def paired(new: Sequence[float], other: Sequence[float]) -> tuple[float, float, float]:
-    """(mean difference new − other, 95 % interval low, high) of paired scores."""
-    diffs = [a - b for a, b in zip(new, other, strict=True)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
-    half = 1.96 * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+from podium.eval.metrics import paired_difference
 
 
 def compare(report: dict[str, Any], new: str, old: str) -> dict[str, Any]:
@@ -69,7 +60,7 @@ def compare(report: dict[str, Any], new: str, old: str) -> dict[str, Any]:
             "per_question_best": q_best,
             "gap_recovered": (mean[new] - mean[old]) / gap if gap > 0 else None,
             "paired": {
-                m: dict(zip(("diff", "low", "high"), paired(score[new], score[m]), strict=True))
+                m: dict(zip(("diff", "low", "high"), paired_difference(score[new], score[m]), strict=True))
                 for m in by_method
                 if m != new
             },

@@ -71,6 +71,7 @@ def eval_spec(args: argparse.Namespace) -> EvalSpec:
         judge=args.judge,
         concurrency=args.concurrency,
         router_data=args.router_data,
+        against=args.against,
     )
     if args.no_cache:
         spec.cache = None
@@ -159,8 +160,11 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
     mode = "replay" if report["replay"] else "live"
     table = Table(title=f"podium eval · {report['config'].get('tasks', '')} · {mode}")
     table.add_column("method", overflow="fold", min_width=16)
-    for col in ("n", "quality", "95 % CI", "$/request", "calls", "p50/p95 s", "parse ✗", "fallback"):
+    paired = report.get("paired") or {"against": None, "methods": {}}
+    for col in ("n", "quality", "95 % CI", "$/request", "calls", "p50/p95 s", "parse ✗", "fallback", "paired Δ"):
         table.add_column(col, justify="right", no_wrap=True)
+    if paired["against"]:
+        table.caption = f"paired Δ: per-question quality difference against {paired['against']}, ± its 95 % interval"
     for name, method in report["methods"].items():
         if method["group"]:  # sweep points: summarised by their curve below (all rows in eval.md)
             continue
@@ -176,6 +180,7 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
             "–" if lat is None else f"{lat['p50']:.1f}/{lat['p95']:.1f}",
             f"{s['parse_failure_rate']:.0%}",
             f"{s['fallback_rate']:.0%}",
+            _delta(paired["methods"].get(name), name == paired["against"]),
         )
     out = _wide(out)
     out.print(table)
@@ -184,6 +189,14 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
             f"{group}: AIQ {curve['aiq']:.4f} · APGR {curve['apgr']:.3f} · CPT(50 %) {_pct(curve['cpt50'])} · "
             f"CPT(80 %) {_pct(curve['cpt80'])} ({len(curve['points'])} point(s) with weak and strong)"
         )
+
+
+def _delta(pair: dict[str, Any] | None, baseline: bool) -> str:
+    if baseline:
+        return "baseline"
+    if pair is None:
+        return "–"
+    return f"{pair['diff']:+.3f} ±{(pair['ci95'][1] - pair['ci95'][0]) / 2:.3f}"
 
 
 def _wide(out: Console) -> Console:
@@ -259,7 +272,13 @@ def add_parsers(sub: Any) -> None:
         help="task set (JSONL): a regression set, GSM8K, HumanEval or MBPP file; repeat to evaluate several as one",
     )
     src.add_argument("--ids", type=Path, help="keep only these task ids (a file, one per line), in that order")
-    src.add_argument("--replay", type=Path, metavar="MATRIX.csv", help="outcome matrix (RouterBench columns)")
+    src.add_argument(
+        "--replay",
+        type=Path,
+        metavar="MATRIX.csv",
+        help="outcome matrix (RouterBench columns), or a workflow bank's folder (podium bank record), where plan "
+        "and LM conductors are scored by their whole workflow",
+    )
     src.add_argument("--split", help="keep this split (MBPP: test/validation/train; replay default: test)")
     src.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="first N tasks")
     src.add_argument("--sample", action=WholeNumber, low=1, high=MANY, help="a seeded random sample of N tasks")
@@ -286,11 +305,18 @@ def add_parsers(sub: Any) -> None:
         "--methods",
         help="comma-separated: conductor (the pool file's), conductor:POOL (another pool file's, same workers), "
         "single, single:NAME, cheapest, strongest, random, pipeline, moa, router, oracle, light:NAME[@vN], "
-        "light:PATH.npz, lm:NAME[@vN] (default live: conductor,single,pipeline,moa; replay: "
+        "light:PATH.npz, lm:NAME[@vN], plan:ID, plans (live, or replay on a workflow bank) "
+        "(default live: conductor,single,pipeline,moa; replay: "
         "single,random,router,oracle)",
     )
     how.add_argument(
         "--lambdas", help="router λ sweep, comma-separated 1/USD (default: 23 values calibrated on the training split)"
+    )
+    how.add_argument(
+        "--against",
+        metavar="METHOD",
+        help="compare every method with this one, paired per question (default: the single worker of highest "
+        "quality on these questions)",
     )
     how.add_argument("--judge", help="pool worker that grades open-ended tasks")
     how.add_argument(

@@ -39,6 +39,7 @@ __all__ = [
     "cpt_usd",
     "hull_quality",
     "mean_ci",
+    "paired_difference",
     "pareto_front",
     "percentile",
     "pgr",
@@ -119,6 +120,38 @@ def mean_ci(scores: Sequence[float], confidence: float = 0.95) -> tuple[float, f
     var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
     half = z * math.sqrt(var / n)
     return mean, max(0.0, mean - half), min(1.0, mean + half)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean per-task difference ``a − b`` of two methods' scores on the same tasks, with a
+    two-sided confidence interval: ``(mean, low, high)``.
+
+    The normal approximation mean ± z·s/√n of the per-task differences (s with n − 1; with
+    0/1 scores this is the usual interval for paired proportions). Pairing removes the
+    between-question variance that each method's own interval (:func:`mean_ci`) carries, so two
+    methods whose intervals overlap can still differ clearly. One task gives ``(d, d, d)``
+    widened to the whole range ``(d, -1, 1)``, since one difference says nothing about spread.
+
+    Raises MetricInputError for no scores, sequences of different lengths, a score outside
+    [0, 1], or confidence ∉ (0, 1).
+    """
+    xs, ys = [float(x) for x in a], [float(y) for y in b]
+    if not xs or len(xs) != len(ys):
+        raise MetricInputError(
+            f"paired_difference: needs two equally long, non-empty score lists (got {len(xs)} and {len(ys)})"
+        )
+    if not all(0.0 <= v <= 1.0 for v in (*xs, *ys)):  # also rejects NaN
+        raise MetricInputError("paired_difference: scores must lie in [0, 1]")
+    if not 0.0 < confidence < 1.0:
+        raise MetricInputError(f"paired_difference: confidence must be in (0, 1), got {confidence}")
+    diffs = [x - y for x, y in zip(xs, ys, strict=True)]
+    n = len(diffs)
+    mean = math.fsum(diffs) / n
+    if n == 1:
+        return mean, -1.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    half = z * math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+    return mean, max(-1.0, mean - half), min(1.0, mean + half)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

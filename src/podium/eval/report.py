@@ -20,7 +20,7 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.eval.gate import task_set
-from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, pareto_front, percentile, pgr
+from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, paired_difference, pareto_front, percentile, pgr
 from podium.eval.runner import Method, TaskResult
 
 __all__ = [
@@ -95,6 +95,12 @@ def build_report(
                 else "no latency"
             )
             + " (see podium.eval.replay)"
+            + (
+                "; on a workflow bank, plan and LM conductors are scored by their whole workflow, replayed "
+                "step by step on the recorded steps (see podium.eval.bank_replay)"
+                if config.get("bank")
+                else ""
+            )
             if replay
             else "live: the task's verifier on the final answer; latency = critical path of recorded call latencies"
         ),
@@ -105,10 +111,48 @@ def build_report(
         "reference": None,
         "curves": {},
         "slices": _slices(methods, results),
+        "paired": _paired(methods, results, summaries, config.get("against")),
         "results": {m.name: [r.to_json() for r in results[m.name]] for m in methods},
     }
     _curves(report)
     return report
+
+
+def _paired(
+    methods: Sequence[Method],
+    results: Mapping[str, Sequence[TaskResult]],
+    summaries: Mapping[str, Any],
+    against: str | None = None,
+) -> dict[str, Any] | None:
+    """Every method against ``against`` (default: the best single worker) on the same questions: the mean per-question
+    score difference with its 95 % interval (:func:`~podium.eval.metrics.paired_difference`),
+    and on how many questions it scored higher or lower. The baseline is the ``single:*`` method
+    with the highest quality on these very questions (ties: the cheaper), which favours the
+    baseline. None without a single worker or when methods answered other questions."""
+    singles = [m.name for m in methods if m.name.startswith("single:")]
+    if against is not None and against in summaries:
+        best = against
+    elif singles and len(methods) > 1:
+        best = max(singles, key=lambda n: (summaries[n]["quality"]["mean"], -summaries[n]["cost_usd"]["mean"], n))
+    else:
+        return None
+    base = {r.task_id: r.score for r in results[best]}
+    out: dict[str, Any] = {"against": best, "methods": {}}
+    for method in methods:
+        if method.name == best:
+            continue
+        mine = {r.task_id: r.score for r in results[method.name]}
+        if mine.keys() != base.keys():
+            return None
+        ids = sorted(base)
+        diff, low, high = paired_difference([mine[i] for i in ids], [base[i] for i in ids])
+        out["methods"][method.name] = {
+            "diff": diff,
+            "ci95": [low, high],
+            "higher": sum(mine[i] > base[i] for i in ids),
+            "lower": sum(mine[i] < base[i] for i in ids),
+        }
+    return out
 
 
 def _point(name: str, summary: Mapping[str, Any]) -> Point:
@@ -273,6 +317,18 @@ def markdown(report: Mapping[str, Any]) -> str:
                 f"| {label} | {len(m['points'])} | {_f(m['aiq'])} | {_f(m['apgr'])} | {_f(m['cpt50'], '.1%')} "
                 f"| {_f(m['cpt80'], '.1%')} | {_f(m['cpt50_usd'], '.6f')} | {_f(m['cpt80_usd'], '.6f')} |"
             )
+    paired = report.get("paired")
+    if paired and paired["methods"]:
+        lines += [
+            "",
+            f"Paired against `{paired['against']}` (per question: method − it; 95 % interval of the mean difference):",
+            "",
+            "| method | quality − baseline (95 % CI) | questions higher | questions lower |",
+            "|---|---|---|---|",
+        ]
+        for name, d in paired["methods"].items():
+            low, high = d["ci95"]
+            lines.append(f"| {name} | {d['diff']:+.3f} ({low:+.3f} to {high:+.3f}) | {d['higher']} | {d['lower']} |")
     names = [n for n, m in methods.items() if not m["group"]]
     if report["slices"] and names:
         lines += ["", "Quality per slice (tag):", "", "| tag | n | " + " | ".join(names) + " |"]

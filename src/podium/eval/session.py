@@ -31,7 +31,10 @@ import numpy as np
 
 from podium.conductor.baselines import SingleWorker, strongest
 from podium.conductor.named import light_conductor, named_conductor
+from podium.conductor.plans import PlanConductor
 from podium.errors import ConfigError
+from podium.eval.bank import read_bank
+from podium.eval.bank_replay import replay_on_bank
 from podium.eval.replay import OracleRouter, OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
 from podium.eval.router_fit import fit_router, live_router_methods
@@ -86,6 +89,8 @@ class EvalSpec:
         judge: pool worker that grades ``open`` tasks (live).
         concurrency: requests in flight (default 1 live, 32 replay).
         embeddings: the embedding cache (router).
+        against: the method every other one is compared with, paired per question (None: the
+            single worker of highest quality on the evaluated questions).
         router_data: live mode's router training data: an earlier report (``eval.json`` with
             per-request results) holding ``single:NAME`` results for every pool worker, on
             questions other than the ones evaluated.
@@ -110,6 +115,7 @@ class EvalSpec:
     concurrency: int | None = None
     embeddings: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "embeddings.sqlite3")
     router_data: Path | None = None
+    against: str | None = None
 
     def config(self) -> dict[str, Any]:
         """The spec as plain JSON for the report."""
@@ -196,10 +202,30 @@ def _same_workers(other: PoolConfig, config: PoolConfig, method: str) -> PoolCon
     return other
 
 
+_LIVE_ONLY = ("conductor", "plan", "plans")
+"""Methods that need a live pool, except ``plan``/``plans``, which also replay on a workflow bank."""
+
+
 def _modes(base: str) -> str:
+    if base in ("plan", "plans"):
+        return "live, and replay on a workflow bank (--replay BANK_DIR)"
     live = base != "oracle"
-    replay = base not in ("conductor", "plan", "plans")
+    replay = base not in _LIVE_ONLY
     return " and ".join(m for m, ok in (("live", live), ("replay", replay)) if ok)
+
+
+def _check_against(spec: EvalSpec, methods: Sequence[Method]) -> None:
+    """ConfigError, before any work, when ``--against`` names no method of this run."""
+    names = [m.name for m in methods]
+    if spec.against is not None and spec.against not in names:
+        raise ConfigError(f"--against {spec.against!r} is not a method of this run; methods: {', '.join(names)}")
+
+
+def _writes_workflows(method: Method) -> bool:
+    """Whether a replay on a workflow bank scores ``method`` by its workflow
+    (:mod:`podium.eval.bank_replay`) instead of by the column that answered: plan conductors,
+    LM conductors and rule pipelines."""
+    return isinstance(method.conductor, PlanConductor) or method.name.startswith(("lm:", "rules:"))
 
 
 def _by_ids(tasks: list[Task], path: Path) -> list[Task]:
@@ -365,6 +391,7 @@ def _live(
         )
 
     scorer: Scorer = VerifierScorer(judge)
+    _check_against(spec, methods)
     if on_start:
         on_start(len(tasks) * len(methods))
     import asyncio
@@ -389,7 +416,9 @@ def _replay(
     import asyncio
 
     assert spec.replay is not None
-    matrix = OutcomeMatrix.load(spec.replay)
+    source = spec.replay / "matrix.csv" if spec.replay.is_dir() else spec.replay
+    matrix = OutcomeMatrix.load(source)
+    bank = read_bank(source) if (source.parent / "workflows.json").is_file() else None
     split = spec.split or "test"
     tasks = _filter(matrix.tasks(split), spec)
     calibration = [t for t in matrix.tasks() if t.split != split]
@@ -401,7 +430,7 @@ def _replay(
     scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in calibration])
     costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
     quality, mean_cost = list(scores.mean(axis=0)), list(costs.mean(axis=0))
-    names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor", "plan", "plans")])
+    names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor",) if bank or k not in _LIVE_ONLY])
     methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost, spec.embeddings)
     if "router" in names:
         methods += fit_router(
@@ -420,12 +449,15 @@ def _replay(
             pool, method.conductor, fallback, pool_name=matrix.path.stem, recursion_rounds=0, resamples=0
         )
 
+    _check_against(spec, methods)
     if on_start:
         on_start(len(tasks) * len(methods))
     scorer: Scorer = ReplayScorer(matrix)
+    composed = [m for m in methods if _writes_workflows(m)] if bank else []
+    routed = [m for m in methods if m not in composed]
     results = asyncio.run(
         evaluate(
-            methods,
+            routed,
             tasks,
             orchestrator_for,
             scorer,
@@ -434,11 +466,14 @@ def _replay(
             on_result=on_result,
         )
     )
+    if bank is not None and composed:
+        results |= asyncio.run(replay_on_bank(composed, tasks, bank, on_result=on_result))
     config_json = {
         **spec.config(),
         "n": len(tasks),
         "split": split,
         "mode": "replay",
+        "bank": bank is not None,
         "calibration_rows": len(calibration),
         "tasks": f"{matrix.path.name} ({split})",
     }

@@ -1,0 +1,184 @@
+"""Conductors replayed on a workflow bank: each writes its workflow, the bank scores it.
+
+On a plain outcome matrix a method's score is the recorded score of the model that wrote the
+final answer (:mod:`podium.eval.replay`), which only credits routing. On a workflow bank
+(:mod:`podium.eval.bank`: one column per recorded step) every conductor that writes workflows
+over the bank's pool is scored **exactly** instead:
+
+* a plan conductor (``light:REF`` of a plan policy, ``plan:ID``) chooses its plan for the question
+  (:meth:`~podium.conductor.plans.PlanConductor.choose`), and the plan's score, cost and latency
+  come from :func:`podium.eval.plans.plan_outcomes` — the same numbers its training maximised,
+  including a cascade's second round;
+* any other conductor (``lm:REF``, ``rules:FILE``) plans its first round, and
+  :func:`podium.eval.plans.replay_workflow` matches every step to the recorded step it would
+  repeat. A workflow with a step the bank never recorded is a failed request (score 0, its
+  reason in ``detail``), never left out, so a conductor that strays from the catalogue is
+  charged for it. Recursion rounds of these conductors are not replayed.
+
+No worker is called: the pool the conductors see is the bank's workers by name (and a vote tool
+named ``vote``). The pool's step limit does not apply (a bank's plans are at most six steps).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from podium.conductor.compose import NotReplayable
+from podium.conductor.plans import PlanConductor
+from podium.errors import ConfigError
+from podium.eval.bank import Bank
+from podium.eval.plans import Replayed, column_index, plan_outcomes, replay_workflow
+from podium.eval.runner import Method, TaskResult
+from podium.eval.tasks import Task
+from podium.workers.base import Call, Completion, WorkerInfo
+
+__all__ = ["BANK_MAX_STEPS", "VOTE", "BankPoolWorker", "bank_pool", "replay_on_bank"]
+
+BANK_MAX_STEPS = 16
+"""Step limit given to conductors in a bank replay (no catalogue plan is longer than six)."""
+VOTE = "vote"
+"""Name of the vote tool in a bank replay's pool."""
+
+
+class BankPoolWorker:
+    """A pool worker of a bank replay, by name only: conductors read its ``info``; calling it
+    is a bug (ConfigError), since a bank replay scores workflows without running them."""
+
+    def __init__(self, name: str, *, tool: bool = False, backend: str = "") -> None:
+        self.info = WorkerInfo(name, kind="tool" if tool else "model", backend=backend, model=name)
+
+    def worst_case_usd(self, call: Call) -> float:
+        return 0.0
+
+    async def complete(self, call: Call) -> Completion:
+        raise ConfigError(f"bank replay worker {self.info.name!r} was called; a bank replay never runs a step")
+
+
+def bank_pool(bank: Bank) -> list[BankPoolWorker]:
+    """The bank's workers in recording order (``python`` is the sandbox tool), then the vote
+    tool."""
+    return [
+        *(BankPoolWorker(name, tool=name == "python", backend="python" if name == "python" else "")
+          for name in bank.catalogue.workers()),
+        BankPoolWorker(VOTE, tool=True, backend="vote"),
+    ]  # fmt: skip
+
+
+async def replay_on_bank(
+    methods: Sequence[Method],
+    tasks: Sequence[Task],
+    bank: Bank,
+    *,
+    on_result: Callable[[str, TaskResult], None] | None = None,
+) -> dict[str, list[TaskResult]]:
+    """Every method on every task, scored on ``bank`` (see the module docstring); results per
+    method name, in task order.
+
+    Raises ConfigError when a task is not a row of the bank or a conductor can run none of
+    its plans on the bank's pool (a setup error, not a per-question failure)."""
+    rows = {r["sample_id"]: r for r in bank.rows}
+    missing = [t.id for t in tasks if t.id not in rows]
+    if missing:
+        raise ConfigError(f"{bank.path}: {len(missing)} task(s) are not rows of the bank, e.g. {missing[0]!r}")
+    pool = bank_pool(bank)
+    names = [w.info.name for w in pool]
+    columns = bank.catalogue.columns
+    index = column_index(columns)
+    results: dict[str, list[TaskResult]] = {m.name: [] for m in methods}
+    for task in tasks:
+        row = rows[task.id]
+        for method in methods:
+            started = time.perf_counter()
+            conductor = method.conductor
+            if isinstance(conductor, PlanConductor):
+                try:
+                    plan, workflow = conductor.choose(task.question, pool, BANK_MAX_STEPS)
+                except NotReplayable as exc:
+                    raise ConfigError(f"{method.name}: {exc}") from None
+                out = plan_outcomes([plan], columns, [row])
+                first = replay_workflow(workflow, names, row, columns, index, vote_worker=VOTE)
+                assert first is not None  # a plan's workflow is made of its recorded columns
+                second = (plan.escalate,) if out.escalated[0, 0] and plan.escalate else ()
+                scored = Replayed(
+                    float(out.score[0, 0]), float(out.cost[0, 0]), float(out.latency[0, 0]), first.columns + second
+                )
+                wall = time.perf_counter() - started
+                result = _result(task, row, scored, scored.columns[-1], f"plan {plan.id}", wall)
+            else:
+                attempt = await conductor.plan(task.question, pool, max_steps=BANK_MAX_STEPS)
+                if attempt.workflow is None:
+                    result = _failed(task, f"the conductor's workflow did not parse ({attempt.error_kind})", 1)
+                else:
+                    replayed = replay_workflow(attempt.workflow, names, row, columns, index, vote_worker=VOTE)
+                    if replayed is None:
+                        result = _failed(task, "the workflow has a step the bank never recorded", 0)
+                    else:
+                        detail = "workflow replayed step by step"
+                        wall = time.perf_counter() - started
+                        result = _result(task, row, replayed, replayed.columns[-1], detail, wall)
+            results[method.name].append(result)
+            if on_result is not None:
+                on_result(method.name, result)
+    return results
+
+
+def _tokens(row: Mapping[str, str], columns: Sequence[str], field: str) -> int:
+    return sum(int(float(row.get(f"{c}|{field}") or 0)) for c in dict.fromkeys(columns))
+
+
+def _result(
+    task: Task, row: Mapping[str, str], replayed: Replayed, answer: str, detail: str, wall_s: float
+) -> TaskResult:
+    steps = len(replayed.columns)
+    return TaskResult(
+        task_id=task.id,
+        tags=task.tags,
+        score=replayed.score,
+        correct=replayed.score >= 1.0,
+        parsed=True,
+        status="ok",
+        fallback_reason=None,
+        answer_worker=answer,
+        cost_usd=replayed.cost,
+        worker_calls=len(dict.fromkeys(replayed.columns)),
+        input_tokens=_tokens(row, replayed.columns, "input_tokens"),
+        output_tokens=_tokens(row, replayed.columns, "output_tokens"),
+        steps=steps,
+        plan_attempts=1,
+        plan_failures=0,
+        latency_s=replayed.latency,
+        wall_s=wall_s,
+        answer=row.get(f"{answer}|model_response", "")[:4000],
+        detail=f"{detail}; recorded score of {answer}",
+        error=None,
+        trace_id="",
+        question=task.question,
+    )
+
+
+def _failed(task: Task, why: str, parse_failures: int) -> TaskResult:
+    return TaskResult(
+        task_id=task.id,
+        tags=task.tags,
+        score=0.0,
+        correct=False,
+        parsed=False,
+        status="error",
+        fallback_reason=None,
+        answer_worker=None,
+        cost_usd=0.0,
+        worker_calls=0,
+        input_tokens=0,
+        output_tokens=0,
+        steps=0,
+        plan_attempts=1,
+        plan_failures=parse_failures,
+        latency_s=0.0,
+        wall_s=0.0,
+        answer="",
+        detail=why,
+        error=why,
+        trace_id="",
+        question=task.question,
+    )

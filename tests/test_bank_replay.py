@@ -1,0 +1,148 @@
+"""Conductors scored on a workflow bank, and paired comparisons in eval reports (issue: learned
+workflows — the held-out proof replays the trained conductor on the recorded bank).
+
+The bank is the real one recorded on the local models (data/banks/local); its row count grows
+while it is being recorded, so no test depends on how many rows it has. ``Scripted`` below is a
+unit-test fake conductor (it returns a fixed workflow)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from podium.conductor.catalogue import local_columns, local_plans
+from podium.conductor.plans import fixed_plan
+from podium.errors import ConfigError
+from podium.eval.bank import read_bank
+from podium.eval.bank_replay import replay_on_bank
+from podium.eval.metrics import MetricInputError, paired_difference
+from podium.eval.replay import OutcomeMatrix
+from podium.eval.runner import Method
+from podium.eval.session import EvalSpec, run_eval
+from podium.records import PlanAttempt
+from podium.roles import ROLES
+from podium.workers.base import Worker
+from podium.workflow import Step, Workflow
+
+BANK = Path(__file__).resolve().parents[1] / "data" / "banks" / "local"
+
+
+@pytest.fixture(scope="module")
+def bank():  # type: ignore[no-untyped-def]
+    return read_bank(BANK)
+
+
+@pytest.fixture(scope="module")
+def tasks():  # type: ignore[no-untyped-def]
+    return OutcomeMatrix.load(BANK / "matrix.csv").tasks("test")[:30]
+
+
+def _plan(plan_id: str) -> Method:
+    columns = local_columns()
+    plan = next(p for p in local_plans(columns) if p.id == plan_id)
+    return Method(f"plan:{plan_id}", fixed_plan(plan, columns))
+
+
+class Scripted:
+    """Unit-test fake conductor: always writes ``steps`` over worker names (None: a parse failure)."""
+
+    def __init__(self, steps: Sequence[tuple[str, str, tuple[int, ...]]] | None) -> None:
+        self.name = "scripted"
+        self.steps = steps
+
+    async def plan(self, question: str, pool: Sequence[Worker], **_: object) -> PlanAttempt:
+        if self.steps is None:
+            return PlanAttempt(0, (), "nonsense", None, error_kind="unparseable", error="no lists")
+        names = [w.info.name for w in pool]
+        workflow = Workflow(tuple(Step(names.index(w), ROLES[r].subtask, a) for w, r, a in self.steps))
+        return PlanAttempt(0, (), "", workflow)
+
+
+def test_a_one_column_plan_scores_and_costs_what_its_column_recorded(bank, tasks) -> None:  # type: ignore[no-untyped-def]
+    rows = {r["sample_id"]: r for r in bank.rows}
+    got = asyncio.run(replay_on_bank([_plan("solve@1.5b")], tasks, bank))["plan:solve@1.5b"]
+    for result in got:
+        row = rows[result.task_id]
+        assert result.score == float(row["solve@1.5b"])
+        assert result.cost_usd == pytest.approx(float(row["solve@1.5b|step_cost"]))
+        assert result.answer_worker == "solve@1.5b" and result.status == "ok"
+
+
+def test_a_vote_answers_with_one_of_its_members_and_pays_for_each(bank, tasks) -> None:  # type: ignore[no-untyped-def]
+    rows = {r["sample_id"]: r for r in bank.rows}
+    members = ("sample1@1.5b", "sample2@1.5b", "sample3@1.5b")
+    got = asyncio.run(replay_on_bank([_plan("vote(sample×3@1.5b)")], tasks, bank))["plan:vote(sample×3@1.5b)"]
+    for result in got:
+        row = rows[result.task_id]
+        scores = {float(row[m]) for m in members}
+        assert result.answer_worker in members and result.score == float(row[result.answer_worker])
+        if len(scores) == 1:  # whoever wins, the vote scores what all three scored
+            assert result.score == scores.pop()
+        assert result.cost_usd == pytest.approx(sum(float(row[f"{m}|step_cost"]) for m in members))
+        # three independent samples in parallel: the slowest one
+        assert result.latency_s == pytest.approx(max(float(row[f"{m}|step_latency_s"]) for m in members))
+
+
+def test_any_conductor_is_replayed_step_by_step_and_strays_are_failures(bank, tasks) -> None:  # type: ignore[no-untyped-def]
+    rows = {r["sample_id"]: r for r in bank.rows}
+    methods = [
+        Method("verify", Scripted([("qwen2.5-coder-1.5b", "solve", ()), ("qwen2.5-coder-1.5b", "verify", (0,))])),
+        # the bank never recorded a 135M model verifying: not replayable, so a failed request
+        Method("stray", Scripted([("qwen2.5-coder-1.5b", "solve", ()), ("smollm2-135m", "verify", (0,))])),
+        Method("unparsed", Scripted(None)),
+    ]
+    got = asyncio.run(replay_on_bank(methods, tasks, bank))
+    for result in got["verify"]:
+        assert result.score == float(rows[result.task_id]["verify@1.5b(solve@1.5b)"])
+    assert all(r.status == "error" and r.score == 0 and "never recorded" in r.detail for r in got["stray"])
+    assert all(r.plan_failures == 1 and r.score == 0 for r in got["unparsed"])
+    assert [len(v) for v in got.values()] == [len(tasks)] * 3  # nothing dropped
+
+
+def test_eval_replays_plans_on_a_bank_and_pairs_them_with_the_baseline(tmp_path: Path) -> None:
+    spec = EvalSpec(
+        replay=BANK,
+        limit=25,
+        methods=("single:solve@1.5b", "single:solve@0.5b", "plan:solve@1.5b"),
+        against="single:solve@1.5b",
+        cache=None,
+        embeddings=tmp_path / "emb.sqlite3",
+    )
+    report = run_eval(spec)
+    paired = report["paired"]
+    assert paired["against"] == "single:solve@1.5b"
+    # the one-column plan is the same answers as the column: no difference at all
+    assert paired["methods"]["plan:solve@1.5b"] == {"diff": 0.0, "ci95": [0.0, 0.0], "higher": 0, "lower": 0}
+    small = paired["methods"]["single:solve@0.5b"]
+    scores = {m: [r["score"] for r in report["results"][m]] for m in ("single:solve@0.5b", "single:solve@1.5b")}
+    assert small["diff"] == pytest.approx(sum(scores["single:solve@0.5b"]) / 25 - sum(scores["single:solve@1.5b"]) / 25)
+    assert report["config"]["bank"] is True
+
+
+def test_bad_eval_options_on_a_bank_fail_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--against 'single:nope' is not a method"):
+        run_eval(EvalSpec(replay=BANK, methods=("single:solve@1.5b",), against="single:nope", cache=None))
+    matrix = tmp_path / "plain.csv"  # a plain outcome matrix: no workflows to replay a plan on
+    matrix.write_text(
+        "sample_id,eval_name,split,prompt,a,a|total_cost,b,b|total_cost\n"
+        "q1,gsm8k,train,What is 2+2?,1,0.1,0,0.01\nq2,gsm8k,test,What is 3+3?,1,0.1,1,0.01\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="does not run in replay mode"):
+        run_eval(EvalSpec(replay=matrix, methods=("plan:solve@1.5b",), cache=None))
+
+
+def test_paired_difference_is_the_mean_difference_with_a_normal_interval() -> None:
+    diff, low, high = paired_difference([1, 1, 0, 0], [0, 1, 0, 1])  # differences 1, 0, 0, −1
+    half = 1.959964 * math.sqrt(2 / 3) / 2  # s = √(2/3), n = 4
+    assert diff == 0.0 and low == pytest.approx(-half, abs=1e-5) and high == pytest.approx(half, abs=1e-5)
+    assert paired_difference([1, 1, 1], [0, 0, 0]) == (1.0, 1.0, 1.0)  # always better by 1: no spread
+    assert paired_difference([0.5], [0.0]) == (0.5, -1.0, 1.0)  # one question says nothing about spread
+    with pytest.raises(MetricInputError, match="equally long"):
+        paired_difference([1, 0], [1])
+    with pytest.raises(MetricInputError, match=r"\[0, 1\]"):
+        paired_difference([1.5], [0])
