@@ -86,3 +86,26 @@ def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
     with pytest.raises(ConfigError, match=r"lacks some of v1\.\.v24"):
         run_eval(EvalSpec(replay=routellm_slice, methods=("single", "light:sweep@v1..v24"), cache=None))
     assert cli(["train", "--replay", str(routellm_slice), "--sweep"]) == 2  # light: no sweep
+
+
+def test_cross_validation_pairs_the_cross_fitted_choices_with_the_strongest_single_plan() -> None:
+    from podium.conductor.compose import Column
+    from podium.train.plans import PlanTrainConfig
+    from podium.train.plans_cli import cross_validate
+
+    rng = np.random.default_rng(3)
+    n = 40
+    scores = (rng.random((n, 3)) < [0.3, 0.6, 0.5]).astype(float)  # three one-column plans
+    ids = tuple(f"q{i}" for i in range(n))
+    plans = tuple(Plan(p, (p,)) for p in ("a", "b", "c"))
+    columns = {p: Column(p, "w", "solve", (), ()) for p in ("a", "b", "c")}
+    cost = np.tile([0.001, 0.002, 0.003], (n, 1))
+    outcomes = PlanOutcomes(ids, plans, scores, cost, np.zeros((n, 3)), np.zeros((n, 3), dtype=bool))
+    config = PlanTrainConfig(lam=0.0, mu=0.0, dims=1, ensemble=2, steps=60, seed=0)
+    cv = cross_validate(outcomes, rng.normal(size=(n, 5)), columns, "hash", config)
+    paired, base = cv["paired"], int(np.argmax(scores.mean(axis=0)))
+    assert paired["against"] == plans[base].id
+    # 5 folds of 8 questions: the paired mean difference is the difference of the two means
+    assert paired["diff"] == pytest.approx(cv["quality"]["mean"] - scores[:, base].mean())
+    assert paired["ci95"][0] <= paired["diff"] <= paired["ci95"][1]
+    assert paired["higher"] + paired["lower"] <= n

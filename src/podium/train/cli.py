@@ -104,7 +104,12 @@ def add_parsers(sub: Any) -> None:
     t.add_argument(
         "--max-steps", action=WholeNumber, low=1, high=20, default=3, help="workflow length limit (default 3)"
     )
-    t.add_argument("--split", default="train", help="matrix split to train on (default: train)")
+    t.add_argument(
+        "--split",
+        default="train",
+        help="matrix split to train on (default: train); plans: 'all' cross-validates over every row (a learning-"
+        "curve check; a version trained so has seen the test rows)",
+    )
     t.add_argument("--tag", action="append", default=[], help="train on questions with this tag (repeatable)")
     t.add_argument("--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=0)
     t.add_argument("--json", action="store_true", help="print the training record as JSON")
