@@ -184,7 +184,13 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
         )
     out = _wide(out)
     out.print(table)
-    for group, curve in report.get("curves", {}).items():
+    groups = {m["group"] for m in report["methods"].values() if m["group"]}
+    curves = report.get("curves", {})
+    if len(curves) > len(groups):  # one line per sweep; single methods' curve figures are in eval.md
+        out.print(f"AIQ / APGR / CPT of the {len(curves) - len(groups)} single-point method(s): see eval.md")
+    for group, curve in curves.items():
+        if group not in groups:
+            continue
         out.print(
             f"{group}: AIQ {curve['aiq']:.4f} · APGR {curve['apgr']:.3f} · CPT(50 %) {_pct(curve['cpt50'])} · "
             f"CPT(80 %) {_pct(curve['cpt80'])} ({len(curve['points'])} point(s) with weak and strong)"

@@ -298,6 +298,16 @@ def _finished(version: Version) -> bool:
     return version.policy_path.is_file() or (version.path / "train.json").is_file()
 
 
+def _trained_on(data: Any) -> str | None:
+    """``MATRIX (SPLIT, N questions)`` from a training record's ``data`` (None when it names no
+    matrix: a version stored before the field existed, or one that stopped before its record)."""
+    if not data.get("matrix"):
+        return None
+    detail = [str(data["split"])] if data.get("split") else []
+    detail += [f"{data['questions']} questions"] if data.get("questions") else []
+    return f"{data['matrix']} ({', '.join(detail)})" if detail else str(data["matrix"])
+
+
 def _list(registry: Registry, as_json: bool, out: Console) -> int:
     rows: list[dict[str, Any]] = []
     for name in registry.names():
@@ -311,8 +321,8 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
                     "resumable": any(v.path.glob("checkpoint-*")),
                     "promoted": promoted is not None and promoted.number == v.number,
                     "lam": info.config.get("lam"),
-                    "data": info.data.get("matrix"),
-                    "generations": len(info.history),
+                    "data": _trained_on(info.data),
+                    "generations": len(info.history) or (info.config.get("steps") if info.policy == "plans" else 0),
                     "warm_start_steps": len(info.extra.get("warm_start_loss") or []),
                     "path": str(v.path),
                 }
@@ -332,6 +342,6 @@ def _list(registry: Registry, as_json: bool, out: Console) -> int:
         if r["policy"] == "unfinished":  # a training that stopped before it stored its result
             resume = f"resume: podium train --resume {r['ref']}"
             steps = resume if r["resumable"] else "stopped before its first checkpoint"
-        table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, str(r["data"]), steps)
+        table.add_row(r["ref"], r["policy"], "★" if r["promoted"] else "", lam, r["data"] or "–", steps)
     out.print(table)
     return 0

@@ -254,7 +254,12 @@ def _train_version(
         "split": args.split,
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "embedder": embedder,
-        "data": {"questions": len(outcomes.ids), "plans": len(outcomes.plans)},
+        "data": {
+            "matrix": str(args.replay),
+            "split": args.split,
+            "questions": len(outcomes.ids),
+            "plans": len(outcomes.plans),
+        },
         "train": {
             "quality": float(outcomes.score[rows_idx, chosen].mean()),
             "cost_usd": float(outcomes.cost[rows_idx, chosen].mean()),
