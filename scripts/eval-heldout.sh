@@ -4,7 +4,8 @@
 # 1. train the plan conductor on the bank's training rows only (60 questions), three seeds;
 # 2. score every method on the 150 held-out rows (100 GSM8K test, 50 MBPP test) by replaying its
 #    workflows on the recorded steps (podium eval --replay BANK_DIR): the single workers, every
-#    fixed plan of the catalogue, the three trained conductors and the per-question oracle, each
+#    fixed plan of the catalogue, the learned router (23 λ), the three trained conductors and the
+#    per-question oracle, each
 #    paired with the greedy 1.5B worker alone (single:solve@1.5b);
 # 3. with LIVE=1, also the methods outside the catalogue (the pool's default conductor, the fixed
 #    pipeline, MoA) live over the local pool with the request cache — hours on 2 CPU cores.
@@ -18,7 +19,7 @@ BANK=${BANK:-data/banks/local}
 OUT=${OUT:-docs/eval/heldout}
 NAME=${NAME:-heldout}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-methods="single,oracle,plans"
+methods="single,router,oracle,plans"
 for seed in 0 1 2; do
   "$PODIUM" train --policy plans --replay "$BANK" --embedder smollm2-135m-instruct --lam 0 --dims 4 \
     --seed "$seed" --name "$NAME-s$seed" --json > "/tmp/podium-$NAME-s$seed.json"

@@ -165,8 +165,9 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
         table.add_column(col, justify="right", no_wrap=True)
     if paired["against"]:
         table.caption = f"paired Δ: per-question quality difference against {paired['against']}, ± its 95 % interval"
+    curves = report.get("curves", {})
     for name, method in report["methods"].items():
-        if method["group"]:  # sweep points: summarised by their curve below (all rows in eval.md)
+        if method["group"] in curves:  # sweep points: summarised by their curve below (all rows in eval.md)
             continue
         s = method["summary"]
         lat = s["latency_s"]
@@ -185,7 +186,6 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
     out = _wide(out)
     out.print(table)
     groups = {m["group"] for m in report["methods"].values() if m["group"]}
-    curves = report.get("curves", {})
     if len(curves) > len(groups):  # one line per sweep; single methods' curve figures are in eval.md
         out.print(f"AIQ / APGR / CPT of the {len(curves) - len(groups)} single-point method(s): see eval.md")
     for group, curve in curves.items():
