@@ -5,8 +5,7 @@
 # 2. score every method on the 150 held-out rows (100 GSM8K test, 50 MBPP test) by replaying its
 #    workflows on the recorded steps (podium eval --replay BANK_DIR): the single workers, every
 #    fixed plan of the catalogue, the learned router (23 λ), the three trained conductors and the
-#    per-question oracle, each
-#    paired with the greedy 1.5B worker alone (single:solve@1.5b);
+#    per-question oracle, each paired with the greedy 1.5B worker alone (single:solve@1.5b);
 # 3. with LIVE=1, also the methods outside the catalogue (the pool's default conductor, the fixed
 #    pipeline, MoA) live over the local pool with the request cache — hours on 2 CPU cores.
 #
