@@ -146,3 +146,24 @@ def test_paired_difference_is_the_mean_difference_with_a_normal_interval() -> No
         paired_difference([1, 0], [1])
     with pytest.raises(MetricInputError, match=r"\[0, 1\]"):
         paired_difference([1.5], [0])
+
+
+def test_plan_ids_with_commas_are_one_method_on_the_command_line() -> None:
+    from podium.eval.cli import _method_list
+
+    given = "single, plan:vote(solve@1.5b,sample×4@1.5b),"
+    given += "plan:cascade(vote(solve@0.5b,run(program@0.5b))→solve@1.5b),,oracle"
+    assert _method_list(given) == (
+        "single",
+        "plan:vote(solve@1.5b,sample×4@1.5b)",
+        "plan:cascade(vote(solve@0.5b,run(program@0.5b))→solve@1.5b)",
+        "oracle",
+    )
+
+
+def test_the_spec_of_an_eval_over_several_task_sets_is_plain_json(tmp_path: Path) -> None:
+    import json
+
+    spec = EvalSpec(tasks=tmp_path / "a.jsonl", more_tasks=(tmp_path / "b.jsonl", tmp_path / "c.jsonl"), tags=("x",))
+    config = json.loads(json.dumps(spec.config()))  # a tuple of paths once failed here, after the whole run
+    assert config["more_tasks"] == [str(tmp_path / "b.jsonl"), str(tmp_path / "c.jsonl")] and config["tags"] == ["x"]

@@ -65,7 +65,7 @@ def eval_spec(args: argparse.Namespace) -> EvalSpec:
         tags=tuple(args.tag),
         confirmed_only=args.confirmed_only,
         pool=args.pool,
-        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else (),
+        methods=_method_list(args.methods) if args.methods else (),
         lambdas=_lambdas(args.lambdas),
         traces=args.traces,
         judge=args.judge,
@@ -78,6 +78,18 @@ def eval_spec(args: argparse.Namespace) -> EvalSpec:
     elif args.cache is not None:
         spec.cache = args.cache
     return spec
+
+
+def _method_list(text: str) -> tuple[str, ...]:
+    """``--methods``' names: split at commas outside parentheses, so plan ids such as
+    ``plan:vote(solve@1.5b,sample×4@1.5b)`` stay whole."""
+    names, depth, start = [], 0, 0
+    for i, char in enumerate(text + ","):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            names.append(text[start:i].strip())
+            start, depth = i + 1, 0
+    return tuple(n for n in names if n)
 
 
 def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:

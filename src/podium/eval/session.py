@@ -119,8 +119,11 @@ class EvalSpec:
 
     def config(self) -> dict[str, Any]:
         """The spec as plain JSON for the report."""
-        return {k: (_shown(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
-                for k, v in dataclasses.asdict(self).items()}  # fmt: skip
+
+        def plain(v: Any) -> Any:
+            return _shown(v) if isinstance(v, Path) else [plain(x) for x in v] if isinstance(v, tuple | list) else v
+
+        return {k: plain(v) for k, v in dataclasses.asdict(self).items()}
 
 
 def _shown(path: str | Path) -> str:
