@@ -167,3 +167,11 @@ def test_the_spec_of_an_eval_over_several_task_sets_is_plain_json(tmp_path: Path
     spec = EvalSpec(tasks=tmp_path / "a.jsonl", more_tasks=(tmp_path / "b.jsonl", tmp_path / "c.jsonl"), tags=("x",))
     config = json.loads(json.dumps(spec.config()))  # a tuple of paths once failed here, after the whole run
     assert config["more_tasks"] == [str(tmp_path / "b.jsonl"), str(tmp_path / "c.jsonl")] and config["tags"] == ["x"]
+
+
+def test_a_bank_replay_plans_under_the_step_limit_it_is_given(bank, tasks) -> None:  # type: ignore[no-untyped-def]
+    # seven steps: test, its run, fix, solve, two samples, the vote
+    seven = _plan("vote(fix@1.5b(test@1.5b),solve@1.5b,sample×2@1.5b)")
+    assert asyncio.run(replay_on_bank([seven], tasks[:2], bank, max_steps=7))[seven.name][0].steps >= 7
+    with pytest.raises(ConfigError, match="at most 6 steps"):
+        asyncio.run(replay_on_bank([seven], tasks[:2], bank, max_steps=6))

@@ -16,7 +16,9 @@ over the bank's pool is scored **exactly** instead:
   charged for it. Recursion rounds of these conductors are not replayed.
 
 No worker is called: the pool the conductors see is the bank's workers by name (and a vote tool
-named ``vote``). The pool's step limit does not apply (a bank's plans are at most six steps).
+named ``vote``). Conductors plan under ``max_steps`` — give the step limit of the pool the
+conductor will serve on (``podium eval --replay BANK --pool POOL``), since a plan conductor
+passes over plans longer than that and takes its next choice; without one every plan is allowed.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from podium.workers.base import Call, Completion, WorkerInfo
 __all__ = ["BANK_MAX_STEPS", "VOTE", "BankPoolWorker", "bank_pool", "replay_on_bank"]
 
 BANK_MAX_STEPS = 16
-"""Step limit given to conductors in a bank replay (no catalogue plan is longer than six)."""
+"""Step limit given to conductors in a bank replay without a pool (no catalogue plan is longer
+than seven steps)."""
 VOTE = "vote"
 """Name of the vote tool in a bank replay's pool."""
 
@@ -70,10 +73,11 @@ async def replay_on_bank(
     tasks: Sequence[Task],
     bank: Bank,
     *,
+    max_steps: int = BANK_MAX_STEPS,
     on_result: Callable[[str, TaskResult], None] | None = None,
 ) -> dict[str, list[TaskResult]]:
     """Every method on every task, scored on ``bank`` (see the module docstring); results per
-    method name, in task order.
+    method name, in task order. ``max_steps``: the conductors' step limit.
 
     Raises ConfigError when a task is not a row of the bank or a conductor can run none of
     its plans on the bank's pool (a setup error, not a per-question failure)."""
@@ -93,7 +97,7 @@ async def replay_on_bank(
             conductor = method.conductor
             if isinstance(conductor, PlanConductor):
                 try:
-                    plan, workflow = conductor.choose(task.question, pool, BANK_MAX_STEPS)
+                    plan, workflow = conductor.choose(task.question, pool, max_steps)
                 except NotReplayable as exc:
                     raise ConfigError(f"{method.name}: {exc}") from None
                 out = plan_outcomes([plan], columns, [row])
@@ -106,7 +110,7 @@ async def replay_on_bank(
                 wall = time.perf_counter() - started
                 result = _result(task, row, scored, scored.columns[-1], f"plan {plan.id}", wall)
             else:
-                attempt = await conductor.plan(task.question, pool, max_steps=BANK_MAX_STEPS)
+                attempt = await conductor.plan(task.question, pool, max_steps=max_steps)
                 if attempt.workflow is None:
                     result = _failed(task, f"the conductor's workflow did not parse ({attempt.error_kind})", 1)
                 else:

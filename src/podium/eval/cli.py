@@ -318,7 +318,11 @@ def add_parsers(sub: Any) -> None:
     src.add_argument("--from", dest="from_report", type=Path, metavar="EVAL.json",
                      help="do not run: re-render (and gate) a stored report")  # fmt: skip
     how = p.add_argument_group("how")
-    how.add_argument("--pool", help="pool file or preset (live; default: the embedded local pool)")
+    how.add_argument(
+        "--pool",
+        help="pool file or preset (live; default: the embedded local pool); on a workflow bank, the pool whose step "
+        "limit the conductors plan under",
+    )
     how.add_argument(
         "--methods",
         help="comma-separated: conductor (the pool file's), conductor:POOL (another pool file's, same workers), "

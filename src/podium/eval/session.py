@@ -34,7 +34,7 @@ from podium.conductor.named import light_conductor, named_conductor
 from podium.conductor.plans import PlanConductor
 from podium.errors import ConfigError
 from podium.eval.bank import read_bank
-from podium.eval.bank_replay import replay_on_bank
+from podium.eval.bank_replay import BANK_MAX_STEPS, replay_on_bank
 from podium.eval.replay import OracleRouter, OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
 from podium.eval.router_fit import fit_router, live_router_methods
@@ -470,7 +470,8 @@ def _replay(
         )
     )
     if bank is not None and composed:
-        results |= asyncio.run(replay_on_bank(composed, tasks, bank, on_result=on_result))
+        steps = load_pool(spec.pool).max_steps if spec.pool else BANK_MAX_STEPS
+        results |= asyncio.run(replay_on_bank(composed, tasks, bank, max_steps=steps, on_result=on_result))
     config_json = {
         **spec.config(),
         "n": len(tasks),
