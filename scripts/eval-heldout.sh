@@ -6,6 +6,7 @@
 #    workflows on the recorded steps (podium eval --replay BANK_DIR): the single workers, every
 #    fixed plan of the catalogue, the learned router (23 λ), the three trained conductors and the
 #    per-question oracle, each paired with the greedy 1.5B worker alone (single:solve@1.5b);
+#    and a λ sweep of 23 versions, replayed as one cost–quality curve;
 # 3. the catalogue's methods and the trained conductors again, executed live with the request
 #    cache (minutes), checked question by question against the replay;
 # 4. with LIVE=1, also the methods outside the catalogue (the pool's default conductor, the fixed
@@ -28,6 +29,15 @@ for seed in 0 1 2; do
   methods="$methods,light:$ref"
 done
 "$PODIUM" eval --replay "$BANK" --pool local-tools --methods "$methods" --against single:solve@1.5b --out "$OUT"
+
+# 2b. the cost–quality curve: one version per λ of a sweep (23, trained on the training rows),
+#     replayed on the held-out rows as one curve, each point paired with the 1.5B alone.
+"$PODIUM" train --policy plans --replay "$BANK" --embedder smollm2-135m-instruct --dims 4 --sweep \
+  --name "$NAME-sweep" --json > "/tmp/podium-$NAME-sweep.json"
+span=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["span"])' "/tmp/podium-$NAME-sweep.json")
+"$PODIUM" eval --replay "$BANK" --pool local-tools --against single:solve@1.5b --out "$OUT-sweep" \
+  --methods "single:solve@1.5b,single:solve@0.5b,single:solve@135m,router,light:$span"
+.venv/bin/python bench/sweep_points.py "$OUT-sweep/eval.json" --prefix "light:$NAME-sweep@" --out "$OUT-sweep/points.md"
 
 # 3. the same workflows executed live over the local pool: every model call comes back from the
 #    request cache the bank was recorded into (the calls were real), the sandbox, the vote tool
