@@ -145,7 +145,7 @@ def _result(
         fallback_reason=None,
         answer_worker=answer,
         cost_usd=replayed.cost,
-        worker_calls=len(dict.fromkeys(replayed.columns)),
+        worker_calls=steps,  # as a live run counts them: every step, the tools' included
         input_tokens=_tokens(row, replayed.columns, "input_tokens"),
         output_tokens=_tokens(row, replayed.columns, "output_tokens"),
         steps=steps,
