@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from podium.cli import cli
+from podium.eval.matrix import assign_splits
 from podium.eval.replay import OutcomeMatrix
 from podium.registry import Registry
 from tests.conftest import read_jsonl
@@ -47,6 +48,21 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]
     code = cli(argv)
     out = capsys.readouterr().out
     return code, json.loads(out)
+
+
+def test_week_one_is_stored_under_the_same_ids_every_time_and_holds_out_both_kinds_of_question(
+    tmp_path: Path,
+) -> None:
+    """The first loop run promotes only if the held-out split has GSM8K and Danish table questions
+    alike: on a split of one kind, routing every question right is the best single worker's
+    reward exactly, which the gate refuses. The split is a seeded shuffle of the task ids
+    (``traffic/<trace id>``), so the ids must not be fresh uuid4s but the same on every run."""
+    week1 = [*requests(WEEK1[0], 2), *requests(WEEK1[1], 3)]
+    ids = [r.id for r in run_requests(tmp_path / "a.sqlite3", week1)]
+    assert [r.id for r in run_requests(tmp_path / "b.sqlite3", week1)] == ids
+    kinds = {f"traffic/{i}": "math" if n < len(WEEK1[0]) else "table" for n, i in enumerate(ids)}
+    splits = assign_splits(kinds, 0.8, seed=0)  # the loop's --matrix-split and --seed defaults
+    assert {kinds[i] for i, split in splits.items() if split == "test"} == {"math", "table"}
 
 
 @pytest.mark.slow

@@ -1,11 +1,15 @@
 """Stored traffic for the tests of ``podium tasks`` and ``podium drift``: real SQLite trace files
 written by the real :class:`~podium.orchestrator.Orchestrator`, whose workers and conductor are
 podium.testing's scripted fakes (no model is called). Each request's clock is set by patching
-the orchestrator's ``utc_now``, so the stored ``started_at`` is the time the test chose."""
+the orchestrator's ``utc_now``, so the stored ``started_at`` is the time the test chose, and its
+trace id is derived from the request (:func:`request_id`) instead of a fresh uuid4 — exported
+task ids (``traffic/<request id>``) and with them the seeded train/test split of an outcome
+matrix (podium.eval.matrix.assign_splits shuffles the sorted ids) are the same on every run."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,11 +49,20 @@ class Request:
     price: float = 1.0
 
 
+def request_id(request: Request, occurrence: int = 0) -> str:
+    """The trace id :func:`run_requests` stores ``request`` under: 32 hex digits of a hash of
+    the request (and of ``occurrence``, its count among identical requests of one call)."""
+    key = json.dumps([request.question, request.at, list(request.tags), request.answer, request.conductor,
+                      request.price, occurrence])  # fmt: skip
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 def run_requests(path: Path, requests: Sequence[Request]) -> list[RunRecord]:
     """Run each request through a real orchestrator that writes its trace to ``path``; the
     store is closed (every write stored) before returning."""
     store = TraceStore(path)
     records: list[RunRecord] = []
+    seen: dict[Request, int] = {}
     try:
         with pytest.MonkeyPatch.context() as patch:
             for request in requests:
@@ -62,7 +75,9 @@ def run_requests(path: Path, requests: Sequence[Request]) -> list[RunRecord]:
                     traces=store,
                     resamples=1,
                 )
-                records.append(asyncio.run(orch.run(request.question, tags=request.tags)))
+                occurrence = seen[request] = seen.get(request, -1) + 1
+                trace_id = request_id(request, occurrence)
+                records.append(asyncio.run(orch.run(request.question, tags=request.tags, request_id=trace_id)))
     finally:
         store.close()
     return records
