@@ -107,3 +107,31 @@ def test_read_bank_names_what_is_wrong(tmp_path: Path) -> None:
         csv.writer(handle).writerows(rows)
     with pytest.raises(ConfigError, match="do not match"):
         read_bank(tmp_path)
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "banks" / "local"
+
+
+def test_bank_show_counts_the_splits_and_shows_one_on_request(capsys: pytest.CaptureFixture[str]) -> None:
+    from podium.cli import cli
+
+    assert cli(["bank", "show", str(SHIPPED), "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert sum(whole["splits"].values()) == whole["questions"] and set(whole["splits"]) == {"train", "test"}
+    assert cli(["bank", "show", str(SHIPPED), "--split", "train", "--json"]) == 0
+    train = json.loads(capsys.readouterr().out)
+    assert train["questions"] == whole["splits"]["train"] and train["split"] == "train"
+    assert cli(["bank", "show", str(SHIPPED), "--split", "dev"]) == 2
+    assert "no question in split 'dev'; its splits: test (" in capsys.readouterr().err
+
+
+def test_output_into_a_reader_that_stops_early_ends_quietly() -> None:
+    import subprocess
+    import sys
+
+    # what writing to `| head -1` after head has exited raises, made certain (a real pipe would
+    # need more output than its buffer holds)
+    code = "import podium.cli as c\ndef cli():\n    raise BrokenPipeError(32, 'Broken pipe')\nc.cli = cli\nc.main()\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert done.returncode == 141  # 128 + SIGPIPE, as a shell reports it
+    assert b"Traceback" not in done.stderr

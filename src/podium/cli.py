@@ -300,5 +300,13 @@ def cli(argv: Sequence[str] | None = None) -> int:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    sys.exit(cli())
+    """Console-script entry point. Output piped into a reader that stops early (``| head``)
+    ends the command quietly, as with other Unix tools, instead of with a traceback."""
+    try:
+        code = cli()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush cannot fail too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
+    sys.exit(code)

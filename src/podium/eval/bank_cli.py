@@ -10,9 +10,11 @@ Exit codes: 0 done, 2 bad options or input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,7 @@ def add_parsers(sub: Any) -> None:
     restore.add_argument("--cache", type=store_location, help=_CACHE_HELP)
     show = bank.add_parser("show", help="per column: mean score, cost and latency of a bank")
     show.add_argument("bank", type=Path, help="the bank's folder (or its matrix.csv)")
+    show.add_argument("--split", help="only the questions of this split (e.g. train or test)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -194,11 +197,20 @@ def _show(args: argparse.Namespace, out: Console) -> int:
     from podium.eval.bank import read_bank
 
     bank = read_bank(args.bank)
+    splits = dict(sorted(Counter(r["split"] for r in bank.rows).items()))
+    if args.split is not None:
+        if args.split not in splits:
+            known = ", ".join(f"{k} ({n})" for k, n in splits.items()) or "none"
+            raise ConfigError(f"bank {args.bank} has no question in split {args.split!r}; its splits: {known}")
+        bank = dataclasses.replace(bank, rows=[r for r in bank.rows if r["split"] == args.split])
     stats = bank.column_stats()
     if args.json:
-        print(json.dumps({"bank": str(args.bank), "questions": len(bank.rows), "columns": stats}, indent=1))
+        doc = {"bank": str(args.bank), "questions": len(bank.rows), "splits": splits, "split": args.split}
+        print(json.dumps({**doc, "columns": stats}, indent=1))
         return 0
-    table = Table(title=f"bank {args.bank} · {len(bank.rows)} question(s)")
+    shown = ", ".join(f"{n} {k}" for k, n in splits.items())
+    which = f"split {args.split}: {len(bank.rows)} question(s)" if args.split else f"{len(bank.rows)} question(s)"
+    table = Table(title=f"bank {args.bank} · {which} (of {shown})")
     table.add_column("column", overflow="fold", min_width=20)
     for col in ("score", "$/question", "latency s", "errors"):
         table.add_column(col, justify="right", no_wrap=True)
