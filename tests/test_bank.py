@@ -85,6 +85,19 @@ def test_a_failing_step_is_recorded_with_its_error(tmp_path: Path) -> None:
     assert row["solve@1.5b|error"] == ""
 
 
+def test_a_matrix_replaced_while_recording_still_gets_every_row(tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    def replace_the_file(progress: object) -> None:  # what a git stash / checkout does to it
+        matrix = tmp_path / "matrix.csv"
+        shutil.copy(matrix, tmp_path / "copy.csv")
+        os.replace(tmp_path / "copy.csv", matrix)  # a new file (inode) at the same path
+
+    record_bank(local_catalogue(), TASKS, _pool(), tmp_path, score=verify, on_progress=replace_the_file)
+    assert [r["sample_id"] for r in read_bank(tmp_path).rows] == ["t/1", "t/2"]
+
+
 def test_a_bank_of_other_columns_is_refused(tmp_path: Path) -> None:
     record_bank(local_catalogue(), TASKS[:1], _pool(), tmp_path, score=verify)
     with pytest.raises(ConfigError, match="other columns"):

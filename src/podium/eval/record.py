@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,20 +146,25 @@ def record_bank(
     todo = [t for t in tasks if t.id not in done]
     if on_start:
         on_start(len(todo), len(done))
+    for n, task in enumerate(todo, 1):
+        started, hits = time.perf_counter(), cache_hits()
+        row = asyncio.run(_record_task(task, catalogue, pool, score, step_timeout_s))
+        _append(path, expected, row)
+        if on_progress:
+            on_progress(RecordProgress(task.id, time.perf_counter() - started, cache_hits() - hits, n, len(todo)))
+    return len(done) + len(todo)
+
+
+def _append(path: Path, header: Sequence[str], row: Mapping[str, str]) -> None:
+    """Append one row to the matrix at ``path`` (the header first when the file is new). The file
+    is opened for each row, never held open across questions: a file replaced meanwhile (a git
+    checkout, a copy) gets the row, where a held handle would write into the replaced, deleted one."""
     new = not path.exists()
     with path.open("a", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=expected)
+        writer = csv.DictWriter(handle, fieldnames=list(header))
         if new:
             writer.writeheader()
-            handle.flush()
-        for n, task in enumerate(todo, 1):
-            started, hits = time.perf_counter(), cache_hits()
-            row = asyncio.run(_record_task(task, catalogue, pool, score, step_timeout_s))
-            writer.writerow(row)
-            handle.flush()
-            if on_progress:
-                on_progress(RecordProgress(task.id, time.perf_counter() - started, cache_hits() - hits, n, len(todo)))
-    return len(done) + len(todo)
+        writer.writerow(row)
 
 
 def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> int:
