@@ -449,3 +449,18 @@ def test_methods_at_the_same_point_share_one_label() -> None:
         (0.000147, 0.467): "conductor = single:1.5b",
         (0.000091, 0.300): "single:0.5b",
     }
+
+
+def test_a_crowded_plot_has_one_legend_entry_per_family_and_labels_only_its_front() -> None:
+    from podium.eval.plot import MethodPoint, _pareto_figure
+
+    methods = [MethodPoint(f"single:w{i}", 0.001 * (i + 1), 0.1 + 0.01 * i, 0.05, 0.5) for i in range(10)]
+    methods += [MethodPoint(f"plan:p{i}", 0.002 * (i + 1), 0.3 - 0.02 * i, 0.1, 0.6) for i in range(6)]
+    methods += [MethodPoint("light:mine@v3", 0.004, 0.35, 0.2, 0.5), MethodPoint("oracle", 0.003, 0.9, 0.8, 1.0)]
+    fig = _pareto_figure(methods, curves={}, title="", log_cost=True, front=None)
+    ax = fig.axes[0]
+    _, legend = ax.get_legend_handles_labels()
+    assert sorted(legend) == sorted(["single", "plan", "light:mine", "oracle", "Pareto front (methods)"])
+    texts = {t.get_text() for t in ax.texts}
+    # the front by cost: single:w0 ($0.001, 0.10), plan:p0 ($0.002, 0.30), oracle ($0.003, 0.90)
+    assert texts == {"single:w0", "plan:p0", "oracle"}

@@ -58,6 +58,10 @@ class MethodPoint:
             )
 
 
+_CROWDED = 12
+"""More methods than this: one legend entry and colour per family, point labels on the front only."""
+
+
 def pareto_plot(
     path: Path | str,
     methods: Sequence[MethodPoint],
@@ -115,21 +119,32 @@ def _pareto_figure(
         if ordered:
             ax.plot([p.cost for p in ordered], [p.quality for p in ordered], marker=".", linewidth=1.2, label=name)
 
+    best = pareto_front(list(front) if front is not None else [Point(m.cost, m.quality, m.label) for m in methods])
+    crowded = len(methods) > _CROWDED
+    families: dict[str, str] = {}  # crowded: one colour and legend entry per family (``single``, ``plan``…)
     for m in methods:
+        family = _family(m.label)
+        if crowded and family not in families:
+            families[family] = f"C{len(families) % 10}"
         ax.errorbar(
             [m.cost],
             [m.quality],
             yerr=[[m.quality - m.quality_low], [m.quality_high - m.quality]],
             fmt="o",
             capsize=3,
-            label=m.label or None,
+            color=families.get(family) if crowded else None,
+            alpha=0.55 if crowded else 1.0,
+            label=(family if sum(_family(o.label) == family for o in methods[: methods.index(m) + 1]) == 1 else None)
+            if crowded
+            else (m.label or None),
         )
+    # crowded: labels only on the Pareto front and the oracle (the others are in eval.md)
+    shown = {p.label for p in best} | {"oracle"} if crowded else None
     labels = [
         ax.annotate(text, (cost, quality), xytext=(4, 4), textcoords="offset points", fontsize=8)
-        for (cost, quality), text in _annotations(methods).items()
+        for (cost, quality), text in _annotations(methods, shown).items()
     ]
 
-    best = pareto_front(list(front) if front is not None else [Point(m.cost, m.quality, m.label) for m in methods])
     if len(best) >= 2:
         ax.step(
             [p.cost for p in best],
@@ -171,13 +186,20 @@ def _keep_inside(fig: Figure, ax: Axes, labels: Sequence[Annotation]) -> None:
     fig.canvas.draw()  # the layout again, with the labels where they now are
 
 
-def _annotations(methods: Sequence[MethodPoint]) -> dict[tuple[float, float], str]:
+def _family(label: str) -> str:
+    """A method's family for a crowded plot's legend: ``single:x`` → ``single``, ``router(λ=1)``
+    → ``router``, ``light:NAME@v2`` → ``light:NAME``."""
+    head = label.split("(", 1)[0]
+    return head.rsplit("@", 1)[0] if head.startswith(("light:", "lm:")) else head.split(":", 1)[0]
+
+
+def _annotations(methods: Sequence[MethodPoint], shown: set[str] | None = None) -> dict[tuple[float, float], str]:
     """One label per drawn point: methods at the same (cost, quality) — e.g. a conductor that
     sends everything to one worker, beside that worker alone — share one "a = b" label instead
-    of printing over each other."""
+    of printing over each other. ``shown``: label only these methods (None: all)."""
     labels: dict[tuple[float, float], list[str]] = {}
     for m in methods:
-        if m.label:
+        if m.label and (shown is None or m.label in shown):
             labels.setdefault((m.cost, m.quality), []).append(m.label)
     return {point: " = ".join(names) for point, names in labels.items()}
 
