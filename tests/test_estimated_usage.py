@@ -65,6 +65,7 @@ def test_a_stream_with_usage_keeps_the_servers_counts(with_usage: str) -> None:
     assert (result.usage.input_tokens, result.usage.output_tokens) == (7, len(REPLY.split()))  # its word counts
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(model_status("smollm2-135m-instruct") != "ready", reason="needs the embedded SmolLM2-135M")
 def test_an_embedded_model_name_is_counted_with_its_tokenizer(no_usage: str) -> None:
     from podium.workers.llama_cpp import LlamaCppWorker

@@ -680,6 +680,7 @@ def _nesting_char_by_char(text: str) -> int:
     return deepest
 
 
+@pytest.mark.slow
 def test_json_nesting_counts_brackets_outside_strings_as_a_char_by_char_reading_does() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st

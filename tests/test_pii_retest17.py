@@ -355,6 +355,7 @@ def test_finding_10_streaming_any_text_in_any_chunks_gives_exactly_what_restore_
     assert _streamed(vault, text, sizes) == _whole(vault, text), repr(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**STREAMS)
 def test_finding_10_the_stream_never_holds_back_more_than_the_longest_placeholder(

@@ -288,6 +288,7 @@ FRAGMENTS = (
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pieces=st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=40),

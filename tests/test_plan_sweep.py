@@ -57,6 +57,7 @@ def test_a_two_plan_sweep_has_points_on_either_side_of_the_break_even() -> None:
     assert 25.0 in filled and filled[1] == pytest.approx(25.0 / 8) and filled[-2] == pytest.approx(200.0)
 
 
+@pytest.mark.slow
 def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
     routellm_slice: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import podium
 
 
@@ -15,6 +17,7 @@ def test_no_private_names_exported() -> None:
     assert not [n for n in podium.__all__ if n.startswith("_") and n != "__version__"]
 
 
+@pytest.mark.slow
 def test_every_module_lists_exactly_its_public_names() -> None:
     """httpx's rule, for every module of the package (the core first held to it, then the upper
     layers): every public name a module defines is in its ``__all__``, and every name in

@@ -161,6 +161,7 @@ def test_close_stores_everything_queued(tmp_path: Path) -> None:
     assert stored_ids(tmp_path / "t.sqlite3") == {f"{i:032x}" for i in range(30)}
 
 
+@pytest.mark.slow
 def test_a_process_that_exits_without_closing_its_store_still_stores_every_trace(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite3"
     script = f"""

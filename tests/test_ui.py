@@ -295,6 +295,7 @@ def test_shadow_page_renders_the_report_per_use_case(reports: TestClient) -> Non
     assert "| support | 3 | 3 | 0.667 |" in markdown.text  # report_markdown's table
 
 
+@pytest.mark.slow
 def test_shadow_page_reads_the_shared_store(tmp_path: Path, store_url_postgresql: str) -> None:
     """With the shadow records in PostgreSQL (``PODIUM_DATABASE_URL``) the page shows the same
     report as from the file."""
@@ -329,6 +330,7 @@ def test_empty_sources_say_what_to_do(tmp_path: Path) -> None:
     assert not (tmp_path / "no-shadow.sqlite3").exists()  # the UI reads; it never creates the store
 
 
+@pytest.mark.slow
 def test_podium_ui_serves_the_report_folders_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import uvicorn
 
@@ -347,6 +349,7 @@ def test_podium_ui_serves_the_report_folders_it_is_given(tmp_path: Path, monkeyp
     assert client.get("/ui/conductors").text.count('class="version"') == 2
 
 
+@pytest.mark.slow
 def test_podium_serve_takes_the_eval_folder_from_its_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``podium serve --eval-dir DIR``: the server's /ui eval pages list the runs in DIR, not
     those of $PODIUM_EVAL_DIR (set here to an empty folder, so the flag must win)."""
