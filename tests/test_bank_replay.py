@@ -175,3 +175,19 @@ def test_a_bank_replay_plans_under_the_step_limit_it_is_given(bank, tasks) -> No
     assert asyncio.run(replay_on_bank([seven], tasks[:2], bank, max_steps=7))[seven.name][0].steps >= 7
     with pytest.raises(ConfigError, match="at most 6 steps"):
         asyncio.run(replay_on_bank([seven], tasks[:2], bank, max_steps=6))
+
+
+def test_a_plan_conductor_that_may_cascade_gets_its_escalation_round() -> None:
+    from podium.conductor.baselines import SingleWorker
+    from podium.conductor.plans import cascade_rounds
+    from podium.pool import load_pool
+    from podium.runtime import build_orchestrator
+
+    cascade = _plan("cascade(vote(sample×3@0.5b)→solve@1.5b)").conductor
+    assert cascade_rounds(cascade) == 1
+    assert cascade_rounds(_plan("solve@1.5b").conductor) == 0 and cascade_rounds(SingleWorker(0)) == 0
+    config = load_pool("local-tools")
+    assert config.conductor.recursion_rounds == 0  # the pool file's own setting
+    assert build_orchestrator(config, conductor=cascade).config.recursion_rounds == 1
+    # an explicit --rounds still wins
+    assert build_orchestrator(config, conductor=cascade, recursion_rounds=0).config.recursion_rounds == 0

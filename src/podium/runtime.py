@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from podium.budget import Limits, PeriodBudget
 from podium.conductor.base import Conductor
 from podium.conductor.lm import LMConductor, LMConductorSettings
+from podium.conductor.plans import cascade_rounds
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig, RecordExporter
 from podium.pii.session import PIIProtection
@@ -60,7 +61,9 @@ def build_orchestrator(
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
         workers: override the pool's workers (tests), in pool order; they get the pool file's
             data policies all the same.
-        resamples, max_steps, limits, recursion_rounds: override the pool file's values.
+        resamples, max_steps, limits, recursion_rounds: override the pool file's values. Without
+            ``recursion_rounds``, a plan conductor that may choose a cascade gets at least the one
+            round its escalation needs.
         exporter: where finished records also go (e.g. :func:`build_telemetry`'s result).
         cache: a request cache for the pool's workers (evaluation), or None.
 
@@ -123,7 +126,11 @@ def build_orchestrator(
         max_question_chars=config.max_question_chars,
         limits=limits or pool_limits(config),
         periods=tuple(_periods(config, traces)),
-        recursion_rounds=config.conductor.recursion_rounds if recursion_rounds is None else recursion_rounds,
+        recursion_rounds=(
+            max(config.conductor.recursion_rounds, cascade_rounds(conductor))  # a cascade's escalation round
+            if recursion_rounds is None
+            else recursion_rounds
+        ),
     )
     fallback = Fallback(config.worker_index(config.fallback.worker), config.fallback.subtask)
     orchestrator = Orchestrator(pool, conductor, fallback, per_request, traces=traces, exporter=exporter)

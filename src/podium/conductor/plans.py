@@ -42,7 +42,7 @@ from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workers.offload import offload
 from podium.workflow import Workflow
 
-__all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "fixed_plan", "is_plan_policy"]
+__all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "cascade_rounds", "fixed_plan", "is_plan_policy"]
 
 _Array = npt.NDArray[np.float64]
 
@@ -150,6 +150,12 @@ def fixed_plan(plan: Plan, columns: dict[str, Column], name: str | None = None) 
     reasoning, a cascade…), named ``plan:ID`` in reports."""
     policy = PlanPolicy((plan,), columns, np.zeros(0), np.zeros((0, 0)), np.ones(0), np.zeros((1, 1, 1)), "none")
     return PlanConductor(policy, None, name=name or f"plan:{plan.id}")
+
+
+def cascade_rounds(conductor: object) -> int:
+    """The recursion rounds ``conductor`` needs to mean what it chose: 1 for a plan conductor
+    that may choose a cascade (its escalation is a second round), else 0."""
+    return int(isinstance(conductor, PlanConductor) and any(p.escalate for p in conductor.policy.plans))
 
 
 def is_plan_policy(path: str | Path) -> bool:

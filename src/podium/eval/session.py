@@ -31,7 +31,7 @@ import numpy as np
 
 from podium.conductor.baselines import SingleWorker, strongest
 from podium.conductor.named import light_conductor, named_conductor
-from podium.conductor.plans import PlanConductor
+from podium.conductor.plans import PlanConductor, cascade_rounds
 from podium.errors import ConfigError
 from podium.eval.bank import read_bank
 from podium.eval.bank_replay import BANK_MAX_STEPS, replay_on_bank
@@ -288,7 +288,7 @@ def _baselines(
             methods += _version_sweep(name, embeddings)
         else:
             conductor = named_conductor(name, pool, quality=quality, cost=cost, embeddings=embeddings)
-            methods.append(Method(name, conductor))
+            methods.append(Method(name, conductor, rounds=cascade_rounds(conductor)))
     return methods
 
 
@@ -309,14 +309,16 @@ def _version_sweep(name: str, embeddings: Path | None) -> list[Method]:
     if len(versions) != end - first + 1:
         have = ", ".join(v.ref for v in registry.versions(base)) or "none"
         raise ConfigError(f"{name}: {base} lacks some of v{first}..v{end} (it has {have})")
+    conductors = [light_conductor(v.ref, embeddings) for v in versions]
     return [
         Method(
             f"light:{v.ref}",
-            light_conductor(v.ref, embeddings),
+            conductor,
             group=f"light:{base}@v{first}..v{end}",
             param=v.training().lam,
+            rounds=cascade_rounds(conductor),
         )
-        for v in versions
+        for v, conductor in zip(versions, conductors, strict=True)
     ]
 
 
