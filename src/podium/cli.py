@@ -207,6 +207,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.orchestrator import validate_question
     from podium.pool import load_pool
     from podium.runtime import build_orchestrator, build_telemetry, pool_limits
+    from podium.workers.offload import main_thread_wanted, run_on_loop_thread
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
@@ -232,7 +233,10 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     status, on_event = _progress(err)
     try:
         with status:
-            record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
+            if main_thread_wanted():  # the model's computation on the main thread (podium.workers.offload)
+                record = run_on_loop_thread(lambda: orchestrator.run(question, mode=args.command, on_event=on_event))
+            else:
+                record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
     finally:
         if traces is not None:  # store the queued trace writes before exit; losses are reported
             traces.close()

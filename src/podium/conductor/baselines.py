@@ -26,6 +26,7 @@ from podium.conductor.base import PreviousRound
 from podium.records import PlanAttempt
 from podium.roles import subtask
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
+from podium.workers.offload import offload
 from podium.workflow import ALL, Access, Step, Workflow
 
 __all__ = [
@@ -100,7 +101,8 @@ class FixedConductor:
         if previous is not None:  # keep the answer
             workflow = Workflow(())
         else:
-            steps = tuple(self.steps(question, pool, max_steps))
+            # a light conductor embeds the question here: on the main thread under podium run
+            steps = tuple(await offload(self.steps, question, pool, max_steps, otherwise="inline"))
             if len(steps) > max_steps:
                 raise ValueError(f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}")
             if any(not 0 <= s.worker < len(pool) for s in steps):

@@ -39,6 +39,7 @@ from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.records import PlanAttempt
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
+from podium.workers.offload import offload
 from podium.workflow import Workflow
 
 __all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "cascade_rounds", "fixed_plan", "is_plan_policy"]
@@ -230,7 +231,7 @@ class PlanConductor:
         context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         started = time.perf_counter()
-        chosen, workflow = self.choose(question, pool, max_steps)
+        chosen, workflow = await offload(self.choose, question, pool, max_steps, otherwise="inline")
         note = f"Plan: {chosen.id}"
         if previous is not None:  # a recursion round: escalate a cascade whose vote disagreed
             workflow, note = Workflow(()), f"Plan: {chosen.id}; keep the answer"

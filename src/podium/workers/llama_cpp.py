@@ -33,6 +33,7 @@ from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTim
 from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
 from podium.unicode import valid_text
 from podium.workers.base import Call, CallContext, Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
+from podium.workers.offload import offload
 
 try:
     import llama_cpp
@@ -279,7 +280,7 @@ class LlamaCppWorker:
         call.context.mark_pending()  # queued for the model until _generate holds its lock
         settings = call.settings_for(self)
         try:
-            return await asyncio.to_thread(
+            return await offload(  # the main thread under podium run (podium.workers.offload)
                 self._generate,
                 list(call.messages),
                 call.prefix or "",
