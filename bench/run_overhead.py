@@ -107,6 +107,12 @@ def main() -> None:
     parser.add_argument("--pool", default="local", help="pool preset or file (default: local)")
     parser.add_argument("--question", default=QUESTION)
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="podium run twice per round: computing on the main thread and on a helper thread "
+        "(PODIUM_COMPUTE_THREAD=main / helper; podium.workers.offload)",
+    )
     args = parser.parse_args()
     podium = [str(Path(sys.executable).with_name("podium"))]
     env = dict(os.environ)
@@ -123,13 +129,17 @@ def main() -> None:
         script.write_text(DIRECT, encoding="utf-8")
         direct = [sys.executable, str(script), str(spec)]
         timed(direct, env)  # warm-up (page cache) and the output check
-        ways: dict[str, list[dict[str, float]]] = {"podium run": [], "direct": []}
+        if args.threads:
+            order = [("podium run (main thread)", run, {"PODIUM_COMPUTE_THREAD": "main"}),
+                     ("podium run (helper thread)", run, {"PODIUM_COMPUTE_THREAD": "helper"}),
+                     ("direct", direct, {})]  # fmt: skip
+        else:
+            order = [("podium run", run, {}), ("direct", direct, {})]
+        ways: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in order}
         for i in range(args.runs):
-            order = [("podium run", run), ("direct", direct)]
-            for name, argv in order if i % 2 == 0 else order[::-1]:
-                ways[name].append(timed(argv, env))
+            for name, argv, extra in order[i % len(order) :] + order[: i % len(order)]:  # rotated per round
+                ways[name].append(timed(argv, {**env, **extra}))
                 print(f"run {i + 1}/{args.runs} {name}: {ways[name][-1]['wall_s']:.2f} s", file=sys.stderr)
-    pairs = list(zip(ways["podium run"], ways["direct"], strict=True))
     result = {
         "question_chars": len(args.question),
         "pool": args.pool,
@@ -139,7 +149,14 @@ def main() -> None:
         "runs": args.runs,
         "load_average": os.getloadavg(),
         **{name: {k: summary(rows, k) for k in ("wall_s", "cpu_s", "rss_mib")} for name, rows in ways.items()},
-        "fixed_cost": {k: summary([{"d": a[k] - b[k]} for a, b in pairs], "d") for k in ("wall_s", "cpu_s", "rss_mib")},
+        "fixed_cost": {
+            name: {
+                k: summary([{"d": a[k] - b[k]} for a, b in zip(rows, ways["direct"], strict=True)], "d")
+                for k in ("wall_s", "cpu_s", "rss_mib")
+            }
+            for name, rows in ways.items()
+            if name != "direct"
+        },
     }
     text = json.dumps(result, indent=2)
     print(text)
