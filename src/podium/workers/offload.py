@@ -149,6 +149,6 @@ def main_thread_wanted() -> bool:
         return choice == "main"
     try:
         busy = os.getloadavg()[0] >= (os.cpu_count() or 1) / 2
-    except OSError:  # no load average on this platform
+    except (OSError, AttributeError):  # no load average on this platform (Windows)
         busy = False
     return not busy
