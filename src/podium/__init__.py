@@ -8,11 +8,16 @@ to Orchestrate Agents in Natural Language with the Conductor", ICLR 2026).
 import importlib as _importlib
 import os as _os
 
-# llama.cpp's OpenMP threads busy-wait between kernels by default; on a shared or loaded CPU that
-# stalls a 64-token prefill chunk for seconds (measured: 5–8 s instead of 0.5 s for SmolLM2-135M
-# with other jobs running), so deadlines cannot hold. Passive waiting must be chosen before the
-# OpenMP runtime loads, hence here; an explicit OMP_WAIT_POLICY in the environment wins.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# llama.cpp's OpenMP threads (libgomp) spin between kernels, 300,000 rounds by default, before they
+# sleep. On a loaded CPU that stalls a 64-token prefill chunk for seconds, so deadlines cannot
+# hold; never spinning (OMP_WAIT_POLICY=PASSIVE, podium's earlier choice) makes generation ~1.8×
+# slower on an idle machine. A short spin keeps both (docs/overhead.md, measured 2026-12-02 on 2
+# cores): 260 tokens of the 1.5B idle 9.2 s default / 16.4 s passive / 9.5–10.7 s with 10,000;
+# SmolLM2's worst prefill chunk beside two busy processes 7.8 s / 0.77 s / 0.43–0.72 s. It must
+# be set before the OpenMP runtime loads, hence here; OMP_WAIT_POLICY or GOMP_SPINCOUNT in the
+# environment wins.
+if "OMP_WAIT_POLICY" not in _os.environ:
+    _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from typing import TYPE_CHECKING, Any
 

@@ -10,8 +10,8 @@ helper threads (:func:`asyncio.to_thread`), so every llama.cpp call in podium pa
 A command that owns its main thread for one request (``podium run``) can turn this around with
 :func:`run_on_loop_thread`: the event loop runs on a helper thread, and the blocking model
 computations it hands to :func:`offload` run one after another on the main thread. Everything else
-— a server, an evaluation, tests — offloads to helper threads as before. Which one ``podium run``
-uses is :func:`main_thread_wanted`'s choice (``PODIUM_COMPUTE_THREAD``).
+— a server, an evaluation, tests — offloads to helper threads as before. ``podium run`` uses the
+main thread unless ``PODIUM_COMPUTE_THREAD=helper`` (:func:`main_thread_wanted`).
 """
 
 from __future__ import annotations
@@ -141,14 +141,7 @@ def _cancel(runner: _MainThread) -> None:
 
 def main_thread_wanted() -> bool:
     """Whether ``podium run`` should compute on the main thread (:func:`run_on_loop_thread`):
-    ``PODIUM_COMPUTE_THREAD=main`` or ``helper`` decides; unset or ``auto``, the main thread unless
-    the machine is already busy (1-minute load average at least half its CPUs), where spin-waiting
-    OpenMP threads would compete with the other work (docs/overhead.md)."""
-    choice = os.environ.get("PODIUM_COMPUTE_THREAD", "auto").strip().lower()
-    if choice in ("main", "helper"):
-        return choice == "main"
-    try:
-        busy = os.getloadavg()[0] >= (os.cpu_count() or 1) / 2
-    except (OSError, AttributeError):  # no load average on this platform (Windows)
-        busy = False
-    return not busy
+    yes, unless ``PODIUM_COMPUTE_THREAD=helper``. With the short OpenMP spin podium sets
+    (``podium/__init__.py``) the main thread is faster on an idle machine and holds deadlines on
+    a loaded one (docs/overhead.md)."""
+    return os.environ.get("PODIUM_COMPUTE_THREAD", "main").strip().lower() != "helper"
