@@ -31,7 +31,7 @@ from podium.conductor.plans import PlanConductor
 from podium.errors import ConfigError
 from podium.eval.bank import Bank
 from podium.eval.plans import Replayed, column_index, plan_outcomes, replay_workflow
-from podium.eval.runner import Method, TaskResult
+from podium.eval.runner import Method, TaskResult, failed_result
 from podium.eval.tasks import Task
 from podium.workers.base import Call, Completion, WorkerInfo
 
@@ -86,55 +86,58 @@ async def replay_on_bank(
     if missing:
         raise ConfigError(f"{bank.path}: {len(missing)} task(s) are not rows of the bank, e.g. {missing[0]!r}")
     pool = bank_pool(bank)
-    names = [w.info.name for w in pool]
-    columns = bank.catalogue.columns
-    index = column_index(columns)
+    index = column_index(bank.catalogue.columns)
     results: dict[str, list[TaskResult]] = {m.name: [] for m in methods}
     for task in tasks:
-        row = rows[task.id]
         for method in methods:
-            started = time.perf_counter()
-            conductor = method.conductor
-            if isinstance(conductor, PlanConductor):
-                try:
-                    plan, workflow = conductor.choose(task.question, pool, max_steps)
-                except NotReplayable as exc:
-                    raise ConfigError(f"{method.name}: {exc}") from None
-                out = plan_outcomes([plan], columns, [row])
-                first = replay_workflow(workflow, names, row, columns, index, vote_worker=VOTE)
-                assert first is not None  # a plan's workflow is made of its recorded columns
-                second = (plan.escalate,) if out.escalated[0, 0] and plan.escalate else ()
-                scored = Replayed(
-                    float(out.score[0, 0]), float(out.cost[0, 0]), float(out.latency[0, 0]), first.columns + second
-                )
-                wall = time.perf_counter() - started
-                result = _result(task, row, scored, scored.columns[-1], f"plan {plan.id}", wall)
-            else:
-                attempt = await conductor.plan(task.question, pool, max_steps=max_steps)
-                if attempt.workflow is None:
-                    result = _failed(task, f"the conductor's workflow did not parse ({attempt.error_kind})", 1)
-                else:
-                    replayed = replay_workflow(attempt.workflow, names, row, columns, index, vote_worker=VOTE)
-                    if replayed is None:
-                        result = _failed(task, "the workflow has a step the bank never recorded", 0)
-                    else:
-                        detail = "workflow replayed step by step"
-                        wall = time.perf_counter() - started
-                        result = _result(task, row, replayed, replayed.columns[-1], detail, wall)
+            result = await _replay_one(method, task, rows[task.id], bank, pool, index, max_steps)
             results[method.name].append(result)
             if on_result is not None:
                 on_result(method.name, result)
     return results
 
 
+async def _replay_one(
+    method: Method,
+    task: Task,
+    row: Mapping[str, str],
+    bank: Bank,
+    pool: Sequence[BankPoolWorker],
+    index: Mapping[tuple[str, str, tuple[str, ...], int], str],
+    max_steps: int,
+) -> TaskResult:
+    """One method on one bank row (see :func:`replay_on_bank`)."""
+    started = time.perf_counter()
+    names, columns, conductor = [w.info.name for w in pool], bank.catalogue.columns, method.conductor
+    if isinstance(conductor, PlanConductor):  # the plan's outcome exactly as training scored it
+        try:
+            plan, workflow = conductor.choose(task.question, pool, max_steps)
+        except NotReplayable as exc:
+            raise ConfigError(f"{method.name}: {exc}") from None
+        out = plan_outcomes([plan], columns, [row])
+        first = replay_workflow(workflow, names, row, columns, index, vote_worker=VOTE)
+        assert first is not None  # a plan's workflow is made of its recorded columns
+        second = (plan.escalate,) if out.escalated[0, 0] and plan.escalate else ()
+        score, cost, latency = (float(a[0, 0]) for a in (out.score, out.cost, out.latency))
+        scored = Replayed(score, cost, latency, first.columns + second)
+        return _result(task, row, scored, f"plan {plan.id}", time.perf_counter() - started)
+    attempt = await conductor.plan(task.question, pool, max_steps=max_steps)
+    if attempt.workflow is None:
+        why = f"the conductor's workflow did not parse ({attempt.error_kind})"
+        return failed_result(task, why, 0.0, plan_failures=1)
+    replayed = replay_workflow(attempt.workflow, names, row, columns, index, vote_worker=VOTE)
+    if replayed is None:
+        return failed_result(task, "the workflow has a step the bank never recorded", 0.0, plan_failures=0)
+    return _result(task, row, replayed, "workflow replayed step by step", time.perf_counter() - started)
+
+
 def _tokens(row: Mapping[str, str], columns: Sequence[str], field: str) -> int:
     return sum(int(float(row.get(f"{c}|{field}") or 0)) for c in dict.fromkeys(columns))
 
 
-def _result(
-    task: Task, row: Mapping[str, str], replayed: Replayed, answer: str, detail: str, wall_s: float
-) -> TaskResult:
-    steps = len(replayed.columns)
+def _result(task: Task, row: Mapping[str, str], replayed: Replayed, detail: str, wall_s: float) -> TaskResult:
+    """A replayed request's result; the last column replayed wrote the answer."""
+    steps, answer = len(replayed.columns), replayed.columns[-1]
     return TaskResult(
         task_id=task.id,
         tags=task.tags,
@@ -156,33 +159,6 @@ def _result(
         answer=row.get(f"{answer}|model_response", "")[:4000],
         detail=f"{detail}; recorded score of {answer}",
         error=None,
-        trace_id="",
-        question=task.question,
-    )
-
-
-def _failed(task: Task, why: str, parse_failures: int) -> TaskResult:
-    return TaskResult(
-        task_id=task.id,
-        tags=task.tags,
-        score=0.0,
-        correct=False,
-        parsed=False,
-        status="error",
-        fallback_reason=None,
-        answer_worker=None,
-        cost_usd=0.0,
-        worker_calls=0,
-        input_tokens=0,
-        output_tokens=0,
-        steps=0,
-        plan_attempts=1,
-        plan_failures=parse_failures,
-        latency_s=0.0,
-        wall_s=0.0,
-        answer="",
-        detail=why,
-        error=why,
         trace_id="",
         question=task.question,
     )

@@ -27,6 +27,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 from podium.errors import ConfigError
 
@@ -40,6 +41,7 @@ __all__ = [
     "hull_quality",
     "mean_ci",
     "paired_difference",
+    "paired_summary",
     "pareto_front",
     "percentile",
     "pgr",
@@ -152,6 +154,19 @@ def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float 
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     half = z * math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
     return mean, max(-1.0, mean - half), min(1.0, mean + half)
+
+
+def paired_summary(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """:func:`paired_difference` of ``a − b`` as reports store it: ``diff``, ``ci95`` ([low,
+    high]), and on how many tasks ``a`` scored ``higher`` and ``lower`` than ``b``. Same errors."""
+    diff, low, high = paired_difference(a, b)
+    pairs = list(zip(a, b, strict=True))
+    return {
+        "diff": diff,
+        "ci95": [low, high],
+        "higher": sum(x > y for x, y in pairs),
+        "lower": sum(x < y for x, y in pairs),
+    }
 
 
 def percentile(values: Sequence[float], q: float) -> float:

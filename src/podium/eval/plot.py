@@ -123,20 +123,20 @@ def _pareto_figure(
     crowded = len(methods) > _CROWDED
     families: dict[str, str] = {}  # crowded: one colour and legend entry per family (``single``, ``plan``…)
     for m in methods:
-        family = _family(m.label)
-        if crowded and family not in families:
-            families[family] = f"C{len(families) % 10}"
+        color, label = None, m.label or None
+        if crowded:
+            family = _family(m.label)
+            label = None if family in families else family  # the family's first method carries its entry
+            color = families.setdefault(family, f"C{len(families) % 10}")
         ax.errorbar(
             [m.cost],
             [m.quality],
             yerr=[[m.quality - m.quality_low], [m.quality_high - m.quality]],
             fmt="o",
             capsize=3,
-            color=families.get(family) if crowded else None,
+            color=color,
             alpha=0.55 if crowded else 1.0,
-            label=(family if sum(_family(o.label) == family for o in methods[: methods.index(m) + 1]) == 1 else None)
-            if crowded
-            else (m.label or None),
+            label=label,
         )
     # crowded: labels only on the Pareto front and the oracle (the others are in eval.md)
     shown = {p.label for p in best} | {"oracle"} if crowded else None

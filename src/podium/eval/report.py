@@ -20,7 +20,7 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.eval.gate import task_set
-from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, paired_difference, pareto_front, percentile, pgr
+from podium.eval.metrics import Point, aiq, apgr, cpt, mean_ci, paired_summary, pareto_front, percentile, pgr
 from podium.eval.runner import Method, TaskResult
 
 __all__ = [
@@ -133,7 +133,7 @@ def _paired(
     if against is not None and against in summaries:
         best = against
     elif singles and len(methods) > 1:
-        best = max(singles, key=lambda n: (summaries[n]["quality"]["mean"], -summaries[n]["cost_usd"]["mean"], n))
+        best = _strongest({n: summaries[n] for n in singles})
     else:
         return None
     base = {r.task_id: r.score for r in results[best]}
@@ -145,14 +145,13 @@ def _paired(
         if mine.keys() != base.keys():
             return None
         ids = sorted(base)
-        diff, low, high = paired_difference([mine[i] for i in ids], [base[i] for i in ids])
-        out["methods"][method.name] = {
-            "diff": diff,
-            "ci95": [low, high],
-            "higher": sum(mine[i] > base[i] for i in ids),
-            "lower": sum(mine[i] < base[i] for i in ids),
-        }
+        out["methods"][method.name] = paired_summary([mine[i] for i in ids], [base[i] for i in ids])
     return out
+
+
+def _strongest(summaries: Mapping[str, Any]) -> str:
+    """The method of highest mean quality among ``summaries`` (ties: the cheaper, then the first)."""
+    return max(summaries, key=lambda n: (summaries[n]["quality"]["mean"], -summaries[n]["cost_usd"]["mean"]))
 
 
 def _point(name: str, summary: Mapping[str, Any]) -> Point:
@@ -166,7 +165,7 @@ def _curves(report: dict[str, Any]) -> None:
     if len(singles) < 2:
         return
     weak_name = min(singles, key=lambda n: (singles[n]["cost_usd"]["mean"], n))
-    strong_name = max(singles, key=lambda n: (singles[n]["quality"]["mean"], -singles[n]["cost_usd"]["mean"]))
+    strong_name = _strongest(singles)
     weak, strong = _point(weak_name, singles[weak_name]), _point(strong_name, singles[strong_name])
     if strong.quality <= weak.quality or strong.cost <= weak.cost:
         report["reference"] = {

@@ -41,6 +41,7 @@ __all__ = [
     "answer_step",
     "critical_path_s",
     "evaluate",
+    "failed_result",
 ]
 
 _ANSWER_CHARS = 4000
@@ -252,7 +253,7 @@ async def _run_one(orchestrator: Orchestrator, task: Task, scorer: Scorer, repla
         context = CallContext(task_id=task.id) if replay else None
         record = await orchestrator.run(task.question, context=context)
     except PodiumError as exc:  # invalid question, setup error: a failed result, not a lost one
-        return _failed(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+        return failed_result(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
     scored = await scorer(task, record)
     step = answer_step(record)
     totals = record.totals
@@ -282,7 +283,10 @@ async def _run_one(orchestrator: Orchestrator, task: Task, scorer: Scorer, repla
     )
 
 
-def _failed(task: Task, error: str, wall_s: float) -> TaskResult:
+def failed_result(task: Task, error: str, wall_s: float, *, plan_failures: int | None = None) -> TaskResult:
+    """A request that produced no answer: score 0, ``error`` as its error and detail. With
+    ``plan_failures`` it counts one conductor attempt (of which that many failed to parse);
+    without, none (the request failed before planning)."""
     return TaskResult(
         task_id=task.id,
         tags=task.tags,
@@ -297,8 +301,8 @@ def _failed(task: Task, error: str, wall_s: float) -> TaskResult:
         input_tokens=0,
         output_tokens=0,
         steps=0,
-        plan_attempts=0,
-        plan_failures=0,
+        plan_attempts=0 if plan_failures is None else 1,
+        plan_failures=plan_failures or 0,
         latency_s=0.0,
         wall_s=wall_s,
         answer="",

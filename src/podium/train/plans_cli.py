@@ -73,7 +73,7 @@ def cross_validate(
     on these questions (ties: the cheaper) — the mean difference with its 95 % interval
     (:func:`~podium.eval.metrics.paired_difference`) and on how many questions it is higher or
     lower."""
-    from podium.eval.metrics import paired_difference
+    from podium.eval.metrics import paired_summary
     from podium.train.plans import reward, train_plans
 
     n = len(outcomes.ids)
@@ -99,14 +99,8 @@ def cross_validate(
     base = max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()), default=None)
     paired = None
     if base is not None:
-        diff, low, high = paired_difference(fitted.tolist(), outcomes.score[:, base].tolist())
-        paired = {
-            "against": outcomes.plans[base].id,
-            "diff": diff,
-            "ci95": [low, high],
-            "higher": int((fitted > outcomes.score[:, base]).sum()),
-            "lower": int((fitted < outcomes.score[:, base]).sum()),
-        }
+        against = outcomes.score[:, base].tolist()
+        paired = {"against": outcomes.plans[base].id, **paired_summary(fitted.tolist(), against)}
     return {
         "folds": len(parts),
         "paired": paired,
