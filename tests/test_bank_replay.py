@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from podium.answers import tally
 from podium.conductor.catalogue import local_columns, local_plans
 from podium.conductor.plans import fixed_plan
 from podium.errors import ConfigError
@@ -85,6 +86,28 @@ def test_a_vote_answers_with_one_of_its_members_and_pays_for_each(bank, tasks) -
         assert result.cost_usd == pytest.approx(sum(float(row[f"{m}|step_cost"]) for m in members))
         # three independent samples in parallel: the slowest one
         assert result.latency_s == pytest.approx(max(float(row[f"{m}|step_latency_s"]) for m in members))
+
+
+def test_a_mixture_of_thought_cascade_adds_samples_only_when_solve_and_program_disagree(bank, tasks) -> None:  # type: ignore[no-untyped-def]
+    """On the real bank: round 1 is the 1.5B's direct answer and its program's run; when they
+    disagree, three samples come and the vote counts all five answers (the program's code not),
+    and the second round's three calls are paid for and counted in the tokens."""
+    rows = {r["sample_id"]: r for r in bank.rows}
+    plan_id = "cascade(vote(solve@1.5b,run(program@1.5b))→+sample×3@1.5b)"
+    got = asyncio.run(replay_on_bank([_plan(plan_id)], tasks, bank))[f"plan:{plan_id}"]
+    first = ["program@1.5b", "run(program@1.5b)", "solve@1.5b"]
+    samples = ["sample1@1.5b", "sample2@1.5b", "sample3@1.5b"]
+    escalated = 0
+    for result in got:
+        row = rows[result.task_id]
+        agree = tally([row["solve@1.5b|model_response"], row["run(program@1.5b)|model_response"]]).agreement == 1.0
+        steps = first + ([] if agree else samples)
+        escalated += not agree
+        assert result.cost_usd == pytest.approx(sum(float(row[f"{c}|step_cost"]) for c in steps))
+        assert result.output_tokens == sum(int(float(row[f"{c}|output_tokens"])) for c in steps)
+        voters = ["run(program@1.5b)", "solve@1.5b", *([] if agree else samples)]
+        assert result.score == float(row[voters[tally([row[f"{v}|model_response"] for v in voters]).winner]])
+    assert 0 < escalated < len(got)  # both branches are exercised on these 30 questions
 
 
 def test_any_conductor_is_replayed_step_by_step_and_strays_are_failures(bank, tasks) -> None:  # type: ignore[no-untyped-def]

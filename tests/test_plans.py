@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from podium.answers import tally
 from podium.conductor.compose import Plan
 from podium.conductor.plans import PlanConductor, PlanPolicy
 from podium.errors import ConfigError
@@ -108,7 +109,7 @@ def test_restored_cache_replays_every_plan_exactly_as_the_outcome_arrays_say(ban
     cache = RequestCache(tmp_path / "restored.sqlite3")
     stored = restore_cache(bank, _pool()[:4], cache)
     assert stored == len(TASKS) * len(bank.catalogue.columns)
-    plans = [p for p in local_plans(bank.catalogue.columns) if p.escalate is None]
+    plans = [p for p in local_plans(bank.catalogue.columns) if not p.is_cascade]
     outcomes = plan_outcomes(plans, bank.catalogue.columns, bank.rows)
     for i, task in enumerate(TASKS[:3]):
         for j, plan in enumerate(plans):
@@ -140,6 +141,39 @@ def test_a_cascade_escalates_only_when_its_vote_disagrees(bank_dir: Path) -> Non
             assert out.score[i, 0] == float(row["solve@1.5b"])
 
 
+MOT = Plan("mot", ("solve@1.5b", "run(program@1.5b)"), None, 1.0, ("sample1@1.5b", "sample2@1.5b", "sample3@1.5b"))
+"""A mixture-of-thought cascade: the 1.5B's direct answer and its program's; when they disagree,
+three samples and a vote over all five answers."""
+
+
+def test_a_cascade_that_adds_answers_votes_over_both_rounds(bank_dir: Path) -> None:
+    bank = read_bank(bank_dir)
+    cols = bank.catalogue.columns
+    out = plan_outcomes([MOT], cols, bank.rows)
+    voters = ["run(program@1.5b)", "solve@1.5b", "sample1@1.5b", "sample2@1.5b", "sample3@1.5b"]
+    calls = ["program@1.5b", "run(program@1.5b)", "solve@1.5b"]
+    for i, row in enumerate(bank.rows):
+        agree = tally([row["solve@1.5b|model_response"], row["run(program@1.5b)|model_response"]]).agreement == 1.0
+        assert bool(out.escalated[i, 0]) == (not agree)
+        steps = calls + (voters[2:] if not agree else [])  # the second round adds three calls
+        assert out.cost[i, 0] == pytest.approx(sum(float(row[f"{c}|step_cost"]) for c in steps))
+        if agree:
+            assert out.score[i, 0] == float(row["solve@1.5b"])
+        else:  # the majority of all five answers, ties to the earliest (the program's run first)
+            winner = tally([row[f"{v}|model_response"] for v in voters]).winner
+            assert out.score[i, 0] == float(row[voters[winner]])
+    assert out.escalated.any() and not out.escalated.all()  # the fakes' 1.5B is wrong on odd questions only
+
+
+def test_a_cascade_either_escalates_or_adds_and_never_repeats_a_step(bank_dir: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Plan("x", ("solve@0.5b", "solve@135m"), "solve@1.5b", 1.0, ("sample1@1.5b",))
+    again = Plan("x", ("solve@1.5b", "run(program@1.5b)"), None, 1.0, ("state@0.5b(program@1.5b)",))
+    with pytest.raises(ConfigError, match="again in its second round"):
+        plan_outcomes([again], read_bank(bank_dir).catalogue.columns, read_bank(bank_dir).rows)
+    assert Plan.from_json(MOT.to_json()) == MOT
+
+
 def _policy(bank_dir: Path, weights: np.ndarray, plans: list[Plan]) -> PlanPolicy:
     bank = read_bank(bank_dir)
     return PlanPolicy(tuple(plans), bank.catalogue.columns, np.zeros(3), np.zeros((0, 3)), np.ones(0), weights, "fake")
@@ -152,11 +186,20 @@ class _Embed:
         return np.array([[float(len(t)), 1.0, 0.0] for t in texts])
 
 
-def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(bank_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "cascade",
+    [Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0), MOT],
+    ids=["escalates", "adds-answers"],
+)
+def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(
+    bank_dir: Path, tmp_path: Path, cascade: Plan
+) -> None:
+    """Live over the restored cache (no model call may miss it), the orchestrator's recursion
+    round escalates exactly when replay says and ends with the answer replay scores; a cascade
+    that adds answers ends with a vote with access ``all`` that sees round 1's steps."""
     bank = read_bank(bank_dir)
     cache = RequestCache(tmp_path / "c.sqlite3")
     restore_cache(bank, _pool()[:4], cache)
-    cascade = Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0)
     conductor = PlanConductor(_policy(bank_dir, np.zeros((1, 1, 1)), [cascade]), _Embed())
     pool = [CachedWorker(_NoCalls(w), cache) if w.info.name != "vote" else w for w in _pool()]
     orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), recursion_rounds=1)
@@ -166,6 +209,9 @@ def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(bank_dir: P
         escalated = len(record.workflows) == 2 and len(record.workflows[1]) > 0
         assert escalated == bool(out.escalated[i, 0])
         assert asyncio.run(verify(task, record.answer)).score == out.score[i, 0]
+        if escalated and cascade.adds:
+            last = record.steps[-1]
+            assert last.access == "all" and len(last.visible_previous) == len(record.workflows[0])
 
 
 def test_the_untrained_policy_does_not_depend_on_the_order_of_its_plans(bank_dir: Path) -> None:
@@ -213,7 +259,7 @@ def test_replaying_a_plans_workflow_step_by_step_agrees_with_the_plan_arrays(ban
 
     bank = read_bank(bank_dir)
     cols = bank.catalogue.columns
-    plans = [p for p in local_plans(cols) if p.escalate is None]
+    plans = [p for p in local_plans(cols) if not p.is_cascade]
     outcomes = plan_outcomes(plans, cols, bank.rows)
     for j, plan in enumerate(plans):
         workflow = plan_workflow(plan.members, cols, NAMES, vote_worker="vote")

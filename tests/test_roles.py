@@ -17,11 +17,11 @@ from podium.conductor.compose import Column, NotReplayable, plan_workflow, sub_w
 from podium.eval.bank import local_catalogue
 from podium.executor import execute
 from podium.messages import GrantedStep, worker_messages
-from podium.roles import ROLES, SAMPLE_TEMPERATURE, role_of, step_settings
+from podium.roles import ROLES, SAMPLE_TEMPERATURE, counts_in_vote, role_of, step_settings, subtask
 from podium.testing import ScriptedWorker
 from podium.workers.base import Call, Completion, Message, WorkerSettings
 from podium.workers.cache import request_key
-from podium.workers.vote_tool import VoteToolWorker, granted_outputs
+from podium.workers.vote_tool import VoteToolWorker, granted_outputs, granted_steps
 from podium.workflow import Step
 
 
@@ -73,6 +73,27 @@ def test_vote_tool_returns_a_whole_earlier_output() -> None:
     assert seen[:2] == outputs[:2] and "‹question›" in seen[2]  # read back exactly (neutralised)
     result = asyncio.run(VoteToolWorker("vote").complete(Call(message)))
     assert result.text == outputs[0] and result.cost_usd == 0.0
+
+
+def test_the_vote_tool_skips_programs_and_earlier_votes() -> None:
+    """A program is code whose run is the answer, and a vote's output is a copy of an answer it
+    saw: with access ``all`` (a cascade's second round sees the first round's steps too) a vote
+    must count each answer once. Here the program's code ends in 99 and two earlier votes copy
+    13; counting them would make 99 or 13 win instead of 12 (two of the three answers)."""
+    shown = [
+        (subtask("program"), "```python\nprint(3 * 4)  # 99\n```"),
+        (subtask("run"), "12"),
+        (subtask("solve"), "So the answer is 13."),
+        (subtask("vote"), "So the answer is 13."),
+        (subtask("vote"), "So the answer is 13."),
+        (subtask("sample"), "The final answer is 12."),
+    ]
+    message = worker_messages("Q?", [GrantedStep(i, t, o) for i, (t, o) in enumerate(shown)], subtask("vote"))
+    assert [t for t, _ in granted_steps(message[-1]["content"])] == [t for t, _ in shown]
+    result = asyncio.run(VoteToolWorker("vote").complete(Call(message)))
+    assert result.text == "12"
+    assert [counts_in_vote(t) for t, _ in shown] == [False, True, True, False, False, True]
+    assert counts_in_vote("Any free-text instruction.")
 
 
 def test_vote_without_steps_is_an_error_text_not_an_exception() -> None:

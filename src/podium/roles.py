@@ -21,7 +21,10 @@ role            what the step does                                              
 ``verify``      check the previous answer and correct it                           the previous
 ``aggregate``   combine the answers it sees into one (Mixture-of-Agents)           all
 ``vote``        a **tool** step: the majority answer of the steps it sees          the voters
-                (self-consistency, Wang et al. 2023; :func:`podium.answers.tally`)
+                (self-consistency, Wang et al. 2023; :func:`podium.answers.tally`);
+                it counts every step but a ``program`` (its ``run`` is the answer)
+                and an earlier ``vote`` (a copy), so with access ``all`` it counts
+                each answer once (:func:`counts_in_vote`)
 ==============  =================================================================  ============
 
 A step *has* a role when its subtask is that role's template (whitespace-insensitive); any
@@ -47,6 +50,7 @@ __all__ = [
     "SAMPLE_TEMPERATURE",
     "Role",
     "RoleName",
+    "counts_in_vote",
     "expand",
     "role_of",
     "step_settings",
@@ -69,12 +73,15 @@ class Role:
         tool: ``"python"`` or ``"vote"`` when the step must run on that kind of tool worker,
             else None (a model step).
         brief: what the step does, in a few words (the LM conductor's prompt lists the roles).
+        answer: whether a vote counts the step's output as an answer: not a ``program`` (code
+            whose sandbox ``run`` is the answer) nor a ``vote`` (a copy of an answer it saw).
     """
 
     name: RoleName
     subtask: str
     tool: Literal["python", "vote"] | None = None
     brief: str = ""
+    answer: bool = True
 
 
 _CODE_FORM = "for a coding task, the complete code in one ```python code block"
@@ -94,6 +101,7 @@ ROLES: dict[RoleName, Role] = {
             "Write a Python program that computes the answer to the question and prints it. "
             "Reply with the program in one ```python code block.",
             brief="a program that prints the answer (the Python tool runs it next)",
+            answer=False,
         ),
         Role(
             "test",
@@ -135,6 +143,7 @@ ROLES: dict[RoleName, Role] = {
             "Return the answer that most of the steps above agree on.",
             tool="vote",
             brief="vote tool only: the answer most of the steps it sees agree on",
+            answer=False,
         ),
     )
 }
@@ -151,6 +160,13 @@ def subtask(name: RoleName) -> str:
 def role_of(text: str) -> Role | None:
     """The role whose template ``text`` is (whitespace-insensitive), or None for free text."""
     return _BY_TEXT.get(" ".join(text.split()))
+
+
+def counts_in_vote(text: str) -> bool:
+    """Whether a vote counts the output of a step with subtask ``text`` as an answer: every
+    step but a ``program`` and a ``vote`` (:attr:`Role.answer`); free text counts."""
+    role = role_of(text)
+    return role is None or role.answer
 
 
 def expand(workflow: Workflow) -> Workflow:

@@ -59,8 +59,12 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     (:func:`local_columns`), from cheapest to dearest in spirit: each worker
     alone; program-aided (the sandbox's printed output as the answer, or the answer stated from
     it); the 1.5B's tested code, fixed from its run; solve → verify; self-consistency votes of 3
-    and 5 samples; votes mixing a program with direct solves; and cheap-first cascades that
-    escalate to the 1.5B worker when the 0.5B worker's answers disagree.
+    and 5 samples; votes mixing a program with direct solves; cheap-first cascades that
+    escalate to the 1.5B worker when the 0.5B worker's answers disagree; and mixture-of-thought
+    cascades (Yue et al. 2024, "Large Language Model Cascades with Mixture of Thoughts
+    Representations", ICLR): a worker's direct answer and its program's answer agree → keep it,
+    else further answers (1, 3 or 5 samples of the 1.5B; or the 1.5B's direct answer, program and a
+    sample after the 0.5B's pair) and a vote over both rounds'.
 
     Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
     s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
@@ -95,8 +99,21 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
         Plan("cascade(vote(solve@0.5b,state@0.5b(program@0.5b))→solve@1.5b)", (st05, s05), s15, 1.0),
         Plan("cascade(vote(solve@0.5b,run(program@0.5b))→state@0.5b(program@1.5b))", (pal05, s05), st15, 1.0),
         Plan("cascade(vote(solve@0.5b,run(program@0.5b))→solve@1.5b)", (pal05, s05), s15, 1.0),
+        # mixture-of-thought cascades (Yue et al. 2024): a direct solve and a program agree → keep;
+        # else more answers, and a vote over both rounds'
+        *(
+            Plan(f"cascade(vote(solve@1.5b,{pal15})→+sample×{k}@1.5b)", (s15, pal15), None, 1.0, tuple(samples15[:k]))
+            for k in (1, 3, 5)
+        ),
+        Plan(
+            f"cascade(vote(solve@0.5b,{pal05})→+solve@1.5b,{pal15},sample@1.5b)",
+            (s05, pal05),
+            None,
+            1.0,
+            (s15, pal15, samples15[0]),
+        ),
     ]
-    missing = sorted({c for p in plans for c in (*p.members, p.escalate or p.members[0]) if c not in columns})
+    missing = sorted({c for p in plans for c in (*p.members, *p.second_round) if c not in columns})
     if missing:
         raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")
     return plans

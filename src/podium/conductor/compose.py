@@ -13,7 +13,11 @@ A **plan** composes columns into one request:
   every member's answer (self-consistency; :func:`podium.answers.tally`);
 * a **cascade** — the plan's members are round 1; when their vote's agreement is below
   ``threshold``, round 2 escalates to the ``escalate`` column (a recursion round that starts
-  fresh, access ``[]``), else the conductor keeps round 1's answer (three empty lists).
+  fresh, access ``[]``), else the conductor keeps round 1's answer (three empty lists);
+* a **cascade that adds answers** (``adds``; Yue et al. 2024's mixture-of-thought cascade,
+  whose round 1 is a direct solve and a program of the same model): when round 1 disagrees,
+  round 2 runs the ``adds`` columns and a ``vote`` step with access ``all`` that counts round 1's
+  answers and the new ones together (:func:`vote_order` gives the order the vote tool sees them).
 
 Exact replay: a worker's request depends on the question, its subtask, the indices and outputs of
 the steps it sees and its decoding settings (a ``sample`` step's seed is its ordinal among the
@@ -31,9 +35,9 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.roles import ROLES, RoleName
-from podium.workflow import Step, Workflow
+from podium.workflow import ALL, Access, Step, Workflow
 
-__all__ = ["Column", "NotReplayable", "Plan", "layout", "plan_workflow", "sub_workflow"]
+__all__ = ["Column", "NotReplayable", "Plan", "layout", "plan_workflow", "sub_workflow", "vote_order"]
 
 
 class NotReplayable(ConfigError):
@@ -87,20 +91,42 @@ class Plan:
     Attributes:
         id: unique name.
         members: answer columns; one → it answers; several → a vote over them.
-        escalate: for a cascade, the column round 2 escalates to, else None.
+        escalate: for a cascade, the column round 2 escalates to (its answer replaces round
+            1's), else None.
         threshold: a cascade escalates when round 1's vote agreement (share of members in the
             winning group) is below this.
+        adds: for a cascade that adds answers, the columns round 2 runs; its vote counts
+            round 1's answers too. At most one of ``escalate`` and ``adds``.
+
+    Raises ValueError for a plan with both ``escalate`` and ``adds``.
     """
 
     id: str
     members: tuple[str, ...]
     escalate: str | None = None
     threshold: float = 1.0
+    adds: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.escalate is not None and self.adds:
+            raise ValueError(f"plan {self.id!r}: a cascade either escalates or adds answers, not both")
+
+    @property
+    def is_cascade(self) -> bool:
+        """Whether the plan may run a second round (it escalates or adds answers)."""
+        return self.escalate is not None or bool(self.adds)
+
+    @property
+    def second_round(self) -> tuple[str, ...]:
+        """The columns round 2 runs when round 1 disagrees (``()`` for a one-round plan)."""
+        return (self.escalate,) if self.escalate is not None else self.adds
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "members": list(self.members)}
         if self.escalate is not None:
             data |= {"escalate": self.escalate, "threshold": self.threshold}
+        if self.adds:
+            data |= {"adds": list(self.adds), "threshold": self.threshold}
         return data
 
     @classmethod
@@ -110,15 +136,23 @@ class Plan:
             tuple(str(m) for m in data["members"]),
             None if data.get("escalate") is None else str(data["escalate"]),
             float(data.get("threshold", 1.0)),
+            tuple(str(a) for a in data.get("adds", ())),
         )
 
 
 def plan_workflow(
-    members: Sequence[str], columns: Mapping[str, Column], pool: Sequence[str], *, vote_worker: str | None = None
+    members: Sequence[str],
+    columns: Mapping[str, Column],
+    pool: Sequence[str],
+    *,
+    vote_worker: str | None = None,
+    vote_all: bool = False,
 ) -> Workflow:
     """The workflow of round 1 of a plan with these ``members`` over ``pool`` (worker names in
     pool order): the members' sub-workflows merged, then a ``vote`` step on ``vote_worker``
-    (the pool's vote tool) when there are several members.
+    (the pool's vote tool) when there are several members. With ``vote_all`` (the second round
+    of a cascade that adds answers) the vote step always comes, with access ``all``: it counts
+    the previous round's answers and this round's (:func:`vote_order`).
 
     Raises:
         NotReplayable: a step would see other step indices, or get another sample seed, than
@@ -140,11 +174,21 @@ def plan_workflow(
         if col.worker not in pool:
             raise NotReplayable(f"column {cid!r} needs worker {col.worker!r}, which the pool lacks")
         steps.append(Step(pool.index(col.worker), ROLES[col.role].subtask, tuple(order.index(s) for s in col.sees)))
-    if len(members) > 1:
+    if len(members) > 1 or vote_all:
         if vote_worker is None or vote_worker not in pool:
             raise ConfigError("a plan with several members needs a vote tool worker in the pool (backend = 'vote')")
-        steps.append(Step(pool.index(vote_worker), ROLES["vote"].subtask, tuple(order.index(m) for m in members)))
+        access: Access = ALL if vote_all else tuple(order.index(m) for m in members)
+        steps.append(Step(pool.index(vote_worker), ROLES["vote"].subtask, access))
     return Workflow(tuple(steps))
+
+
+def vote_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
+    """The answers the second-round vote of a cascade that adds answers counts, in the order it
+    sees them: every step of round 1 then of round 2 (:func:`layout` order) that a vote counts
+    (:func:`podium.roles.counts_in_vote`: not a ``program``, not a ``vote``). The bank replay
+    tallies exactly these recorded responses, so replay and live choose the same answer."""
+    steps = [*layout(plan.members, columns), *layout(plan.adds, columns)]
+    return [cid for cid in steps if ROLES[columns[cid].role].answer]
 
 
 def layout(members: Sequence[str], columns: Mapping[str, Column]) -> list[str]:

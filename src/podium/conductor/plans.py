@@ -14,8 +14,9 @@ head) go to the plan with the smallest hash of (question, plan id), so even the 
 does not depend on the order of the plans or the pool's workers.
 
 A cascade's first round ends with a vote; in the recursion round the conductor reads that round's
-step outputs, and escalates (a fresh workflow of the escalation column) when the vote's agreement
-is below the plan's threshold, else keeps the answer (an empty workflow). Every other plan keeps
+step outputs, and escalates when the vote's agreement is below the plan's threshold — a fresh
+workflow of the escalation column, or, for a cascade that adds answers, the added columns and a
+vote with access ``all`` over both rounds' answers — else keeps the answer (an empty workflow). Every other plan keeps
 its answer in a recursion round. Parameters are plain arrays in a ``.npz`` with a JSON header
 (the plans and the bank columns they use).
 """
@@ -34,7 +35,7 @@ import numpy.typing as npt
 
 from podium.answers import tally
 from podium.conductor.base import PreviousRound
-from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_workflow, sub_workflow
+from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_workflow
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.records import PlanAttempt
@@ -155,7 +156,7 @@ def fixed_plan(plan: Plan, columns: dict[str, Column], name: str | None = None) 
 def cascade_rounds(conductor: object) -> int:
     """The recursion rounds ``conductor`` needs to mean what it chose: 1 for a plan conductor
     that may choose a cascade (its escalation is a second round), else 0."""
-    return int(isinstance(conductor, PlanConductor) and any(p.escalate for p in conductor.policy.plans))
+    return int(isinstance(conductor, PlanConductor) and any(p.is_cascade for p in conductor.policy.plans))
 
 
 def is_plan_policy(path: str | Path) -> bool:
@@ -197,10 +198,10 @@ class PlanConductor:
         for plan in self.policy.plans:
             try:
                 wf = plan_workflow(plan.members, self.policy.columns, names, vote_worker=vote)
-                if plan.escalate is not None and not all(
-                    self.policy.columns[c].worker in names for c in sub_workflow(plan.escalate, self.policy.columns)
-                ):
-                    raise NotReplayable(f"escalation {plan.escalate!r} needs workers the pool lacks")
+                if plan.is_cascade:  # its second round must be runnable too
+                    second = self._second_round(plan, names, vote)
+                    if len(second) > max_steps:
+                        raise NotReplayable(f"the second round of {plan.id!r} has more than {max_steps} steps")
                 workflows.append(wf if len(wf) <= max_steps else None)
             except ConfigError:
                 workflows.append(None)
@@ -235,11 +236,12 @@ class PlanConductor:
         note = f"Plan: {chosen.id}"
         if previous is not None:  # a recursion round: escalate a cascade whose vote disagreed
             workflow, note = Workflow(()), f"Plan: {chosen.id}; keep the answer"
-            if chosen.escalate is not None and previous.round == 0:
+            if chosen.is_cascade and previous.round == 0:
                 agreement = self._agreement(chosen, previous)
                 if agreement < chosen.threshold:
                     names = [w.info.name for w in pool]
-                    workflow = plan_workflow([chosen.escalate], self.policy.columns, names)
+                    vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
+                    workflow = self._second_round(chosen, names, vote)
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}: escalate"
                 else:
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%}: keep the answer"
@@ -251,6 +253,14 @@ class PlanConductor:
             round=0 if previous is None else previous.round + 1,
             latency_s=time.perf_counter() - started,
         )
+
+    def _second_round(self, plan: Plan, names: Sequence[str], vote: str | None) -> Workflow:
+        """The workflow of a cascade's second round over pool ``names``: the escalation column
+        alone (a fresh start), or the added columns and a vote over both rounds' answers.
+        Raises ConfigError (NotReplayable) when the pool cannot run it."""
+        if plan.escalate is not None:
+            return plan_workflow([plan.escalate], self.policy.columns, names)
+        return plan_workflow(plan.adds, self.policy.columns, names, vote_worker=vote, vote_all=True)
 
     def _agreement(self, plan: Plan, previous: PreviousRound) -> float:
         """The agreement of round 1's vote, from its members' outputs."""

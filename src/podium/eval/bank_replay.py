@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from podium.conductor.compose import NotReplayable
+from podium.conductor.compose import NotReplayable, layout
 from podium.conductor.plans import PlanConductor
 from podium.errors import ConfigError
 from podium.eval.bank import Bank
@@ -117,7 +117,7 @@ async def _replay_one(
         out = plan_outcomes([plan], columns, [row])
         first = replay_workflow(workflow, names, row, columns, index, vote_worker=VOTE)
         assert first is not None  # a plan's workflow is made of its recorded columns
-        second = (plan.escalate,) if out.escalated[0, 0] and plan.escalate else ()
+        second = tuple(layout(plan.second_round, columns)) if out.escalated[0, 0] else ()
         score, cost, latency = (float(a[0, 0]) for a in (out.score, out.cost, out.latency))
         scored = Replayed(score, cost, latency, first.columns + second)
         return _result(task, row, scored, f"plan {plan.id}", time.perf_counter() - started)

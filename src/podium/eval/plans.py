@@ -8,7 +8,9 @@ several; a cascade that escalates when the vote's agreement is low). Replayed on
 * **score** — the recorded score of the response the plan ends with: the member itself; for a
   vote, the member :func:`podium.answers.tally` selects from the recorded responses (the vote
   tool makes the same choice live, so live and replay agree); for a cascade, the escalation
-  column's score when round 1's agreement is below the threshold;
+  column's score when round 1's agreement is below the threshold — or, for a cascade that adds
+  answers, the score of the answer the second vote selects among round 1's and round 2's
+  (:func:`podium.conductor.compose.vote_order`);
 * **cost** — USD of every distinct step the plan runs (shared steps once: five samples and a vote
   over the first three share three calls), plus the escalation's when it happens;
 * **latency** — the critical path of those steps from their recorded seconds (independent steps
@@ -28,9 +30,9 @@ import numpy.typing as npt
 
 from podium.answers import tally
 from podium.conductor.catalogue import local_plans
-from podium.conductor.compose import Column, Plan, sub_workflow
+from podium.conductor.compose import Column, Plan, layout, sub_workflow, vote_order
 from podium.errors import ConfigError
-from podium.roles import role_of
+from podium.roles import ROLES, role_of
 from podium.workflow import Workflow
 
 __all__ = [
@@ -98,9 +100,11 @@ def plan_outcomes(
     Raises ConfigError naming a plan that uses a column the bank lacks.
     """
     for plan in plans:
-        for cid in (*plan.members, *([plan.escalate] if plan.escalate else [])):
+        for cid in (*plan.members, *plan.second_round):
             if cid not in columns:
                 raise ConfigError(f"plan {plan.id!r} uses column {cid!r}, which the bank does not have")
+        if shared := set(layout(plan.members, columns)) & set(layout(plan.adds, columns)):
+            raise ConfigError(f"plan {plan.id!r} would run {', '.join(sorted(shared))} again in its second round")
     n, m = len(rows), len(plans)
     score, cost, latency = np.zeros((n, m)), np.zeros((n, m)), np.zeros((n, m))
     escalated = np.zeros((n, m), dtype=bool)
@@ -110,8 +114,11 @@ def plan_outcomes(
         step_latency = {cid: _number(row, cid, "step_latency_s", "latency_s") for cid in columns}
         for j, plan in enumerate(plans):
             s, c, lat, agreement = _round(plan.members, row, columns, subs, step_cost, step_latency)
-            if plan.escalate is not None and agreement < plan.threshold:
-                e_s, e_c, e_lat, _ = _round((plan.escalate,), row, columns, subs, step_cost, step_latency)
+            if plan.is_cascade and agreement < plan.threshold:
+                e_s, e_c, e_lat, _ = _round(plan.second_round, row, columns, subs, step_cost, step_latency)
+                if plan.adds:  # the second vote counts round 1's answers and round 2's
+                    voters = vote_order(plan, columns)
+                    e_s = float(row[voters[tally([row.get(f"{v}|model_response", "") for v in voters]).winner]])
                 s, c, lat = e_s, c + e_c, lat + e_lat
                 escalated[i, j] = True
             score[i, j], cost[i, j], latency[i, j] = s, c, lat
@@ -184,14 +191,16 @@ def replay_workflow(
     some step is not a recorded one — a subtask that is no role's template, a role on a worker
     or with an access list the bank never recorded, or a model step that would see other step
     indices than its recording (its request would differ). A ``vote`` step on the vote tool
-    selects among the answers it sees as the tool would (:func:`podium.answers.tally`); a
-    ``run`` step replays the recorded run of the program it sees (the sandbox is deterministic).
-    Cost counts every step (a repeated step is a repeated call); latency follows access lists."""
+    selects among the answers it sees as the tool would (:func:`podium.answers.tally`, not
+    counting programs and earlier votes: :func:`podium.roles.counts_in_vote`); a ``run`` step
+    replays the recorded run of the program it sees (the sandbox is deterministic). Cost counts
+    every step (a repeated step is a repeated call); latency follows access lists."""
     index = index if index is not None else column_index(columns)
     chosen: list[str] = []
     finish: list[float] = []
     cost = 0.0
     samples: dict[str, int] = {}
+    votes: set[int] = set()  # the vote steps (each holds a copy of an answer, which votes skip)
     for i, step in enumerate(workflow.steps):
         role = role_of(step.subtask)
         if role is None or not 0 <= step.worker < len(pool):
@@ -201,10 +210,12 @@ def replay_workflow(
         seen = tuple(chosen[j] for j in visible)
         start = max((finish[j] for j in visible), default=0.0)
         if role.name == "vote":
-            if worker != vote_worker or not seen:
+            voters = [chosen[j] for j in visible if j not in votes and ROLES[columns[chosen[j]].role].answer]
+            if worker != vote_worker or not voters:
                 return None
-            winner = tally([row.get(f"{c}|model_response", "") for c in seen]).winner
-            chosen.append(seen[winner])
+            winner = tally([row.get(f"{c}|model_response", "") for c in voters]).winner
+            votes.add(i)
+            chosen.append(voters[winner])
             finish.append(start)
             continue
         ordinal = samples.get(worker, 0) if role.name == "sample" else 0

@@ -336,7 +336,7 @@ def _plan_methods(name: str) -> list[Method]:
         plans = [p for p in plans if p.id == wanted]
         if not plans:
             raise ConfigError(f"{name}: no such plan; known: {', '.join(p.id for p in local_plans(columns))}")
-    return [Method(f"plan:{p.id}", fixed_plan(p, columns), rounds=1 if p.escalate else 0) for p in plans]
+    return [Method(f"plan:{p.id}", fixed_plan(p, columns), rounds=int(p.is_cascade)) for p in plans]
 
 
 # ---------------------------------------------------------------------------------------- live

@@ -95,7 +95,7 @@ def cross_validate(
             )
         )
     values = np.array(per_fold)
-    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and p.escalate is None]
+    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
     base = max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()), default=None)
     paired = None
     if base is not None:
@@ -117,7 +117,7 @@ def cv_curve(outcomes: PlanOutcomes, points: list[tuple[float, float]]) -> dict[
     plans that differ in cost and quality."""
     from podium.eval.metrics import Point, aiq, apgr
 
-    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and p.escalate is None]
+    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
     means = [(float(outcomes.cost[:, j].mean()), float(outcomes.score[:, j].mean())) for j in single]
     if len(means) < 2:
         return None

@@ -171,7 +171,7 @@ class BankSource:
         columns = self.bank.catalogue.columns
         fitting = []
         for plan in local_plans(columns):
-            if plan.escalate is not None:
+            if plan.is_cascade:
                 continue
             try:
                 wf = plan_workflow(plan.members, columns, list(shown), vote_worker=self.vote_worker)
