@@ -44,7 +44,7 @@ def curve(
     embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(embedder_name))
     vectors = embedder.embed([r["prompt"] for r in rows])
     n = len(rows)
-    single = [j for j, p in enumerate(plans) if len(p.members) == 1 and p.escalate is None]
+    single = [j for j, p in enumerate(plans) if len(p.members) == 1 and not p.is_cascade]
     base = max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()))
     largest = n - (n + folds - 1) // folds
     sizes = [s for s in sizes if s <= largest]

@@ -110,3 +110,49 @@ def test_cross_validation_pairs_the_cross_fitted_choices_with_the_strongest_sing
     assert paired["diff"] == pytest.approx(cv["quality"]["mean"] - scores[:, base].mean())
     assert paired["ci95"][0] <= paired["diff"] <= paired["ci95"][1]
     assert paired["higher"] + paired["lower"] <= n
+
+
+def _two_kinds(n: int = 40) -> tuple[PlanOutcomes, np.ndarray, dict]:  # type: ignore[type-arg]
+    """Questions of two kinds (embeddings around two far-apart points); plan "a" is right on
+    every kind-0 question and "b" on every kind-1 one, "c" on half of each and cheapest."""
+    from podium.conductor.compose import Column
+
+    rng = np.random.default_rng(7)
+    kind = np.arange(n) % 2
+    vectors = rng.normal(scale=0.1, size=(n, 6)) + np.where(kind[:, None] == 0, 0.0, 5.0)
+    scores = np.stack([kind == 0, kind == 1, np.arange(n) % 4 < 2], axis=1).astype(float)
+    plans = tuple(Plan(p, (p,)) for p in ("a", "b", "c"))
+    columns = {p: Column(p, "w", "solve", (), ()) for p in ("a", "b", "c")}
+    cost = np.tile([0.002, 0.002, 0.001], (n, 1))
+    ids = tuple(f"q{i}" for i in range(n))
+    return PlanOutcomes(ids, plans, scores, cost, np.zeros((n, 3)), np.zeros((n, 3), dtype=bool)), vectors, columns
+
+
+def test_a_cluster_table_gives_each_group_of_questions_its_best_plan(tmp_path: Path) -> None:
+    from podium.conductor.plans import PlanPolicy
+    from podium.train.plans import AUTO, PlanTrainConfig, cluster_count, train_plans
+
+    outcomes, vectors, columns = _two_kinds()
+    assert cluster_count(vectors) == 2  # two well-separated groups: the silhouette's best k
+    policy = train_plans(outcomes, vectors, columns, "hash", PlanTrainConfig(clusters=AUTO)).policy
+    assert policy.centroids.shape == (2, 6) and policy.reads_question
+    chosen = policy.choose(list(outcomes.ids), policy.features(vectors))
+    assert [outcomes.plans[c].id for c in chosen] == ["a" if i % 2 == 0 else "b" for i in range(40)]
+    # one cluster: the best plan for everyone; "a", "b" and "c" all score 0.5 → the cheapest, "c"
+    one = train_plans(outcomes, vectors, columns, "hash", PlanTrainConfig(clusters=1)).policy
+    assert {outcomes.plans[c].id for c in one.choose(list(outcomes.ids), one.features(vectors))} == {"c"}
+    # a plan the pool cannot run gives way to its cluster's next best (here "c" for kind 0)
+    assert outcomes.plans[policy.choose(["q0"], policy.features(vectors[:1]), [False, True, True])[0]].id == "c"
+    policy.save(tmp_path / "p.npz")
+    again = PlanPolicy.load(tmp_path / "p.npz")
+    assert np.array_equal(again.centroids, policy.centroids) and again.choose(["q1"], again.features(vectors[1:2])) == [
+        1
+    ]
+
+
+def test_clusters_is_a_plans_option_with_a_clear_error_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["train", "--policy", "light", "--replay", "m.csv", "--clusters", "2", "--name", "x"]) != 0
+    assert "use it with --policy plans" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(["train", "--policy", "plans", "--replay", "m.csv", "--clusters", "-3", "--name", "x"])
+    assert "not a cluster count" in capsys.readouterr().err

@@ -9,7 +9,11 @@ nothing reads, and the same choice in replay as live.
 Per question: the question's embedding (:mod:`podium.embed`) is projected to ``d`` dimensions
 (PCA on the training questions, standardised), a linear head per plan scores it —
 ``score_p = W_p · [x, 1]``, averaged over an ensemble of heads trained on bootstrap resamples
-(:mod:`podium.train.plans`) — and the best plan the pool can run wins. Ties (an untrained, all-zero
+(:mod:`podium.train.plans`) — and the best plan the pool can run wins. A **cluster policy**
+replaces the projection by the nearest of ``k`` centroids of the training questions' embeddings
+(k-means), one-hot, so the head is a table: one plan per group of similar questions (after the
+cluster features of Jitkrittum et al. 2025, "Universal Model Routing for Efficient LLM
+Inference") — far fewer free choices than a linear head, for small training sets. Ties (an untrained, all-zero
 head) go to the plan with the smallest hash of (question, plan id), so even the untrained policy
 does not depend on the order of the plans or the pool's workers.
 
@@ -27,7 +31,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,8 +63,11 @@ class PlanPolicy:
         columns: the bank columns the plans use (worker names, roles, what each step sees).
         mean, components, scale: the projection ``((v − mean) @ components.T) / scale``;
             shapes (e,), (d, e), (d,) for embeddings of size e (d may be 0: no features).
-        weights: shape (ensemble, plans, d + 1); the last feature is the constant 1.
+        weights: shape (ensemble, plans, f + 1), f = d (or k for a cluster policy); the last
+            feature is the constant 1.
         embedder: the embedding model's id.
+        centroids: a cluster policy's k centroids in embedding space, shape (k, e); empty
+            (shape (0, e) or (0,)) for the linear head.
     """
 
     plans: tuple[Plan, ...]
@@ -70,13 +77,24 @@ class PlanPolicy:
     scale: _Array
     weights: _Array
     embedder: str
+    centroids: _Array = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def reads_question(self) -> bool:
+        """Whether the policy's choice depends on the question's embedding (not a constant)."""
+        return bool(len(self.components) or len(self.centroids))
 
     def features(self, vectors: npt.NDArray[np.floating]) -> _Array:
-        """[projection, 1] of embeddings, shape (n, d + 1)."""
+        """[projection, 1] of embeddings, shape (n, d + 1); for a cluster policy [one-hot of
+        the nearest centroid, 1], shape (n, k + 1)."""
         v = np.asarray(vectors, dtype=np.float64)
-        projected = (
-            ((v - self.mean) @ self.components.T) / self.scale if len(self.components) else np.zeros((len(v), 0))
-        )
+        if len(self.centroids):
+            nearest = ((v[:, None, :] - self.centroids[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+            projected = np.eye(len(self.centroids))[nearest]
+        elif len(self.components):
+            projected = ((v - self.mean) @ self.components.T) / self.scale
+        else:
+            projected = np.zeros((len(v), 0))
         return np.hstack([projected, np.ones((len(v), 1))])
 
     def scores(self, features: _Array) -> _Array:
@@ -109,6 +127,7 @@ class PlanPolicy:
             components=self.components,
             scale=self.scale,
             weights=self.weights,
+            centroids=self.centroids,
             header=np.array(json.dumps(header, ensure_ascii=False)),
         )
 
@@ -132,12 +151,14 @@ class PlanPolicy:
                     data["scale"],
                     data["weights"],
                     header["embedder"],
+                    data["centroids"] if "centroids" in data.files else np.zeros(0),  # files before clusters
                 )
         except (OSError, KeyError, ValueError, TypeError) as exc:
             raise ConfigError(
                 f"cannot load plan conductor {path}: not a plan policy written by podium train ({exc})"
             ) from None
-        if policy.weights.ndim != 3 or policy.weights.shape[1:] != (len(policy.plans), len(policy.components) + 1):
+        features = len(policy.centroids) or len(policy.components)
+        if policy.weights.ndim != 3 or policy.weights.shape[1:] != (len(policy.plans), features + 1):
             raise ConfigError(f"{path}: weights of shape {policy.weights.shape} do not fit its plans and projection")
         return policy
 
@@ -180,7 +201,7 @@ class PlanConductor:
     """
 
     def __init__(self, policy: PlanPolicy, embedder: Embedder | None, name: str | None = None) -> None:
-        if embedder is None and len(policy.components):
+        if embedder is None and policy.reads_question:
             raise ConfigError("a plan conductor with a projection needs its embedder")
         if embedder is not None and embedder.name != policy.embedder:
             raise ConfigError(f"plan conductor was trained on {policy.embedder} vectors, not {embedder.name}")
@@ -212,7 +233,7 @@ class PlanConductor:
                 f"plan conductor {self.name} can run none of its plans on the pool {names} "
                 f"(its plans use {workers}, a vote tool for votes, and at most {max_steps} steps)"
             )
-        if self.embedder is None or not len(self.policy.components):  # a constant policy needs no embedding
+        if self.embedder is None or not self.policy.reads_question:  # a constant policy needs no embedding
             features = np.ones((1, 1))
         else:
             features = self.policy.features(self.embedder.embed([question]))

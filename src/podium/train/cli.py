@@ -31,6 +31,19 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "encoder_choice", "run", "train_light_version"]
 
 
+def _clusters(text: str) -> int:
+    """``--clusters``: a whole number ≥ 0 or ``auto``."""
+    if text.strip().lower() == "auto":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        value = -2
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cluster count: give a whole number ≥ 0, or auto")
+    return value
+
+
 def add_parsers(sub: Any) -> None:
     """The ``train`` and ``conductor`` subcommands."""
     t = sub.add_parser(
@@ -86,6 +99,14 @@ def add_parsers(sub: Any) -> None:
         high=10_000,
         default=5,
         help="plans: heads trained on bootstrap resamples, averaged (default 5)",
+    )
+    t.add_argument(
+        "--clusters",
+        type=_clusters,
+        default=0,
+        metavar="K|auto",
+        help="plans: a cluster table instead of the linear head — one plan per k-means cluster of the training "
+        "questions' embeddings; auto picks K by silhouette (default 0: the linear head)",
     )
     t.add_argument(
         "--sweep",
@@ -216,6 +237,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
     if getattr(args, "sweep", False) and args.policy != "plans":
         raise ConfigError("--sweep trains the plan conductor over λ: use it with --policy plans")
+    if getattr(args, "clusters", 0) and args.policy != "plans":
+        raise ConfigError("--clusters makes the plan conductor a cluster table: use it with --policy plans")
     if args.policy == "lm":
         from podium.train.lm_cli import train_lm_command
 

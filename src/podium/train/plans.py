@@ -15,6 +15,14 @@ makes the chosen plans far less sensitive to which questions happened to be in t
 ``seed`` picks the resamples. With ``dims = 0`` the head has only the constant feature: the best
 single plan for every question.
 
+With ``clusters = k`` the policy is a **cluster table** instead: k-means (scikit-learn, seeded)
+groups the training questions' embeddings into k clusters, and each cluster gets the plan of
+highest mean training reward among its questions (ties: the cheaper on those questions) — the
+exact maximiser of J over tables, with no gradient, no projection and no ensemble. ``clusters =
+AUTO`` picks k in 2..8 by the silhouette of the clustering (Rousseeuw 1987), from the training
+questions' embeddings alone, before any outcome is looked at: the number of natural groups of
+questions, not the number that fits the outcomes best.
+
 :func:`lambda_sweep` spreads λ over the plans' cost range: the break-even λ between neighbouring
 plans on the upper hull of mean cost vs mean score, so every operating point of the sweep is a
 different trade-off rather than the same cheapest plan.
@@ -35,9 +43,12 @@ from podium.errors import ConfigError
 from podium.eval.plans import PlanOutcomes
 from podium.train.reward import workflow_reward
 
-__all__ = ["PlanTrainConfig", "PlanTrainResult", "lambda_sweep", "reward", "train_plans"]
+__all__ = ["AUTO", "PlanTrainConfig", "PlanTrainResult", "cluster_count", "lambda_sweep", "reward", "train_plans"]
 
 _Array = npt.NDArray[np.float64]
+
+AUTO = -1
+"""``PlanTrainConfig.clusters`` value: pick the number of clusters by silhouette."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,10 @@ class PlanTrainConfig:
         ensemble: heads trained on bootstrap resamples (1: one head on all questions).
         steps: gradient steps per head. learning_rate: Adam's step size.
         l2: α, the weight penalty. temperature: τ of the training softmax.
-        seed: picks the bootstrap resamples.
+        seed: picks the bootstrap resamples (and the k-means start).
+        clusters: 0 for the linear head; k ≥ 1 for a cluster table of k clusters (``dims``,
+            ``ensemble``, ``steps``, ``learning_rate``, ``l2``, ``temperature`` then unused);
+            :data:`AUTO` (−1) to pick k by silhouette.
     """
 
     lam: float = 0.0
@@ -62,11 +76,14 @@ class PlanTrainConfig:
     l2: float = 1e-3
     temperature: float = 0.05
     seed: int = 0
+    clusters: int = 0
 
     def __post_init__(self) -> None:
         for name in ("lam", "mu", "l2"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"{name} must be ≥ 0, got {getattr(self, name)!r}")
+        if self.clusters < AUTO:
+            raise ConfigError(f"clusters must be ≥ 0 (or AUTO), got {self.clusters}")
         if self.dims < 0 or self.ensemble < 1 or self.steps < 0 or not self.temperature > 0:
             raise ConfigError("dims ≥ 0, ensemble ≥ 1, steps ≥ 0 and temperature > 0 are required")
 
@@ -112,6 +129,8 @@ def train_plans(
     if n < 2 or v.shape[0] != n:
         raise ConfigError(f"training needs at least 2 questions with an embedding each (got {n}, {v.shape[0]})")
     r = reward(outcomes, config.lam, config.mu)
+    if config.clusters:
+        return _cluster_table(outcomes, v, r, columns, embedder, config)
     mean = v.mean(axis=0)
     dims = min(config.dims, n - 1, v.shape[1])
     if dims > 0:
@@ -139,6 +158,51 @@ def train_plans(
         outcomes.plans, dict(columns), mean, components, scale if dims else np.ones(0), np.stack(heads), embedder
     )
     return PlanTrainResult(policy, curve)
+
+
+def cluster_count(vectors: npt.NDArray[np.floating], seed: int = 0, largest: int = 8) -> int:
+    """The k in 2..``largest`` (at most questions − 1) whose k-means clustering of ``vectors``
+    has the highest silhouette (Rousseeuw 1987); 1 for fewer than 3 questions."""
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    v = np.asarray(vectors, dtype=np.float64)
+    candidates = range(2, min(largest, len(v) - 1) + 1)
+    best, best_k = -2.0, 1
+    for k in candidates:
+        labels = KMeans(k, n_init=10, random_state=seed).fit(v).labels_
+        if len(set(labels)) < 2:
+            continue
+        value = float(silhouette_score(v, labels))
+        if value > best:
+            best, best_k = value, k
+    return best_k
+
+
+def _cluster_table(
+    outcomes: PlanOutcomes, v: _Array, r: _Array, columns: dict[str, Column], embedder: str, config: PlanTrainConfig
+) -> PlanTrainResult:
+    """The cluster policy (module docstring): k-means centroids and one plan per cluster."""
+    from sklearn.cluster import KMeans
+
+    k = cluster_count(v, config.seed) if config.clusters == AUTO else min(config.clusters, len(v))
+    fitted = KMeans(k, n_init=10, random_state=config.seed).fit(v)
+    centroids = np.asarray(fitted.cluster_centers_, dtype=np.float64)
+    table = np.zeros((1, len(outcomes.plans), k + 1))
+    for c in range(k):
+        members = fitted.labels_ == c
+        if not members.any():
+            continue
+        mean, cost = r[members].mean(axis=0), outcomes.cost[members].mean(axis=0)
+        # the cluster's mean rewards (a plan the pool cannot run gives way to the next best);
+        # equal rewards go to the cheaper plan — rewards differ by at least 1/(2·questions) ≫ 1e-6
+        table[0, :, c] = mean - 1e-6 * cost / (cost.max() + 1e-300)
+    e = v.shape[1]
+    policy = PlanPolicy(
+        outcomes.plans, dict(columns), np.zeros(e), np.zeros((0, e)), np.ones(0), table, embedder, centroids
+    )
+    chosen = table[0, :, :k].argmax(axis=0)[fitted.labels_]
+    return PlanTrainResult(policy, [(0, float(r[np.arange(len(v)), chosen].mean()))])
 
 
 def _ascend(

@@ -159,7 +159,13 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     lambdas = lambda_sweep(outcomes, SWEEP_POINTS, fill=True) if sweep else (args.lam,)
     configs = [
         PlanTrainConfig(
-            lam=lam, mu=args.mu, dims=args.dims, ensemble=args.ensemble, steps=args.steps or 400, seed=args.seed
+            lam=lam,
+            mu=args.mu,
+            dims=args.dims,
+            ensemble=args.ensemble,
+            steps=args.steps or 400,
+            seed=args.seed,
+            clusters=getattr(args, "clusters", 0),
         )
         for lam in lambdas
     ]
@@ -204,6 +210,9 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     cv1 = record["cross_validation"]
     q, c = cv1["quality"], cv1["cost_usd"]
     out.print(f"[green]trained {ref}[/] on {len(rows)} questions of {name} ({len(plans)} plans, λ = {args.lam:g})")
+    if record["clusters"]:
+        how = "picked by silhouette" if args.clusters < 0 else "as given"
+        out.print(f"cluster table: {record['clusters']} clusters of the training questions ({how})")
     out.print(
         f"cross-validated ({cv1['folds']} folds): quality {q['mean']:.3f} ± {q['std']:.3f}, "
         f"cost ${c['mean']:.6f} ± {c['std']:.6f} per request"
@@ -254,6 +263,7 @@ def _train_version(
             "questions": len(outcomes.ids),
             "plans": len(outcomes.plans),
         },
+        "clusters": len(policy.centroids),
         "train": {
             "quality": float(outcomes.score[rows_idx, chosen].mean()),
             "cost_usd": float(outcomes.cost[rows_idx, chosen].mean()),
