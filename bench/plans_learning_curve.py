@@ -6,9 +6,9 @@ size n, a policy is trained on n questions drawn (seeded) from the other parts a
 held-out part — so every question is scored by policies that never saw it, at every n. Per n and
 configuration the cross-fitted scores are paired with the strongest one-column plan's scores on
 the same questions (mean difference and 95 % interval, :func:`podium.eval.metrics.paired_difference`),
-and averaged over ``--seeds`` draws. Two configurations by default: the plan conductor as the
-held-out proof trains it (``--dims 4``) and the constant policy (``--dims 0``: the one plan of
-highest mean training reward), which shows how much the question's embedding adds.
+and averaged over ``--seeds`` draws. Three configurations by default (``--configs``): the linear
+head (``dims=4``), the constant policy (``dims=0``: the one plan of highest mean training reward),
+which shows how much the question's embedding adds, and the cluster table (``clusters=auto``).
 
     .venv/bin/python bench/plans_learning_curve.py data/banks/local --sizes 30,60,90,120,160 \
         --json docs/eval/heldout/learning-curve.json --png docs/eval/heldout/learning-curve.png
@@ -30,12 +30,12 @@ from podium.eval.metrics import paired_difference
 from podium.eval.plans import plan_outcomes
 from podium.eval.session import EvalSpec
 from podium.train.cli import encoder_choice
-from podium.train.plans import PlanTrainConfig, train_plans
+from podium.train.plans import AUTO, PlanTrainConfig, train_plans
 from podium.train.plans_cli import load_source
 
 
 def curve(
-    bank: Path, sizes: Sequence[int], dims: Sequence[int], seeds: int, folds: int, embedder_name: str
+    bank: Path, sizes: Sequence[int], configs: Sequence[str], seeds: int, folds: int, embedder_name: str
 ) -> dict[str, Any]:
     """Per configuration and size: the cross-fitted quality and its paired difference with the
     strongest one-column plan (means over seeds, and each seed's)."""
@@ -57,7 +57,9 @@ def curve(
         "against_quality": float(outcomes.score[:, base].mean()),
         "curves": {},
     }
-    for d in dims:
+    for spec in configs:
+        key, _, value = spec.partition("=")
+        setting = {"dims": int(value)} if key == "dims" else {"clusters": AUTO if value == "auto" else int(value)}
         points = []
         for size in sizes:
             per_seed: list[dict[str, Any]] = []
@@ -70,7 +72,7 @@ def curve(
                     held = order[k::folds]
                     rest = np.setdiff1d(order, held)
                     train = rng.choice(rest, size=size, replace=False)
-                    config = PlanTrainConfig(lam=0.0, dims=d, seed=seed)
+                    config = PlanTrainConfig(lam=0.0, seed=seed, **setting)
                     policy = train_plans(
                         outcomes.subset(train.tolist()), vectors[train], columns, embedder.name, config
                     )
@@ -82,12 +84,12 @@ def curve(
                 diff, low, high = paired_difference(fitted.tolist(), outcomes.score[:, base].tolist())
                 per_seed.append({"quality": float(fitted.mean()), "cost_usd": float(cost.mean()),
                                  "diff": diff, "ci95": [low, high]})  # fmt: skip
-                print(f"dims {d}, {size} training questions, seed {seed}: quality {fitted.mean():.3f}, "
+                print(f"{spec}, {size} training questions, seed {seed}: quality {fitted.mean():.3f}, "
                       f"paired {diff:+.3f} ({low:+.3f} to {high:+.3f})", file=sys.stderr)  # fmt: skip
             q = [p["quality"] for p in per_seed]
             points.append({"train_questions": size, "quality": float(np.mean(q)), "quality_spread": float(np.std(q)),
                            "diff": float(np.mean([p["diff"] for p in per_seed])), "per_seed": per_seed})  # fmt: skip
-        result["curves"][f"dims {d}"] = points
+        result["curves"][spec.replace("=", " ")] = points
     return result
 
 
@@ -116,7 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("bank", type=Path, help="a workflow bank folder (podium bank record)")
     p.add_argument("--sizes", default="30,60,90,120,160", help="training sizes, comma-separated")
-    p.add_argument("--dims", default="4,0", help="--dims values to compare, comma-separated")
+    p.add_argument(
+        "--configs",
+        default="dims=4,dims=0,clusters=auto",
+        help="configurations (dims=D or clusters=K|auto), comma-separated",
+    )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--embedder", default="smollm2-135m-instruct")
@@ -124,8 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--png", type=Path)
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    dims = [int(d) for d in args.dims.split(",")]
-    result = curve(args.bank, sizes, dims, args.seeds, args.folds, args.embedder)
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    if bad := [c for c in configs if c.partition("=")[0] not in ("dims", "clusters") or not c.partition("=")[2]]:
+        p.error(f"--configs: {', '.join(bad)} — give dims=D or clusters=K|auto")
+    result = curve(args.bank, sizes, configs, args.seeds, args.folds, args.embedder)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -452,15 +452,27 @@ def test_methods_at_the_same_point_share_one_label() -> None:
 
 
 def test_a_crowded_plot_has_one_legend_entry_per_family_and_labels_only_its_front() -> None:
+    from matplotlib.colors import to_hex
+
+    from podium.eval.metrics import Point
     from podium.eval.plot import MethodPoint, _pareto_figure
 
     methods = [MethodPoint(f"single:w{i}", 0.001 * (i + 1), 0.1 + 0.01 * i, 0.05, 0.5) for i in range(10)]
     methods += [MethodPoint(f"plan:p{i}", 0.002 * (i + 1), 0.3 - 0.02 * i, 0.1, 0.6) for i in range(6)]
     methods += [MethodPoint("light:mine@v3", 0.004, 0.35, 0.2, 0.5), MethodPoint("oracle", 0.003, 0.9, 0.8, 1.0)]
-    fig = _pareto_figure(methods, curves={}, title="", log_cost=True, front=None)
+    methods += [MethodPoint(f"light:cl-s{k}@v1", 0.005, 0.3, 0.2, 0.4) for k in range(3)]  # three seeds
+    router = [Point(0.001, 0.2), Point(0.003, 0.3)]
+    fig = _pareto_figure(methods, curves={"router": router}, title="", log_cost=True, front=None)
     ax = fig.axes[0]
-    _, legend = ax.get_legend_handles_labels()
-    assert sorted(legend) == sorted(["single", "plan", "light:mine", "oracle", "Pareto front (methods)"])
+    handles, legend = ax.get_legend_handles_labels()
+    families = ["single", "plan", "light:mine", "oracle", "light:cl"]
+    assert sorted(legend) == sorted([*families, "router", "Pareto front (methods)"])
+    colors = [to_hex(h.get_color() if hasattr(h, "get_color") else h[0].get_color()) for h in handles]
+    assert len(set(colors)) == len(colors)  # no family shares the router line's colour, or another's
+    from podium.eval.plot import _annotations
+
+    assert _annotations(methods)[(0.005, 0.3)] == "light:cl ×3"  # three seeds at one point: one short label
+    assert _annotations([*methods[:1], MethodPoint("plan:x", 0.001, 0.1, 0, 1)])[(0.001, 0.1)] == "single:w0 = plan:x"
     texts = {t.get_text() for t in ax.texts}
     # the front by cost: single:w0 ($0.001, 0.10), plan:p0 ($0.002, 0.30), oracle ($0.003, 0.90)
     assert texts == {"single:w0", "plan:p0", "oracle"}

@@ -9,6 +9,7 @@ ImportError naming the extra. Figures are drawn on an Agg canvas directly, never
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,8 @@ def _pareto_figure(
         if crowded:
             family = _family(m.label)
             label = None if family in families else family  # the family's first method carries its entry
-            color = families.setdefault(family, f"C{len(families) % 10}")
+            # colours after the curves' (the router's line is C0): no family shares a curve's colour
+            color = families.setdefault(family, f"C{(len(curves) + len(families)) % 10}")
         ax.errorbar(
             [m.cost],
             [m.quality],
@@ -188,20 +190,31 @@ def _keep_inside(fig: Figure, ax: Axes, labels: Sequence[Annotation]) -> None:
 
 def _family(label: str) -> str:
     """A method's family for a crowded plot's legend: ``single:x`` → ``single``, ``router(λ=1)``
-    → ``router``, ``light:NAME@v2`` → ``light:NAME``."""
+    → ``router``, ``light:NAME@v2`` → ``light:NAME``, and seeds of one training together:
+    ``light:NAME-s2@v1`` → ``light:NAME``."""
     head = label.split("(", 1)[0]
-    return head.rsplit("@", 1)[0] if head.startswith(("light:", "lm:")) else head.split(":", 1)[0]
+    if head.startswith(("light:", "lm:")):
+        return re.sub(r"-s\d+$", "", head.rsplit("@", 1)[0])
+    return head.split(":", 1)[0]
 
 
 def _annotations(methods: Sequence[MethodPoint], shown: set[str] | None = None) -> dict[tuple[float, float], str]:
     """One label per drawn point: methods at the same (cost, quality) — e.g. a conductor that
     sends everything to one worker, beside that worker alone — share one "a = b" label instead
-    of printing over each other. ``shown``: label only these methods (None: all)."""
+    of printing over each other; several seeds of one trained conductor there share one
+    "light:NAME ×3" label. ``shown``: label only these methods (None: all)."""
     labels: dict[tuple[float, float], list[str]] = {}
     for m in methods:
         if m.label and (shown is None or m.label in shown):
             labels.setdefault((m.cost, m.quality), []).append(m.label)
-    return {point: " = ".join(names) for point, names in labels.items()}
+    return {point: _merged(names) for point, names in labels.items()}
+
+
+def _merged(names: Sequence[str]) -> str:
+    families = {_family(n) for n in names}
+    if len(names) > 1 and len(families) == 1 and names[0].startswith(("light:", "lm:")):
+        return f"{families.pop()} ×{len(names)}"
+    return " = ".join(names)
 
 
 def _cost_scale(costs: Sequence[float], log_cost: bool) -> tuple[str, dict[str, Any]]:
