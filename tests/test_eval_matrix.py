@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from podium.errors import ConfigError
-from podium.eval.matrix import write_matrix
+from podium.eval.matrix import assign_new_splits, assign_splits, write_matrix
 from podium.eval.replay import OutcomeMatrix
 
 
@@ -58,3 +58,50 @@ def test_mbpp_ids_take_the_standard_split_and_workers_must_match(tmp_path: Path)
         write_matrix(report({"single:b": [result("mbpp/12", 1.0, 0.1)]}), path)
     with pytest.raises(ConfigError, match="summary-only"):
         write_matrix({"config": {}}, tmp_path / "x.csv")
+
+
+def test_a_split_of_two_kinds_holds_out_each_kind_in_proportion_for_every_seed() -> None:
+    """10 math and 5 table questions at share 0.8: 12 train, so the exact quotas are 8 and 4
+    and the test split has 2 math and 1 table question whatever the shuffle. Unstratified, some
+    seeds hold out three math questions and no table one (checked below, so the stratification
+    is what makes the difference)."""
+    kinds = {f"traffic/{i:02d}": "math" if i < 10 else "table" for i in range(15)}
+    unstratified_one_kind = 0
+    for seed in range(40):
+        splits = assign_splits(kinds, 0.8, seed, strata=kinds)
+        held_out = sorted(kinds[i] for i, split in splits.items() if split == "test")
+        assert held_out == ["math", "math", "table"], seed
+        plain = assign_splits(kinds, 0.8, seed)
+        unstratified_one_kind += len({kinds[i] for i, split in plain.items() if split == "test"}) == 1
+    assert unstratified_one_kind > 0
+    # one kind only: exactly the unstratified draw (existing files keep their splits)
+    one = dict.fromkeys(kinds, "math")
+    assert assign_splits(kinds, 0.8, 3, strata=one) == assign_splits(kinds, 0.8, 3)
+
+
+def test_new_rows_are_split_by_kind_and_kept_rows_never_move() -> None:
+    """4 kept rows (3 train, 1 test) + 6 new ones (3 math, 3 table) at share 0.8: 8 of 10 in
+    train, so 5 of the new ones, shared 2.5 / 2.5 — largest remainder, tie to 'math' (sorted
+    first): 3 math and 2 table to train, the one new test row a table question."""
+    kept = {"k/1": "train", "k/2": "train", "k/3": "train", "k/4": "test"}
+    new = {f"n/{i}": "math" if i < 3 else "table" for i in range(6)}
+    for seed in range(10):
+        splits = assign_new_splits(kept, new, 0.8, seed, strata=new)
+        assert set(splits) == set(new)
+        assert [new[i] for i, split in splits.items() if split == "test"] == ["table"], seed
+
+
+def test_write_matrix_stratifies_by_the_reports_tags(tmp_path: Path) -> None:
+    """The loop's traffic rows all have eval_name 'traffic'; their tags say the kind. Four math
+    and four table questions at share 0.75: 6 train, 3 per kind, one of each kind in test (an
+    unstratified draw with seed 5 holds out two table questions)."""
+    rows = []
+    for i in range(8):
+        r = result(f"traffic/{i}", 1.0, 0.001)
+        r["tags"] = ["support", "math" if i < 4 else "table"]
+        rows.append(r)
+    path = tmp_path / "set.csv"
+    write_matrix(report({"single:big": rows}), path, train_share=0.75, seed=5)
+    matrix = OutcomeMatrix.load(path)
+    held_out = sorted(int(t.id.split("/")[1]) < 4 for t in matrix.tasks("test"))
+    assert held_out == [False, True]

@@ -20,7 +20,11 @@ A team's own task set usually has no splits, so every row would be ``test`` whil
 train`` trains on ``train``. ``--matrix-split SHARE`` (with ``--seed``) assigns the whole file's
 rows afresh: a seeded shuffle of the sample ids (in sorted order, so the row order does not
 matter) puts ``round(SHARE · n)`` of them in ``train`` and the rest in ``test`` — at least one in
-each when there are two rows or more (:func:`assign_splits`).
+each when there are two rows or more (:func:`assign_splits`). The split is **stratified** by kind
+of question: a row's tags (``math``, ``table``, …; its ``eval_name`` when it has none) name its
+stratum, and each stratum gets its proportional share of the train rows (largest remainder), so
+a small test split does not come out all of one kind, where a router can only tie the best
+single worker.
 """
 
 from __future__ import annotations
@@ -90,19 +94,45 @@ def matrix_rows(report: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[s
     return workers, rows, left_out
 
 
-def assign_splits(sample_ids: Iterable[str], train_share: float, seed: int = 0) -> dict[str, str]:
+def assign_splits(
+    sample_ids: Iterable[str], train_share: float, seed: int = 0, strata: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``train`` or ``test`` per sample id: the ids sorted, shuffled with ``seed``, the first
-    ``round(train_share · n)`` train (at least one train and one test row when n ≥ 2).
+    ``round(train_share · n)`` train (at least one train and one test row when n ≥ 2). With
+    ``strata`` (sample id → kind; ids it lacks form one kind ``""``), that many train rows are
+    shared out between the kinds in proportion to their sizes (largest remainder, ties to the
+    kind named first in sorted order), each kind's rows shuffled on their own.
 
     Raises ConfigError unless 0 < ``train_share`` < 1."""
     if not 0.0 < train_share < 1.0:
         raise ConfigError(f"--matrix-split is the share of questions for training, between 0 and 1; got {train_share}")
     ordered = sorted(set(sample_ids))
-    random.Random(seed).shuffle(ordered)
     n_train = round(train_share * len(ordered))
     if len(ordered) >= 2:
         n_train = min(max(n_train, 1), len(ordered) - 1)
-    return {sample_id: "train" if i < n_train else "test" for i, sample_id in enumerate(ordered)}
+    return _draw(ordered, n_train, seed, strata)
+
+
+def _draw(ordered: list[str], n_train: int, seed: int, strata: Mapping[str, str] | None) -> dict[str, str]:
+    """``n_train`` of the sorted ids ``ordered`` to train, the rest to test: a seeded shuffle,
+    within each stratum when ``strata`` is given (:func:`assign_splits`)."""
+    rng = random.Random(seed)
+    if not strata:
+        rng.shuffle(ordered)
+        return {sample_id: "train" if i < n_train else "test" for i, sample_id in enumerate(ordered)}
+    groups: dict[str, list[str]] = {}
+    for sample_id in ordered:
+        groups.setdefault(strata.get(sample_id, ""), []).append(sample_id)
+    kinds = sorted(groups)
+    exact = {kind: n_train * len(groups[kind]) / len(ordered) for kind in kinds}
+    quota = {kind: int(exact[kind]) for kind in kinds}
+    for kind in sorted(kinds, key=lambda k: -(exact[k] - quota[k]))[: n_train - sum(quota.values())]:
+        quota[kind] += 1
+    splits: dict[str, str] = {}
+    for kind in kinds:
+        rng.shuffle(groups[kind])
+        splits.update({s: "train" if i < quota[kind] else "test" for i, s in enumerate(groups[kind])})
+    return splits
 
 
 def split_counts(path: Path) -> dict[str, int]:
@@ -133,6 +163,7 @@ def write_matrix(
     if train_share is not None:
         assign_splits((), train_share)  # a bad share fails before the file is touched
     workers, rows, left_out = matrix_rows(report)
+    kinds = {r["task_id"]: tuple(r.get("tags") or ()) for rs in report["results"].values() for r in rs}
     existing: dict[str, dict[str, str]] = {}
     if path.exists():
         with path.open(encoding="utf-8", newline="") as handle:
@@ -149,11 +180,13 @@ def write_matrix(
     if only is not None:
         existing = {sample_id: row for sample_id, row in existing.items() if sample_id in only}
     if train_share is not None:
+        strata = {sample_id: _stratum(row, kinds) for sample_id, row in existing.items()}
         if keep_splits:
             kept = {s: split for s, split in before.items() if s in existing and split in ("train", "test")}
-            splits = {**kept, **assign_new_splits(kept, [s for s in existing if s not in kept], train_share, seed)}
+            new = [s for s in existing if s not in kept]
+            splits = {**kept, **assign_new_splits(kept, new, train_share, seed, strata)}
         else:
-            splits = assign_splits(existing, train_share, seed)
+            splits = assign_splits(existing, train_share, seed, strata)
         for sample_id, row in existing.items():
             row["split"] = splits[sample_id]
     columns = [*_FIXED]
@@ -174,20 +207,24 @@ def write_matrix(
 
 
 def assign_new_splits(
-    kept: Mapping[str, str], new_ids: Iterable[str], train_share: float, seed: int = 0
+    kept: Mapping[str, str],
+    new_ids: Iterable[str],
+    train_share: float,
+    seed: int = 0,
+    strata: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """``train`` or ``test`` for each of ``new_ids``, leaving ``kept`` (sample id → split) as it
     is: as many new ids go to train as bring the whole file's train share closest to
     ``train_share`` (``round(share · n)`` minus the train rows kept, within 0 … the new ids; at
     least one row of each split in the file when it can), the ids sorted and shuffled with
-    ``seed`` to choose which. With nothing kept it is :func:`assign_splits`.
+    ``seed`` to choose which — within each stratum when ``strata`` is given, as
+    :func:`assign_splits` does. With nothing kept it is :func:`assign_splits`.
 
     Raises ConfigError unless 0 < ``train_share`` < 1."""
     if not kept:
-        return assign_splits(new_ids, train_share, seed)
+        return assign_splits(new_ids, train_share, seed, strata)
     assign_splits((), train_share)
     ordered = sorted(set(new_ids) - set(kept))
-    random.Random(seed).shuffle(ordered)
     total = len(kept) + len(ordered)
     n_train = round(train_share * total) - sum(1 for split in kept.values() if split == "train")
     n_train = min(max(n_train, 0), len(ordered))
@@ -195,4 +232,11 @@ def assign_new_splits(
         n_train -= 1  # at least one test row, as assign_splits keeps
     if ordered and "train" not in kept.values() and n_train == 0:
         n_train = 1
-    return {sample_id: "train" if i < n_train else "test" for i, sample_id in enumerate(ordered)}
+    return _draw(ordered, n_train, seed, strata)
+
+
+def _stratum(row: Mapping[str, str], kinds: Mapping[str, tuple[str, ...]]) -> str:
+    """A matrix row's kind of question for a stratified split: its task's tags in this report,
+    else its ``eval_name`` (a row kept from an earlier run)."""
+    tags = kinds.get(row["sample_id"])
+    return ",".join(sorted(tags)) if tags else row.get("eval_name", "")
