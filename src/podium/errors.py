@@ -42,7 +42,7 @@
 Each class's ``fallback_reason`` is the reason a trace records when that error sends a request
 to the fallback pipeline (``FallbackInfo.reason``); a failing conductor call records
 ``conductor_error`` instead of ``worker_error``. ``podium serve`` answers errors in OpenAI's
-error shape (``podium.serve.app.ApiError``, an HTTP answer, never raised out of the server).
+error shape (``podium.serve.wire.ApiError``, an HTTP answer, never raised out of the server).
 
 Every error carries fields, not just a string, so callers and traces can act on them.
 Vendor exceptions are translated once, in the worker backend that raised them.
