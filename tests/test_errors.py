@@ -72,7 +72,8 @@ def test_a_failing_step_falls_back_with_its_error_class_reason(error: Exception,
 
 
 def test_the_workflow_time_limit_and_a_foreign_cause_have_reasons_too() -> None:
-    assert WorkflowFailed("late", (), "DeadlineExceeded").fallback_reason == "deadline"
+    assert WorkflowFailed("late", (), "DeadlineExceeded", timed_out=True).fallback_reason == "deadline"
+    assert WorkflowFailed("late", (), "DeadlineExceeded").fallback_reason == "worker_error"  # a name is not a reason
     assert WorkflowFailed("x", (), "OSError", OSError("disk")).fallback_reason == "worker_error"
     cause = CostCapExceeded("cap", needed_usd=1.0, remaining_usd=0.0, scope="request")
     assert WorkflowFailed("x", (), "CostCapExceeded", cause).fallback_reason == "cost_cap"

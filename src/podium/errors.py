@@ -305,18 +305,27 @@ class WorkflowFailed(PodiumError):
             record it.
         cause: the exception the failing step's worker raised (None for the workflow's own
             time limit).
+        timed_out: True when the workflow's own time limit ended it (``error_type``
+            ``"DeadlineExceeded"``, no cause).
         fallback_reason: the cause's reason (``deadline`` for the time limit; ``worker_error``
             for a cause outside podium's tree, e.g. an OSError).
     """
 
     def __init__(
-        self, message: str, records: tuple[Any, ...], error_type: str, cause: BaseException | None = None
+        self,
+        message: str,
+        records: tuple[Any, ...],
+        error_type: str,
+        cause: BaseException | None = None,
+        *,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.records = records
         self.error_type = error_type
         self.cause = cause
+        self.timed_out = timed_out
         if isinstance(cause, PodiumError):
             self.fallback_reason = cause.fallback_reason
-        elif cause is None and error_type == "DeadlineExceeded":
+        elif timed_out:
             self.fallback_reason = DeadlineExceeded.fallback_reason

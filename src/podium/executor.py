@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from podium.errors import ConfigError, ContextOverflow, PodiumError, WorkflowFailed
+from podium.errors import ConfigError, ContextOverflow, DeadlineExceeded, PodiumError, WorkflowFailed
 from podium.messages import GrantedStep, worker_messages
 from podium.pii.session import CallLog
 from podium.records import StepRecord, utc_now
@@ -204,7 +204,10 @@ async def execute(
         if isinstance(exc, _StepError):
             raise WorkflowFailed(f"step failed: {exc.message}", records, exc.error_type, exc.cause) from None
         raise WorkflowFailed(
-            f"the steps ran out of time ({timeout_s:.1f} s were left for them)", records, "DeadlineExceeded"
+            f"the steps ran out of time ({timeout_s:.1f} s were left for them)",
+            records,
+            DeadlineExceeded.__name__,
+            timed_out=True,
         ) from None
     return tuple(done[i] for i in range(len(workflow)))
 

@@ -465,7 +465,7 @@ class _PeriodBudgetSpent(Exception):
 def _detail(exc: WorkflowFailed, limits: Limits) -> str:
     """Why the workflow ended, as the fallback's detail; for the time limit, how it relates to the
     request's deadline (the steps get the deadline less planning and the fallback's reserve)."""
-    if exc.error_type != "DeadlineExceeded" or exc.cause is not None or limits.deadline_s is None:
+    if not exc.timed_out or limits.deadline_s is None:
         return str(exc)
     return (
         f"{exc}; the steps get the request's {limits.deadline_s:g} s deadline less planning and the "
