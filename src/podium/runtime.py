@@ -32,6 +32,7 @@ from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.pii_guard import DEFAULT_ENDPOINTS, DataPolicy, PIIGuard
 from podium.workers.resilience import Failover, ResiliencePolicy
 from podium.workers.stack import stack
+from podium.workers.wrapper import WorkerWrapper
 
 if TYPE_CHECKING:
     from podium.telemetry import Telemetry
@@ -146,12 +147,15 @@ def pii_to_warm(orchestrators: Iterable[Orchestrator]) -> list[PIIProtection]:
     request's deadline. Empty when no worker receiving data is external."""
     found: dict[int, PIIProtection] = {}
     for orchestrator in orchestrators:
-        workers: list[object] = [*orchestrator.pool, getattr(orchestrator.conductor, "worker", None)]
-        for worker in workers:
+        workers = list(orchestrator.pool)
+        if isinstance(orchestrator.conductor, LMConductor):
+            workers.append(orchestrator.conductor.model)
+        for outer in workers:
+            worker: Worker | None = outer
             while worker is not None:
                 if isinstance(worker, PIIGuard) and worker.protection is not None and worker.policy.external:
                     found[id(worker.protection)] = worker.protection
-                worker = getattr(worker, "inner", None)
+                worker = worker.inner if isinstance(worker, WorkerWrapper) else None
     return list(found.values())
 
 
