@@ -24,6 +24,7 @@ from typing import Any
 from podium.errors import PodiumError
 from podium.pool import PoolConfig
 from podium.workers.base import Call, Worker
+from podium.workers.openai_compat import OpenAICompatWorker
 
 __all__ = ["check_pool", "same_model"]
 
@@ -82,15 +83,15 @@ async def _check_worker(worker: Worker, model: str | None) -> dict[str, Any]:
     except PodiumError as exc:
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}")
     row["latency_s"] = time.perf_counter() - started
-    if row["ok"] and model and hasattr(worker, "served_models"):
+    if row["ok"] and model and isinstance(worker, OpenAICompatWorker):
         await _compare_models(worker, model, row)
     row["ok"] = row["ok"] and not row["problems"]
     return row
 
 
-async def _compare_models(worker: Any, model: str, row: dict[str, Any]) -> None:
+async def _compare_models(worker: OpenAICompatWorker, model: str, row: dict[str, Any]) -> None:
     """The configured ``model`` against the server's list and its reply's ``model`` field."""
-    served = getattr(worker, "last_model", None)
+    served = worker.last_model
     row["served_model"] = served
     try:
         listed: tuple[str, ...] | None = await worker.served_models()
