@@ -1,5 +1,6 @@
 """Enforced layers (issue 18): the core — the request path, workers and conductors — never imports
-the evaluation, training, serving, telemetry, traffic or trace-store layers, not even lazily
+the evaluation, training, serving, telemetry, traffic, trace-store or database-store layers (the
+request cache's store is injected: ``workers.cache.CallStore``), not even lazily
 inside a function; and no module-level import cycle exists anywhere in the package. Read from
 the source with ``ast``, so the test sees every import, taken or not."""
 
@@ -13,7 +14,7 @@ import podium
 ROOT = Path(podium.__file__).parent
 CORE = ("workflow", "parse", "messages", "budget", "executor", "orchestrator", "workers", "conductor",
         "roles", "answers", "records", "errors", "streaming", "request", "text")  # fmt: skip
-UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic", "loop")
+UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic", "loop", "store")
 
 
 def _modules() -> dict[str, Path]:

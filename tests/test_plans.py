@@ -26,9 +26,10 @@ from podium.eval.record import record_bank, restore_cache
 from podium.eval.tasks import Task
 from podium.eval.verifiers import verify
 from podium.orchestrator import Fallback, Orchestrator
+from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
 from podium.workers.base import Call, Completion, Price, Worker
-from podium.workers.cache import CachedWorker, RequestCache
+from podium.workers.cache import CachedWorker
 from podium.workers.python_tool import PythonToolWorker
 from podium.workers.vote_tool import VoteToolWorker
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from podium.errors import ServerError
+from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
 from podium.workers.base import Call, Message, WorkerSettings
-from podium.workers.cache import CachedWorker, RequestCache
+from podium.workers.cache import CachedWorker
 
 ASK: list[Message] = [{"role": "user", "content": "What is 2 + 2?"}]
 

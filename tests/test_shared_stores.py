@@ -17,9 +17,9 @@ pytest.importorskip("sqlalchemy", reason="needs SQLAlchemy (a podium dependency)
 
 from podium.errors import ConfigError
 from podium.store.engine import StoreError, mask_url
+from podium.store.request_cache import RequestCache
 from podium.store.shadow import ShadowStore, shadow_location
 from podium.workers.base import Completion, Usage
-from podium.workers.cache import RequestCache
 
 
 def _row(at: str, request_id: str | None, cost: float | None, question: str = "q") -> dict[str, Any]:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from podium.pool import load_pool
 from podium.runtime import build_orchestrator
+from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
-from podium.workers.cache import CachedWorker, RequestCache
+from podium.workers.cache import CachedWorker
 from podium.workers.pii_guard import PIIGuard
 from podium.workers.resilience import BudgetGuard, CircuitBreaker, Failover, Retrying
 

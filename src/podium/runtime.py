@@ -35,8 +35,8 @@ from podium.workers.stack import stack
 from podium.workers.wrapper import WorkerWrapper
 
 if TYPE_CHECKING:
+    from podium.store.request_cache import RequestCache
     from podium.telemetry import Telemetry
-    from podium.workers.cache import RequestCache
 
 __all__ = ["build_orchestrator", "build_telemetry", "data_policy", "pii_protection", "pii_to_warm", "pool_limits"]
 

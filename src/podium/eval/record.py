@@ -30,8 +30,9 @@ from podium.executor import WorkflowFailed, execute
 from podium.messages import GrantedStep, worker_messages
 from podium.records import StepRecord
 from podium.roles import step_settings
+from podium.store.request_cache import RequestCache
 from podium.workers.base import Completion, Usage, Worker
-from podium.workers.cache import RequestCache, request_key
+from podium.workers.cache import request_key
 
 __all__ = ["RecordProgress", "critical_path", "record_bank", "restore_cache"]
 

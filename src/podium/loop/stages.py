@@ -290,10 +290,10 @@ def _judge(ctx: Context, records: list[dict[str, Any]]) -> tuple[dict[str, Any],
     import asyncio
 
     from podium.eval.session import EvalSpec
+    from podium.store.request_cache import RequestCache
     from podium.traffic.export import write_jsonl
     from podium.traffic.label import judge_label
     from podium.traffic.tasks_cli import judge_worker
-    from podium.workers.cache import RequestCache
 
     s = ctx.settings
     assert s.judge is not None

@@ -24,9 +24,9 @@ from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
+    from podium.store.request_cache import RequestCache
     from podium.traffic.export import ExportResult, Pseudonymize
     from podium.workers.base import Worker
-    from podium.workers.cache import RequestCache
 
 __all__ = ["cmd_tasks", "export_records", "judge_worker", "read_requests"]
 

@@ -4,7 +4,8 @@ Evaluation and training re-run the same workflows many times; worker calls domin
 (DESIGN.md §5). :class:`CachedWorker` keys each call by the exact request — the worker's
 identity (name, backend class, model), the messages, the decoding settings (seed included) and,
 for grammar-constrained continuations, the prefix, grammar and stop strings — and stores the
-:class:`~podium.workers.base.Completion` in a SQLite file (or a shared database). A hit returns the stored completion
+:class:`~podium.workers.base.Completion` in a call store: a SQLite file or a shared database
+(:class:`podium.store.request_cache.RequestCache`). A hit returns the stored completion
 (its recorded text, usage, cost and latency) marked ``cached``; the executor and the conductor
 then record the original call's latency as its backend measured it (queueing for the model,
 prefill, generation). A live step records the wall time of its whole call, which adds podium's
@@ -21,105 +22,30 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import threading
-from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from podium.errors import ConfigError
-from podium.workers.base import Call, Completion, CountsTokens, Usage, Worker, WorkerSettings
+from podium.workers.base import Call, Completion, CountsTokens, Worker, WorkerSettings
 from podium.workers.wrapper import WorkerWrapper, unwrap
 
 __all__ = [
     "KEY_VERSION",
     "CachedWorker",
-    "RequestCache",
+    "CallStore",
     "request_key",
 ]
 
 
-class RequestCache:
-    """Stored completions by request key: a SQLite file (the default) or the ``request_cache``
-    table of a shared database, so the eval jobs of several machines share their calls.
-
-    Args:
-        location: the SQLite file (created with its folder; its table is ``calls``), or a
-            database URL (``postgresql://…``, set up by ``podium db upgrade``).
-
-    Raises:
-        ConfigError: the file or database cannot be opened (names it and the fix).
-
-    Attributes:
-        path: where the cache is, as reports show it: the file's path, or the URL with its
-            password masked.
-        hits, misses: counts since this object was created.
-    """
-
-    def __init__(self, location: str | Path) -> None:
-        from sqlalchemy import MetaData
-
-        from podium.store.engine import is_database_url, mask_url, open_embedded, open_store
-        from podium.store.schema import request_cache
-
-        shared = is_database_url(location)
-        self.path: str | Path = mask_url(str(location)) if shared else Path(location)
-        try:
-            if shared:
-                self._table = request_cache
-                self._engine = open_store(str(location))
-            else:  # the file of every release before the shared store: table "calls"
-                self._table = request_cache.to_metadata(MetaData(), name="calls")
-                self._engine = open_embedded(location, [self._table], what="the request cache")
-        except ConfigError as exc:
-            raise ConfigError(f"{exc} (or pass another --cache)") from None
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+class CallStore(Protocol):
+    """Where :class:`CachedWorker` keeps completions by request key. The SQLite/database one is
+    :class:`podium.store.request_cache.RequestCache`; the core names only this protocol."""
 
     def get(self, key: str) -> Completion | None:
         """The completion stored under ``key`` (marked ``cached``), or None."""
-        from sqlalchemy import select
-
-        from podium.store.engine import read_only
-
-        with self._errors("read"), read_only(self._engine) as db:
-            stored = db.scalar(select(self._table.c.completion).where(self._table.c.key == key))
-        with self._lock:
-            if stored is None:
-                self.misses += 1
-                return None
-            self.hits += 1
-        data = json.loads(stored)
-        data["usage"] = Usage(**data["usage"])
-        data["cached"] = True
-        return Completion(**data)
+        ...
 
     def put(self, key: str, worker: str, completion: Completion) -> None:
         """Store ``completion`` under ``key`` (replacing what was there)."""
-        from podium.records import utc_now
-        from podium.store.engine import upsert
-
-        data = json.dumps(dataclasses.asdict(completion), ensure_ascii=False)
-        row = {"key": key, "worker": worker, "completion": data, "created_at": utc_now()}
-        with self._errors("write"), self._engine.begin() as db:
-            upsert(db, self._table, row, key=("key",))
-
-    def __len__(self) -> int:
-        from sqlalchemy import func, select
-
-        from podium.store.engine import read_only
-
-        with self._errors("read"), read_only(self._engine) as db:
-            return int(db.scalar(select(func.count()).select_from(self._table)) or 0)
-
-    def close(self) -> None:
-        """Close the cache's connections."""
-        self._engine.dispose()
-
-    def _errors(self, action: str) -> AbstractContextManager[None]:
-        from podium.store.engine import database_errors
-
-        return database_errors(f"cannot {action} the request cache {self.path}")
+        ...
 
 
 KEY_VERSION = 1
@@ -174,13 +100,14 @@ def request_key(worker: Worker, call: dict[str, Any]) -> str:
 
 
 class CachedWorker(WorkerWrapper):
-    """``inner`` behind a :class:`RequestCache` (see the module docstring).
+    """``inner`` behind a call store (:class:`CallStore`, e.g.
+    :class:`podium.store.request_cache.RequestCache`; see the module docstring).
 
     Wrap the raw worker (inside the budget guard), so budgets still reserve and settle every
     call — a hit settles to its recorded cost, as the real call did.
     """
 
-    def __init__(self, inner: Worker, cache: RequestCache) -> None:
+    def __init__(self, inner: Worker, cache: CallStore) -> None:
         super().__init__(inner)
         self.cache = cache
         if isinstance(inner, CountsTokens):  # exact reservations, as without the cache

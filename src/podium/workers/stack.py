@@ -24,7 +24,7 @@ from podium.workers.base import Worker
 
 if TYPE_CHECKING:
     from podium.pii.session import PIIProtection
-    from podium.workers.cache import RequestCache
+    from podium.workers.cache import CallStore
     from podium.workers.pii_guard import DataPolicy
     from podium.workers.resilience import ResiliencePolicy
 
@@ -34,7 +34,7 @@ __all__ = ["stack"]
 def stack(
     worker: Worker,
     *,
-    cache: RequestCache | None = None,
+    cache: CallStore | None = None,
     policy: DataPolicy | None = None,
     protection: PIIProtection | None = None,
     resilience: ResiliencePolicy | None = None,
