@@ -163,7 +163,6 @@ def write_matrix(
     if train_share is not None:
         assign_splits((), train_share)  # a bad share fails before the file is touched
     workers, rows, left_out = matrix_rows(report)
-    kinds = {r["task_id"]: tuple(r.get("tags") or ()) for rs in report["results"].values() for r in rs}
     existing: dict[str, dict[str, str]] = {}
     if path.exists():
         with path.open(encoding="utf-8", newline="") as handle:
@@ -180,6 +179,7 @@ def write_matrix(
     if only is not None:
         existing = {sample_id: row for sample_id, row in existing.items() if sample_id in only}
     if train_share is not None:
+        kinds = {r["task_id"]: tuple(r.get("tags") or ()) for rs in report["results"].values() for r in rs}
         strata = {sample_id: _stratum(row, kinds) for sample_id, row in existing.items()}
         if keep_splits:
             kept = {s: split for s, split in before.items() if s in existing and split in ("train", "test")}
