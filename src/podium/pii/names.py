@@ -70,6 +70,8 @@ _PARTICLES = frozenset(_PARTICLE_WORDS.split())
 """Lower-case words inside a surname, alone or in a run (``van der``, ``de la``, ``von und zu``;
 ``t`` is the Dutch ``'t`` of ``van 't Hek``, its apostrophe read by :meth:`PersonNameRecognizer._joined`)."""
 _MAX_PARTICLES = 3
+_SAINTS = frozenset(["st", "saint", "sankt", "skt", "san", "santa", "sainte"])
+"""Words before a first name that make it a saint's when a place word follows ("Sankt Hans Kirke")."""
 SURNAME_ENDINGS = (
     "sen", "son", "gaard", "gård", "gard", "strup", "rup", "holm", "berg", "bæk", "lund", "mann", "ström",
     "strøm", "toft", "skov", "dahl", "dal", "borg", "kjær", "bech", "feldt", "stein", "stedt",
@@ -156,6 +158,8 @@ class PersonNameRecognizer(LocalRecognizer):
             return None
         if i + 1 == len(tokens) or not (self._joined(text, tokens, i) or word[0].isupper()):
             return None
+        if self._saints_place(text, tokens, i):
+            return None
         k = self._past_particles(text, tokens, i + 1)  # "hans van der berg"
         surname = tokens[k][2] if k is not None else ""
         typical = surname.casefold().endswith(SURNAME_ENDINGS) and surname.casefold() not in _ENDING_WORDS
@@ -173,6 +177,16 @@ class PersonNameRecognizer(LocalRecognizer):
                 last = self._capitalised_run(text, tokens, k, first=True, caps=surname.isupper())
                 return (last, 0.6) if last is not None else None
         return None
+
+    @staticmethod
+    def _saints_place(text: str, tokens: list[tuple[int, int, str]], i: int) -> bool:
+        """Whether the first name at token ``i`` is a saint's in a place's name: a saint word
+        before it and a place word right after it ("Sankt Hans Kirke", "St. Mary Church"; not
+        "Main St. Anna Jensen", an address and a person)."""
+        if i == 0 or i + 1 == len(tokens) or tokens[i - 1][2].casefold() not in _SAINTS:
+            return False
+        before = text[tokens[i - 1][1] : tokens[i][0]]
+        return bool(re.fullmatch(r"\.?[ \t]+", before)) and tokens[i + 1][2].casefold() in _ORG_WORDS
 
     def _past_particles(self, text: str, tokens: list[tuple[int, int, str]], j: int) -> int | None:
         """Index of the first token from ``j`` that is no particle, past a run of at most
@@ -215,8 +229,10 @@ class PersonNameRecognizer(LocalRecognizer):
                 break  # past three further tokens only known names go on (two names side by side)
             word = tokens[k][2]
             if re.sub(r"['’]s$", "", word).casefold() in _ORG_WORDS:  # "Beverly Hills Bakery": a business or a place
-                if k > j and word.casefold() in self.surnames and last == k - 1:
-                    return k  # "Felizitas Bodo Park": a surname that is also a place word ends the name
+                if word.casefold() in self.surnames and (last is None or last == k - 1):
+                    # a surname that is also a place word ends the name: "Felizitas Bodo Park", "Anna
+                    # Church", "Aage van der Church" (a saint's church is no person: see _name_at)
+                    return k
                 return None
             if word.casefold() in _PARTICLES:  # "van der Berg", "de la Cour": particles before a surname
                 after = self._past_particles(text, tokens, k)
