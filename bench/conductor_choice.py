@@ -26,10 +26,10 @@ from typing import Any
 
 from rich.progress import Progress
 
+from podium.builder import build_orchestrator
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.messages import worker_messages
 from podium.pool import PoolConfig, load_pool
-from podium.runtime import build_orchestrator
 from podium.trace.store import TraceStore
 from podium.workers import Call, Worker, build_pool_workers
 
@@ -53,7 +53,10 @@ def conductors(config: PoolConfig, pool: list[Worker], name: str) -> tuple[LMCon
     same prompt read by the tolerant parser; a 400-token cap keeps it bounded)."""
     c = config.conductor
     settings = LMConductorSettings(
-        temperature=c.temperature, seed=c.seed, reasoning_tokens=c.reasoning_tokens, subtask_chars=c.subtask_chars
+        temperature=c.temperature,
+        seed=c.seed,
+        reasoning_max_tokens=c.reasoning_max_tokens,
+        subtask_chars=c.subtask_chars,
     )
     model = pool[config.worker_index(name)]
     return LMConductor(model, settings), LMConductor(

@@ -201,10 +201,10 @@ def test_a_bank_replay_plans_under_the_step_limit_it_is_given(bank, tasks) -> No
 
 
 def test_a_plan_conductor_that_may_cascade_gets_its_escalation_round() -> None:
+    from podium.builder import build_orchestrator
     from podium.conductor.baselines import SingleWorker
     from podium.conductor.plans import cascade_rounds
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator
 
     cascade = _plan("cascade(vote(sample×3@0.5b)→solve@1.5b)").conductor
     assert cascade_rounds(cascade) == 1

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from podium.builder import build_orchestrator
 from podium.cli import cli
 from podium.dataflow import build_register
 from podium.errors import ConfigError
 from podium.records import utc_now
-from podium.runtime import build_orchestrator
 from podium.testing import ScriptedConductor
 from podium.trace.query import parse_utc as parse_time
 from podium.trace.store import TraceStore

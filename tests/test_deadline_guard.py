@@ -17,7 +17,7 @@ from podium.errors import DeadlineExceeded, WorkerTimeout
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers.base import Call, CallContext, CountsTokens, Message
-from podium.workers.resilience import BudgetGuard
+from podium.workers.budget_guard import BudgetGuard
 
 ONE_STEP = 'model_id = [0]\nsubtasks = ["Answer."]\naccess_list = [[]]'
 MARGIN_S = 0.5  # scheduling on a loaded machine

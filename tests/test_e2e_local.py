@@ -71,7 +71,7 @@ def test_constrained_conductor_output_always_parses() -> None:
     """The grammar makes even a 135M model write valid workflows, for any question and seed."""
     config = load_pool(POOL)
     pool = build_pool_workers(config)
-    conductor = LMConductor(pool[0], LMConductorSettings(temperature=1.0, reasoning_tokens=24, subtask_chars=120))
+    conductor = LMConductor(pool[0], LMConductorSettings(temperature=1.0, reasoning_max_tokens=24, subtask_chars=120))
     questions = [
         GSM8K[1]["question"],
         ADVERSARIAL["format-breaker"]["question"],
@@ -128,7 +128,7 @@ def test_the_deadline_holds_on_the_real_runtime_even_mid_prompt(tmp_path: Path) 
     import time
 
     from podium.budget import Limits
-    from podium.runtime import build_orchestrator
+    from podium.builder import build_orchestrator
     from podium.trace.store import TraceStore
 
     config = load_pool(POOL)
@@ -182,9 +182,9 @@ def test_the_real_lm_conductor_under_injection(case: str, tmp_path: Path) -> Non
     plan syntax, an injected plan, an embedded instruction or the conductor's prompt
     (``unsafe_subtask`` holds on what the model really wrote), no worker is sent 8 words in a
     row of the conductor's prompt that the question lacks, and the answer is no plan."""
+    from podium.builder import build_orchestrator
     from podium.conductor.prompt import LEAK_WORDS, unsafe_subtask
     from podium.messages import neutralise
-    from podium.runtime import build_orchestrator
     from podium.trace.store import TraceStore
 
     def grams(text: str) -> set[tuple[str, ...]]:

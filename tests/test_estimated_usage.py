@@ -21,8 +21,8 @@ from podium.budget import Limits, RequestBudget, prompt_token_bound, worst_case_
 from podium.cli import cli
 from podium.local_models import model_status
 from podium.workers.base import Call, CallContext, Message, Price, WorkerSettings
+from podium.workers.budget_guard import BudgetGuard
 from podium.workers.openai_compat import OpenAICompatWorker
-from podium.workers.resilience import BudgetGuard
 from tests.conftest import ThreadedUvicorn
 from tests.fake_openai import REPLY, fake_openai_app
 

@@ -28,7 +28,8 @@ from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, CallContext, Completion, Message, Price
-from podium.workers.resilience import CircuitBreaker, Failover, ResiliencePolicy, Retrying, harden
+from podium.workers.failover import Failover
+from podium.workers.resilience import CircuitBreaker, ResiliencePolicy, Retrying, harden
 
 ONE_STEP = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'
 FAST = ResiliencePolicy(attempts=3, base_delay_s=0.001, max_delay_s=0.01, breaker_threshold=50)

@@ -269,10 +269,10 @@ def test_pool_file_version_builds_the_trained_conductor(
     training (temperature 1.0, 48 tokens, unconstrained) except what the section sets. Nothing
     loads until the first call, so no model file is needed here."""
     pytest.importorskip("llama_cpp")
+    from podium.builder import build_orchestrator
     from podium.conductor.lm import LMConductor
     from podium.conductor.named import named_conductor
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator
     from podium.testing import ScriptedWorker
 
     record = {"file": "adapter.gguf", "sha256": "0" * 64, "base_model": "smollm2-135m-instruct"}

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from podium.builder import build_orchestrator
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.errors import ConfigError
 from podium.pii.detect import Detection, Detector, resolve_overlaps
@@ -24,7 +25,6 @@ from podium.pii.recognizers import cpr_birth_date
 from podium.pii.vault import StreamRestorer, UnknownPlaceholder, Vault
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
-from podium.runtime import build_orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Message
@@ -441,8 +441,8 @@ def test_pii_detection_is_loaded_before_a_request_not_inside_its_deadline(tmp_pa
     """Presidio takes 15-30 s to load on a small CPU; `podium run` and `podium serve` load it
     first (runtime.pii_to_warm) when a worker receiving data is external, so a request's deadline
     never pays for it. A pool with only local workers loads nothing."""
+    from podium.builder import pii_to_warm
     from podium.pool import packaged_pools
-    from podium.runtime import pii_to_warm
 
     config = pool_file(tmp_path)
     orchestrator = build_orchestrator(config, conductor=ScriptedConductor([PLAN_3]), workers=fakes())

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from podium.builder import build_orchestrator
 from podium.pool import load_pool
-from podium.runtime import build_orchestrator
 from podium.testing import ScriptedConductor
 from podium.trace.store import TraceStore
 from tests.conftest import SHARED_DATA, read_jsonl

@@ -92,11 +92,11 @@ def _live(plan: Plan, bank_dir: Path, task: Task, cache: RequestCache) -> tuple[
     """(score, cost) of ``plan`` executed live over the restored cache, by the orchestrator."""
     bank = read_bank(bank_dir)
     pool = [CachedWorker(_NoCalls(w), cache) if w.info.name != "vote" else w for w in _pool()]
-    from podium.conductor.baselines import FixedConductor
+    from podium.conductor.base import DirectConductor
     from podium.conductor.compose import plan_workflow
 
     workflow = plan_workflow(plan.members, bank.catalogue.columns, NAMES, vote_worker="vote")
-    conductor = FixedConductor("plan", lambda _q, _p, _m: workflow.steps)
+    conductor = DirectConductor("plan", lambda _q, _p, _m: workflow.steps)
     orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), max_steps=10, recursion_rounds=0)
     record = asyncio.run(orchestrator.run(task.question))
     assert record.status == "ok", record.error

@@ -47,6 +47,22 @@ def test_local_lm_is_the_local_pool_with_the_lm_conductor() -> None:
     assert lm.conductor.worker == "qwen2.5-coder-1.5b" and lm.conductor.light is None
 
 
+def test_the_reasoning_budget_loads_under_its_older_name_too(tmp_path: Path) -> None:
+    # pool files written before the rename still load, to the same value and as set by the file
+    # (so a trained conductor's own setting does not replace it: runtime's model_fields_set)
+    text = (POOLS / "smollm2.toml").read_text()
+    assert "reasoning_max_tokens = 32" in text
+    older = tmp_path / "older.toml"
+    older.write_text(text.replace("reasoning_max_tokens = 32", "reasoning_tokens = 32"))
+    new, old = load_pool(POOLS / "smollm2.toml").conductor, load_pool(older).conductor
+    assert new.reasoning_max_tokens == old.reasoning_max_tokens == 32
+    assert "reasoning_max_tokens" in old.model_fields_set
+    both = tmp_path / "both.toml"
+    both.write_text(text.replace("reasoning_max_tokens = 32", "reasoning_max_tokens = 32\nreasoning_tokens = 8"))
+    with pytest.raises(ConfigError):  # one setting given twice is a mistake, not a silent pick
+        load_pool(both)
+
+
 def test_defaults_merge_under_worker_settings() -> None:
     pool = load_pool(POOLS / "smollm2.toml")
     a, b = (pool.merged(w) for w in pool.workers)

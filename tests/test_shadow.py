@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from podium.builder import build_orchestrator
 from podium.pool import load_pool
-from podium.runtime import build_orchestrator
 from podium.serve.fake_upstream import REPLY, create_upstream
 from podium.serve.shadow import ShadowProxy, create_shadow_app, report_markdown, shadow_report
 from podium.store.shadow import ShadowStore

@@ -133,8 +133,8 @@ def test_a_trace_purge_removes_the_shared_shadow_rows_and_their_text(
 def test_a_shadow_row_the_store_refuses_is_counted_lost_not_raised(tmp_path: Path) -> None:
     import asyncio
 
+    from podium.builder import build_orchestrator
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator
     from podium.serve.shadow import ShadowJob, ShadowProxy
     from podium.testing import ScriptedWorker
 

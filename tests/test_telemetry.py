@@ -33,11 +33,11 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from podium.builder import build_orchestrator, build_telemetry
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
-from podium.runtime import build_orchestrator, build_telemetry
 from podium.telemetry import Telemetry, pool_models
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore

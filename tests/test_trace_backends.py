@@ -125,8 +125,8 @@ def test_writes_that_cannot_reach_postgres_are_counted_lost_not_raised(postgres_
 def test_the_pools_daily_budget_is_shared_when_traces_are_in_postgres(postgres_server: Any) -> None:
     """Two processes' orchestrators (two stores on one database) draw on one pool day budget,
     which starts from what today's stored traces already cost."""
+    from podium.builder import _periods
     from podium.pool import LimitsConfig, load_pool, packaged_pools
-    from podium.runtime import _periods
     from podium.store.engine import open_store
     from podium.store.ledger import SharedPeriodBudget, spent_by_pool
     from podium.trace.postgres import PostgresTraceStore

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from podium.builder import build_orchestrator
 from podium.cli import cli
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.eval.tasks import load_tasks
 from podium.pool import load_pool
-from podium.runtime import build_orchestrator
 from podium.serve.shadow import ShadowJob, ShadowProxy
 from podium.store.shadow import ShadowStore
 from podium.testing import ScriptedWorker

@@ -182,8 +182,8 @@ def test_real_traces_of_the_tiny_local_model_in_a_real_browser(tmp_path: Path) -
 
     from selenium.webdriver.common.by import By
 
+    from podium.builder import build_orchestrator
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator
 
     traces = TraceStore(tmp_path / "t.sqlite3")
     orchestrator = build_orchestrator(load_pool(POOLS / "smollm2.toml"), traces=traces)

@@ -8,13 +8,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from podium.builder import build_orchestrator
 from podium.pool import load_pool
-from podium.runtime import build_orchestrator
 from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
+from podium.workers.budget_guard import BudgetGuard
 from podium.workers.cache import CachedWorker
+from podium.workers.failover import Failover
 from podium.workers.pii_guard import PIIGuard
-from podium.workers.resilience import BudgetGuard, CircuitBreaker, Failover, Retrying
+from podium.workers.resilience import CircuitBreaker, Retrying
 
 SRC = Path(__file__).parents[1] / "src" / "podium"
 POOL = """name = "stack"

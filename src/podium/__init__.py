@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ imports them
     from podium.budget import Limits, PeriodBudget, RequestBudget
+    from podium.builder import build_orchestrator
     from podium.conductor import Conductor, LMConductor, LMConductorSettings
     from podium.conductor.base import PreviousRound
     from podium.errors import (
@@ -52,7 +53,6 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ 
     from podium.parse import parse_workflow
     from podium.pool import PoolConfig, WorkerConfig, load_pool
     from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
-    from podium.runtime import build_orchestrator
     from podium.trace import TraceStore
     from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings, build_worker
     from podium.workers.resilience import ResiliencePolicy, harden
@@ -162,7 +162,7 @@ _LAZY: dict[str, str] = {
     "RunRecord": "podium.records",
     "StepRecord": "podium.records",
     "Totals": "podium.records",
-    "build_orchestrator": "podium.runtime",
+    "build_orchestrator": "podium.builder",
     "TraceStore": "podium.trace",
     "Completion": "podium.workers",
     "Message": "podium.workers",

@@ -38,7 +38,7 @@ refusal by one releases what the others took.
 
 A request's budget travels with each of its calls (``Call.context.budget``,
 :class:`podium.workers.base.CallContext`), so the budget guard wrapping each worker
-(:class:`podium.workers.resilience.BudgetGuard`) sees it without any hidden state.
+(:class:`podium.workers.budget_guard.BudgetGuard`) sees it without any hidden state.
 """
 
 from __future__ import annotations

@@ -23,14 +23,15 @@ from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.conductor.plans import cascade_rounds
 from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig, RecordExporter
-from podium.pii.session import PIIProtection
+from podium.pii.protection import PIIProtection
 from podium.pool import PoolConfig
 from podium.trace.backend import TraceBackend
 from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
+from podium.workers.failover import Failover
 from podium.workers.pii_guard import DEFAULT_ENDPOINTS, DataPolicy, PIIGuard
-from podium.workers.resilience import Failover, ResiliencePolicy
+from podium.workers.resilience import ResiliencePolicy
 from podium.workers.stack import stack
 from podium.workers.wrapper import WorkerWrapper
 
@@ -93,7 +94,7 @@ def build_orchestrator(
         settings = LMConductorSettings(
             temperature=c.temperature,
             seed=c.seed,
-            reasoning_tokens=c.reasoning_tokens,
+            reasoning_max_tokens=c.reasoning_max_tokens,
             max_tokens=c.max_tokens,
             constrained=c.constrained,
             subtask_chars=c.subtask_chars,
@@ -177,7 +178,7 @@ def data_policy(config: PoolConfig, index: int) -> DataPolicy | None:
     return DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint)
 
 
-_SETTINGS = ("temperature", "seed", "reasoning_tokens", "max_tokens", "constrained", "subtask_chars")
+_SETTINGS = ("temperature", "seed", "reasoning_max_tokens", "max_tokens", "constrained", "subtask_chars")
 """The [conductor] fields that are :class:`LMConductorSettings`."""
 
 

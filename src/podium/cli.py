@@ -150,7 +150,7 @@ def _warm_pii(orchestrators: Sequence[Any], err: Console) -> None:
     """Load PII detection before the request starts when a worker receiving data is external,
     so its load (15-30 s) never counts against the request's deadline. A failure is left to the
     request, whose PII guard then refuses the call and says why (fail closed)."""
-    from podium.runtime import pii_to_warm
+    from podium.builder import pii_to_warm
 
     for protection in pii_to_warm(orchestrators):
         with err.status("loading PII detection (Presidio), once per process"):
@@ -204,9 +204,9 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     from rich.text import Text
 
     from podium._render import print_record
+    from podium.builder import build_orchestrator, build_telemetry, pool_limits
     from podium.orchestrator import validate_question
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator, build_telemetry, pool_limits
     from podium.workers.offload import main_thread_wanted, run_on_loop_thread
 
     config = load_pool(args.pool)

@@ -22,7 +22,7 @@ from typing import Literal
 
 from podium.errors import ConfigError, ContextOverflow, DeadlineExceeded, PodiumError, WorkflowFailed
 from podium.messages import GrantedStep, worker_messages
-from podium.pii.session import CallLog
+from podium.pii.protection import CallLog
 from podium.records import StepRecord, utc_now
 from podium.roles import step_settings
 from podium.streaming import AnswerStream

@@ -31,7 +31,7 @@ from podium.budget import CostTally, Limits, PeriodBudget, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
-from podium.pii.session import CallLog
+from podium.pii.protection import CallLog
 from podium.pii.vault import Vault
 from podium.records import FallbackInfo, RecordSink, RunRecord, StepRecord, utc_now
 from podium.request import (
@@ -45,7 +45,7 @@ from podium.request import (
 )
 from podium.streaming import AnswerStream
 from podium.workers.base import CallContext, Worker
-from podium.workers.resilience import budget_guarded
+from podium.workers.budget_guard import budget_guarded
 from podium.workflow import Step, Workflow
 
 __all__ = [

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from podium.errors import ConfigError
 from podium.local_models import EMBEDDED_MODELS
@@ -161,7 +161,13 @@ class ConductorConfig(_Strict):
     price: PriceConfig = Field(default_factory=PriceConfig, description="USD per 1M tokens of a `model` conductor")
     temperature: _Number = Field(0.7, ge=0, le=2)
     seed: _Whole = Field(0, ge=0, description="base seed; re-sample k uses seed + k")
-    reasoning_tokens: _Whole = Field(160, ge=0, le=4096, description="budget for the reasoning line")
+    reasoning_max_tokens: _Whole = Field(
+        160,
+        ge=0,
+        le=4096,
+        description="most tokens of the reasoning line (0: none; `reasoning_tokens` is the older name)",
+        validation_alias=AliasChoices("reasoning_max_tokens", "reasoning_tokens"),
+    )
     max_tokens: _Whole = Field(800, gt=0, le=8192, description="budget of an unconstrained reply")
     subtask_chars: _Whole = Field(240, ge=16, le=4000, description="longest subtask the grammar allows")
     resamples: _Whole = Field(2, ge=0, le=10, description="extra attempts after an invalid plan")

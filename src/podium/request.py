@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import ConfigError, InvalidQuestion
-from podium.pii.session import CallLog
+from podium.pii.protection import CallLog
 from podium.records import FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, utc_now
 from podium.streaming import AnswerStream
 from podium.text import is_invisible

@@ -1,17 +1,20 @@
 """The conductor contract: every policy that writes workflows — the paper's LM conductor, a
-light learned policy, every baseline — implements :class:`Conductor`."""
+light learned policy, every baseline — implements :class:`Conductor`; those that write the
+workflow directly, with no language-model call, build on :class:`DirectConductor`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podium.records import PlanAttempt
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
-from podium.workflow import Workflow
+from podium.workers.offload import offload
+from podium.workflow import Step, Workflow
 
-__all__ = ["Conductor", "PreviousRound"]
+__all__ = ["Conductor", "DirectConductor", "PreviousRound", "StepsFn"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Conductor(Protocol):
 
     Budgets: the orchestrator puts every pool worker behind the request's cost cap and deadline,
     but it cannot see a model a conductor holds itself. A conductor that calls its own model
-    should wrap it in :func:`podium.workers.resilience.budget_guarded` and make its calls with
+    should wrap it in :func:`podium.workers.budget_guard.budget_guarded` and make its calls with
     the ``context`` it is given (as :class:`~podium.conductor.lm.LMConductor` does), so each call
     is reserved before it is made. Whatever an attempt's ``cost_usd`` reports beyond what those
     guarded calls settled (``context.tally``) is settled by the orchestrator when the attempt
@@ -70,3 +73,60 @@ class Conductor(Protocol):
         is the request's (:class:`~podium.workers.base.CallContext`): a conductor that calls a
         model passes it on its calls (``Call(..., context=context)``)."""
         ...
+
+
+StepsFn = Callable[[str, Sequence[Worker], int], Sequence[Step]]
+"""(question, pool, max_steps) → the workflow's steps."""
+
+
+class DirectConductor:
+    """A conductor that writes its workflow directly, as a function of the question and pool,
+    with no language-model call: the base of the baselines, the rule pipeline, the learned router
+    and the light conductor. It checks the steps against
+    the pool and step limit, keeps the answer in recursion rounds, and records the attempt.
+
+    Args:
+        name: shown in traces and reports (e.g. ``"single:qwen-1.5b"``).
+        steps: builds the steps from (question, pool, max_steps); subclasses may instead
+            override :meth:`steps`.
+    """
+
+    def __init__(self, name: str, steps: StepsFn | None = None) -> None:
+        self.name = name
+        self._steps = steps
+
+    def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
+        """The workflow's steps for ``question`` over ``pool``."""
+        if self._steps is None:
+            raise NotImplementedError(f"{type(self).__name__} must pass steps= or override steps()")
+        return self._steps(question, pool, max_steps)
+
+    async def plan(
+        self,
+        question: str,
+        pool: Sequence[Worker],
+        *,
+        max_steps: int,
+        attempt: int = 0,
+        previous: PreviousRound | None = None,
+        context: CallContext = NO_CONTEXT,
+    ) -> PlanAttempt:
+        started = time.perf_counter()
+        if previous is not None:  # keep the answer
+            workflow = Workflow(())
+        else:
+            # a light conductor embeds the question here: on the main thread under podium run
+            steps = tuple(await offload(self.steps, question, pool, max_steps, otherwise="inline"))
+            if len(steps) > max_steps:
+                raise ValueError(f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}")
+            if any(not 0 <= s.worker < len(pool) for s in steps):
+                raise ValueError(f"{self.name} names a worker outside the pool of {len(pool)}")
+            workflow = Workflow(steps)
+        return PlanAttempt(
+            attempt=attempt,
+            messages=(),
+            raw_output=workflow.lists_text(),
+            workflow=workflow,
+            round=0 if previous is None else previous.round + 1,
+            latency_s=time.perf_counter() - started,  # e.g. a light conductor's embedding pass
+        )

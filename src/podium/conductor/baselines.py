@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from podium.conductor.base import PreviousRound
-from podium.records import PlanAttempt
+from podium.conductor.base import DirectConductor
 from podium.roles import subtask
-from podium.workers.base import NO_CONTEXT, CallContext, Worker
-from podium.workers.offload import offload
-from podium.workflow import ALL, Access, Step, Workflow
+from podium.workers.base import Worker
+from podium.workflow import ALL, Access, Step
 
 __all__ = [
     "ANSWER",
@@ -35,12 +32,10 @@ __all__ = [
     "MOA_PROPOSE",
     "PIPELINE_SUBTASKS",
     "FallbackOnly",
-    "FixedConductor",
     "FixedPipeline",
     "MixtureOfAgents",
     "RandomWorker",
     "SingleWorker",
-    "StepsFn",
     "cheapest",
     "strongest",
 ]
@@ -56,9 +51,6 @@ PIPELINE_SUBTASKS = (
 )
 """plan → solve → verify: step 1 sees the plan, step 2 sees the solution."""
 
-StepsFn = Callable[[str, Sequence[Worker], int], Sequence[Step]]
-"""(question, pool, max_steps) → the workflow's steps."""
-
 MOA_PROPOSE = "Answer the question. Show your reasoning briefly and end with the final answer."
 MOA_AGGREGATE = (
     "Several independent answers to the question are shown above. Some may be wrong. "
@@ -66,59 +58,7 @@ MOA_AGGREGATE = (
 )
 
 
-class FixedConductor:
-    """A conductor whose workflow is a function of the question and pool, with no language-model
-    call (the baselines, the learned router, the light conductor). It checks the steps against
-    the pool and step limit, keeps the answer in recursion rounds, and records the attempt.
-
-    Args:
-        name: shown in traces and reports (e.g. ``"single:qwen-1.5b"``).
-        steps: builds the steps from (question, pool, max_steps); subclasses may instead
-            override :meth:`steps`.
-    """
-
-    def __init__(self, name: str, steps: StepsFn | None = None) -> None:
-        self.name = name
-        self._steps = steps
-
-    def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
-        """The workflow's steps for ``question`` over ``pool``."""
-        if self._steps is None:
-            raise NotImplementedError(f"{type(self).__name__} must pass steps= or override steps()")
-        return self._steps(question, pool, max_steps)
-
-    async def plan(
-        self,
-        question: str,
-        pool: Sequence[Worker],
-        *,
-        max_steps: int,
-        attempt: int = 0,
-        previous: PreviousRound | None = None,
-        context: CallContext = NO_CONTEXT,
-    ) -> PlanAttempt:
-        started = time.perf_counter()
-        if previous is not None:  # keep the answer
-            workflow = Workflow(())
-        else:
-            # a light conductor embeds the question here: on the main thread under podium run
-            steps = tuple(await offload(self.steps, question, pool, max_steps, otherwise="inline"))
-            if len(steps) > max_steps:
-                raise ValueError(f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}")
-            if any(not 0 <= s.worker < len(pool) for s in steps):
-                raise ValueError(f"{self.name} names a worker outside the pool of {len(pool)}")
-            workflow = Workflow(steps)
-        return PlanAttempt(
-            attempt=attempt,
-            messages=(),
-            raw_output=workflow.lists_text(),
-            workflow=workflow,
-            round=0 if previous is None else previous.round + 1,
-            latency_s=time.perf_counter() - started,  # e.g. a light conductor's embedding pass
-        )
-
-
-class SingleWorker(FixedConductor):
+class SingleWorker(DirectConductor):
     """One step: pool worker ``worker`` answers the question."""
 
     def __init__(self, worker: int, name: str | None = None) -> None:
@@ -126,7 +66,7 @@ class SingleWorker(FixedConductor):
         self.worker = worker
 
 
-class FallbackOnly(FixedConductor):
+class FallbackOnly(DirectConductor):
     """The fallback pipeline's one step as the whole workflow, with no conductor call: what a
     server serves while its kill switch is on (``serving = "fallback"``) or for a preset whose
     conductor is ``"fallback"``."""
@@ -135,7 +75,7 @@ class FallbackOnly(FixedConductor):
         super().__init__("fallback", lambda _q, _p, _m: (Step(worker, subtask, ()),))
 
 
-class RandomWorker(FixedConductor):
+class RandomWorker(DirectConductor):
     """One step on a worker drawn uniformly per question (seeded by ``seed`` and the question,
     so the same question always goes to the same worker)."""
 
@@ -147,7 +87,7 @@ class RandomWorker(FixedConductor):
         super().__init__(name, steps)
 
 
-class FixedPipeline(FixedConductor):
+class FixedPipeline(DirectConductor):
     """plan → solve → verify on workers ``(planner, solver, verifier)`` (pool indices)."""
 
     def __init__(self, planner: int, solver: int, verifier: int, name: str = "pipeline") -> None:
@@ -161,7 +101,7 @@ class FixedPipeline(FixedConductor):
         )
 
 
-class MixtureOfAgents(FixedConductor):
+class MixtureOfAgents(DirectConductor):
     """Proposers answer in parallel (no access), the aggregator sees them all (access ``all``)."""
 
     def __init__(self, proposers: Sequence[int], aggregator: int, name: str = "moa") -> None:

@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.conductor.baselines import ANSWER, FixedConductor
+from podium.conductor.base import DirectConductor
+from podium.conductor.baselines import ANSWER
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.workers.base import Worker
@@ -182,7 +183,7 @@ def plan_steps(plan: Sequence[tuple[int, int]], pool_index: Sequence[int]) -> tu
     return tuple(steps)
 
 
-class LightConductor(FixedConductor):
+class LightConductor(DirectConductor):
     """A :class:`LightPolicy` as a conductor (one embedding + a few small matrix products).
 
     Args:

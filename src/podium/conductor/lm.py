@@ -1,7 +1,7 @@
 """The LM conductor (Nielsen et al. 2026): a language model writes reasoning, then the lists.
 
 With a backend that supports grammars (in-process llama.cpp) it decodes in two passes over one
-prompt: (1) the reasoning line, free text, stopped at a newline or at ``reasoning_tokens``;
+prompt: (1) the reasoning line, free text, stopped at a newline or at ``reasoning_max_tokens``;
 (2) the three lists under :func:`~podium.conductor.grammar.workflow_grammar`, so they are valid
 by construction. The second pass reuses the first's KV cache (reported as cached tokens). Other
 backends get one unconstrained call, read by the tolerant parser.
@@ -29,7 +29,7 @@ from podium.parse import try_parse_workflow
 from podium.records import PlanAttempt
 from podium.roles import ROLES, expand
 from podium.workers.base import NO_CONTEXT, Call, CallContext, Completion, Message, Usage, Worker, WorkerSettings
-from podium.workers.resilience import budget_guarded
+from podium.workers.budget_guard import budget_guarded
 
 __all__ = ["LMConductor", "LMConductorSettings"]
 
@@ -45,7 +45,7 @@ class LMConductorSettings:
         temperature: sampling temperature (paper: 1.0 in training).
         seed: base seed; attempt ``k`` samples with ``seed + k`` (plus the question's offset when
             ``seed_per_question``).
-        reasoning_tokens: token budget of the reasoning line (0 = no reasoning).
+        reasoning_max_tokens: token budget of the reasoning line (0 = no reasoning).
         max_tokens: token budget of the whole reply when unconstrained. Constrained lists get
             :func:`~podium.conductor.grammar.max_plan_chars` tokens, which no valid plan exceeds.
         constrained: use the workflow grammar when the backend supports it.
@@ -64,7 +64,7 @@ class LMConductorSettings:
 
     temperature: float = 0.7
     seed: int = 0
-    reasoning_tokens: int = 160
+    reasoning_max_tokens: int = 160
     max_tokens: int = 800
     constrained: bool = True
     subtask_chars: int = 240
@@ -158,8 +158,8 @@ class LMConductor:
         s = self.settings
         calls: list[Completion] = []
         prefix = REASONING_PREFIX
-        if s.reasoning_tokens:
-            settings = WorkerSettings(max_tokens=s.reasoning_tokens, temperature=s.temperature, seed=seed)
+        if s.reasoning_max_tokens:
+            settings = WorkerSettings(max_tokens=s.reasoning_max_tokens, temperature=s.temperature, seed=seed)
             reasoning = await self.model.complete(
                 Call(messages, settings, prefix=prefix, grammar=_REASONING_LINE, context=context)
             )

@@ -14,7 +14,7 @@ Names (pool indices are resolved against ``pool``):
   with its exported LoRA adapter, in-process in llama.cpp, decoding as in training
   (:func:`trained_lm`).
 
-The pool's own LM conductor is built by :func:`podium.runtime.build_orchestrator`, not here.
+The pool's own LM conductor is built by :func:`podium.builder.build_orchestrator`, not here.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from podium.conductor.baselines import FixedConductor
+from podium.conductor.base import DirectConductor
 from podium.errors import ConfigError
 from podium.roles import ROLES, RoleName, subtask
 from podium.workers.base import Worker
@@ -81,7 +81,7 @@ def load_rules(path: Path) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-class RulePipeline(FixedConductor):
+class RulePipeline(DirectConductor):
     """The first matching rule's chain of steps (module docstring). Raises ConfigError at
     planning when a step names a worker that is not in the pool."""
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.conductor.baselines import ANSWER, FixedConductor
+from podium.conductor.base import DirectConductor
+from podium.conductor.baselines import ANSWER
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.workers.base import Worker
@@ -124,7 +125,7 @@ class RouterModel:
             raise ConfigError(f"cannot load router {path}: {exc}") from exc
 
 
-class RouterConductor(FixedConductor):
+class RouterConductor(DirectConductor):
     """A :class:`RouterModel` as a conductor: a one-step workflow on the chosen worker.
 
     Workers are matched by name, so the pool may differ from the one it was fitted on (workers

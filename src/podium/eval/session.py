@@ -345,7 +345,7 @@ def _plan_methods(name: str) -> list[Method]:
 def _live(
     spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
 ) -> dict[str, Any]:
-    from podium.runtime import build_orchestrator
+    from podium.builder import build_orchestrator
     from podium.store.request_cache import RequestCache
     from podium.workers import build_pool_workers
     from podium.workers.stack import stack

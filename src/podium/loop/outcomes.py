@@ -210,7 +210,7 @@ def train_stage(ctx: Context) -> dict[str, Any]:
 def promote_stage(ctx: Context, trained: dict[str, Any]) -> dict[str, Any]:
     """Stage 6 (module docstring): the gate's verdict on the version stage 5 trained or found."""
     from podium.registry import Registry
-    from podium.train.conductor_cli import promote_version
+    from podium.train.promotion import GateSpec, promote_version
 
     ref = trained.get("version")
     if not ref:
@@ -231,10 +231,11 @@ def promote_stage(ctx: Context, trained: dict[str, Any]) -> dict[str, Any]:
     argv = ["conductor", "promote", ref, "--replay", str(folder.matrix)]
     argv += ["--max-quality-drop", f"{gate['max_quality_drop']:g}"] if gate["max_quality_drop"] is not None else []
     argv += ["--allow-quality-drop"] if gate["allow_quality_drop"] else []
-    ctx.ran("promote", argv)
-    from rich.console import Console
-
-    promotion = promote_version(registry, command("podium.train.cli", argv), Console(stderr=True, quiet=True))
+    ctx.ran("promote", argv)  # the command an operator would type for the same verdict
+    spec = GateSpec(
+        folder.matrix, max_quality_drop=ctx.settings.max_quality_drop, allow_quality_drop=ctx.once.allow_quality_drop
+    )
+    promotion = promote_version(registry, ref, spec)
     status = "promoted" if promotion.promoted else "refused"
     ctx.state["promote"] = {"run": ctx.run_id, "key": key, "status": status, "reason": promotion.line}
     ctx.say(f"promote: {promotion.line}")

@@ -2,8 +2,8 @@
 
 - :mod:`podium.pii.vault` — typed, numbered placeholders per request and their restoration
   (also in streamed text); no dependencies.
-- :mod:`podium.pii.session` — the request's vault and per-step call log (context variables) and
-  :class:`~podium.pii.session.PIIProtection`, the pool's ``[pii]`` settings.
+- :mod:`podium.pii.protection` — the request's vault and per-step call log (context variables) and
+  :class:`~podium.pii.protection.PIIProtection`, the pool's ``[pii]`` settings.
 - :mod:`podium.pii.detect`, :mod:`podium.pii.recognizers`, :mod:`podium.pii.mask` — offline
   detection with Presidio (extra ``pii``) and pseudonymization; :mod:`podium.pii.known` (the
   vault's values found again in one pass);

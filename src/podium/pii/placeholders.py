@@ -5,7 +5,7 @@ step of a workflow — and a nested request — refers to the same person by the
 is the value *as written*: ``070491-2846`` and ``0704912846``, or ``Mette Kjærgaard`` and
 ``METTE KJÆRGAARD``, get two placeholders, so each comes back exactly as it was written. The
 vault lives in memory for one request only; it is never written to a trace (see
-:mod:`podium.pii.session`).
+:mod:`podium.pii.protection`).
 
 Restoration finds placeholders in a *skeleton* of the reply — format characters (zero-width
 spaces and joiners, U+2060, U+FEFF, bidi marks, soft hyphens) and combining marks dropped, NFKC

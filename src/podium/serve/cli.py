@@ -221,7 +221,7 @@ def _server(options: dict[str, Any]) -> Any:
 def _warm_pii(server: Any, out: Console) -> None:
     """Load PII detection at start-up when a served worker is external, so no request's
     deadline pays for it (a failure is reported by the guard on the call it protects)."""
-    from podium.runtime import pii_to_warm
+    from podium.builder import pii_to_warm
 
     protections = pii_to_warm(server.current.models.values())
     if protections:

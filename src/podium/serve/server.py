@@ -106,7 +106,7 @@ class Server:
         self.current = self._load()
 
     def _load(self) -> _Loaded:
-        from podium.runtime import build_orchestrator, build_telemetry
+        from podium.builder import build_orchestrator, build_telemetry
 
         config = load_serve_config(self.config_path)
         pool_config = load_pool(self.pool_override or config.pool)

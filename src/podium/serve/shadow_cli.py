@@ -54,8 +54,8 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         return 0
     if not args.upstream:
         raise ConfigError("podium shadow needs --upstream URL (the existing pipeline), or 'podium shadow report'")
+    from podium.builder import build_orchestrator, build_telemetry
     from podium.pool import load_pool
-    from podium.runtime import build_orchestrator, build_telemetry
 
     price = None
     if args.upstream_price:

@@ -33,7 +33,7 @@ __all__ = ["cmd_tasks", "export_records", "judge_worker", "read_requests"]
 
 def _pseudonymizer() -> Pseudonymize:
     """Masks one request's texts with one vault (:mod:`podium.pii`); ConfigError without the extra."""
-    from podium.pii.session import PIIProtection
+    from podium.pii.protection import PIIProtection
     from podium.pii.vault import Vault
 
     try:
@@ -231,8 +231,8 @@ def judge_worker(pool: str | None, name: str, cache: RequestCache | None = None)
     """Pool ``pool``'s worker ``name`` as ``tasks label`` calls it: under its pool-file data policy
     and the pool's PII protection (an external worker gets pseudonymized text), and behind
     ``cache`` when given. ConfigError when the pool has no such worker."""
+    from podium.builder import data_policy, pii_protection
     from podium.pool import load_pool
-    from podium.runtime import data_policy, pii_protection
     from podium.workers import build_worker
     from podium.workers.stack import stack
 

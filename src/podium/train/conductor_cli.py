@@ -1,10 +1,10 @@
 """``podium conductor list | show | export | eval | promote | rollback``: the registry of trained
 conductors (:class:`podium.registry.Registry`).
 
-``eval`` and ``promote`` evaluate a version on a held-out split against baselines
-(:func:`podium.eval.session.run_eval`) and keep the report beside the version; ``promote``
-promotes only when the rule of :func:`podium.registry.promotion_verdict` holds, else it returns
-:data:`EXIT_REFUSED`. ``export`` converts an LM conductor's LoRA adapter to GGUF.
+``eval`` and ``promote`` run the gate of :mod:`podium.train.promotion` (a held-out evaluation
+against baselines, kept beside the version; the rule of :func:`podium.registry.promotion_verdict`);
+``promote`` returns :data:`EXIT_REFUSED` when the rule refuses. ``export`` converts an LM
+conductor's LoRA adapter to GGUF.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
@@ -22,9 +21,9 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.registry import Registry, Version
-from podium.train.reward import workflow_reward
+from podium.train.promotion import GateSpec, evaluate_version, promote_version
 
-__all__ = ["EXIT_REFUSED", "Promotion", "cmd_conductor", "promote_version"]
+__all__ = ["EXIT_REFUSED", "cmd_conductor"]
 
 EXIT_REFUSED = 3
 """Exit status of ``podium conductor promote`` when the promotion is refused: the candidate did
@@ -71,14 +70,14 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 0
     if args.conductor_command == "eval":
         candidate = registry.get(args.ref, bare="latest")
-        report, folder = _evaluate(candidate, registry.promoted(candidate.name), args, err)
+        report, folder = evaluate_version(candidate, registry.promoted(candidate.name), _gate(args), status=err.status)
         if args.json:
             print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1))
         else:
             _summary(report, out)
             out.print(Text(f"report: {folder}", style="dim"))
         return 0
-    promotion = promote_version(registry, args, err)
+    promotion = promote_version(registry, args.ref, _gate(args), status=err.status)
     _summary(promotion.report, out)
     if promotion.already:
         out.print(f"{promotion.candidate} is already the promoted version")
@@ -88,62 +87,13 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0 if promotion.promoted else EXIT_REFUSED
 
 
-def _evaluate(
-    candidate: Version, current: Version | None, args: argparse.Namespace, err: Console
-) -> tuple[dict[str, Any], Path]:
-    """The held-out report of ``candidate`` (and ``current``, when another version) against the
-    single workers and random, kept beside the version; (report, its folder)."""
-    from podium.eval.report import write_report
-    from podium.eval.session import EvalSpec, run_eval
-
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
-    methods = [_method(candidate), "single", "random"]
-    if current is not None and current.number != candidate.number:
-        methods.insert(1, _method(current))
-    spec = EvalSpec(
-        replay=args.replay, split=args.split, tags=tuple(args.tag), methods=tuple(methods), limit=args.limit
-    )
-    with err.status(f"evaluating on {Path(args.replay).name} ({args.split})"):
-        report = run_eval(spec)
-    folder = candidate.path / "eval" / f"{Path(args.replay).stem}-{args.split}"
-    write_report(report, folder, results=False)
-    return report, folder
-
-
-@dataclass(frozen=True)
-class Promotion:
-    """What ``podium conductor promote`` decided.
-
-    Attributes:
-        candidate: the version's ref (``light@v3``).
-        against: what it was compared with: the promoted version's ref, or the best single
-            worker (``single:NAME``) for a name never promoted.
-        promoted: it is the promoted version now (recorded in the registry).
-        already: it was the promoted version before (nothing compared or recorded).
-        overridden: promoted only because of ``--allow-quality-drop``.
-        line: the one line saying why, with λ, the costs and the data.
-        report: the held-out eval report; ``folder``: where it is kept.
-    """
-
-    candidate: str
-    against: str
-    promoted: bool
-    already: bool
-    overridden: bool
-    line: str
-    report: dict[str, Any]
-    folder: Path
-
-
-def promote_version(registry: Registry, args: argparse.Namespace, err: Console) -> Promotion:
-    """Evaluate ``args.ref`` (its latest version for a bare name) on the held-out split of
-    ``args.replay`` and promote it iff the rule holds (:func:`_promote`), recording the evidence
-    in the registry. ``args``: ``podium conductor promote``'s options."""
-    candidate = registry.get(args.ref, bare="latest")
-    current = registry.promoted(candidate.name)
-    report, folder = _evaluate(candidate, current, args, err)
-    return _promote(registry, candidate, current, report, folder, args)
+def _gate(args: argparse.Namespace) -> GateSpec:
+    """``podium conductor eval | promote``'s options as the gate's spec."""
+    gate = GateSpec(replay=args.replay, split=args.split, tags=tuple(args.tag), limit=args.limit)
+    if args.conductor_command != "promote":
+        return gate
+    strictness = {"lam": args.lam, "max_quality_drop": args.max_quality_drop}
+    return dataclasses.replace(gate, **strictness, allow_quality_drop=args.allow_quality_drop)
 
 
 def _summary(report: dict[str, Any], out: Console) -> None:
@@ -160,78 +110,6 @@ def _summary(report: dict[str, Any], out: Console) -> None:
             f"{s['worker_calls']:.2f}", "–" if pgr is None else f"{pgr:.2f}",
         )  # fmt: skip
     out.print(table)
-
-
-def _promote(
-    registry: Registry,
-    candidate: Version,
-    current: Version | None,
-    report: dict[str, Any],
-    folder: Path,
-    args: argparse.Namespace,
-) -> Promotion:
-    """Promote iff the candidate's held-out reward — the training objective, 0.5 + 0.5 · quality
-    − λ · cost (USD), at the candidate's λ unless ``--lam`` — beats the current conductor's (for a
-    name never promoted: the best single worker's by the same reward), and its quality, on the same
-    questions, is not more than ``--max-quality-drop`` (default :data:`~podium.registry.QUALITY_MARGIN`)
-    below the current promoted version's, unless ``--allow-quality-drop`` (the rule:
-    :func:`~podium.registry.promotion_verdict`). The line says why."""
-    from podium.registry import QUALITY_MARGIN, promotion_verdict
-
-    methods = report["methods"]
-    lam = args.lam if args.lam is not None else candidate.training().lam
-
-    def reward(summary: dict[str, Any]) -> float:
-        return workflow_reward(float(summary["quality"]["mean"]), float(summary["cost_usd"]["mean"]), lam=lam)
-
-    cand = methods[_method(candidate)]["summary"]
-    promoted = current is not None and current.number != candidate.number
-    if current is not None and promoted:
-        against_name = _method(current)
-    else:
-        singles = {n: m["summary"] for n, m in methods.items() if n.startswith("single:")}
-        against_name = max(singles, key=lambda n: reward(singles[n]))
-    if current is not None and current.number == candidate.number:
-        line = f"{candidate.ref} is already the promoted version"
-        return Promotion(candidate.ref, current.ref, True, True, False, line, report, folder)
-    against = methods[against_name]["summary"]
-    q_new, q_old = cand["quality"]["mean"], against["quality"]["mean"]
-    c_new, c_old = cand["cost_usd"]["mean"], against["cost_usd"]["mean"]
-    r_new, r_old = reward(cand), reward(against)
-    verdict = promotion_verdict(
-        candidate=candidate.ref,
-        against=current.ref if current is not None and promoted else against_name,
-        against_promoted=promoted,
-        reward=(r_new, r_old),
-        quality=(q_new, q_old),
-        questions=int(cand["n"]),
-        margin=args.max_quality_drop,
-        override=args.allow_quality_drop,
-    )
-    details = f" · λ = {lam:g}; cost ${c_new:.6f} vs ${c_old:.6f}; {report['config'].get('tasks', '')}"
-    against_ref = current.ref if current is not None and promoted else against_name
-    if not verdict.promote:
-        return Promotion(candidate.ref, against_ref, False, False, False, verdict.line + details, report, folder)
-    margin = args.max_quality_drop if args.max_quality_drop is not None else (QUALITY_MARGIN if promoted else None)
-    evidence = {
-        "against": against_name,
-        "split": args.split,
-        "data": report["config"].get("tasks", ""),
-        "lam": lam,
-        "candidate": {"quality": q_new, "cost_usd": c_new, "reward": r_new},
-        "current": {"quality": q_old, "cost_usd": c_old, "reward": r_old},
-        "max_quality_drop": margin,
-        "quality_guard_overridden": verdict.overridden,
-        "reason": verdict.line,
-    }
-    registry.promote(candidate, evidence=evidence)
-    line = verdict.line + details
-    return Promotion(candidate.ref, against_ref, True, False, verdict.overridden, line, report, folder)
-
-
-def _method(version: Version) -> str:
-    """The eval method name of a stored version: ``lm:REF`` (GRPO) or ``light:REF``."""
-    return f"{'lm' if version.training().policy == 'lm' else 'light'}:{version.ref}"
 
 
 def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Console) -> int:

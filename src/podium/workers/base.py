@@ -19,7 +19,7 @@ from podium.unicode import stream_safe, valid_text
 
 if TYPE_CHECKING:
     from podium.budget import CallTicket, CostTally, RequestBudget
-    from podium.pii.session import CallLog
+    from podium.pii.protection import CallLog
     from podium.pii.vault import Vault
     from podium.streaming import TextSink
 
@@ -247,7 +247,7 @@ class CallContext:
         vault: the request's PII placeholders (:class:`podium.pii.vault.Vault`), shared by its
             steps, its conductor calls and nested requests; None outside any request.
         calls: where the calls of one step (or conductor attempt) log what they disclosed to
-            third parties (:class:`podium.pii.session.CallLog`), or None.
+            third parties (:class:`podium.pii.protection.CallLog`), or None.
         stream: where the answering step reports its cumulative text while it is generated
             (:class:`podium.streaming.TextSink`), or None (every other call).
         ticket: whether this call's request has left yet (:class:`podium.budget.CallTicket`,

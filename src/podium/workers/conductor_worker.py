@@ -44,7 +44,7 @@ class ConductorWorker:
         self._orchestrator: Orchestrator | None = None
 
     def bind(self, orchestrator: Orchestrator) -> None:
-        """Attach the orchestrator whose requests this worker runs (done by the runtime)."""
+        """Attach the orchestrator whose requests this worker runs (done by podium.builder)."""
         self._orchestrator = orchestrator
 
     async def complete(self, call: Call) -> Completion:

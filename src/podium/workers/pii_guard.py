@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from podium.errors import PIIProtectionError
-from podium.pii.session import CallLog, PIIProtection
+from podium.pii.protection import CallLog, PIIProtection
 from podium.pii.vault import StreamRestorer, UnknownPlaceholder, Vault
 from podium.records import Disclosure
 from podium.streaming import TextSink

@@ -9,8 +9,8 @@ Every worker a request reaches is its raw backend under, from the inside out:
    provider saw and answered;
 3. :func:`~podium.workers.resilience.harden`: the budget guard (deadline, cost reservation and
    settlement, whole-call timeout — per attempt), the circuit breaker, then retries;
-4. :class:`~podium.workers.resilience.Failover` to an equivalent worker's own stack, added by
-   the pool builder (:func:`podium.runtime.build_orchestrator`), which needs both stacks.
+4. :class:`~podium.workers.failover.Failover` to an equivalent worker's own stack, added by
+   the pool builder (:func:`podium.builder.build_orchestrator`), which needs both stacks.
 
 :func:`stack` is the only code that applies 1–3, so the order cannot differ between the server,
 ``podium run`` and evaluation.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from podium.workers.base import Worker
 
 if TYPE_CHECKING:
-    from podium.pii.session import PIIProtection
+    from podium.pii.protection import PIIProtection
     from podium.workers.cache import CallStore
     from podium.workers.pii_guard import DataPolicy
     from podium.workers.resilience import ResiliencePolicy
