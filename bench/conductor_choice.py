@@ -30,8 +30,9 @@ from podium.builder import build_orchestrator
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.messages import worker_messages
 from podium.pool import PoolConfig, load_pool
+from podium.pool_workers import build_pool_workers
 from podium.trace.store import TraceStore
-from podium.workers import Call, Worker, build_pool_workers
+from podium.workers import Call, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 GSM8K = ROOT / "data" / "benchmarks" / "gsm8k" / "test.jsonl"

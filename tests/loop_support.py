@@ -107,9 +107,9 @@ class FakePool:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Every pool worker podium builds is one of these fakes."""
         monkeypatch.setattr(
-            "podium.workers.build_pool_workers", lambda config: [self.workers[w.name] for w in config.workers]
+            "podium.pool_workers.build_pool_workers", lambda config: [self.workers[w.name] for w in config.workers]
         )
-        monkeypatch.setattr("podium.workers.build_worker", lambda worker: self.workers[worker.name])
+        monkeypatch.setattr("podium.pool_workers.build_worker", lambda worker: self.workers[worker.name])
 
 
 def fake_encoder(_choice: str) -> HashingEncoder:
@@ -123,7 +123,7 @@ def isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     on the fake encoder."""
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("podium.train.cli.encoder_choice", fake_encoder)
+    monkeypatch.setattr("podium.embed.encoder_choice", fake_encoder)
     monkeypatch.setattr("podium.embed.encoder_for", fake_encoder)
 
 

@@ -18,7 +18,7 @@ import pytest
 from podium.cli import cli
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.pool import load_pool
-from podium.workers import build_pool_workers
+from podium.pool_workers import build_pool_workers
 from podium.workers.base import Call
 from tests.conftest import POOLS, SHARED_DATA, read_jsonl
 

@@ -13,8 +13,8 @@ import pytest
 from podium.cli import cli
 from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import TaskSetError
-from podium.train.grpo import conductor_reward
 from podium.train.light import critical_path, replay_reward
+from podium.train.sources import conductor_reward
 
 # per model: score, cost (USD), latency (s) on the one question
 RECORD = {"fast": (0.0, 0.001, 2.0), "slow": (1.0, 0.004, 10.0), "mid": (1.0, 0.002, 5.0)}

@@ -154,7 +154,7 @@ def test_the_bank_step_records_only_the_new_questions_of_the_set(
     """``--bank``: each run records into DIR/bank only the set's questions the bank has no row
     for (``podium bank record --ids``), on the local-tools catalogue — its model workers scripted
     fakes, the Python tool real."""
-    import podium.workers
+    import podium.pool_workers
     from podium.eval.bank import read_bank
     from podium.testing import ScriptedWorker
 
@@ -163,7 +163,7 @@ def test_the_bank_step_records_only_the_new_questions_of_the_set(
     traces = tmp_path / "traces.sqlite3"
     run_requests(traces, requests(maths[:2], 2))
     fakes = FakePool(maths, [])
-    real = podium.workers.build_worker
+    real = podium.pool_workers.build_worker
     fakes.install(monkeypatch)
 
     def pools(config: Any) -> list[Any]:
@@ -176,7 +176,7 @@ def test_the_bank_step_records_only_the_new_questions_of_the_set(
             for w in config.workers
         ]
 
-    monkeypatch.setattr("podium.workers.build_pool_workers", pools)
+    monkeypatch.setattr("podium.pool_workers.build_pool_workers", pools)
     (tmp_path / "pool.toml").write_text(POOL, encoding="utf-8")
     (tmp_path / "loop").mkdir()
     argv = [

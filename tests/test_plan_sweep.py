@@ -63,7 +63,7 @@ def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
 ) -> None:
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("podium.train.cli.encoder_choice", lambda choice: HashingEncoder(64))
+    monkeypatch.setattr("podium.embed.encoder_choice", lambda choice: HashingEncoder(64))
     embedder = Embedder(tmp_path / "vectors.sqlite3", encoder=HashingEncoder(64))
     monkeypatch.setattr("podium.conductor.named.shared_embedder", lambda cache, encoder=None: embedder)
 

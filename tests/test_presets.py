@@ -13,7 +13,7 @@ import pytest
 from podium.cli import cli
 from podium.errors import ConfigError
 from podium.pool import PRICE_TABLE, PRICE_TABLE_AS_OF, load_pool, packaged_pools
-from podium.workers import build_pool_workers
+from podium.pool_workers import build_pool_workers
 from podium.workers.base import Price, WorkerSettings
 
 pytest.importorskip("openai", reason="needs podium[openai]")

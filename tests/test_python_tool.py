@@ -8,7 +8,7 @@ import pytest
 
 from podium.messages import GrantedStep, worker_messages
 from podium.pool import load_pool
-from podium.workers import build_pool_workers
+from podium.pool_workers import build_pool_workers
 from podium.workers.base import Call
 from podium.workers.python_tool import PythonToolWorker, extract_code
 from podium.workers.vote_tool import VoteToolWorker

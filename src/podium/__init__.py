@@ -6,19 +6,6 @@ to Orchestrate Agents in Natural Language with the Conductor", ICLR 2026).
 """
 
 import importlib as _importlib
-import os as _os
-
-# llama.cpp's OpenMP threads (libgomp) spin between kernels, 300,000 rounds by default, before they
-# sleep. On a loaded CPU that stalls a 64-token prefill chunk for seconds, so deadlines cannot
-# hold; never spinning (OMP_WAIT_POLICY=PASSIVE, podium's earlier choice) makes generation ~1.8×
-# slower on an idle machine. A short spin keeps both (docs/overhead.md, measured 2026-12-02 on 2
-# cores): 260 tokens of the 1.5B idle 9.2 s default / 16.4 s passive / 9.5–10.7 s with 10,000;
-# SmolLM2's worst prefill chunk beside two busy processes 7.8 s / 0.77 s / 0.43–0.72 s. It must
-# be set before the OpenMP runtime loads, hence here; OMP_WAIT_POLICY or GOMP_SPINCOUNT in the
-# environment wins.
-if "OMP_WAIT_POLICY" not in _os.environ:
-    _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ imports them
@@ -52,9 +39,10 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ 
     from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
     from podium.parse import parse_workflow
     from podium.pool import PoolConfig, WorkerConfig, load_pool
+    from podium.pool_workers import build_worker
     from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
     from podium.trace import TraceStore
-    from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings, build_worker
+    from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings
     from podium.workers.resilience import ResiliencePolicy, harden
     from podium.workflow import ALL, Step, Workflow, validate_lists
 
@@ -170,7 +158,7 @@ _LAZY: dict[str, str] = {
     "Usage": "podium.workers",
     "Worker": "podium.workers",
     "WorkerSettings": "podium.workers",
-    "build_worker": "podium.workers",
+    "build_worker": "podium.pool_workers",
     "ResiliencePolicy": "podium.workers.resilience",
     "harden": "podium.workers.resilience",
     "ALL": "podium.workflow",

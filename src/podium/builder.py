@@ -25,8 +25,8 @@ from podium.errors import ConfigError
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig, RecordExporter
 from podium.pii.protection import PIIProtection
 from podium.pool import PoolConfig
+from podium.pool_workers import build_pool_workers
 from podium.trace.backend import TraceBackend
-from podium.workers import build_pool_workers
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.failover import Failover

@@ -302,6 +302,9 @@ def cli(argv: Sequence[str] | None = None) -> int:
 def main() -> None:
     """Console-script entry point. Output piped into a reader that stops early (``| head``)
     ends the command quietly, as with other Unix tools, instead of with a traceback."""
+    from podium.local_models import short_openmp_spin
+
+    short_openmp_spin()  # before anything loads the OpenMP runtime (llama.cpp, torch)
     try:
         code = cli()
         sys.stdout.flush()

@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from podium.errors import ConfigError, ModelNotInstalled
 
-__all__ = ["EMBEDDING_DIM", "Embedder", "Encoder", "LlamaCppEncoder", "MiniLMEncoder", "encoder_for"]
+__all__ = ["EMBEDDING_DIM", "Embedder", "Encoder", "LlamaCppEncoder", "MiniLMEncoder", "encoder_choice", "encoder_for"]
 
 EMBEDDING_DIM = 384
 """Width of all-MiniLM-L6-v2's vectors (the default encoder)."""
@@ -128,9 +128,10 @@ class LlamaCppEncoder:
 
     def _load(self) -> Any:
         if self._llm is None:
-            from podium.local_models import resolve_model
+            from podium.local_models import resolve_model, short_openmp_spin
 
             path = resolve_model(self.model)
+            short_openmp_spin()  # before llama-cpp-python loads the OpenMP runtime
             try:
                 import llama_cpp
             except ImportError as exc:
@@ -189,6 +190,18 @@ def encoder_for(name: str) -> Encoder:
         f"unknown embedding model {name!r}: podium knows {_MODEL_ID!r} and "
         f"{_LLAMA_PREFIX}<embedded model id> (podium models list)"
     )
+
+
+def encoder_choice(choice: str) -> Encoder:
+    """The encoder of a command's ``--embedder`` choice: ``minilm`` or an embedded model id
+    (mean-pooled in llama.cpp). Raises ConfigError for anything else."""
+    from podium.local_models import EMBEDDED_MODELS
+
+    if choice == "minilm":
+        return MiniLMEncoder()
+    if choice in EMBEDDED_MODELS:
+        return LlamaCppEncoder(choice)
+    raise ConfigError(f"--embedder {choice!r}: use minilm or an embedded model id ({', '.join(EMBEDDED_MODELS)})")
 
 
 class Embedder:

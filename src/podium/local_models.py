@@ -33,6 +33,7 @@ __all__ = [
     "model_status",
     "resolve_model",
     "sha256_file",
+    "short_openmp_spin",
 ]
 
 _CHUNK = 8 << 20
@@ -199,6 +200,22 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         ),
     )
 }
+
+
+def short_openmp_spin() -> None:
+    """Make llama.cpp's OpenMP threads (libgomp) spin briefly before they sleep: sets
+    ``GOMP_SPINCOUNT=10000`` unless ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set already.
+
+    libgomp spins 300,000 rounds between kernels by default. On a loaded CPU that stalls a 64-token
+    prefill chunk for seconds, so deadlines cannot hold; never spinning (``OMP_WAIT_POLICY=PASSIVE``)
+    makes generation ~1.8× slower on an idle machine. A short spin keeps both (docs/overhead.md,
+    measured on 2 cores): 260 tokens of the 1.5B idle 9.2 s default / 16.4 s passive / 9.5–10.7 s
+    with 10,000; SmolLM2's worst prefill chunk beside two busy processes 7.8 s / 0.77 s /
+    0.43–0.72 s. It only works before the OpenMP runtime loads: the llama.cpp backend calls it just
+    before importing llama-cpp-python, and ``podium``'s command line at start (torch loads libgomp
+    too). Importing :mod:`podium` itself changes nothing."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
 def cache_dir() -> Path:

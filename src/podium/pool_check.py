@@ -48,7 +48,7 @@ async def check_pool(config: PoolConfig) -> list[dict[str, Any]]:
     servers), ``listed_models`` (the server's list, or None when it has none), ``problems``
     (mismatches that make the row fail, each naming the fix) and ``notes`` (worth knowing, not
     failures). ``ok`` is False when the call failed or a problem was found."""
-    from podium.workers import build_pool_workers
+    from podium.pool_workers import build_pool_workers
 
     workers = build_pool_workers(config)
     rows = [await _check_worker(worker, config.workers[i].model) for i, worker in enumerate(workers)]

@@ -151,7 +151,7 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return 0
     out.print(f"pool [bold]{config.name}[/] · max {config.max_steps} steps · presets: {', '.join(packaged_pools())}")
-    from podium.workers import worker_settings
+    from podium.pool_workers import worker_settings
 
     for i, w in enumerate(config.workers):
         m = config.merged(w)

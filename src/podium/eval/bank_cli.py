@@ -97,8 +97,8 @@ def _restore(args: argparse.Namespace, err: Console) -> int:
     from podium.eval.record import restore_cache
     from podium.local_models import cache_dir
     from podium.pool import load_pool
+    from podium.pool_workers import build_pool_workers
     from podium.store.request_cache import RequestCache
-    from podium.workers import build_pool_workers
 
     bank = read_bank(args.bank)
     cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
@@ -127,8 +127,8 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     from podium.eval.verifiers import verify
     from podium.local_models import cache_dir
     from podium.pool import load_pool
+    from podium.pool_workers import build_pool_workers
     from podium.store.request_cache import RequestCache
-    from podium.workers import build_pool_workers
     from podium.workers.stack import stack
 
     if args.step_timeout <= 0:

@@ -346,8 +346,8 @@ def _live(
     spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
 ) -> dict[str, Any]:
     from podium.builder import build_orchestrator
+    from podium.pool_workers import build_pool_workers
     from podium.store.request_cache import RequestCache
-    from podium.workers import build_pool_workers
     from podium.workers.stack import stack
 
     assert spec.tasks is not None

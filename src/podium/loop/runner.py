@@ -57,12 +57,12 @@ def _window(settings: Settings, once: RunOptions, state: dict[str, Any]) -> tupl
 
 def _prepare(ctx: Context) -> _Prepared:
     """Every check that needs no write (module docstring), and the run's new tasks."""
+    from podium.embed import encoder_choice
     from podium.pool import load_pool
     from podium.traffic.drift import parse_thresholds
     from podium.traffic.export import read_set
     from podium.traffic.source import task_id
     from podium.traffic.tasks_cli import export_records, read_requests
-    from podium.train.cli import encoder_choice
 
     s = ctx.settings
     s.check()

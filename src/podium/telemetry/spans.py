@@ -76,7 +76,7 @@ class SpanSpec:
 def pool_models(config: PoolConfig) -> tuple[dict[str, SpanModel], dict[str, SpanModel]]:
     """(workers by pool name, conductor models by conductor name) for a
     :class:`~podium.pool.PoolConfig`, with the decoding settings each call sends."""
-    from podium.workers import worker_settings
+    from podium.pool_workers import worker_settings
 
     workers: dict[str, SpanModel] = {}
     for raw in config.workers:

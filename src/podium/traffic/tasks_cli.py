@@ -233,7 +233,7 @@ def judge_worker(pool: str | None, name: str, cache: RequestCache | None = None)
     ``cache`` when given. ConfigError when the pool has no such worker."""
     from podium.builder import data_policy, pii_protection
     from podium.pool import load_pool
-    from podium.workers import build_worker
+    from podium.pool_workers import build_worker
     from podium.workers.stack import stack
 
     config = load_pool(pool)

@@ -25,10 +25,9 @@ from podium.registry import Registry, TrainingInfo, Version
 from podium.train.conductor_cli import EXIT_REFUSED, cmd_conductor
 
 if TYPE_CHECKING:
-    from podium.embed import Encoder
     from podium.train.light import OnGeneration, TrainResult
 
-__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "encoder_choice", "run", "train_light_version"]
+__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run", "train_light_version"]
 
 
 def _clusters(text: str) -> int:
@@ -307,6 +306,8 @@ def train_light_version(
         split=args.split,
     )
     matrix = OutcomeMatrix.load(args.replay)
+    from podium.embed import encoder_choice
+
     embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
     result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
     result.data["matrix_sha256"] = hashlib.sha256(Path(args.replay).read_bytes()).hexdigest()
@@ -319,18 +320,6 @@ def train_light_version(
     if result.history:
         _curve(version, record)
     return version, result, record
-
-
-def encoder_choice(choice: str) -> Encoder:
-    """``--embedder``: ``minilm`` or an embedded model id. Raises ConfigError for anything else."""
-    from podium.embed import LlamaCppEncoder, MiniLMEncoder
-    from podium.local_models import EMBEDDED_MODELS
-
-    if choice == "minilm":
-        return MiniLMEncoder()
-    if choice in EMBEDDED_MODELS:
-        return LlamaCppEncoder(choice)
-    raise ConfigError(f"--embedder {choice!r}: use minilm or an embedded model id ({', '.join(EMBEDDED_MODELS)})")
 
 
 def _curve(version: Version, record: dict[str, Any]) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "ExportedAdapter",
     "base_info",
     "check_adapter_config",
+    "drop_gguf_marker",
     "gguf_tensor_name",
     "load_base_model",
     "logit_agreement",
@@ -347,11 +348,9 @@ def load_base_model(base_model: str) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from podium.train.grpo import _drop_gguf_marker
-
     path = resolve_model(base_model) if base_model in EMBEDDED_MODELS else Path(base_model)
     model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-    _drop_gguf_marker(model)
+    drop_gguf_marker(model)
     model.eval()
     return model
 
@@ -375,6 +374,9 @@ def logit_agreement(
 
     Needs torch, transformers, peft (the ``train`` extra) and llama-cpp-python; about 30 s on
     2 CPU cores for SmolLM2-135M, most of it transformers reading the GGUF file."""
+    from podium.local_models import short_openmp_spin
+
+    short_openmp_spin()
     import llama_cpp
     import torch
     from peft import PeftModel
@@ -423,3 +425,14 @@ def logit_agreement(
         signal=n_hf / max(float(np.linalg.norm(base_ll - base_hf)), 1e-12),
         positions=len(tokens),
     )
+
+
+def drop_gguf_marker(model: Any) -> None:
+    """transformers loads a GGUF file dequantised to float32 but still marks the model as
+    GGUF-quantised, and then refuses to train or save it (DESIGN.md §7). The weights are plain
+    float32, so the marker is dropped."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.quantization_method = None

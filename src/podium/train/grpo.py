@@ -31,7 +31,7 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +41,8 @@ from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import Task
 from podium.local_models import resolve_model
-from podium.parse import try_parse_workflow
 from podium.roles import ROLES
-from podium.train.export import ExportedAdapter, lora_to_gguf
-from podium.train.reward import workflow_reward
+from podium.train.export import ExportedAdapter, drop_gguf_marker, lora_to_gguf
 from podium.train.sources import MatrixSource, ReplaySource
 from podium.train.warmstart import warm_start
 
@@ -54,7 +52,6 @@ __all__ = [
     "OnStep",
     "OnWarmStep",
     "StepMetrics",
-    "conductor_reward",
     "train_grpo",
 ]
 
@@ -146,35 +143,6 @@ class StepMetrics:
     replay_rate: float = 1.0
 
 
-def conductor_reward(
-    output: str,
-    pool: Sequence[str],
-    matrix: OutcomeMatrix,
-    task_id: str,
-    *,
-    lam: float,
-    max_steps: int,
-    mu: float = 0.0,
-) -> tuple[float, dict[str, Any]]:
-    """The reward of one conductor output (see the module docstring) and what it was made of.
-
-    ``pool`` is the worker (matrix model) names in the order the prompt showed them."""
-    workflow, failure = try_parse_workflow(output, pool_size=len(pool), max_steps=max_steps)
-    if workflow is None:
-        return 0.0, {"parsed": False, "error": failure.kind if failure else "unparseable"}
-    outcomes = [matrix.outcome(task_id, pool[s.worker]) for s in workflow.steps]
-    final = pool[workflow.steps[-1].worker]
-    score = outcomes[-1].score
-    cost = sum(o.cost_usd for o in outcomes)
-    finish: list[float] = []
-    for i, (step, outcome) in enumerate(zip(workflow.steps, outcomes, strict=True)):
-        finish.append(max((finish[j] for j in step.visible(i)), default=0.0) + outcome.latency_s)
-    latency = max(finish)  # the executor waits for every step, not only the answering one
-    reward = workflow_reward(score, cost, latency, lam=lam, mu=mu)
-    parts = {"parsed": True, "final": final, "score": score, "cost": cost, "latency": latency}
-    return reward, {**parts, "steps": len(workflow)}
-
-
 @dataclass(frozen=True)
 class GRPOResult:
     """What :func:`train_grpo` produced.
@@ -246,7 +214,7 @@ def train_grpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-    _drop_gguf_marker(model)
+    drop_gguf_marker(model)
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     peft: LoraConfig | None = lora  # GRPOTrainer adds this adapter
     warm_loss: list[float] = []
@@ -378,14 +346,3 @@ def _row(task: Task, source: ReplaySource, config: GRPOTrainConfig, rng: random.
     )
     target = source.target(models, config.max_steps_per_workflow, rng)
     return {"prompt": prompt, "task_id": task.id, "pool": json.dumps(models), "target": target or ""}
-
-
-def _drop_gguf_marker(model: Any) -> None:
-    """transformers loads a GGUF file dequantised to float32 but still marks the model as
-    GGUF-quantised, and then refuses to train or save it (DESIGN.md §7). The weights are plain
-    float32, so the marker is dropped."""
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.quantization_method = None

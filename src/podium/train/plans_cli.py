@@ -137,9 +137,8 @@ def cv_curve(outcomes: PlanOutcomes, points: list[tuple[float, float]]) -> dict[
 def train_plans_command(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run ``podium train --policy plans`` (see the module docstring): one version at ``--lam``,
     or with ``--sweep`` one per λ of :func:`podium.train.plans.lambda_sweep`."""
-    from podium.embed import Embedder
+    from podium.embed import Embedder, encoder_choice
     from podium.eval.session import EvalSpec
-    from podium.train.cli import encoder_choice
     from podium.train.plans import PlanTrainConfig, lambda_sweep
 
     name, columns, rows, plans = load_source(args.replay)

@@ -4,7 +4,7 @@ Two sources, one contract (:class:`ReplaySource`):
 
 * :class:`MatrixSource` — an outcome matrix (RouterBench's convention): a step answers with its
   model's recorded response to the question, and a workflow scores as its final worker alone
-  (:func:`podium.train.grpo.conductor_reward`). Routing only.
+  (:func:`conductor_reward`). Routing only.
 * :class:`BankSource` — a workflow bank (:mod:`podium.eval.bank`): each step of a sampled
   workflow is matched to the recorded step it would repeat (its role, worker, what it sees, its
   sample seed; :func:`podium.eval.plans.replay_workflow`), so multi-step workflows — programs,
@@ -32,7 +32,7 @@ from podium.parse import try_parse_workflow
 from podium.roles import expand, role_of
 from podium.train.reward import workflow_reward
 
-__all__ = ["BankSource", "MatrixSource", "ReplaySource"]
+__all__ = ["BankSource", "MatrixSource", "ReplaySource", "conductor_reward"]
 
 
 class ReplaySource(Protocol):
@@ -82,8 +82,6 @@ class MatrixSource:
     def reward(
         self, output: str, shown: Sequence[str], task_id: str, *, lam: float, mu: float, max_steps: int
     ) -> tuple[float, dict[str, Any]]:
-        from podium.train.grpo import conductor_reward
-
         return conductor_reward(output, list(shown), self.matrix, task_id, lam=lam, mu=mu, max_steps=max_steps)
 
     def target(self, shown: Sequence[str], max_steps: int, rng: random.Random) -> str | None:
@@ -188,3 +186,33 @@ class BankSource:
 
     def require_latency(self, purpose: str) -> None:
         return None  # a bank records every step's latency
+
+
+def conductor_reward(
+    output: str,
+    pool: Sequence[str],
+    matrix: OutcomeMatrix,
+    task_id: str,
+    *,
+    lam: float,
+    max_steps: int,
+    mu: float = 0.0,
+) -> tuple[float, dict[str, Any]]:
+    """The reward of one conductor output and what it was made of: the workflow reward of its
+    steps' recorded outcomes (:mod:`podium.train.grpo` describes it).
+
+    ``pool`` is the worker (matrix model) names in the order the prompt showed them."""
+    workflow, failure = try_parse_workflow(output, pool_size=len(pool), max_steps=max_steps)
+    if workflow is None:
+        return 0.0, {"parsed": False, "error": failure.kind if failure else "unparseable"}
+    outcomes = [matrix.outcome(task_id, pool[s.worker]) for s in workflow.steps]
+    final = pool[workflow.steps[-1].worker]
+    score = outcomes[-1].score
+    cost = sum(o.cost_usd for o in outcomes)
+    finish: list[float] = []
+    for i, (step, outcome) in enumerate(zip(workflow.steps, outcomes, strict=True)):
+        finish.append(max((finish[j] for j in step.visible(i)), default=0.0) + outcome.latency_s)
+    latency = max(finish)  # the executor waits for every step, not only the answering one
+    reward = workflow_reward(score, cost, latency, lam=lam, mu=mu)
+    parts = {"parsed": True, "final": final, "score": score, "cost": cost, "latency": latency}
+    return reward, {**parts, "steps": len(workflow)}

@@ -30,10 +30,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
-from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
+from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file, short_openmp_spin
 from podium.unicode import valid_text
 from podium.workers.base import Call, CallContext, Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 from podium.workers.offload import offload
+
+short_openmp_spin()  # before llama-cpp-python loads the OpenMP runtime
 
 try:
     import llama_cpp
