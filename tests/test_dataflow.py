@@ -22,7 +22,7 @@ from podium.testing import ScriptedConductor
 from podium.trace.query import parse_utc as parse_time
 from podium.trace.store import TraceStore
 from podium.workers.base import Price, WorkerSettings
-from podium.workers.pii_guard import DEFAULT_ENDPOINTS
+from podium.workers.endpoints import DEFAULT_ENDPOINTS
 from tests.conftest import v2_trace_database
 from tests.test_pii import PLAN_3, fakes, pool_file, question_of
 

@@ -29,8 +29,9 @@ from podium.pool_workers import build_pool_workers
 from podium.trace.backend import TraceBackend
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
+from podium.workers.endpoints import endpoint
 from podium.workers.failover import Failover
-from podium.workers.pii_guard import DEFAULT_ENDPOINTS, DataPolicy, PIIGuard
+from podium.workers.pii_guard import DataPolicy, PIIGuard
 from podium.workers.resilience import ResiliencePolicy
 from podium.workers.stack import stack
 from podium.workers.wrapper import WorkerWrapper
@@ -174,8 +175,7 @@ def data_policy(config: PoolConfig, index: int) -> DataPolicy | None:
     w = config.workers[index]
     if not config.is_external(w):
         return None
-    endpoint = (w.base_url or DEFAULT_ENDPOINTS.get(w.backend, "")).rstrip("/") or None
-    return DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint)
+    return DataPolicy(True, w.allow_pii, w.provider, w.region, endpoint(w.backend, w.base_url))
 
 
 _SETTINGS = ("temperature", "seed", "reasoning_max_tokens", "max_tokens", "constrained", "subtask_chars")

@@ -31,10 +31,14 @@
     │                          (NaN, infinite, negative): its result is not used; not retried
     ├── BudgetError            a limit the caller set was reached
     │   ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget   cost_cap
-    │   └── DeadlineExceeded   the request's deadline passed (seconds)      deadline
+    │   ├── DeadlineExceeded   the request's deadline passed (seconds)      deadline
+    │   └── Busy               the server's admission limit: no slot and no room to wait
+    │                          (podium.serve.admission; answered 503 and traced, never a fallback)
     ├── PIIProtectionError     podium refused a third-party call or its reply   pii_protection
     │                          (fail closed): PII detection failed, or a reply names a
     │                          placeholder it never issued
+    ├── UnknownPlaceholder     a reply names a placeholder its vault never issued
+    │                          (podium.pii.vault; the PII guard raises PIIProtectionError for it)
     └── WorkflowFailed         a workflow could not finish: its step records and the error
                                that ended it (``cause``); the orchestrator runs the fallback
                                pipeline with the cause's reason

@@ -19,13 +19,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from podium.errors import PodiumError
 from podium.pii.placeholders import CLOSERS, ENTITY_TYPES, MAX_PLACEHOLDER, NUMERIC_KINDS, OPENERS, Found
 from podium.pii.scanner import Scanner
 
 __all__ = ["ENTITY_TYPES", "MAX_PLACEHOLDER", "NUMERIC_KINDS", "Entry", "StreamRestorer", "UnknownPlaceholder", "Vault"]
 
 
-class UnknownPlaceholder(Exception):
+class UnknownPlaceholder(PodiumError):
     """A reply holds a placeholder of a known kind that this request's vault never issued.
 
     Attributes:

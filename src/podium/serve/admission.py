@@ -8,10 +8,12 @@ import asyncio
 import time
 from collections import deque
 
+from podium.errors import BudgetError
+
 __all__ = ["Admission", "Busy"]
 
 
-class Busy(Exception):
+class Busy(BudgetError):
     """No slot for a request: every one is taken and the wait queue is full or timed out."""
 
     def __init__(self, reason: str, waited_s: float) -> None:

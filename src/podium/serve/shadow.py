@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -38,7 +39,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from podium.budget import Limits, PeriodBudget, RequestBudget
+from podium.budget import PeriodBudget, RequestBudget
 from podium.errors import ConfigError, InvalidQuestion
 from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, utc_now
@@ -168,7 +169,8 @@ class ShadowProxy:
         self.orchestrator = orchestrator
         self.store = store
         self.mode = mode
-        self.limits = Limits(cost_cap_usd=request_cap_usd, deadline_s=orchestrator.config.limits.deadline_s)
+        # the pool's limits (deadline, step timeout, fallback reserve) with the shadow's own cap per request
+        self.limits = dataclasses.replace(orchestrator.config.limits, cost_cap_usd=request_cap_usd)
         self.day = PeriodBudget(daily_budget_usd, scope="shadow/day") if daily_budget_usd else None
         if self.day is not None:
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.day.period_start))

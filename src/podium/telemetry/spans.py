@@ -25,8 +25,8 @@ from opentelemetry.trace import SpanKind
 
 from podium.pool import PoolConfig
 from podium.records import PlanAttempt, RunRecord, StepRecord
-from podium.workers._remote import DEFAULT_ENDPOINTS
 from podium.workers.base import Message, Usage
+from podium.workers.endpoints import endpoint
 
 __all__ = ["SpanModel", "SpanSpec", "pool_models", "span_specs"]
 
@@ -133,7 +133,7 @@ def _model_name(backend: str, model: str | None) -> str:
 
 
 def _server(backend: str, base_url: str | None) -> tuple[str | None, int | None]:
-    url = base_url or DEFAULT_ENDPOINTS.get(backend)
+    url = endpoint(backend, base_url)
     if not url:
         return None, None
     parts = urlsplit(url)

@@ -11,16 +11,9 @@ from podium.budget import prompt_token_bound
 from podium.errors import ConfigError
 from podium.unicode import utf8_length
 from podium.workers.base import Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
+from podium.workers.endpoints import endpoint
 
-__all__ = ["DEFAULT_ENDPOINTS", "RemoteWorker"]
-
-DEFAULT_ENDPOINTS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com",
-}
-"""The API root each remote backend calls when the pool file gives no ``base_url`` (this module
-imports no provider SDK, so the data-flow register reads it without one)."""
+__all__ = ["RemoteWorker"]
 
 
 class RemoteWorker:
@@ -31,7 +24,7 @@ class RemoteWorker:
         model: the model name the provider expects.
         settings: default decoding settings; price: USD per 1M tokens.
         api_key_env: environment variable holding the API key (None: no auth).
-        base_url: the API root (default: the backend's in :data:`DEFAULT_ENDPOINTS`).
+        base_url: the API root (default: the backend's, :func:`podium.workers.endpoints.endpoint`).
         timeout_s: transport timeout per call, seconds (the request deadline may cut it shorter).
         description, system_prompt: as for every worker.
         extra_body: provider-specific request fields merged into the request body.
@@ -58,7 +51,7 @@ class RemoteWorker:
     ) -> None:
         self.model = model
         self.api_key_env = api_key_env
-        self.base_url = (base_url or DEFAULT_ENDPOINTS.get(self.backend, "")).rstrip("/")
+        self.base_url = endpoint(self.backend, base_url) or ""
         self.timeout_s = timeout_s
         self.extra_body = dict(extra_body or {})
         self.info = WorkerInfo(

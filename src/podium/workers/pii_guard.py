@@ -32,11 +32,10 @@ from podium.pii.protection import CallLog, PIIProtection
 from podium.pii.vault import StreamRestorer, UnknownPlaceholder, Vault
 from podium.records import Disclosure
 from podium.streaming import TextSink
-from podium.workers._remote import DEFAULT_ENDPOINTS
 from podium.workers.base import Call, Completion, Message, Worker
 from podium.workers.wrapper import WorkerWrapper
 
-__all__ = ["DEFAULT_ENDPOINTS", "DataPolicy", "PIIGuard"]
+__all__ = ["DataPolicy", "PIIGuard"]
 
 
 @dataclass(frozen=True)
