@@ -198,7 +198,7 @@ def _periods(config: PoolConfig, traces: TraceBackend | None) -> list[PeriodBudg
     if cap is None:
         return []
     scope = f"pool:{config.name}/day"
-    engine = getattr(traces, "engine", None)
+    engine = traces.shared_engine if traces is not None else None
     if engine is not None:
         from podium.store.ledger import SharedPeriodBudget, spent_by_pool
 

@@ -168,7 +168,9 @@ async def _check_light(config: PoolConfig, workers: list[Worker], row: dict[str,
     if attempt.workflow is None:
         row["problems"].append(f"light conductor {ref!r} wrote no workflow: {attempt.error}")
         return
-    trained = getattr(getattr(conductor, "policy", None), "workers", ())
+    from podium.conductor.light import LightConductor
+
+    trained = conductor.policy.workers if isinstance(conductor, LightConductor) else ()
     missing = [w for w in trained if w not in {x.info.name for x in workers}]
     if missing:
         row["notes"].append(f"trained on workers this pool lacks (never chosen): {', '.join(missing)}")

@@ -51,19 +51,11 @@ def store_url(explicit: str | None = None) -> str:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run ``podium db``; returns the exit code. Raises ConfigError for a malformed URL."""
-    from podium.store.engine import _engine, check, mask_url, upgrade
+    from podium.store.engine import check, mask_url, upgrade_url
 
     url = store_url(args.database_url)
     if args.db_command == "upgrade":
-        engine = _engine(url)
-        try:
-            before, after = upgrade(engine)
-        except Exception as exc:
-            from podium.store.engine import _unavailable
-
-            raise _unavailable(url, exc) from None
-        finally:
-            engine.dispose()
+        before, after = upgrade_url(url)
         what = "already at" if before == after else f"upgraded from {before or 'an empty database'} to"
         out.print(f"store {mask_url(url)}: {what} schema {after}", highlight=False)
         return 0

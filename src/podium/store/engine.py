@@ -54,6 +54,7 @@ __all__ = [
     "sqlite_url",
     "store_location",
     "upgrade",
+    "upgrade_url",
     "upsert",
     "use_wal",
     "vacuum",
@@ -277,6 +278,19 @@ def schema_revision(engine: Any) -> str | None:
     with engine.connect() as connection:
         revision: str | None = MigrationContext.configure(connection).get_current_revision()
         return revision
+
+
+def upgrade_url(url: str) -> tuple[str | None, str]:
+    """``podium db upgrade``: migrate the database at ``url`` (:func:`upgrade`); returns (before,
+    after) revisions. Raises ConfigError for a malformed URL or a missing driver, StoreError when
+    the database cannot be reached or migrated."""
+    engine = _engine(url)
+    try:
+        return upgrade(engine)
+    except Exception as exc:
+        raise _unavailable(url, exc) from None
+    finally:
+        engine.dispose()
 
 
 def upgrade(engine: Any) -> tuple[str | None, str]:

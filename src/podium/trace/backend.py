@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from podium.errors import ConfigError
 from podium.records import RunRecord
@@ -30,6 +30,12 @@ class TraceBackend(Protocol):
 
     @property
     def path(self) -> object: ...
+
+    @property
+    def shared_engine(self) -> Any | None:
+        """The SQLAlchemy engine of a database several processes share (PostgreSQL), on which
+        the pool's period budgets keep one ledger; None for a file of one machine (SQLite)."""
+        ...
 
     def begin(
         self,

@@ -91,6 +91,11 @@ class PostgresTraceStore(PostgresTraceReads):
 
     # ------------------------------------------------------------------ writing
 
+    @property
+    def shared_engine(self) -> Any:
+        """This database's engine: the pool's period budgets keep one ledger in it (TraceBackend)."""
+        return self.engine
+
     def begin(
         self,
         request_id: str,

@@ -98,6 +98,9 @@ class TraceStore(SqliteTraceReads):
     ``retention_days`` is not positive.
     """
 
+    shared_engine = None
+    """A file of one machine: the pool's period budgets stay in each process (see TraceBackend)."""
+
     RETENTION_CHECK_S = 3600.0
     """Seconds between automatic retention purges of a long-lived store."""
 
