@@ -167,8 +167,7 @@ def _trained(ctx: Context, matrix_sha: str | None) -> Any:
 def train_stage(ctx: Context) -> dict[str, Any]:
     """Stage 5 (module docstring)."""
     from podium.eval.matrix import split_counts
-    from podium.train.cli import train_light_version
-    from podium.train.light import MIN_QUESTIONS, Generation
+    from podium.train.light import MIN_QUESTIONS, Generation, LightTrainConfig, train_light_version
 
     s, folder = ctx.settings, ctx.folder
     if not folder.matrix.is_file():
@@ -197,7 +196,13 @@ def train_stage(ctx: Context) -> dict[str, Any]:
         if (g.generation + 1) % 20 == 0:
             ctx.say(f"train: generation {g.generation + 1}, validation reward {g.validation_reward:.4f}")
 
-    version, result, _ = train_light_version(command("podium.train.cli", argv), on_generation=on_generation)
+    config = LightTrainConfig(
+        dims=s.dims, max_steps=s.max_steps, lam=s.lam, mu=s.mu, generations=s.generations,
+        popsize=s.popsize or None, seed=s.seed,
+    )  # fmt: skip
+    version, result, _ = train_light_version(
+        folder.matrix, s.name, config, embedder=s.embedder, on_generation=on_generation
+    )
     best = result.history[result.best_generation] if result.history else None
     summary = {"status": "done", "version": version.ref, "questions": result.data.get("questions")}
     if best is not None:

@@ -21,13 +21,12 @@ from rich.text import Text
 from podium._args import MANY, SEED, WholeNumber
 from podium._render import progress_bar
 from podium.errors import ConfigError
-from podium.registry import Registry, TrainingInfo, Version
 from podium.train.conductor_cli import EXIT_REFUSED, cmd_conductor
 
 if TYPE_CHECKING:
-    from podium.train.light import OnGeneration, TrainResult
+    from podium.train.light import LightTrainConfig
 
-__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run", "train_light_version"]
+__all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run"]
 
 
 def _clusters(text: str) -> int:
@@ -227,8 +226,24 @@ def add_parsers(sub: Any) -> None:
     ex.add_argument("--json", action="store_true")
 
 
+def _light_config(args: argparse.Namespace) -> LightTrainConfig:
+    """``podium train --policy light``'s options as the trainer's config."""
+    from podium.train.light import LightTrainConfig
+
+    return LightTrainConfig(
+        dims=args.dims,
+        max_steps=args.max_steps,
+        lam=args.lam,
+        mu=args.mu,
+        generations=args.generations,
+        popsize=args.popsize,
+        seed=args.seed,
+        split=args.split,
+    )
+
+
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from podium.train.light import Generation
+    from podium.train.light import Generation, train_light_version
 
     if args.lam < 0:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
@@ -255,7 +270,10 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
                 bar, advance=1, description=f"reward {g.best_reward:.4f} · validation {g.validation_reward:.4f}"
             )
 
-        version, result, record = train_light_version(args, on_generation=on_generation)
+        version, result, record = train_light_version(
+            args.replay, args.name, _light_config(args), embedder=args.embedder, tags=args.tag,
+            on_generation=on_generation,
+        )  # fmt: skip
     if args.json:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0
@@ -275,68 +293,6 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(f"stored in {version.path} (policy.npz, train.json, learning-curve.png)")
     out.print(Text(f"next: podium conductor eval {version.ref} --replay {args.replay}", style="dim"))
     return 0
-
-
-def train_light_version(
-    args: argparse.Namespace, *, on_generation: OnGeneration | None = None
-) -> tuple[Version, TrainResult, dict[str, Any]]:
-    """Train a light conductor as ``podium train --policy light`` does with ``args`` (``replay``,
-    ``name``, ``lam``, ``mu``, ``generations``, ``popsize``, ``dims``, ``embedder``,
-    ``max_steps``, ``split``, ``tag``, ``seed``) and store it as a new registry version; returns
-    it, the result and its ``train.json`` record (whose ``data`` names the matrix file's bytes it
-    was trained on, ``matrix_sha256``, and the ``embedder`` option). Raises ConfigError for bad
-    options or too few questions, before any version is created."""
-    import hashlib
-
-    from podium.embed import Embedder
-    from podium.eval.replay import OutcomeMatrix
-    from podium.eval.session import EvalSpec
-    from podium.train.light import LightTrainConfig, train_light
-
-    if args.dims < 1:  # the plans policy takes 0 (no embedding); the light policy needs one
-        raise ConfigError(f"--dims must be at least 1 for the light policy, got {args.dims}")
-    config = LightTrainConfig(
-        dims=args.dims,
-        max_steps=args.max_steps,
-        lam=args.lam,
-        mu=args.mu,
-        generations=args.generations,
-        popsize=args.popsize,
-        seed=args.seed,
-        split=args.split,
-    )
-    matrix = OutcomeMatrix.load(args.replay)
-    from podium.embed import encoder_choice
-
-    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
-    result = train_light(matrix, embedder, config, tags=args.tag, on_generation=on_generation)
-    result.data["matrix_sha256"] = hashlib.sha256(Path(args.replay).read_bytes()).hexdigest()
-    result.data["embedder"] = args.embedder
-    version = Registry().create(args.name)
-    result.policy.save(version.policy_path)
-    info = TrainingInfo.from_json({"policy": "light", **result.to_json()})
-    version.write_training(info)
-    record = info.to_json()
-    if result.history:
-        _curve(version, record)
-    return version, result, record
-
-
-def _curve(version: Version, record: dict[str, Any]) -> None:
-    from podium.eval.plot import learning_curve_plot
-
-    history = record["history"]
-    learning_curve_plot(
-        version.path / "learning-curve.png",
-        [g["generation"] for g in history],
-        {
-            "best candidate (fit)": [g["best_reward"] for g in history],
-            "population mean (fit)": [g["mean_reward"] for g in history],
-            "distribution mean (validation)": [g["validation_reward"] for g in history],
-        },
-        xlabel="CMA-ES generation",
-        title=f"{version.ref}: λ = {record['config']['lam']:g}",
-    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -24,7 +24,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +36,9 @@ from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 from podium.train.reward import workflow_reward
 
+if TYPE_CHECKING:
+    from podium.registry import Version
+
 __all__ = [
     "MIN_QUESTIONS",
     "Generation",
@@ -44,6 +48,7 @@ __all__ = [
     "critical_path",
     "replay_reward",
     "train_light",
+    "train_light_version",
 ]
 
 MIN_QUESTIONS = 20
@@ -261,3 +266,68 @@ def train_light(
         "validation": len(val_idx),
     }
     return TrainResult(policy, history, best[2], config, data)
+
+
+def train_light_version(
+    replay: Path,
+    name: str,
+    config: LightTrainConfig,
+    *,
+    embedder: str,
+    tags: Sequence[str] = (),
+    on_generation: OnGeneration | None = None,
+) -> tuple[Version, TrainResult, dict[str, Any]]:
+    """Train a light conductor on the outcome matrix ``replay`` (``podium train --policy light``)
+    and store it as a new version of ``name`` in the registry, with its learning curve.
+
+    Args:
+        replay: the outcome matrix (CSV).
+        name: the registry name; each call adds a version.
+        config: the training settings (``dims`` at least 1).
+        embedder: the question encoder (:func:`podium.embed.encoder_choice`: ``minilm`` or an
+            embedded model id), recorded in ``train.json``.
+        tags: train only on questions with one of these tags (empty: all).
+        on_generation: called after each CMA-ES generation.
+
+    Returns (the version, the result, its ``train.json`` record, whose ``data`` names the matrix
+    file's bytes it was trained on, ``matrix_sha256``, and the ``embedder``). Raises ConfigError
+    for bad settings or too few questions, before any version is created."""
+    import hashlib
+
+    from podium.embed import encoder_choice
+    from podium.eval.session import EvalSpec
+    from podium.registry import Registry, TrainingInfo
+
+    if config.dims < 1:  # the plans policy takes 0 (no embedding); the light policy needs one
+        raise ConfigError(f"--dims must be at least 1 for the light policy, got {config.dims}")
+    matrix = OutcomeMatrix.load(replay)
+    questions = Embedder(EvalSpec().embeddings, encoder=encoder_choice(embedder))
+    result = train_light(matrix, questions, config, tags=tags, on_generation=on_generation)
+    result.data["matrix_sha256"] = hashlib.sha256(Path(replay).read_bytes()).hexdigest()
+    result.data["embedder"] = embedder
+    version = Registry().create(name)
+    result.policy.save(version.policy_path)
+    info = TrainingInfo.from_json({"policy": "light", **result.to_json()})
+    version.write_training(info)
+    record = info.to_json()
+    if result.history:
+        _curve(version, record)
+    return version, result, record
+
+
+def _curve(version: Version, record: dict[str, Any]) -> None:
+    """The version's learning curve, ``learning-curve.png``: fit and validation reward per generation."""
+    from podium.eval.plot import learning_curve_plot
+
+    history = record["history"]
+    learning_curve_plot(
+        version.path / "learning-curve.png",
+        [g["generation"] for g in history],
+        {
+            "best candidate (fit)": [g["best_reward"] for g in history],
+            "population mean (fit)": [g["mean_reward"] for g in history],
+            "distribution mean (validation)": [g["validation_reward"] for g in history],
+        },
+        xlabel="CMA-ES generation",
+        title=f"{version.ref}: λ = {record['config']['lam']:g}",
+    )
