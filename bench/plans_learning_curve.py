@@ -27,10 +27,9 @@ import numpy as np
 
 from podium.embed import Embedder, encoder_choice
 from podium.eval.metrics import paired_difference
-from podium.eval.plans import plan_outcomes
+from podium.eval.plans import load_source, plan_outcomes
 from podium.eval.session import EvalSpec
 from podium.train.plans import AUTO, PlanTrainConfig, train_plans
-from podium.train.plans_cli import load_source
 
 
 def curve(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,7 @@ __all__ = [
     "PlanOutcomes",
     "Replayed",
     "column_index",
+    "load_source",
     "local_plans",
     "matrix_plans",
     "plan_outcomes",
@@ -234,3 +236,29 @@ def replay_workflow(
     if not chosen:
         return None
     return Replayed(float(row[chosen[-1]]), cost, max(finish), tuple(chosen))
+
+
+def load_source(path: Path) -> tuple[str, dict[str, Column], list[dict[str, str]], list[Plan]]:
+    """(name, columns, rows, plans) of a bank folder or an outcome-matrix CSV.
+
+    Raises ConfigError for a missing or malformed source."""
+    from podium.eval.bank import read_bank
+
+    if path.is_dir() or (path.name == "matrix.csv" and (path.parent / "workflows.json").is_file()):
+        bank = read_bank(path)
+        columns = bank.catalogue.columns
+        plans = local_plans(columns) if bank.catalogue.name == "local" else matrix_plans(list(columns))
+        return f"bank {bank.path}", columns, bank.rows, plans
+    from podium.eval.replay import OutcomeMatrix
+
+    matrix = OutcomeMatrix.load(path)
+    rows = []
+    for row in matrix.rows.values():
+        cells: dict[str, str] = {"sample_id": row.sample_id, "eval_name": row.eval_name, "split": row.split}
+        cells["prompt"] = row.prompt
+        for m, o in row.outcomes.items():
+            cells |= {m: repr(o.score), f"{m}|model_response": o.response, f"{m}|total_cost": repr(o.cost_usd)}
+            cells[f"{m}|latency_s"] = repr(o.latency_s)
+        rows.append(cells)
+    columns = {m: Column(m, m, "solve") for m in matrix.models}
+    return f"matrix {matrix.path.name}", columns, rows, matrix_plans(matrix.models)

@@ -9,7 +9,7 @@ and ``--ensemble`` by — never the test split.
 
 ``--sweep`` trains one version per λ of :func:`podium.train.plans.lambda_sweep` (23 values, as
 many as the learned router's sweep) and reports the cross-validated curve's AIQ and APGR
-(:func:`cv_curve`); ``podium eval --replay M --methods light:NAME@vA..vB`` evaluates the versions
+(:func:`podium.train.plans.cv_curve`); ``podium eval --replay M --methods light:NAME@vA..vB`` evaluates the versions
 as one cost–quality curve beside the router's.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,112 +25,16 @@ from rich.console import Console
 from rich.text import Text
 
 from podium._render import progress_bar
-from podium.conductor.compose import Column, Plan
+from podium.conductor.compose import Column
 from podium.errors import ConfigError
-from podium.eval.plans import PlanOutcomes, local_plans, matrix_plans, plan_outcomes
+from podium.eval.plans import PlanOutcomes, load_source, plan_outcomes
+from podium.train.plans import cross_validate, cv_curve
 
-__all__ = ["SWEEP_POINTS", "cross_validate", "cv_curve", "load_source", "train_plans_command"]
+__all__ = ["SWEEP_POINTS", "train_plans_command"]
 
 SWEEP_POINTS = 23
 """Versions a ``--sweep`` trains: λ = 0, 21 values over the plans' cost range, one past the cheapest
 (as many operating points as the learned router's calibrated sweep)."""
-
-
-def load_source(path: Path) -> tuple[str, dict[str, Column], list[dict[str, str]], list[Plan]]:
-    """(name, columns, rows, plans) of a bank folder or an outcome-matrix CSV.
-
-    Raises ConfigError for a missing or malformed source."""
-    from podium.eval.bank import read_bank
-
-    if path.is_dir() or (path.name == "matrix.csv" and (path.parent / "workflows.json").is_file()):
-        bank = read_bank(path)
-        columns = bank.catalogue.columns
-        plans = local_plans(columns) if bank.catalogue.name == "local" else matrix_plans(list(columns))
-        return f"bank {bank.path}", columns, bank.rows, plans
-    from podium.eval.replay import OutcomeMatrix
-
-    matrix = OutcomeMatrix.load(path)
-    rows = []
-    for row in matrix.rows.values():
-        cells: dict[str, str] = {"sample_id": row.sample_id, "eval_name": row.eval_name, "split": row.split}
-        cells["prompt"] = row.prompt
-        for m, o in row.outcomes.items():
-            cells |= {m: repr(o.score), f"{m}|model_response": o.response, f"{m}|total_cost": repr(o.cost_usd)}
-            cells[f"{m}|latency_s"] = repr(o.latency_s)
-        rows.append(cells)
-    columns = {m: Column(m, m, "solve") for m in matrix.models}
-    return f"matrix {matrix.path.name}", columns, rows, matrix_plans(matrix.models)
-
-
-def cross_validate(
-    outcomes: PlanOutcomes, vectors: Any, columns: dict[str, Column], embedder: str, config: Any, folds: int = 5
-) -> dict[str, Any]:
-    """Held-out figures of ``config`` by ``folds``-fold cross-validation over the questions
-    (seeded split): per fold the greedy policy's mean reward, quality and cost on its held-out
-    part; returns their means and standard deviations, and ``paired``: every question's
-    cross-fitted score (from the fold that held it out) against the strongest one-column plan
-    on these questions (ties: the cheaper) — the mean difference with its 95 % interval
-    (:func:`~podium.eval.metrics.paired_difference`) and on how many questions it is higher or
-    lower."""
-    from podium.eval.metrics import paired_summary
-    from podium.train.plans import reward, train_plans
-
-    n = len(outcomes.ids)
-    order = np.random.default_rng(config.seed).permutation(n)
-    parts = [order[k::folds] for k in range(folds) if len(order[k::folds])]
-    r = reward(outcomes, config.lam, config.mu)
-    per_fold = []
-    fitted = np.zeros(n)
-    for held in parts:
-        train = np.setdiff1d(order, held)
-        policy = train_plans(outcomes.subset(train.tolist()), vectors[train], columns, embedder, config).policy
-        chosen = np.asarray(policy.choose([outcomes.ids[i] for i in held], policy.features(vectors[held])))
-        fitted[held] = outcomes.score[held, chosen]
-        per_fold.append(
-            (
-                float(r[held, chosen].mean()),
-                float(outcomes.score[held, chosen].mean()),
-                float(outcomes.cost[held, chosen].mean()),
-            )
-        )
-    values = np.array(per_fold)
-    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
-    base = max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()), default=None)
-    paired = None
-    if base is not None:
-        against = outcomes.score[:, base].tolist()
-        paired = {"against": outcomes.plans[base].id, **paired_summary(fitted.tolist(), against)}
-    return {
-        "folds": len(parts),
-        "paired": paired,
-        "reward": {"mean": float(values[:, 0].mean()), "std": float(values[:, 0].std())},
-        "quality": {"mean": float(values[:, 1].mean()), "std": float(values[:, 1].std())},
-        "cost_usd": {"mean": float(values[:, 2].mean()), "std": float(values[:, 2].std())},
-    }
-
-
-def cv_curve(outcomes: PlanOutcomes, points: list[tuple[float, float]]) -> dict[str, Any] | None:
-    """AIQ and APGR (:mod:`podium.eval.metrics`) of cross-validated (cost, quality) operating
-    points, against the training questions' cheapest and best single-column plan — the figure
-    a λ sweep's settings (``--dims``, ``--ensemble``) are selected by; None without two single
-    plans that differ in cost and quality."""
-    from podium.eval.metrics import Point, aiq, apgr
-
-    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
-    means = [(float(outcomes.cost[:, j].mean()), float(outcomes.score[:, j].mean())) for j in single]
-    if len(means) < 2:
-        return None
-    weak = Point(*min(means))
-    strong = Point(*max(means, key=lambda cq: (cq[1], -cq[0])))
-    if strong.quality <= weak.quality or strong.cost <= weak.cost:
-        return None
-    hull = [Point(c, q) for c, q in points] + [weak, strong]
-    return {
-        "aiq": aiq(hull, weak.cost, strong.cost),
-        "apgr": apgr(hull, weak=weak, strong=strong),
-        "weak": [weak.cost, weak.quality],
-        "strong": [strong.cost, strong.quality],
-    }
 
 
 def train_plans_command(args: argparse.Namespace, out: Console, err: Console) -> int:
