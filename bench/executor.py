@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from podium.budget import Limits
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.resilience import ResiliencePolicy, harden
@@ -44,7 +44,7 @@ def orchestrator(plan: str, latency_s: float, db: Path) -> Orchestrator:
         ScriptedConductor([plan]),
         Fallback(0, "Answer."),
         traces=TraceStore(db),
-        limits=Limits(cost_cap_usd=10),
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=10)),
     )
 
 

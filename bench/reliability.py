@@ -25,7 +25,7 @@ from fastapi.responses import StreamingResponse
 
 from podium.budget import Limits, PeriodBudget
 from podium.errors import WorkerTimeout
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.parse import try_parse_workflow
 from podium.serve.app import Server, create_app
 from podium.testing import ScriptedConductor, ScriptedWorker, ThreadedUvicorn
@@ -67,10 +67,11 @@ class _ColdCount(ScriptedWorker):
 
 
 def deadline_row() -> tuple[str, str, str]:
+    second = OrchestratorConfig(limits=Limits(deadline_s=1.0))
     hanging = Orchestrator([_Hang("hang"), ScriptedWorker("fb", reply="ok")], ScriptedConductor([ONE_STEP]),
-                           Fallback(1, "Answer."), limits=Limits(deadline_s=1.0))  # fmt: skip
+                           Fallback(1, "Answer."), config=second)  # fmt: skip
     cold = Orchestrator([_ColdCount("cold", reply="ok")], ScriptedConductor([ONE_STEP]), Fallback(0, "Answer."),
-                        limits=Limits(deadline_s=1.0))  # fmt: skip
+                        config=OrchestratorConfig(limits=Limits(deadline_s=1.0)))  # fmt: skip
 
     async def past(orch: Orchestrator) -> float:
         started = time.perf_counter()
@@ -132,13 +133,15 @@ class _Liar(ScriptedWorker):
 def overshoot_rows() -> list[tuple[str, str, str]]:
     liar = _Liar("liar", price=Price(10.0, 200.0), settings=WorkerSettings(max_tokens=100))
     plan = 'model_id = [0, 0, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0], [1]]'
-    record = asyncio.run(Orchestrator([liar], ScriptedConductor([plan]), Fallback(0, "A."),
-                                      limits=Limits(cost_cap_usd=0.05)).run("q"))  # fmt: skip
+    capped = OrchestratorConfig(limits=Limits(cost_cap_usd=0.05))
+    record = asyncio.run(Orchestrator([liar], ScriptedConductor([plan]), Fallback(0, "A."), config=capped).run("q"))
     request_over = record.totals.total_cost_usd - 0.05
     one_call = record.totals.incidents[0].actual_usd if record.totals.incidents else 0.0
     day = PeriodBudget(0.05, scope="pool:x/day")
     liar2 = _Liar("liar", price=Price(10.0, 200.0), settings=WorkerSettings(max_tokens=100))
-    orch = Orchestrator([liar2], ScriptedConductor([ONE_STEP]), Fallback(0, "A."), periods=[day])
+    orch = Orchestrator(
+        [liar2], ScriptedConductor([ONE_STEP]), Fallback(0, "A."), config=OrchestratorConfig(periods=(day,))
+    )
     for i in range(20):
         asyncio.run(orch.run(f"q{i}"))
     return [
@@ -160,7 +163,7 @@ class _Queued(ScriptedWorker):
 def cancel_row() -> tuple[str, str, str]:
     day = PeriodBudget(1.0, scope="pool:x/day")
     orch = Orchestrator([_Queued("busy", price=Price(100.0, 100.0))], ScriptedConductor([ONE_STEP]),
-                        Fallback(0, "A."), periods=[day])  # fmt: skip
+                        Fallback(0, "A."), config=OrchestratorConfig(periods=(day,)))  # fmt: skip
 
     async def run() -> None:
         tasks = [asyncio.create_task(orch.run(f"q{i}")) for i in range(20)]

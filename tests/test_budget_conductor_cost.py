@@ -15,7 +15,7 @@ import pytest
 from podium.budget import Limits, PeriodBudget, RequestBudget, checked_cost
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.errors import CostCapExceeded, InvalidCost
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
@@ -41,7 +41,7 @@ def test_a_conductor_cost_over_the_request_cap_stops_every_worker_call(rounds: i
     """Before: status ok, 3 worker calls, total $10.0003 ($20.0003 with a review round)."""
     worker, conductor = _worker(), ScriptedConductor([PLAN], cost_usd=10.0)
     budget = RequestBudget(Limits(cost_cap_usd=0.05))
-    orch = Orchestrator([worker], conductor, Fallback(0, "Answer."), recursion_rounds=rounds)
+    orch = Orchestrator([worker], conductor, Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=rounds))
     record = asyncio.run(orch.run("q?", budget=budget))
     assert record.status == "error" and isinstance(record.cause, CostCapExceeded)
     assert worker.calls == [] and len(conductor.questions) == 1  # no step, no fallback, no review
@@ -55,7 +55,9 @@ def test_a_conductor_cost_over_the_request_cap_stops_every_worker_call(rounds: i
 
 def test_a_conductor_cost_within_the_cap_is_counted_once_and_leaves_the_rest_to_the_workers() -> None:
     worker, day = _worker(), PeriodBudget(1.0, scope="pool:x/day")
-    orch = Orchestrator([worker], ScriptedConductor([PLAN], cost_usd=0.01), Fallback(0, "A."), periods=[day])
+    orch = Orchestrator(
+        [worker], ScriptedConductor([PLAN], cost_usd=0.01), Fallback(0, "A."), config=OrchestratorConfig(periods=[day])
+    )
     budget = RequestBudget(Limits(cost_cap_usd=0.05), [day])
     record = asyncio.run(orch.run("q?", budget=budget))
     assert record.status == "ok" and len(worker.calls) == 3 and not record.totals.incidents
@@ -71,7 +73,11 @@ def test_a_day_budget_counts_the_conductor_and_equals_the_traces(tmp_path: Path)
     worker, conductor = _worker(), ScriptedConductor([PLAN], cost_usd=1.0)
     traces = TraceStore(tmp_path / "t.sqlite3")
     orch = Orchestrator(
-        [worker], conductor, Fallback(0, "A."), periods=[day], recursion_rounds=0, traces=traces, pool_name="x"
+        [worker],
+        conductor,
+        Fallback(0, "A."),
+        traces=traces,
+        config=OrchestratorConfig(periods=[day], recursion_rounds=0, pool_name="x"),
     )
 
     async def three() -> list[RunRecord]:
@@ -96,7 +102,9 @@ def test_a_priced_lm_conductor_is_counted_once() -> None:
     conductor = LMConductor(model, LMConductorSettings(constrained=False))
     day = PeriodBudget(10.0, scope="pool:x/day")
     worker = _worker()
-    orch = Orchestrator([worker], conductor, Fallback(0, "A."), periods=[day], recursion_rounds=0)
+    orch = Orchestrator(
+        [worker], conductor, Fallback(0, "A."), config=OrchestratorConfig(periods=[day], recursion_rounds=0)
+    )
     budget = RequestBudget(Limits(cost_cap_usd=1.0), [day])
     record = asyncio.run(orch.run("q?", budget=budget))
     assert record.status == "ok" and record.totals.conductor_cost_usd > 0
@@ -108,7 +116,9 @@ def test_a_priced_lm_conductor_over_the_cap_is_refused_before_it_is_called() -> 
     model = ScriptedWorker("lm", PLAN, price=Price(input=1e6, output=1e6))  # $1 a token
     worker = _worker()
     conductor = LMConductor(model, LMConductorSettings(constrained=False))
-    orch = Orchestrator([worker], conductor, Fallback(0, "A."), limits=Limits(cost_cap_usd=0.05))
+    orch = Orchestrator(
+        [worker], conductor, Fallback(0, "A."), config=OrchestratorConfig(limits=Limits(cost_cap_usd=0.05))
+    )
     record = asyncio.run(orch.run("q?"))
     assert model.calls == [] and record.fallback is not None and record.fallback.reason == "cost_cap"
     _sane(record)
@@ -119,7 +129,9 @@ def test_an_impossible_conductor_cost_is_the_conductors_error(cost: float) -> No
     """Before: NaN gave a trace total of nan, -100 one of -99.99."""
     day = PeriodBudget(1.0, scope="pool:x/day")
     worker = _worker()
-    orch = Orchestrator([worker], ScriptedConductor([PLAN], cost_usd=cost), Fallback(0, "A."), periods=[day])
+    orch = Orchestrator(
+        [worker], ScriptedConductor([PLAN], cost_usd=cost), Fallback(0, "A."), config=OrchestratorConfig(periods=[day])
+    )
     record = asyncio.run(orch.run("q?"))
     assert record.status == "fallback" and record.fallback is not None
     assert record.fallback.reason == "conductor_error" and "InvalidCost" in record.fallback.detail
@@ -145,7 +157,9 @@ def test_an_impossible_worker_cost_is_the_calls_error_and_is_not_retried(cost: f
     day = PeriodBudget(1.0, scope="pool:x/day")
     worker = _BadCost(cost)
     pool = [harden(worker, ResiliencePolicy(attempts=3, base_delay_s=0.0))]
-    orch = Orchestrator(pool, ScriptedConductor([PLAN]), Fallback(0, "A."), periods=[day], recursion_rounds=0)
+    orch = Orchestrator(
+        pool, ScriptedConductor([PLAN]), Fallback(0, "A."), config=OrchestratorConfig(periods=[day], recursion_rounds=0)
+    )
     record = asyncio.run(orch.run("q?", limits=Limits(cost_cap_usd=0.05)))
     assert record.status == "error" and isinstance(record.cause, InvalidCost)
     assert len(worker.calls) == 2  # the first step and the fallback, once each: not retried

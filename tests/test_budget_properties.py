@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import ServerError, TransportError
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers.base import Call, Completion, Price, Usage, WorkerSettings
 
@@ -76,9 +76,10 @@ def test_every_reservation_is_released_and_caps_hold_up_to_incidents(
         runs = []
         for script in scripts:
             worker = _Provider("p", list(script), owed)
+            limits = Limits(cost_cap_usd=cap, step_timeout_s=0.05)
             orch = Orchestrator(
                 [worker], ScriptedConductor([plan]), Fallback(0, "A."),
-                limits=Limits(cost_cap_usd=cap, step_timeout_s=0.05), periods=[day], resamples=0,
+                config=OrchestratorConfig(limits=limits, periods=[day], resamples=0),
             )  # fmt: skip
             runs.append(asyncio.create_task(orch.run("q")))
         await asyncio.sleep(0.02)
@@ -157,7 +158,12 @@ def test_the_day_ledger_equals_the_traces_whatever_conductors_and_workers_report
         runs = []
         for (conductor_cost, script, rounds), budget in zip(requests, budgets, strict=True):
             conductor = ScriptedConductor([plan], cost_usd=conductor_cost)
-            orch = Orchestrator([_Reporter(list(script), kept)], conductor, Fallback(0, "A."), recursion_rounds=rounds)
+            orch = Orchestrator(
+                [_Reporter(list(script), kept)],
+                conductor,
+                Fallback(0, "A."),
+                config=OrchestratorConfig(recursion_rounds=rounds),
+            )
             runs.append(orch.run("q", budget=budget))
         return await asyncio.gather(*runs)
 

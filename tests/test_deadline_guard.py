@@ -14,7 +14,7 @@ import pytest
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import DeadlineExceeded, WorkerTimeout
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers.base import Call, CallContext, CountsTokens, Message
 from podium.workers.budget_guard import BudgetGuard
@@ -92,7 +92,7 @@ def test_a_step_cut_off_while_counting_leaves_time_for_the_fallback(loaded: thre
         [ColdCounter("cold", loaded), ScriptedWorker("warm", reply="4")],
         ScriptedConductor([ONE_STEP]),
         Fallback(1, "Answer."),
-        limits=Limits(deadline_s=3.0, step_timeout_s=0.5),
+        config=OrchestratorConfig(limits=Limits(deadline_s=3.0, step_timeout_s=0.5)),
     )
 
     async def go() -> tuple[float, str]:

@@ -8,7 +8,7 @@ import dataclasses
 
 from podium.eval.runner import Method, Scored, TaskResult, critical_path_s, evaluate
 from podium.eval.tasks import Task
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 
@@ -17,7 +17,9 @@ DIAMOND = 'model_id = [0, 1, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], 
 
 def _record(plan: str) -> RunRecord:
     pool = [ScriptedWorker("w0", "x"), ScriptedWorker("w1", "y")]
-    orchestrator = Orchestrator(pool, ScriptedConductor([plan]), Fallback(0, "Answer."), recursion_rounds=0)
+    orchestrator = Orchestrator(
+        pool, ScriptedConductor([plan]), Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=0)
+    )
     return asyncio.run(orchestrator.run("q"))
 
 
@@ -56,7 +58,9 @@ def test_every_request_has_a_result_even_bad_input() -> None:
         evaluate(
             [method],
             tasks,
-            lambda m: Orchestrator(pool, m.conductor, Fallback(0, "Answer."), recursion_rounds=0),
+            lambda m: Orchestrator(
+                pool, m.conductor, Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=0)
+            ),
             _FirstWordScorer(),
             concurrency=2,
             on_result=lambda name, r: seen.append((name, r)),

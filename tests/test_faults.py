@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from podium.errors import (
     TransportError,
     WorkerUnavailable,
 )
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, CallContext, Completion, Message, Price
@@ -49,14 +50,14 @@ class Flaky(ScriptedWorker):
         return await super().complete(call)
 
 
-def orchestrator(workers: list[ScriptedWorker], tmp_path: Path | None = None, **kw: object) -> Orchestrator:
+def orchestrator(workers: list[ScriptedWorker], tmp_path: Path | None = None, **config: Any) -> Orchestrator:
     traces = TraceStore(tmp_path / "t.sqlite3") if tmp_path else None
     return Orchestrator(
         [harden(w, FAST) for w in workers],
         ScriptedConductor([ONE_STEP]),
         Fallback(len(workers) - 1, "Answer."),
+        OrchestratorConfig(**config),
         traces=traces,
-        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -160,7 +161,9 @@ def test_a_cut_off_step_says_why_and_the_fallback_names_the_deadline() -> None:
 
     limits = Limits(deadline_s=1.0, fallback_reserve=0.4, step_timeout_s=30)
     slow = [ScriptedWorker("a", delay_s=60), ScriptedWorker("b", reply="fallback answer")]
-    orch = Orchestrator(slow, ScriptedConductor([two]), Fallback(1, "Answer."), limits=limits)
+    orch = Orchestrator(
+        slow, ScriptedConductor([two]), Fallback(1, "Answer."), config=OrchestratorConfig(limits=limits)
+    )
     record = asyncio.run(orch.run("Q?"))
     assert record.status == "fallback" and record.fallback is not None and record.fallback.reason == "deadline"
     assert (
@@ -264,9 +267,7 @@ def test_fifty_concurrent_requests_never_overshoot_their_caps(tmp_path: Path) ->
         ScriptedConductor([plan]),
         Fallback(1, "Answer."),
         traces=TraceStore(tmp_path / "t.sqlite3"),
-        limits=Limits(cost_cap_usd=per_request),
-        periods=[day],
-        recursion_rounds=0,
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=per_request), periods=[day], recursion_rounds=0),
     )
 
     async def all_requests() -> list[object]:

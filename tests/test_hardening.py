@@ -16,7 +16,7 @@ import pytest
 from podium.budget import Limits, PeriodBudget
 from podium.conductor.lm import LMConductor, LMConductorSettings
 from podium.conductor.prompt import FEW_SHOT
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.parse import try_parse_workflow
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers.base import Call, Completion, Message, Price, Usage, WorkerSettings
@@ -412,7 +412,12 @@ class _OverReporting(ScriptedWorker):
 def test_an_overshooting_call_is_an_incident_and_the_request_stops_calling() -> None:
     worker = _OverReporting("liar")
     plan = 'model_id = [0, 0, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0], [1]]'
-    orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=0.05))
+    orch = Orchestrator(
+        [worker],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=0.05)),
+    )
     record = asyncio.run(orch.run("2+2?"))
     assert len(worker.calls) == 1  # the overshoot stopped every later call, the fallback's too
     assert record.status == "error" and "made no further call" in (record.error or "")
@@ -429,13 +434,23 @@ def test_serve_answers_an_overcharging_upstream_with_502_not_the_clients_400() -
 
     worker = _OverReporting("liar")
     plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [0]]'
-    orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=0.05))
+    orch = Orchestrator(
+        [worker],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=0.05)),
+    )
     record = asyncio.run(orch.run("2+2?"))
     error = _failure(record)
     assert (error.status, error.code) == (502, "upstream_overcharged") and "'liar'" in error.message
     # a request whose own cap is too small, with no incident, is still the client's 400
     honest = ScriptedWorker("honest", reply="4", price=Price(input=10.0, output=200.0))
-    tight = Orchestrator([honest], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=1e-9))
+    tight = Orchestrator(
+        [honest],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=1e-9)),
+    )
     refused = _failure(asyncio.run(tight.run("2+2?")))
     assert (refused.status, refused.code) == (400, "cost_cap_exceeded")
 
@@ -444,7 +459,7 @@ def test_a_day_budget_overshoots_by_at_most_one_call_then_refuses() -> None:
     day = PeriodBudget(0.05, scope="pool:x/day")
     worker = _OverReporting("liar")
     orch = Orchestrator([worker], ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']),
-                        Fallback(0, "Answer."), periods=[day])  # fmt: skip
+                        Fallback(0, "Answer."), config=OrchestratorConfig(periods=[day]))  # fmt: skip
     records = [asyncio.run(orch.run(f"q{i}")) for i in range(20)]
     one_call = records[0].totals.total_cost_usd
     assert day.spent_usd <= day.cap_usd + one_call  # the old code: $0.1155 against $0.05
@@ -464,7 +479,7 @@ def test_a_call_cancelled_before_it_was_sent_releases_its_reservation() -> None:
     day = PeriodBudget(1.0, scope="pool:x/day")
     worker = Queued("busy", price=Price(input=100.0, output=100.0))
     orch = Orchestrator([worker], ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']),
-                        Fallback(0, "Answer."), periods=[day])  # fmt: skip
+                        Fallback(0, "Answer."), config=OrchestratorConfig(periods=[day]))  # fmt: skip
 
     async def cancelled() -> None:
         task = asyncio.create_task(orch.run("q"))
@@ -478,10 +493,15 @@ def test_a_call_cancelled_before_it_was_sent_releases_its_reservation() -> None:
 
 
 def test_caps_hold_without_harden() -> None:
-    """A library user who builds Orchestrator(limits=...) over plain workers gets the cap."""
+    """A library user who builds an Orchestrator with a capped config over plain workers gets the cap."""
     pricey = ScriptedWorker("pricey", price=Price(input=1000.0, output=1000.0))
     plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], "all"]'
-    orch = Orchestrator([pricey], ScriptedConductor([plan]), Fallback(0, "Answer."), limits=Limits(cost_cap_usd=0.1))
+    orch = Orchestrator(
+        [pricey],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=0.1)),
+    )
     record = asyncio.run(orch.run("q"))
     assert record.totals.total_cost_usd <= 0.1  # was $1.90 against the $0.10 cap
     assert pricey.calls == [] and record.status == "error"
@@ -491,7 +511,7 @@ def test_a_period_budget_refusal_ends_the_request_without_the_fallback() -> None
     day = PeriodBudget(0.000001, scope="key:team/day")
     worker = ScriptedWorker("w", price=Price(input=10.0, output=10.0))
     orch = Orchestrator([worker], ScriptedConductor(['model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]']),
-                        Fallback(0, "Answer."), periods=[day])  # fmt: skip
+                        Fallback(0, "Answer."), config=OrchestratorConfig(periods=[day]))  # fmt: skip
     record = asyncio.run(orch.run("q"))
     assert record.status == "error" and record.fallback is None and worker.calls == []
     assert "key:team/day" in (record.error or "")
@@ -548,7 +568,12 @@ def test_usage_that_cannot_be_true_never_pays_a_ledger_back_or_crashes(stream: b
                                     price=Price(input=10.0, output=200.0), stream=stream)  # fmt: skip
         day = PeriodBudget(1.0, scope="pool:x/day")
         plan = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
-        orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), periods=[day], resamples=0)
+        orch = Orchestrator(
+            [worker],
+            ScriptedConductor([plan]),
+            Fallback(0, "Answer."),
+            config=OrchestratorConfig(periods=[day], resamples=0),
+        )
         records = [asyncio.run(orch.run(f"What is 2 + {i}?")) for i in range(len(reports))]
     finally:
         server.stop()

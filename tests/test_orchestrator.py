@@ -14,7 +14,7 @@ import pytest
 
 from podium.errors import InvalidQuestion, ProviderError
 from podium.messages import worker_messages
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, Completion, Message
@@ -45,10 +45,8 @@ def make(
         workers,
         conductor,
         Fallback(fallback, "Answer directly."),
-        resamples=resamples,
         traces=traces,
-        pool_name="fake",
-        recursion_rounds=rounds,
+        config=OrchestratorConfig(resamples=resamples, pool_name="fake", recursion_rounds=rounds),
     )
 
 
@@ -270,7 +268,11 @@ def test_the_conductor_can_be_a_worker_and_its_depth_is_limited(tmp_path: Path) 
     leaf = ScriptedWorker("w0", reply="leaf answer")
     store = TraceStore(tmp_path / "traces.sqlite3")
     orch = Orchestrator(
-        [leaf, inner], ScriptedConductor([to_self]), Fallback(0, "Answer."), traces=store, recursion_rounds=0
+        [leaf, inner],
+        ScriptedConductor([to_self]),
+        Fallback(0, "Answer."),
+        traces=store,
+        config=OrchestratorConfig(recursion_rounds=0),
     )
     inner.bind(orch)
     record = asyncio.run(orch.run("Q?"))
@@ -296,12 +298,12 @@ def test_the_orchestrators_settings_are_one_frozen_config() -> None:
     from podium.orchestrator import OrchestratorConfig
 
     base = OrchestratorConfig(pool_name="p", max_steps=4, resamples=1, recursion_rounds=0)
-    orch = Orchestrator([ScriptedWorker("a"), ScriptedWorker("b")], ScriptedConductor(["x"]), Fallback(0, "A."), base,
-                        limits=Limits(deadline_s=9.0))  # fmt: skip
+    orch = Orchestrator([ScriptedWorker("a"), ScriptedWorker("b")], ScriptedConductor(["x"]), Fallback(0, "A."),
+                        dataclasses.replace(base, limits=Limits(deadline_s=9.0)))  # fmt: skip
     assert orch.config == dataclasses.replace(base, limits=Limits(deadline_s=9.0)) and orch.config.max_steps == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         orch.config.max_steps = 9  # type: ignore[misc]
-    derived = orch.derive(workers=[1, 0], max_steps=2)
+    derived = orch.derive(workers=[1, 0], config=orch.config.updated(max_steps=2, resamples=None))
     assert derived.config == dataclasses.replace(orch.config, max_steps=2)
     assert orch.config.max_steps == 4 and [w.info.name for w in derived.pool] == ["b", "a"]
     for field, value in (("max_steps", 0), ("resamples", -1), ("recursion_rounds", -1), ("max_question_chars", 0)):

@@ -25,7 +25,7 @@ from podium.eval.plans import local_plans, plan_outcomes
 from podium.eval.record import record_bank, restore_cache
 from podium.eval.tasks import Task
 from podium.eval.verifiers import verify
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
 from podium.workers.base import Call, Completion, Price, Worker
@@ -97,7 +97,9 @@ def _live(plan: Plan, bank_dir: Path, task: Task, cache: RequestCache) -> tuple[
 
     workflow = plan_workflow(plan.members, bank.catalogue.columns, NAMES, vote_worker="vote")
     conductor = DirectConductor("plan", lambda _q, _p, _m: workflow.steps)
-    orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), max_steps=10, recursion_rounds=0)
+    orchestrator = Orchestrator(
+        pool, conductor, Fallback(0, "Answer."), config=OrchestratorConfig(max_steps=10, recursion_rounds=0)
+    )
     record = asyncio.run(orchestrator.run(task.question))
     assert record.status == "ok", record.error
     verdict = asyncio.run(verify(task, record.answer))
@@ -203,7 +205,7 @@ def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(
     restore_cache(bank, _pool()[:4], cache)
     conductor = PlanConductor(_policy(bank_dir, np.zeros((1, 1, 1)), [cascade]), _Embed())
     pool = [CachedWorker(_NoCalls(w), cache) if w.info.name != "vote" else w for w in _pool()]
-    orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), recursion_rounds=1)
+    orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=1))
     out = plan_outcomes([cascade], bank.catalogue.columns, bank.rows)
     for i, task in enumerate(TASKS):
         record = asyncio.run(orchestrator.run(task.question))

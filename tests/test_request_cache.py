@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from podium.errors import ServerError
+from podium.orchestrator import OrchestratorConfig
 from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
 from podium.workers.base import Call, Message, WorkerSettings
@@ -74,7 +75,9 @@ def test_cached_rerun_reports_the_original_latency(tmp_path: Path) -> None:
     plan = 'model_id = [0]\nsubtasks = ["Add."]\naccess_list = [[]]'
 
     def run() -> float:
-        orchestrator = Orchestrator([slow], ScriptedConductor([plan]), Fallback(0, "Answer."), recursion_rounds=0)
+        orchestrator = Orchestrator(
+            [slow], ScriptedConductor([plan]), Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=0)
+        )
         record = asyncio.run(orchestrator.run("What is 2 + 2?"))
         return record.steps[0].latency_s
 

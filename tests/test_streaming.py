@@ -10,7 +10,7 @@ import asyncio
 import threading
 
 from podium.errors import ServerError
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.streaming import AnswerStream
 from podium.testing import ScriptedConductor, ScriptedWorker
 
@@ -34,7 +34,7 @@ def test_only_the_last_step_streams_word_by_word() -> None:
         [ScriptedWorker("w0", reply="secret draft text"), ScriptedWorker("w1", reply="the final answer is 42")],
         ScriptedConductor([PLAN]),
         Fallback(0, "Answer."),
-        recursion_rounds=0,
+        config=OrchestratorConfig(recursion_rounds=0),
     )
     deltas, answer, rest = run_streamed(orch)
     assert "".join(deltas) == answer == "the final answer is 42"
@@ -48,7 +48,7 @@ def test_with_review_rounds_nothing_streams_live_and_close_sends_the_answer() ->
         [ScriptedWorker("w0", reply="draft"), ScriptedWorker("w1", reply="better answer")],
         ScriptedConductor([PLAN], reviews=[REVIEW]),
         Fallback(0, "Answer."),
-        recursion_rounds=1,
+        config=OrchestratorConfig(recursion_rounds=1),
     )
     deltas, answer, rest = run_streamed(orch)
     assert deltas == [] and rest == answer == "better answer"
@@ -62,7 +62,7 @@ def test_the_fallback_streams_when_the_workflow_failed_before_streaming() -> Non
         ],
         ScriptedConductor(['model_id = [1]\nsubtasks = ["Solve."]\naccess_list = [[]]']),
         Fallback(0, "Answer."),
-        recursion_rounds=0,
+        config=OrchestratorConfig(recursion_rounds=0),
     )
     deltas, answer, rest = run_streamed(orch)
     assert answer == "fallback answer here" and "".join(deltas) == answer and rest == ""
@@ -138,7 +138,7 @@ def test_a_streamed_answer_with_surrounding_whitespace_ends_cleanly() -> None:
         [ScriptedWorker("w0", reply="draft"), ScriptedWorker("w1", reply="  the final answer is 42 \n")],
         ScriptedConductor([PLAN]),
         Fallback(0, "Answer."),
-        recursion_rounds=0,
+        config=OrchestratorConfig(recursion_rounds=0),
     )
     deltas, answer, rest = run_streamed(orch)
     assert answer == "the final answer is 42" and rest == "" and "".join(deltas) == answer

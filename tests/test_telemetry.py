@@ -35,7 +35,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from podium.builder import build_orchestrator, build_telemetry
 from podium.errors import ConfigError
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
 from podium.telemetry import Telemetry, pool_models
@@ -61,10 +61,9 @@ def scripted(exporter: Telemetry, *, traces: TraceStore | None = None, rounds: i
         [ScriptedWorker("w0", reply="DRAFT-MARKER"), ScriptedWorker("w1", reply="ANSWER-MARKER")],
         ScriptedConductor([INVALID, PLAN]),
         Fallback(0, "Answer."),
-        pool_name="fake",
         traces=traces,
         exporter=exporter,
-        recursion_rounds=rounds,
+        config=OrchestratorConfig(pool_name="fake", recursion_rounds=rounds),
     )
 
 
@@ -175,8 +174,8 @@ def test_an_errored_step_and_the_fallback_are_recorded_as_such() -> None:
         [ScriptedWorker("w0", reply="fallback answer"), ScriptedWorker("w1", error=WorkerTimeout("slow", worker="w1"))],
         ScriptedConductor(['model_id = [1]\nsubtasks = ["Do it."]\naccess_list = [[]]']),
         Fallback(0, "Answer."),
-        pool_name="fake",
         exporter=telemetry,
+        config=OrchestratorConfig(pool_name="fake"),
     )
     record = run(orchestrator)
     telemetry.shutdown()

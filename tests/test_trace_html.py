@@ -18,7 +18,7 @@ import pytest
 
 from podium.cli import cli
 from podium.errors import ServerError
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.html import render_html
@@ -227,7 +227,7 @@ def test_a_review_round_without_a_valid_plan_is_drawn(store: TraceStore) -> None
         ScriptedConductor(['model_id = [0]\nsubtasks = ["A"]\naccess_list = [[]]'], reviews=["not a plan at all"]),
         Fallback(0, "Answer."),
         traces=store,
-        resamples=1,
+        config=OrchestratorConfig(resamples=1),
     )
     record = stored(store, orch, "Review?")
     assert len(record.workflows) == 1 and any(a.round == 1 and a.workflow is None for a in record.attempts)

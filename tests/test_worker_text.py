@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from podium.budget import Limits, prompt_token_bound
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.records import RunRecord, Totals
 from podium.streaming import AnswerStream
 from podium.testing import ScriptedConductor, ScriptedWorker
@@ -51,7 +51,7 @@ def test_a_worker_replying_with_a_lone_surrogate_gives_an_answer_and_a_finished_
         ScriptedConductor([plan]),
         Fallback(1, "Answer."),
         traces=traces,
-        limits=Limits(cost_cap_usd=1.0) if capped else None,
+        config=OrchestratorConfig(limits=Limits(cost_cap_usd=1.0) if capped else None),
     )
 
     async def go() -> tuple[RunRecord, str]:

@@ -13,7 +13,7 @@ import pytest
 
 from podium.budget import Limits, RequestBudget
 from podium.errors import ConfigError
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.pii.vault import Vault
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers import Call, Completion, Message, WorkerInfo, WorkerSettings, WorkerWrapper
@@ -100,7 +100,9 @@ def test_the_request_context_travels_on_every_call_and_in_no_context_variable() 
 
     worker = ScriptedWorker("w", reply)
     plan = 'model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [0]]'
-    orchestrator = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), recursion_rounds=0)
+    orchestrator = Orchestrator(
+        [worker], ScriptedConductor([plan]), Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=0)
+    )
     budget = RequestBudget(Limits(cost_cap_usd=1.0))
     record = asyncio.run(orchestrator.run("q", budget=budget))
     assert record.status == "ok"
@@ -117,7 +119,9 @@ def test_a_nested_request_shares_its_parents_budget_and_vault() -> None:
     the parent's budget and keeps its placeholders in the parent's vault."""
     worker = ScriptedWorker("w", "fine")
     plan = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
-    orchestrator = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."), recursion_rounds=0)
+    orchestrator = Orchestrator(
+        [worker], ScriptedConductor([plan]), Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=0)
+    )
     budget = RequestBudget(Limits(cost_cap_usd=1.0))
     parent = CallContext(budget=budget, vault=Vault(), depth=1)
     record = asyncio.run(orchestrator.run("q", context=parent))

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from podium import orchestrator as orchestrator_module
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
@@ -73,7 +73,7 @@ def run_requests(path: Path, requests: Sequence[Request]) -> list[RunRecord]:
                     ScriptedConductor(CONDUCTORS[request.conductor]),
                     Fallback(1, "Answer the question."),
                     traces=store,
-                    resamples=1,
+                    config=OrchestratorConfig(resamples=1),
                 )
                 occurrence = seen[request] = seen.get(request, -1) + 1
                 trace_id = request_id(request, occurrence)

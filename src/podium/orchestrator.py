@@ -24,10 +24,9 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-from podium.budget import CostTally, Limits, PeriodBudget, RequestBudget
+from podium.budget import CostTally, Limits, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, PodiumError
 from podium.executor import StepCallback, WorkflowFailed, execute, run_step
@@ -81,8 +80,6 @@ class Orchestrator:
         traces: where records go; None keeps them in memory only.
         exporter: also hands every finished record to this (after the trace store); its
             failures are logged, never raised into the request.
-        pool_name, max_steps, resamples, max_question_chars, limits, periods, recursion_rounds:
-            for short, replace that field of ``config`` (None: keep it).
 
     Raises ConfigError for a fallback worker outside the pool or a setting out of range.
     """
@@ -96,26 +93,10 @@ class Orchestrator:
         *,
         traces: RecordSink | None = None,
         exporter: RecordExporter | None = None,
-        pool_name: str | None = None,
-        max_steps: int | None = None,
-        resamples: int | None = None,
-        max_question_chars: int | None = None,
-        limits: Limits | None = None,
-        periods: Sequence[PeriodBudget] | None = None,
-        recursion_rounds: int | None = None,
     ) -> None:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
-        given: dict[str, Any] = {
-            "pool_name": pool_name,
-            "max_steps": max_steps,
-            "resamples": resamples,
-            "max_question_chars": max_question_chars,
-            "limits": limits,
-            "periods": tuple(periods) if periods is not None else None,
-            "recursion_rounds": recursion_rounds,
-        }
-        self.config = replace(config or OrchestratorConfig(), **{k: v for k, v in given.items() if v is not None})
+        self.config = config or OrchestratorConfig()
         self.pool = [budget_guarded(w) for w in pool]  # caps hold whether or not harden() was applied
         self.conductor = conductor
         self.fallback = fallback
@@ -164,16 +145,16 @@ class Orchestrator:
         *,
         workers: Sequence[int] | None = None,
         conductor: Conductor | None = None,
-        recursion_rounds: int | None = None,
-        max_steps: int | None = None,
-        limits: Limits | None = None,
+        config: OrchestratorConfig | None = None,
     ) -> Orchestrator:
         """A copy for one kind of request, sharing workers, traces and period budgets.
 
         Args:
             workers: pool indices the conductor may use, in this order (``Model i`` of the
                 copy is ``pool[workers[i]]``); the fallback worker must be among them.
-            conductor, recursion_rounds, max_steps, limits: replace this orchestrator's.
+            conductor, config: replace this orchestrator's (a changed config:
+                ``dataclasses.replace(orchestrator.config, ...)`` or
+                :meth:`~podium.request.OrchestratorConfig.updated`).
 
         Raises ConfigError for an index outside the pool, a repeated index, or a subset
         without the fallback worker.
@@ -189,10 +170,13 @@ class Orchestrator:
                 raise ConfigError(f"the allowed workers must include the fallback worker {name!r}")
             fallback = Fallback(chosen.index(fallback.worker), fallback.subtask)
             pool = [pool[i] for i in chosen]
-        changes: dict[str, Any] = {"max_steps": max_steps, "recursion_rounds": recursion_rounds, "limits": limits}
-        config = replace(self.config, **{k: v for k, v in changes.items() if v is not None})
         return Orchestrator(
-            pool, conductor or self.conductor, fallback, config, traces=self.traces, exporter=self.exporter
+            pool,
+            conductor or self.conductor,
+            fallback,
+            config or self.config,
+            traces=self.traces,
+            exporter=self.exporter,
         )
 
     async def run(

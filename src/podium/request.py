@@ -11,7 +11,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from podium.budget import Limits, PeriodBudget, RequestBudget
@@ -118,6 +118,12 @@ class OrchestratorConfig:
             if not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an integer of {low} or more, got {value!r}")
         object.__setattr__(self, "periods", tuple(self.periods))
+
+    def updated(self, **changes: Any) -> OrchestratorConfig:
+        """This config with each given field replaced, except those given as None (kept): a
+        serving preset's or a request's optional settings. Raises TypeError for an unknown
+        field, ConfigError for a value out of range."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 @dataclass

@@ -41,7 +41,7 @@ from podium.eval.router_fit import fit_router, live_router_methods
 from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate
 from podium.eval.tasks import Task, load_tasks, select
 from podium.local_models import cache_dir
-from podium.orchestrator import Fallback, Orchestrator
+from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.pool import PoolConfig, load_pool
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
@@ -450,9 +450,8 @@ def _replay(
     fallback = Fallback(strongest(pool, quality), "Answer the question.")
 
     def orchestrator_for(method: Method) -> Orchestrator:
-        return Orchestrator(
-            pool, method.conductor, fallback, pool_name=matrix.path.stem, recursion_rounds=0, resamples=0
-        )
+        config = OrchestratorConfig(pool_name=matrix.path.stem, recursion_rounds=0, resamples=0)
+        return Orchestrator(pool, method.conductor, fallback, config)
 
     _check_against(spec, methods)
     if on_start:

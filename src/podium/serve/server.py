@@ -130,7 +130,8 @@ class Server:
                 raise ConfigError(f"workers {unknown} are not in the pool ({', '.join(names)})")
             subset = [names.index(w) for w in preset.workers]
         limits = base.config.limits.overridden(deadline_s=preset.deadline_s, cost_cap_usd=preset.cost_cap_usd)
-        shaped = base.derive(workers=subset, max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
+        shape = base.config.updated(max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
+        shaped = base.derive(workers=subset, config=shape)
         conductor: Conductor
         if self.serving(config) == "fallback" or preset.conductor == "fallback":
             conductor = FallbackOnly(shaped.fallback.worker, shaped.fallback.subtask)
@@ -250,7 +251,8 @@ class Server:
                     raise ApiError(400, f"workers {unknown} are not offered ({', '.join(names)})", param="workers")
                 subset = [names.index(w) for w in options.workers]
             try:
-                orchestrator = orchestrator.derive(workers=subset, recursion_rounds=options.rounds)
+                rounds = orchestrator.config.updated(recursion_rounds=options.rounds)
+                orchestrator = orchestrator.derive(workers=subset, config=rounds)
             except ConfigError as exc:
                 raise ApiError(400, str(exc), param="workers") from None
         limits = orchestrator.config.limits.tightened(deadline_s=options.deadline_s, cost_cap_usd=options.cost_cap_usd)
