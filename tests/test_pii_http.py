@@ -9,8 +9,10 @@ all. Everything on podium's side is real: pool file, runtime, PII guard, Presidi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,39 @@ def test_the_http_request_body_carries_no_listed_value_and_the_answer_is_restore
         if entity["type"] in ("DK_CPR", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE"):
             assert re.sub(r"\D", "", value) not in re.sub(r"\D", "", wire)
     assert answer == case["text"]
+
+
+def test_pii_detection_is_loaded_before_requests_only_when_a_worker_is_external(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """builder.warm_pii (podium run and podium serve call it): the external worker's protection
+    is warmed once, inside the announcement; a pool of local workers announces nothing. warm_up
+    is replaced by a counter here (unit test: loading Presidio is what the other tests do)."""
+    from podium.builder import warm_pii
+    from podium.pii.protection import PIIProtection
+
+    warmed: list[int] = []
+    monkeypatch.setattr(PIIProtection, "warm_up", lambda self: warmed.append(id(self)))
+    announced: list[str] = []
+
+    @contextlib.contextmanager
+    def announce() -> Iterator[None]:
+        announced.append("start")
+        yield
+        announced.append("end")
+
+    worker = '[[workers]]\nname = "{name}"\nbackend = "{backend}"\n{more}\n'
+    external = worker.format(
+        name="provider",
+        backend="openai",
+        more='model = "m"\nbase_url = "http://127.0.0.1:9/v1"\nexternal = true\nprice = { input = 1.0, output = 1.0 }',
+    )
+    local = worker.format(name="local", backend="python", more="")
+    head = 'name = "p"\n[conductor]\nworker = "local"\n[fallback]\nworker = "local"\n'
+    (tmp_path / "external.toml").write_text(head + external + local, encoding="utf-8")
+    (tmp_path / "local.toml").write_text(head + local, encoding="utf-8")
+    both = build_orchestrator(load_pool(tmp_path / "external.toml"))
+    warm_pii([both, both], announce)
+    assert len(warmed) == 1 and announced == ["start", "end"]  # one protection, shared, warmed once
+    warm_pii([build_orchestrator(load_pool(tmp_path / "local.toml"))], announce)
+    assert len(warmed) == 1 and announced == ["start", "end"]  # nothing external: no announcement

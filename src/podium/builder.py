@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from podium.budget import Limits, PeriodBudget
@@ -159,6 +160,22 @@ def pii_to_warm(orchestrators: Iterable[Orchestrator]) -> list[PIIProtection]:
                     found[id(worker.protection)] = worker.protection
                 worker = worker.inner if isinstance(worker, WorkerWrapper) else None
     return list(found.values())
+
+
+def warm_pii(orchestrators: Iterable[Orchestrator], announce: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Load PII detection now, inside ``announce()`` (a spinner, a line), when a worker of the
+    orchestrators receiving data is external (:func:`pii_to_warm`), so its load (15–30 s) never
+    counts against a request's deadline. A failure is left to the requests: their PII guard then
+    refuses the call and says why (fail closed)."""
+    protections = pii_to_warm(orchestrators)
+    if not protections:
+        return
+    with announce():
+        for protection in protections:
+            try:
+                protection.warm_up()
+            except Exception:
+                return
 
 
 def pii_protection(config: PoolConfig) -> PIIProtection | None:

@@ -146,20 +146,6 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     return message
 
 
-def _warm_pii(orchestrators: Sequence[Any], err: Console) -> None:
-    """Load PII detection before the request starts when a worker receiving data is external,
-    so its load (15-30 s) never counts against the request's deadline. A failure is left to the
-    request, whose PII guard then refuses the call and says why (fail closed)."""
-    from podium.builder import pii_to_warm
-
-    for protection in pii_to_warm(orchestrators):
-        with err.status("loading PII detection (Presidio), once per process"):
-            try:
-                protection.warm_up()
-            except Exception:
-                return
-
-
 def _read_question(arg: str) -> str:
     if arg != "-":
         return arg
@@ -229,7 +215,9 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
         recursion_rounds=args.rounds,
         exporter=telemetry,
     )
-    _warm_pii([orchestrator], err)
+    from podium.builder import warm_pii
+
+    warm_pii([orchestrator], lambda: err.status("loading PII detection (Presidio), once per process"))
     status, on_event = _progress(err)
     try:
         with status:

@@ -122,14 +122,10 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     """``podium bank record`` with its options ``args``: record the tasks not yet in the bank;
     progress lines on ``err``. Raises ConfigError for bad options or input."""
     from podium.eval.bank import local_catalogue
-    from podium.eval.record import RecordProgress, record_bank
+    from podium.eval.record import RecordProgress, record_local_bank
     from podium.eval.tasks import load_tasks, select
-    from podium.eval.verifiers import verify
     from podium.local_models import cache_dir
-    from podium.pool import load_pool
-    from podium.pool_workers import build_pool_workers
     from podium.store.request_cache import RequestCache
-    from podium.workers.stack import stack
 
     if args.step_timeout <= 0:
         raise ConfigError(f"--step-timeout must be > 0 seconds, got {args.step_timeout}")
@@ -145,10 +141,8 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     tasks = select(tasks, limit=args.limit, sample=args.sample, seed=args.seed)
     if not tasks:
         raise ConfigError("no task left after --ids/--sample/--limit")
-    catalogue = local_catalogue()
-    config = load_pool(args.pool)
+    columns = len(local_catalogue().columns)
     cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
-    pool = [stack(w, cache=cache) for w in build_pool_workers(config)]  # recorded as called: no budget guard
     plain = not err.is_terminal
     started = time.perf_counter()
     state: dict[str, Any] = {}
@@ -156,7 +150,7 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     def on_start(todo: int, done: int) -> None:
         state["todo"] = todo
         err.print(
-            f"bank {args.out}: {done} question(s) recorded, {todo} to go · {len(catalogue.columns)} columns "
+            f"bank {args.out}: {done} question(s) recorded, {todo} to go · {columns} columns "
             f"per question · cache {cache.path}",
             highlight=False,
         )
@@ -173,14 +167,12 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
         else:
             err.print(line, highlight=False)
 
-    total = record_bank(
-        catalogue,
+    total = record_local_bank(
         tasks,
-        pool,
         args.out,
-        score=lambda task, answer: verify(task, answer),
+        pool=args.pool,
+        cache=cache,
         step_timeout_s=args.step_timeout,
-        cache_hits=lambda: cache.hits,
         on_start=on_start,
         on_progress=on_progress,
     )

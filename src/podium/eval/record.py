@@ -34,7 +34,7 @@ from podium.store.request_cache import RequestCache
 from podium.workers.base import Completion, Usage, Worker
 from podium.workers.cache import request_key
 
-__all__ = ["RecordProgress", "critical_path", "record_bank", "restore_cache"]
+__all__ = ["RecordProgress", "critical_path", "record_bank", "record_local_bank", "restore_cache"]
 
 
 @dataclass(frozen=True)
@@ -215,3 +215,41 @@ def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> in
             cache.put(request_key(worker, {"messages": messages, "settings": settings}), worker.info.name, completion)
             stored += 1
     return stored
+
+
+def record_local_bank(
+    tasks: Sequence[Task],
+    out: Path,
+    *,
+    pool: str | Path,
+    cache: RequestCache,
+    step_timeout_s: float = 600.0,
+    on_start: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[RecordProgress], None] | None = None,
+) -> int:
+    """``podium bank record``: record the local catalogue (:func:`podium.eval.bank.local_catalogue`)
+    of ``tasks`` not yet in the bank at ``out``, live on the pool file ``pool``, every call
+    through ``cache`` and scored by the verifiers. Returns the number of questions in the bank.
+
+    Raises ConfigError for a step timeout that is not positive, an unknown pool, and what
+    :func:`record_bank` raises."""
+    from podium.eval.bank import local_catalogue
+    from podium.eval.verifiers import verify
+    from podium.pool import load_pool
+    from podium.pool_workers import build_pool_workers
+    from podium.workers.stack import stack
+
+    if not step_timeout_s > 0:
+        raise ConfigError(f"--step-timeout must be > 0 seconds, got {step_timeout_s}")
+    workers = [stack(w, cache=cache) for w in build_pool_workers(load_pool(pool))]  # as called: no budget guard
+    return record_bank(
+        local_catalogue(),
+        tasks,
+        workers,
+        out,
+        score=lambda task, answer: verify(task, answer),
+        step_timeout_s=step_timeout_s,
+        cache_hits=lambda: cache.hits,
+        on_start=on_start,
+        on_progress=on_progress,
+    )

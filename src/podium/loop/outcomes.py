@@ -114,8 +114,10 @@ def _bank(ctx: Context) -> dict[str, Any]:
     """``podium bank record`` of only the set's questions the bank has no row for; open tasks
     are left out (the bank's verifier has no judge)."""
     from podium.eval.bank import read_rows
-    from podium.eval.bank_cli import record_command
+    from podium.eval.record import record_local_bank
     from podium.eval.tasks import load_tasks
+    from podium.local_models import cache_dir
+    from podium.store.request_cache import RequestCache
 
     s, folder = ctx.settings, ctx.folder
     _, rows = read_rows(folder.bank / "matrix.csv")
@@ -132,10 +134,17 @@ def _bank(ctx: Context) -> dict[str, Any]:
     argv = ["bank", "record", "--tasks", str(folder.set), "--out", str(folder.bank), "--ids", str(ids)]
     argv += ["--pool", s.bank_pool, "--step-timeout", f"{s.step_timeout:g}"]
     argv += ["--cache", s.cache] if s.cache else []
-    ctx.ran("record", argv)
-    from rich.console import Console
-
-    record_command(command("podium.eval.bank_cli", argv), Console(stderr=True, soft_wrap=True))
+    ctx.ran("record", argv)  # the command an operator would type for the same rows
+    chosen = set(todo)
+    cache = RequestCache(s.cache or cache_dir() / "eval" / "requests.sqlite3")
+    record_local_bank(
+        [t for t in tasks if t.id in chosen],
+        folder.bank,
+        pool=s.bank_pool,
+        cache=cache,
+        step_timeout_s=s.step_timeout,
+        on_progress=lambda p: ctx.say(f"bank: [{p.done}/{p.total}] {p.task_id}: {p.seconds:.0f} s"),
+    )
     _, after = read_rows(folder.bank / "matrix.csv")
     return {"status": "done", "recorded": len(todo), "in_bank": len(after), "open_left_out": open_left,
             "ids": folder.relative(ids)}  # fmt: skip

@@ -11,8 +11,10 @@ the serving stack) is :mod:`podium.serve.options`; their public names are re-exp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -218,19 +220,18 @@ def _server(options: dict[str, Any]) -> Any:
     return Server(config_path=config, pool=options["pool"], traces=traces, keys=keys)
 
 
-def _warm_pii(server: Any, out: Console) -> None:
-    """Load PII detection at start-up when a served worker is external, so no request's
-    deadline pays for it (a failure is reported by the guard on the call it protects)."""
-    from podium.builder import pii_to_warm
+@contextlib.contextmanager
+def _line(console: Console, text: str) -> Iterator[None]:
+    """Print ``text`` once, for a step too short or too quiet for a spinner (server start-up)."""
+    console.print(text, highlight=False)
+    yield
 
-    protections = pii_to_warm(server.current.models.values())
-    if protections:
-        out.print("loading PII detection (Presidio) before serving…", highlight=False)
-    for protection in protections:
-        try:
-            protection.warm_up()
-        except Exception:
-            return
+
+def _warm_pii(server: Any, console: Console) -> None:
+    """PII detection loaded before serving (:func:`podium.builder.warm_pii`)."""
+    from podium.builder import warm_pii
+
+    warm_pii(server.current.models.values(), lambda: _line(console, "loading PII detection (Presidio) before serving…"))
 
 
 def worker_app() -> Any:
