@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from podium.store.request_cache import RequestCache
     from podium.telemetry import Telemetry
 
-__all__ = ["build_orchestrator", "build_telemetry", "data_policy", "pii_protection", "pii_to_warm", "pool_limits"]
+__all__ = [
+    "build_orchestrator",
+    "build_telemetry",
+    "data_policy",
+    "pii_protection",
+    "pii_to_warm",
+    "pool_limits",
+    "warm_pii",
+]
 
 
 def build_orchestrator(
