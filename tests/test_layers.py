@@ -66,6 +66,26 @@ def _top_level(tree: ast.Module) -> list[str]:
     return names
 
 
+def _assert_acyclic(graph: dict[str, set[str]]) -> None:
+    """Fails naming every import cycle of ``graph`` (module -> the modules it imports)."""
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
 def test_no_module_level_import_cycle() -> None:
     """E.g. podium.messages imported podium.workers.base, whose package imports podium.messages:
     ``python -c "import podium.messages"`` failed with a circular ImportError (hidden while
@@ -86,22 +106,7 @@ def test_no_module_level_import_cycle() -> None:
         targets = {resolve(n) for n in _top_level(ast.parse(path.read_text(encoding="utf-8")))}
         reached = set().union(*(with_packages(t) for t in targets if t is not None))
         graph[module] = {t for t in reached if t in modules and t != module and not module.startswith(f"{t}.")}
-    state: dict[str, int] = {}  # 1 on the path, 2 done
-    cycles: list[list[str]] = []
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for dep in sorted(graph.get(node, ())):
-            if state.get(dep) == 1:
-                cycles.append([*path[path.index(dep) :], dep])
-            elif dep not in state:
-                visit(dep, [*path, dep])
-        state[node] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
-    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+    _assert_acyclic(graph)
 
 
 def _every_import(tree: ast.Module) -> list[str]:
@@ -137,22 +142,7 @@ def test_no_import_cycle_even_through_lazy_imports() -> None:
         targets = {resolve(n) for n in _every_import(ast.parse(path.read_text(encoding="utf-8")))}
         inside = {t for t in targets if t and (module.startswith(f"{t}.") or t.startswith(f"{module}."))}
         graph[module] = {t for t in targets if t and t != module and t not in inside}
-    cycles: list[list[str]] = []
-    state: dict[str, int] = {}
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for dep in sorted(graph.get(node, ())):
-            if state.get(dep) == 1:
-                cycles.append([*path[path.index(dep) :], dep])
-            elif dep not in state:
-                visit(dep, [*path, dep])
-        state[node] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
-    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+    _assert_acyclic(graph)
 
 
 MAX_MODULE_LINES = 500
