@@ -82,8 +82,8 @@ StepsFn = Callable[[str, Sequence[Worker], int], Sequence[Step]]
 class DirectConductor:
     """A conductor that writes its workflow directly, as a function of the question and pool,
     with no language-model call: the base of the baselines, the rule pipeline, the learned router
-    and the light conductor. It checks the steps against
-    the pool and step limit, keeps the answer in recursion rounds, and records the attempt.
+    and the light conductor. It checks the steps against the pool and step limit, keeps the
+    answer in recursion rounds, and records the attempt.
 
     Args:
         name: shown in traces and reports (e.g. ``"single:qwen-1.5b"``).

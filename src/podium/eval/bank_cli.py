@@ -95,13 +95,12 @@ def cmd_bank(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _restore(args: argparse.Namespace, err: Console) -> int:
     from podium.eval.bank import read_bank
     from podium.eval.record import restore_cache
-    from podium.local_models import cache_dir
     from podium.pool import load_pool
     from podium.pool_workers import build_pool_workers
-    from podium.store.request_cache import RequestCache
+    from podium.store.request_cache import RequestCache, default_cache_path
 
     bank = read_bank(args.bank)
-    cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
+    cache = RequestCache(args.cache or default_cache_path())
     stored = restore_cache(bank, build_pool_workers(load_pool(args.pool)), cache)
     err.print(Text(f"stored {stored} recorded calls of {len(bank.rows)} question(s) in {cache.path}", style="green"))
     return 0
@@ -124,11 +123,8 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     from podium.eval.bank import local_catalogue
     from podium.eval.record import RecordProgress, record_local_bank
     from podium.eval.tasks import load_tasks, select
-    from podium.local_models import cache_dir
-    from podium.store.request_cache import RequestCache
+    from podium.store.request_cache import RequestCache, default_cache_path
 
-    if args.step_timeout <= 0:
-        raise ConfigError(f"--step-timeout must be > 0 seconds, got {args.step_timeout}")
     tasks = [t for path in args.tasks for t in load_tasks(path, split=args.split)]
     if args.ids is not None:
         wanted = _read_ids(args.ids)
@@ -142,7 +138,7 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     if not tasks:
         raise ConfigError("no task left after --ids/--sample/--limit")
     columns = len(local_catalogue().columns)
-    cache = RequestCache(args.cache or cache_dir() / "eval" / "requests.sqlite3")
+    cache = RequestCache(args.cache or default_cache_path())
     plain = not err.is_terminal
     started = time.perf_counter()
     state: dict[str, Any] = {}

@@ -43,6 +43,7 @@ from podium.eval.tasks import Task, load_tasks, select
 from podium.local_models import cache_dir
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.pool import PoolConfig, load_pool
+from podium.store.request_cache import default_cache_path
 from podium.trace.store import TraceStore
 from podium.workers.base import Worker
 
@@ -109,7 +110,7 @@ class EvalSpec:
     pool: str | None = None
     methods: Sequence[str] = ()
     lambdas: Sequence[float] | None = None
-    cache: str | Path | None = field(default_factory=lambda: cache_dir() / "eval" / "requests.sqlite3")
+    cache: str | Path | None = field(default_factory=default_cache_path)
     traces: Path | None = None
     judge: str | None = None
     concurrency: int | None = None

@@ -116,8 +116,7 @@ def _bank(ctx: Context) -> dict[str, Any]:
     from podium.eval.bank import read_rows
     from podium.eval.record import record_local_bank
     from podium.eval.tasks import load_tasks
-    from podium.local_models import cache_dir
-    from podium.store.request_cache import RequestCache
+    from podium.store.request_cache import RequestCache, default_cache_path
 
     s, folder = ctx.settings, ctx.folder
     _, rows = read_rows(folder.bank / "matrix.csv")
@@ -136,7 +135,7 @@ def _bank(ctx: Context) -> dict[str, Any]:
     argv += ["--cache", s.cache] if s.cache else []
     ctx.ran("record", argv)  # the command an operator would type for the same rows
     chosen = set(todo)
-    cache = RequestCache(s.cache or cache_dir() / "eval" / "requests.sqlite3")
+    cache = RequestCache(s.cache or default_cache_path())
     record_local_bank(
         [t for t in tasks if t.id in chosen],
         folder.bank,

@@ -15,7 +15,16 @@ from pathlib import Path
 from podium.errors import ConfigError
 from podium.workers.base import Completion, Usage
 
-__all__ = ["RequestCache"]
+__all__ = ["RequestCache", "default_cache_path"]
+
+
+def default_cache_path() -> Path:
+    """Where evaluation, bank recording and the retrain loop keep their request cache unless
+    told otherwise: ``eval/requests.sqlite3`` in podium's cache folder
+    (:func:`podium.local_models.cache_dir`)."""
+    from podium.local_models import cache_dir
+
+    return cache_dir() / "eval" / "requests.sqlite3"
 
 
 class RequestCache:
