@@ -44,14 +44,24 @@ def shot(browser: Any, name: str) -> None:
 def click_and_load(browser: Any, element: Any) -> None:
     """Click ``element`` and wait (up to 10 s) until the page it loads has replaced this one. Finding
     elements straight after a click could still find the old page's, which then went stale under
-    the test (a race seen in CI)."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
+    the test (a race seen in CI).
+
+    The old page is marked with a window property that a newly loaded document does not have;
+    holding an element of the old page instead (selenium's ``staleness_of``) failed in CI when
+    Chrome reported the stale node as an "unhandled inspector error", not as a stale element."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = browser.find_element(By.TAG_NAME, "html")
+    browser.execute_script("window.__podiumOldPage = true")
     element.click()
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))
+
+    def replaced(driver: Any) -> bool:
+        try:
+            return bool(driver.execute_script("return window.__podiumOldPage === undefined"))
+        except WebDriverException:  # mid-navigation: ask again
+            return False
+
+    WebDriverWait(browser, 10).until(replaced)
 
 
 def test_browse_filter_search_open_and_purge_in_a_real_browser(tmp_path: Path) -> None:
