@@ -126,6 +126,19 @@ def test_the_shadow_budget_holds_per_request_and_per_day(upstream: Uvicorn, tmp_
     assert ShadowStore(tmp_path / "shadow.sqlite3").spent_since("2000-01-01") == pytest.approx(sum(spent))
 
 
+def test_a_run_stopped_by_the_days_budget_is_over_budget_and_any_other_error_failed(
+    upstream: Uvicorn, tmp_path: Path
+) -> None:
+    """The status comes from the typed refusal (the budget's scope), not from the error's text:
+    a day's budget smaller than any call's reservation stops the run at its first call; a
+    per-request cap as small stops it too, but that is the request's own cap, so ``failed``."""
+    by_day = shadowed_once(make_proxy(upstream, tmp_path / "day", mode="execute", daily_budget_usd=1e-9))
+    assert by_day["status"] == "over_budget" and by_day["podium_status"] == "error", by_day
+    assert "shadow/day" in by_day["error"]
+    by_request = shadowed_once(make_proxy(upstream, tmp_path / "request", mode="execute", request_cap_usd=1e-9))
+    assert by_request["status"] == "failed" and "CostCapExceeded" in by_request["error"], by_request
+
+
 @pytest.mark.slow
 def test_a_full_queue_drops_visibly(upstream: Uvicorn, tmp_path: Path) -> None:
     proxy = make_proxy(upstream, tmp_path, mode="execute", delay_s=0.5, queue_size=1)

@@ -40,7 +40,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from podium.budget import PeriodBudget, RequestBudget
-from podium.errors import ConfigError, InvalidQuestion
+from podium.errors import ConfigError, CostCapExceeded, InvalidQuestion
 from podium.orchestrator import Orchestrator
 from podium.records import RunRecord, utc_now
 from podium.serve.shadow_report import agreement, correct, report_markdown, shadow_report
@@ -48,6 +48,9 @@ from podium.serve.wire import question_from_messages
 from podium.store.engine import StoreError
 from podium.store.shadow import ShadowStore
 from podium.unicode import valid_text
+
+_DAY_SCOPE = "shadow/day"
+"""The shadow's daily budget's scope (:attr:`podium.errors.CostCapExceeded.scope` when it refuses)."""
 
 __all__ = [
     "ShadowJob",
@@ -171,7 +174,7 @@ class ShadowProxy:
         self.mode = mode
         # the pool's limits (deadline, step timeout, fallback reserve) with the shadow's own cap per request
         self.limits = dataclasses.replace(orchestrator.config.limits, cost_cap_usd=request_cap_usd)
-        self.day = PeriodBudget(daily_budget_usd, scope="shadow/day") if daily_budget_usd else None
+        self.day = PeriodBudget(daily_budget_usd, scope=_DAY_SCOPE) if daily_budget_usd else None
         if self.day is not None:
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.day.period_start))
             self.day.spent_usd = store.spent_since(start)
@@ -341,8 +344,8 @@ def _run_status(record: RunRecord) -> Literal["done", "over_budget", "failed"]:
     budget refused a call on the way (the run stopped there); ``failed`` otherwise."""
     if record.status != "error":
         return "done"
-    why = " ".join(filter(None, [record.error, record.fallback.detail if record.fallback else None]))
-    return "over_budget" if "CostCapExceeded" in why and "shadow/day" in why else "failed"
+    cause = record.cause
+    return "over_budget" if isinstance(cause, CostCapExceeded) and cause.scope == _DAY_SCOPE else "failed"
 
 
 def _podium_columns(record: RunRecord) -> dict[str, Any]:
