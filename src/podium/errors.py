@@ -65,6 +65,7 @@ __all__ = [
     "CostCapExceeded",
     "DeadlineExceeded",
     "EmptyOutput",
+    "FallbackReason",
     "InvalidCost",
     "InvalidQuestion",
     "ModelBehaviourError",
@@ -83,6 +84,16 @@ __all__ = [
 ]
 
 
+FallbackReason = Literal[
+    "invalid_plan", "conductor_error", "worker_error", "empty_output", "cost_cap", "deadline", "pii_protection"
+]
+"""Why the fallback pipeline ran (``FallbackInfo.reason``, a trace's ``fallback_reason``):
+``invalid_plan`` (no valid workflow within the attempts), ``conductor_error`` (the conductor's own
+call failed), ``worker_error`` (a step's worker failed), ``empty_output`` (the last step returned
+no text), ``cost_cap`` / ``deadline`` (the request's own cap or deadline stopped the workflow),
+``pii_protection`` (PII protection failed closed)."""
+
+
 class PodiumError(Exception):
     """Root of every error podium raises on purpose.
 
@@ -91,7 +102,7 @@ class PodiumError(Exception):
             the fallback pipeline (class attribute; see the tree above).
     """
 
-    fallback_reason: str = "worker_error"
+    fallback_reason: FallbackReason = "worker_error"
 
 
 class ConfigError(PodiumError):
@@ -244,7 +255,7 @@ class CostCapExceeded(BudgetError):
             it has room again at the latest); None for the request's cap, or when unknown.
     """
 
-    fallback_reason: str = "cost_cap"
+    fallback_reason: FallbackReason = "cost_cap"
 
     def __init__(
         self, message: str, *, needed_usd: float, remaining_usd: float, scope: str, retry_after_s: float | None = None
@@ -269,7 +280,7 @@ class DeadlineExceeded(BudgetError):
         deadline_s: the request's latency budget, seconds.
     """
 
-    fallback_reason: str = "deadline"
+    fallback_reason: FallbackReason = "deadline"
 
     def __init__(self, message: str, *, deadline_s: float) -> None:
         super().__init__(message)
@@ -288,7 +299,7 @@ class PIIProtectionError(PodiumError):
             ``"unknown_placeholder"`` (the reply names a placeholder this request never issued).
     """
 
-    fallback_reason: str = "pii_protection"
+    fallback_reason: FallbackReason = "pii_protection"
 
     def __init__(
         self, message: str, *, worker: str, reason: Literal["detection_failed", "unknown_placeholder"]

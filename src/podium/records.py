@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from podium.errors import FallbackReason
 from podium.workers.base import Message, Usage
 from podium.workflow import Workflow
 
@@ -241,9 +242,10 @@ class Totals:
 
 @dataclass(frozen=True)
 class FallbackInfo:
-    """Why the fallback pipeline ran: ``invalid_plan``, ``worker_error`` or ``empty_output``."""
+    """Why the fallback pipeline ran (``reason``, see :data:`podium.errors.FallbackReason`) and
+    what happened (``detail``, text for people)."""
 
-    reason: str
+    reason: FallbackReason
     detail: str
 
 
