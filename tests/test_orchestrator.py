@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from podium.errors import InvalidQuestion, ProviderError
+from podium.errors import InvalidQuestion, ModelNotInstalled, ProviderError
 from podium.messages import worker_messages
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
@@ -189,6 +189,20 @@ def test_plan_mode_executes_nothing(tmp_path: Path) -> None:
     record = asyncio.run(make(ScriptedConductor([VALID_3]), w, tmp_path).run("Q?", mode="plan"))
     assert record.mode == "plan" and record.workflow is not None and record.steps == ()
     assert all(x.calls == [] for x in w)
+
+
+def test_a_fallback_worker_that_is_not_set_up_raises_and_its_step_stays_in_the_trace(tmp_path: Path) -> None:
+    """A setup problem (here a model not installed) is raised for the user to fix, not fallen back
+    from; the fallback step that hit it is still in the request's one trace."""
+    missing = ModelNotInstalled("model w0 is not installed", model="w0", install_command="podium models install")
+    w = [ScriptedWorker("w0", error=missing)]
+    orch = make(ScriptedConductor(["nothing"]), w, tmp_path, resamples=0)
+    with pytest.raises(ModelNotInstalled):
+        asyncio.run(orch.run("Q?"))
+    (summary,) = TraceStore(tmp_path / "traces.sqlite3").list()
+    stored = TraceStore(tmp_path / "traces.sqlite3").get(summary.id)
+    assert stored is not None and stored.status == "error"
+    assert [(s.phase, s.error_type) for s in stored.steps] == [("fallback", "ModelNotInstalled")]
 
 
 def test_an_unexpected_crash_still_leaves_a_trace(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from podium.streaming import AnswerStream
 from podium.workers.base import NO_CONTEXT, Call, CallContext, Completion, Worker, WorkerSettings
 from podium.workflow import ALL, Step, Workflow
 
-__all__ = ["StepCallback", "WorkflowFailed", "execute", "run_step"]
+__all__ = ["StepCallback", "StepLog", "WorkflowFailed", "execute", "run_step"]
 
 StepCallback = Callable[[str, int, Step], None]
 """Progress hook: called with (``"start"`` | ``"end"``, step index, step)."""
@@ -40,19 +40,19 @@ async def run_step(
     step: Step,
     question: str,
     pool: Sequence[Worker],
-    done: dict[int, StepRecord],
+    log: StepLog,
     *,
     phase: Literal["workflow", "fallback"] = "workflow",
-    sink: dict[int, StepRecord] | None = None,
     round: int = 0,
     previous: Sequence[StepRecord] = (),
     settings: WorkerSettings | None = None,
-    errors: dict[int, BaseException] | None = None,
     context: CallContext = NO_CONTEXT,
 ) -> StepRecord:
-    """Execute one step whose visible steps are all in ``done``.
+    """Execute one step whose visible steps are all in ``log``; adds the step's record (and a
+    failed call's exception) to ``log`` and returns the record.
 
     Args:
+        log: the workflow's steps so far; this step's record goes in it however the step ends.
         context: the request's context for the step's call (its budget, PII vault and, for the
             answering step, the answer stream); the step adds its own disclosure log.
         round: the recursion round of this step.
@@ -60,20 +60,19 @@ async def run_step(
             (Nielsen et al. 2026 §3.2), tagged with their round.
         settings: this step's decoding settings (a ``sample`` step's own temperature and seed,
             :func:`podium.roles.step_settings`); None: the worker's own.
-        errors: where a failed call's exception is kept, by step index (for the caller's policy).
 
     The record's ``messages`` are the exact messages sent: pseudonymized ones when the worker is
     external (:mod:`podium.workers.pii_guard`), with its ``disclosures``.
     Worker errors do not raise: they are recorded in ``StepRecord.error`` / ``error_type``.
     Configuration errors (a model not installed, an API key not set) are raised after putting the
-    step's record in ``sink``, as is cancellation (``error_type="Cancelled"``); a prompt over the
+    step's record in ``log``, as is cancellation (``error_type="Cancelled"``); a prompt over the
     context window (ContextOverflow) is a step error like any other.
     """
     worker = pool[step.worker]
     visible = step.visible(index)
     earlier = [s for s in previous if s.phase == "workflow"] if step.access == ALL else []
     granted = [GrantedStep(s.index, s.subtask, s.output, s.round) for s in earlier]
-    granted += [GrantedStep(j, done[j].subtask, done[j].output) for j in visible]
+    granted += [GrantedStep(j, log.records[j].subtask, log.records[j].output) for j in visible]
     messages = worker_messages(question, granted, step.subtask, system_prompt=worker.info.system_prompt)
     started_at, t0 = utc_now(), time.perf_counter()
     calls = CallLog()  # what an external worker was sent (pseudonymized) and who received it
@@ -108,16 +107,35 @@ async def run_step(
         failed = record(Completion(""), exc)
         # a setup problem (missing model or key) is to fix, not to fall back from; a ContextOverflow
         # is a step failure: the plan granted this step more than its worker's window holds
+        log.add(failed, exc)
         if isinstance(exc, asyncio.CancelledError) or (
             isinstance(exc, ConfigError) and not isinstance(exc, ContextOverflow)
         ):
-            if sink is not None:
-                sink[index] = failed
             raise
-        if errors is not None:
-            errors[index] = exc
         return failed
-    return record(result, None)
+    return log.add(record(result, None))
+
+
+class StepLog:
+    """The steps of one workflow run (or of the fallback pipeline) so far, for one request.
+
+    Attributes:
+        records: each finished step's record, by step index.
+        errors: each failed step's exception, by step index (what the caller's policy acts on:
+            the fallback reason, the error type).
+    """
+
+    def __init__(self) -> None:
+        self.records: dict[int, StepRecord] = {}
+        self.errors: dict[int, BaseException] = {}
+
+    def add(self, record: StepRecord, error: BaseException | None = None) -> StepRecord:
+        """Keep ``record`` (and ``error``, the failed call's exception) under its step index;
+        returns ``record``."""
+        self.records[record.index] = record
+        if error is not None:
+            self.errors[record.index] = error
+        return record
 
 
 def _describe(error: BaseException | None) -> str | None:
@@ -158,8 +176,8 @@ async def execute(
     Raises WorkflowFailed (with every record made) when a step's worker fails or the time
     limit passes.
     """
-    done: dict[int, StepRecord] = {}
-    errors: dict[int, BaseException] = {}
+    log = StepLog()
+    done = log.records
     finished: dict[int, asyncio.Event] = {i: asyncio.Event() for i in range(len(workflow))}
 
     async def one(index: int, step: Step) -> None:
@@ -173,19 +191,16 @@ async def execute(
             step,
             question,
             pool,
-            done,
-            sink=done,
+            log,
             round=round,
             previous=previous,
             settings=settings,
-            errors=errors,
             context=context.replace(stream=stream if index == len(workflow) - 1 else None),
         )
-        done[index] = record
         if on_step:
             on_step("end", index, step)
         if record.error is not None:
-            raise _StepError(record.error_type or "Error", record.error, errors.get(index))
+            raise _StepError(record.error_type or "Error", record.error, log.errors.get(index))
         finished[index].set()
 
     tasks = [asyncio.create_task(one(i, s)) for i, s in enumerate(workflow.steps)]

@@ -29,7 +29,7 @@ from typing import Literal, Protocol
 from podium.budget import CostTally, Limits, RequestBudget
 from podium.conductor.base import Conductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, PodiumError
-from podium.executor import StepCallback, WorkflowFailed, execute, run_step
+from podium.executor import StepCallback, StepLog, WorkflowFailed, execute, run_step
 from podium.pii.protection import CallLog
 from podium.pii.vault import Vault
 from podium.records import FallbackInfo, RecordSink, RunRecord, StepRecord, utc_now
@@ -359,13 +359,13 @@ class Orchestrator:
         fresh = stream if stream is not None and not stream.sent else None  # never mix two texts
         step = Step(self.fallback.worker, self.fallback.subtask, ())
         context = request.context.replace(stream=fresh)
-        errors: dict[int, BaseException] = {}
-        record = await run_step(
-            0, step, request.question, self.pool, {}, phase="fallback", context=context, errors=errors
-        )
-        request.steps.append(record)
+        log = StepLog()
+        try:
+            record = await run_step(0, step, request.question, self.pool, log, phase="fallback", context=context)
+        finally:
+            request.steps.extend(log.records.values())  # a record however the step ended
         if record.error or not record.output:
-            failure = errors.get(0)
+            failure = log.errors.get(0)
             cause = failure if isinstance(failure, Exception) else EmptyOutput(record.worker)
             request.end(
                 "error", error=record.error or "EmptyOutput: the fallback pipeline returned no text", cause=cause
