@@ -174,30 +174,49 @@ def train_plans(
 def cluster_count(vectors: npt.NDArray[np.floating], seed: int = 0, largest: int = 8) -> int:
     """The k in 2..``largest`` (at most questions − 1) whose k-means clustering of ``vectors``
     has the highest silhouette (Rousseeuw 1987); 1 for fewer than 3 questions."""
-    from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
 
     v = np.asarray(vectors, dtype=np.float64)
     candidates = range(2, min(largest, len(v) - 1) + 1)
     best, best_k = -2.0, 1
     for k in candidates:
-        labels = KMeans(k, n_init=10, random_state=seed).fit(v).labels_
+        labels = _kmeans(k, v, seed).labels_
         if len(set(labels)) < 2:
             continue
-        value = float(silhouette_score(v, labels))
+        with _one_thread():
+            value = float(silhouette_score(v, labels))
         if value > best:
             best, best_k = value, k
     return best_k
+
+
+def _kmeans(k: int, v: _Array, seed: int) -> Any:
+    """scikit-learn's k-means of ``v`` (best of 10 starts), on one thread (:func:`_one_thread`)."""
+    from sklearn.cluster import KMeans
+
+    with _one_thread():
+        return KMeans(k, n_init=10, random_state=seed).fit(v)
+
+
+def _one_thread() -> Any:
+    """A context in which scikit-learn's OpenMP and BLAS run one thread each. Choosing k
+    (:func:`cluster_count`) on one thread was 7–8× faster than with the default thread teams on
+    this project's 2 cores while another llama.cpp process ran beside it (40×6: 1.1 s → 0.15 s;
+    120×576: 1.5 s → 0.22 s; 2,000×576: 29–33 s → 4.1–4.2 s; the same k each time): spin-waiting
+    threads wait for cores the other process holds, and a bank's few hundred to few thousand
+    questions are too little work to gain from a second core.
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1)
 
 
 def _cluster_table(
     outcomes: PlanOutcomes, v: _Array, r: _Array, columns: dict[str, Column], embedder: str, config: PlanTrainConfig
 ) -> PlanTrainResult:
     """The cluster policy (module docstring): k-means centroids and one plan per cluster."""
-    from sklearn.cluster import KMeans
-
     k = cluster_count(v, config.seed) if config.clusters == AUTO else min(config.clusters, len(v))
-    fitted = KMeans(k, n_init=10, random_state=config.seed).fit(v)
+    fitted = _kmeans(k, v, config.seed)
     centroids = np.asarray(fitted.cluster_centers_, dtype=np.float64)
     table = np.zeros((1, len(outcomes.plans), k + 1))
     for c in range(k):
