@@ -201,3 +201,26 @@ def test_trace_commands_take_the_store_by_option(store_url_postgresql: str, monk
     assert cli(["trace", "search", marks[0], "--database-url", store_url_postgresql, "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 1
     assert cli(["dataflow", "--database-url", store_url_postgresql, "--json"]) == 0
+
+
+def test_tasks_export_reads_shadow_rows_from_a_store_given_by_url(store_url: str, tmp_path: Path, capsys: Any) -> None:
+    """``podium tasks export --store`` takes a database URL as well as a file (the option once
+    made every value a path, turning ``postgresql://host/db`` into ``postgresql:/host/db``)."""
+    from podium.cli import cli
+
+    store = ShadowStore(store_url)
+    for k, question in enumerate(("What is 6 * 7?", "What is 2 + 2?")):
+        row = _row(f"2026-12-01T0{k}:00:00.000Z", None, 0.001, question)
+        store.add(row | {"upstream_answer": "The answer is 42." if k == 0 else "4", "task_type": "math"})
+    store.close()
+    out = tmp_path / "set.jsonl"
+    argv = ["tasks", "export", "--source", "shadow", "--store", store_url, "--out", str(out), "--allow-pii", "--json"]
+    assert cli(argv) == 0
+    assert json.loads(capsys.readouterr().out)["written"] == 2
+    assert [json.loads(line)["question"] for line in out.read_text().splitlines()] == [
+        "What is 6 * 7?",
+        "What is 2 + 2?",
+    ]
+    missing = tmp_path / "no-such-store.sqlite3"  # a file that is not there is named, not created
+    assert cli([*argv[:5], str(missing), "--out", str(tmp_path / "other.jsonl"), "--allow-pii"]) == 2
+    assert "no shadow store at" in capsys.readouterr().err and not missing.exists()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podium.loop.stages import Context, command
+from podium.loop.stages import Context
 from podium.loop.state import sha256_file
 
 __all__ = ["promote_stage", "record_stage", "train_stage"]
@@ -41,12 +41,11 @@ def record_stage(ctx: Context) -> dict[str, Any]:
 
 
 def _eval(ctx: Context) -> dict[str, Any]:
-    from podium.eval.cli import eval_spec
     from podium.eval.matrix import split_counts, write_matrix
     from podium.eval.replay import OutcomeMatrix
     from podium.eval.report import write_report
     from podium.eval.runner import TaskResult
-    from podium.eval.session import run_eval
+    from podium.eval.session import EvalSpec, run_eval
     from podium.eval.tasks import load_tasks
 
     s, folder = ctx.settings, ctx.folder
@@ -68,8 +67,13 @@ def _eval(ctx: Context) -> dict[str, Any]:
     argv += ["--judge", s.grader] if s.grader else []
     argv += ["--cache", s.cache] if s.cache else []
     argv += ["--concurrency", str(s.concurrency)] if s.concurrency else []
-    ctx.ran("record", argv)
-    args = command("podium.eval.cli", argv)
+    ctx.ran("record", argv)  # the command an operator would type for the same eval
+    spec = EvalSpec(
+        tasks=folder.set, methods=("single",), seed=s.seed, pool=s.pool or None, judge=s.grader or None,
+        concurrency=s.concurrency or None,
+    )  # fmt: skip
+    if s.cache:
+        spec.cache = s.cache
     known = {t.id for t in OutcomeMatrix.load(folder.matrix).tasks()} if folder.matrix.is_file() else set()
     done: list[int] = [0, 0]
 
@@ -82,7 +86,7 @@ def _eval(ctx: Context) -> dict[str, Any]:
         if done[0] == done[1] or done[0] % 25 == 0:
             ctx.say(f"record: {done[0]}/{done[1]}")
 
-    report = run_eval(eval_spec(args), on_start=on_start, on_result=on_result, on_stage=ctx.say)
+    report = run_eval(spec, on_start=on_start, on_result=on_result, on_stage=ctx.say)
     write_report(report, out, plot=False)
     ids = {t.id for t in load_tasks(folder.set)}
     total, left_out = write_matrix(

@@ -23,7 +23,7 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.loop.settings import RunOptions, Settings, resolve_settings
-from podium.loop.stages import EXIT_LABELS, Context, apply_reviews, command, export_argv
+from podium.loop.stages import EXIT_LABELS, Context, apply_reviews, export_request
 from podium.loop.state import Folder, atomic_write, load_state, locked, save_state
 
 __all__ = ["EXIT_DONE", "run_loop"]
@@ -75,9 +75,9 @@ def _prepare(ctx: Context) -> _Prepared:
             raise ConfigError(f"{flag} {name!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
     records = read_set(ctx.folder.set) if ctx.folder.set.is_file() else []
     plan = apply_reviews(ctx.folder, ctx.state, records)
-    args = command("podium.traffic.cli", export_argv(ctx))
-    items = read_requests(args)
-    result = export_records(args, items, [*plan.records, *plan.dropped])
+    selection, options = export_request(ctx)
+    items = read_requests(selection)
+    result = export_records(selection, options, items, [*plan.records, *plan.dropped])
     gone = {d["id"] for d in plan.dropped}
     again = sum(1 for item in items if task_id(item) in gone)
     opened = [r for r in (*plan.records, *result.records) if r.get("task_type") == "open"]

@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from podium.errors import ConfigError
 
@@ -37,7 +37,7 @@ class Settings:
     """Every remembered setting of a loop folder (``podium loop run --help`` says what each
     does; the field names are the options' without dashes)."""
 
-    source: str = "traces"
+    source: Literal["traces", "shadow"] = "traces"
     traces: str | None = None
     store: str | None = None
     tag: list[str] = field(default_factory=list)
@@ -89,6 +89,8 @@ class Settings:
                 raise ConfigError(f"{flag} must be ≥ 0, got {value}")
         if not self.step_timeout > 0:
             raise ConfigError(f"--step-timeout must be > 0 seconds, got {self.step_timeout}")
+        if self.source not in ("traces", "shadow"):
+            raise ConfigError(f"--source {self.source!r}: use traces or shadow")
         if self.similar is not None and not 0 < self.similar <= 1:
             raise ConfigError(f"--similar {self.similar}: give a cosine similarity in (0, 1], e.g. 0.95")
         assign_splits((), self.matrix_split)

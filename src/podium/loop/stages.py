@@ -1,26 +1,29 @@
 """Stages 1–3 of ``podium loop run``: drift, export (and the review file of what is new), labels.
 
-Each stage runs the code of the command it stands for — the options are those the command
-would parse from the line :func:`command` builds (so the defaults are the command's own), and
-the line is recorded in the report as what the stage ran. Stages 4–6 are in
+Each stage runs the code of the command it stands for, called with typed options built from the
+loop's settings (the options' defaults are the command's own: one dataclass each), and the
+command line an operator would type for the same work is recorded in the report. Stages 4–6 are in
 :mod:`podium.loop.outcomes`; the order and the state in :mod:`podium.loop.runner`.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import json
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium.errors import ConfigError
 from podium.loop.settings import RunOptions, Settings
 from podium.loop.state import Folder, atomic_write
+from podium.store.engine import store_location
 from podium.traffic.export import CANDIDATE_SOURCES
+
+if TYPE_CHECKING:
+    from podium.traffic.drift_cli import DriftQuery
+    from podium.traffic.tasks_cli import ExportOptions, Selection
 
 __all__ = [
     "EXIT_LABELS",
@@ -28,9 +31,11 @@ __all__ = [
     "ReviewPlan",
     "apply_reviews",
     "candidates",
-    "command",
+    "drift_argv",
+    "drift_request",
     "drift_stage",
     "export_argv",
+    "export_request",
     "export_stage",
     "labels_stage",
 ]
@@ -65,17 +70,6 @@ class Context:
         self.commands.setdefault(stage, []).append(shlex.join(["podium", *argv]))
 
 
-def command(module: str, argv: Sequence[str]) -> argparse.Namespace:
-    """The options ``podium ARGV`` parses to, by the parsers of ``module`` (a module of
-    :data:`podium.cli._SUBCOMMANDS`), with that command's defaults. ConfigError for a bad value."""
-    parser = argparse.ArgumentParser(prog="podium", exit_on_error=False)
-    importlib.import_module(module).add_parsers(parser.add_subparsers(dest="command"))
-    try:
-        return parser.parse_args(list(argv))
-    except (argparse.ArgumentError, SystemExit) as exc:
-        raise ConfigError(f"podium {shlex.join(argv)}: {exc}") from None
-
-
 def candidates(records: Sequence[dict[str, Any]]) -> list[str]:
     """Ids of the tasks whose reference is still an unconfirmed candidate."""
     return [str(r["id"]) for r in records if r.get("reference_source") in CANDIDATE_SOURCES]
@@ -88,27 +82,11 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
     """``podium drift`` over this run's window against the window as long before it; its report
     saved in the run's folder. Bad input (e.g. no traffic in the reference window, as on a first
     run) is recorded with exit 2, never fatal: drift informs, it does not gate."""
-    from datetime import datetime
-
     from podium.traffic.drift_cli import drift_run
 
-    s, (since, until) = ctx.settings, ctx.window
-    span = datetime.fromisoformat(until.replace("Z", "+00:00")) - datetime.fromisoformat(since.replace("Z", "+00:00"))
-    out = ctx.run_dir / "drift.md"
-    days = f"{span.total_seconds() / 86400:g}"
-    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", days]
-    argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
-    argv += ["--store", s.store] if s.store and s.source == "shadow" else []
-    for tag in s.tag:
-        argv += ["--tag", tag]
-    for threshold in s.threshold:
-        argv += ["--threshold", threshold]
-    if ctx.folder.set.is_file():
-        argv += ["--labels", str(ctx.folder.set)]
-    argv += ["--out", str(out)]
-    ctx.ran("drift", argv)
+    ctx.ran("drift", drift_argv(ctx))  # the command an operator would type for the same report
     try:
-        report = drift_run(command("podium.traffic.cli", argv))
+        report = drift_run(drift_request(ctx))
     except ConfigError as exc:
         ctx.say(f"drift: not compared ({exc}); recorded, the loop goes on")
         return {"status": "not compared", "exit_code": 2, "error": str(exc)}
@@ -121,8 +99,53 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
         "exit_code": code,
         "alerts": len(alerts),
         "kinds": kinds,
-        "report": ctx.folder.relative(out),
+        "report": ctx.folder.relative(ctx.run_dir / "drift.md"),
     }
+
+
+def _window_days(ctx: Context) -> float:
+    """The run's window's length, days."""
+    from datetime import datetime
+
+    since, until = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in ctx.window)
+    return (until - since).total_seconds() / 86400
+
+
+def drift_argv(ctx: Context) -> list[str]:
+    """``podium drift`` of this run's window against the one before, per tag, with the set's
+    labels, the report written to the run's folder."""
+    s, (since, until) = ctx.settings, ctx.window
+    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", f"{_window_days(ctx):g}"]
+    argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
+    argv += ["--store", s.store] if s.store and s.source == "shadow" else []
+    for tag in s.tag:
+        argv += ["--tag", tag]
+    for threshold in s.threshold:
+        argv += ["--threshold", threshold]
+    if ctx.folder.set.is_file():
+        argv += ["--labels", str(ctx.folder.set)]
+    return [*argv, "--out", str(ctx.run_dir / "drift.md")]
+
+
+def drift_request(ctx: Context) -> DriftQuery:
+    """What :func:`drift_argv`'s command compares, as typed options; ConfigError for a bad
+    threshold."""
+    from podium.traffic.drift_cli import DriftQuery
+    from podium.traffic.drift_options import DriftOptions, parse_thresholds
+
+    s, (since, until) = ctx.settings, ctx.window
+    return DriftQuery(
+        source=s.source,
+        traces=Path(s.traces) if s.traces and s.source == "traces" else None,
+        store=store_location(s.store) if s.store and s.source == "shadow" else None,
+        since=since,
+        until=until,
+        days=_window_days(ctx),
+        tags=tuple(s.tag),
+        labels=ctx.folder.set if ctx.folder.set.is_file() else None,
+        options=DriftOptions(thresholds=parse_thresholds(s.threshold), slices=tuple(s.tag)),
+        out=ctx.run_dir / "drift.md",
+    )
 
 
 # ----------------------------------------------------------------------------------- 2. export
@@ -144,6 +167,32 @@ def export_argv(ctx: Context) -> list[str]:
     argv += ["--limit", str(s.limit)] if s.limit else []
     argv += ["--allow-pii"] if s.allow_pii else []
     return argv
+
+
+def export_request(ctx: Context) -> tuple[Selection, ExportOptions]:
+    """What :func:`export_argv`'s command reads and how it makes tasks, as typed options."""
+    from podium.traffic.tasks_cli import ExportOptions, Selection
+
+    s, (since, until) = ctx.settings, ctx.window
+    selection = Selection(
+        source=s.source,
+        traces=Path(s.traces) if s.traces and s.source == "traces" else None,
+        store=store_location(s.store) if s.store and s.source == "shadow" else None,
+        since=since,
+        until=until,
+        tags=tuple(s.tag),
+        use_case=s.use_case or None,
+        status=s.status or None,
+    )
+    options = ExportOptions(
+        task_type=s.task_type,
+        candidate=s.candidate,
+        allow_pii=s.allow_pii,
+        similar=s.similar,
+        embedder=s.similar_embedder,
+        limit=s.limit or None,
+    )
+    return selection, options
 
 
 @dataclass

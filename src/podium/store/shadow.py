@@ -28,8 +28,8 @@ from podium.store.engine import (
 __all__ = ["ShadowStore", "purge_shadow_copies", "shadow_location"]
 
 
-def shadow_location(explicit: Path | None, default: Path, *, url: str | None = None) -> str | Path:
-    """Where the shadow records are: ``explicit`` (a ``--store FILE`` option), else the shared
+def shadow_location(explicit: str | Path | None, default: Path, *, url: str | None = None) -> str | Path:
+    """Where the shadow records are: ``explicit`` (a ``--store FILE|URL`` option), else the shared
     store's URL (``url`` or ``$PODIUM_DATABASE_URL``), else the ``default`` file."""
     if explicit is not None:
         return explicit

@@ -17,9 +17,11 @@ from typing import Any
 from rich.console import Console
 
 from podium._args import MANY, SEED, WholeNumber
+from podium.store.engine import store_location
 from podium.trace import default_trace_path
-from podium.traffic.drift_cli import cmd_drift
-from podium.traffic.tasks_cli import cmd_tasks
+from podium.traffic.drift_cli import DriftQuery, cmd_drift
+from podium.traffic.drift_options import DriftOptions
+from podium.traffic.tasks_cli import ExportOptions, cmd_tasks
 
 __all__ = ["add_parsers", "cmd_drift", "cmd_tasks", "run"]
 
@@ -52,8 +54,10 @@ def add_parsers(sub: Any) -> None:
     src.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
     src.add_argument(
         "--store",
-        type=Path,
-        help=f"shadow store file (default: $PODIUM_DATABASE_URL's store, else {default_shadow_path()})",
+        type=store_location,
+        metavar="FILE|URL",
+        help=f"shadow store, a file or a database URL (default: $PODIUM_DATABASE_URL's store, else "
+        f"{default_shadow_path()})",
     )
     src.add_argument("--since", metavar="WHEN", help="arrived at or after (ISO 8601 date or datetime, UTC)")
     src.add_argument("--until", metavar="WHEN", help="arrived before (a date alone includes that day)")
@@ -63,13 +67,13 @@ def add_parsers(sub: Any) -> None:
     how = ex.add_argument_group("how")
     how.add_argument(
         "--task-type",
-        default="open",
-        help="task type of requests whose client and tags name none (default: open; math, choice, exact)",
+        default=ExportOptions.task_type,
+        help="task type of requests whose client and tags name none (default: %(default)s; math, choice, exact)",
     )
     how.add_argument(
         "--candidate",
         choices=["auto", "podium", "upstream"],
-        default="auto",
+        default=ExportOptions.candidate,
         help="whose answer is the candidate reference (default auto: the upstream's for shadow, podium's for traces)",
     )
     how.add_argument(
@@ -79,7 +83,9 @@ def add_parsers(sub: Any) -> None:
         help="also drop a question whose embedding's cosine similarity to a kept one is at least this (e.g. 0.95)",
     )
     how.add_argument(
-        "--embedder", default="hash", help="for --similar: hash (default, no model), minilm, or a model id"
+        "--embedder",
+        default=ExportOptions.embedder,
+        help="for --similar: hash (no model), minilm, or a model id (default: %(default)s)",
     )
     how.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="keep the newest N new tasks")
     how.add_argument(
@@ -136,9 +142,16 @@ def add_parsers(sub: Any) -> None:
         default="traces",
         help="traces (default) or shadow records (slices: --tag use-case:NAME; quality from the client's references)",
     )
-    d.add_argument("--store", metavar="FILE|URL", help="shadow store (--source shadow; default as podium shadow)")
+    d.add_argument(
+        "--store",
+        type=store_location,
+        metavar="FILE|URL",
+        help="shadow store, a file or a database URL (--source shadow; default as podium shadow)",
+    )
     w = d.add_argument_group("windows (UTC; default: the last --days days against the --days before)")
-    w.add_argument("--days", type=float, default=7.0, help="length of each default window, days (default 7)")
+    w.add_argument(
+        "--days", type=float, default=DriftQuery.days, help="length of each default window, days (default %(default)g)"
+    )
     w.add_argument("--since", metavar="WHEN", help="recent window start")
     w.add_argument("--until", metavar="WHEN", help="recent window end, exclusive (default: now)")
     w.add_argument("--reference-since", metavar="WHEN", help="reference window start")
@@ -147,7 +160,11 @@ def add_parsers(sub: Any) -> None:
     c.add_argument(
         "--tag", action="append", default=[], help="report this tag's slice (repeatable; default: every tag)"
     )
-    c.add_argument("--embedder", default="hash", help="hash (default: no model), minilm, an embedded model id, or none")
+    c.add_argument(
+        "--embedder",
+        default=DriftQuery.embedder,
+        help="hash (no model), minilm, an embedded model id, or none (default: %(default)s)",
+    )
     c.add_argument("--labels", type=Path, metavar="SET.jsonl", help="a labelled regression set (quality per window)")
     c.add_argument(
         "--threshold",
@@ -161,39 +178,44 @@ def add_parsers(sub: Any) -> None:
         action=WholeNumber,
         low=2,
         high=MANY,
-        default=10,
-        help="requests per window before a slice alerts (10)",
+        default=DriftOptions.min_requests,
+        help="requests per window before a slice alerts (%(default)s)",
     )
     c.add_argument(
         "--min-labels",
         action=WholeNumber,
         low=1,
         high=MANY,
-        default=5,
-        help="labelled requests per window for quality (5)",
+        default=DriftOptions.min_labels,
+        help="labelled requests per window for quality (%(default)s)",
     )
     c.add_argument(
         "--permutations",
         action=WholeNumber,
         low=1,
         high=1_000_000,
-        default=500,
-        help="permutations of the MMD test (500)",
+        default=DriftOptions.permutations,
+        help="permutations of the MMD test (%(default)s)",
     )
     c.add_argument(
         "--max-sample",
         action=WholeNumber,
         low=2,
         high=1_000_000,
-        default=300,
-        help="questions per window in the MMD (300)",
+        default=DriftOptions.max_sample,
+        help="questions per window in the MMD (%(default)s)",
     )
-    c.add_argument("--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=0)
+    c.add_argument("--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=DriftOptions.seed)
     o = d.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the report as JSON (default: Markdown)")
     o.add_argument("--out", type=Path, metavar="FILE.md", help="also write the Markdown report here")
     o.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the metrics over time")
-    o.add_argument("--bucket", choices=["hour", "day", "week"], default="day", help="plot bucket (default: day)")
+    o.add_argument(
+        "--bucket",
+        choices=["hour", "day", "week"],
+        default=DriftQuery.bucket,
+        help="plot bucket (default: %(default)s)",
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.text import Text
@@ -18,16 +20,94 @@ from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
+    from podium.traffic.drift_options import DriftOptions
     from podium.traffic.source import TrafficItem
 
-__all__ = ["cmd_drift", "drift_run"]
+__all__ = ["DriftQuery", "cmd_drift", "drift_query", "drift_run"]
+
+
+def _default_options() -> DriftOptions:
+    from podium.traffic.drift_options import DriftOptions
+
+    return DriftOptions()
+
+
+@dataclass(frozen=True)
+class DriftQuery:
+    """What one drift report compares (``podium drift``'s options; the retrain loop builds one
+    for its window).
+
+    Attributes:
+        source: ``traces`` (a trace database) or ``shadow`` (shadow records; slices are
+            ``use-case:NAME`` tags, quality comes from the client's references).
+        traces: the trace database file (None: the default, or the shared store's URL); traces only.
+        store: the shadow store (file or URL; None: the default); shadow only.
+        since, until, reference_since, reference_until: the windows' bounds (UTC, as
+            :func:`podium.traffic.drift_options.windows_for` reads them); None: the default.
+        days: length of each default window, days.
+        tags: the slices to report (besides ``all``); empty: every tag seen.
+        embedder: ``hash`` (no model), ``minilm``, an embedded model id, or ``none``.
+        labels: a labelled regression set (quality per window), or None.
+        options: thresholds, minimum counts, the permutation test's settings.
+        out: also write the Markdown report here; plot: draw the metrics over time here, with
+            ``bucket`` (``hour``, ``day`` or ``week``) per point.
+    """
+
+    source: Literal["traces", "shadow"] = "traces"
+    traces: Path | None = None
+    store: str | Path | None = None
+    since: str | None = None
+    until: str | None = None
+    reference_since: str | None = None
+    reference_until: str | None = None
+    days: float = 7.0
+    tags: tuple[str, ...] = ()
+    embedder: str = "hash"
+    labels: Path | None = None
+    options: DriftOptions = field(default_factory=_default_options)
+    out: Path | None = None
+    plot: Path | None = None
+    bucket: Literal["hour", "day", "week"] = "day"
+
+
+def drift_query(args: argparse.Namespace) -> DriftQuery:
+    """The :class:`DriftQuery` of ``podium drift``'s parsed options; ConfigError for a bad
+    ``--threshold``."""
+    from podium.traffic.drift_options import DriftOptions, parse_thresholds
+
+    options = DriftOptions(
+        thresholds=parse_thresholds(args.threshold),
+        min_requests=args.min_requests,
+        min_labels=args.min_labels,
+        max_sample=args.max_sample,
+        permutations=args.permutations,
+        seed=args.seed,
+        slices=tuple(args.tag),
+    )
+    return DriftQuery(
+        source=args.source,
+        traces=args.traces,
+        store=args.store,
+        since=args.since,
+        until=args.until,
+        reference_since=args.reference_since,
+        reference_until=args.reference_until,
+        days=args.days,
+        tags=tuple(args.tag),
+        embedder=args.embedder,
+        labels=args.labels,
+        options=options,
+        out=args.out,
+        plot=args.plot,
+        bucket=args.bucket,
+    )
 
 
 def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``podium drift``: the report, the plot, and the exit code of the alerts."""
     from podium.traffic.drift import report_markdown
 
-    report = drift_run(args)
+    report = drift_run(drift_query(args))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
@@ -39,97 +119,80 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
     return code
 
 
-def drift_run(args: argparse.Namespace) -> dict[str, Any]:
-    """The drift report ``podium drift``'s options ask for (its ``exit_code`` says which
-    thresholds were crossed), with the Markdown report written to ``args.out`` and the plot to
-    ``args.plot`` when given. Raises ConfigError for bad input (an empty window, an unknown tag,
-    overlapping windows, a bad threshold)."""
+def drift_run(query: DriftQuery) -> dict[str, Any]:
+    """The drift report ``query`` asks for (its ``exit_code`` says which thresholds were
+    crossed), with the Markdown report written to ``query.out`` and the plot to ``query.plot``
+    when given. Raises ConfigError for bad input (an empty window, an unknown tag, overlapping
+    windows, a store of the other source)."""
     from podium.traffic import source
-    from podium.traffic.drift import (
-        DriftOptions,
-        drift_report,
-        label_scores,
-        parse_thresholds,
-        report_markdown,
-        windows_for,
-    )
+    from podium.traffic.drift import drift_report, label_scores, report_markdown, windows_for
 
-    thresholds = parse_thresholds(args.threshold)
     windows = windows_for(
-        since=args.since,
-        until=args.until,
-        reference_since=args.reference_since,
-        reference_until=args.reference_until,
-        days=args.days,
+        since=query.since,
+        until=query.until,
+        reference_since=query.reference_since,
+        reference_until=query.reference_until,
+        days=query.days,
     )
-    if args.source == "shadow":
-        reference, recent = _shadow_windows(args, windows)
+    if query.source == "shadow":
+        reference, recent = _shadow_windows(query, windows)
     else:
-        if args.store is not None:
+        if query.store is not None:
             raise ConfigError("--store names a shadow store: add --source shadow, or use --traces FILE for traces")
-        store = source.open_traces(args.traces or default_trace_path())
+        store = source.open_traces(query.traces or default_trace_path())
         try:
-            if args.tag:
-                _check_tags(store, args.tag)
+            if query.tags:
+                _check_tags(store, list(query.tags))
             reference = source.read_traces(store, since=windows["reference"][0], until=windows["reference"][1])
             recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
         finally:
             store.close()
     scores: dict[str, float] = {}
-    if args.labels is not None:
+    if query.labels is not None:
         from podium.eval.tasks import load_tasks
 
-        scores = label_scores([*reference, *recent], load_tasks(args.labels))
-    elif args.source == "shadow":
+        scores = label_scores([*reference, *recent], load_tasks(query.labels))
+    elif query.source == "shadow":
         from podium.traffic.drift import reference_scores
 
         scores = reference_scores([*reference, *recent])
-    embedder = _embedder(args.embedder)
-    options = DriftOptions(
-        thresholds=thresholds,
-        min_requests=args.min_requests,
-        min_labels=args.min_labels,
-        max_sample=args.max_sample,
-        permutations=args.permutations,
-        seed=args.seed,
-        slices=tuple(args.tag),
-    )
-    report = drift_report(reference, recent, windows=windows, embedder=embedder, options=options, scores=scores)
+    embedder = _embedder(query.embedder)
+    report = drift_report(reference, recent, windows=windows, embedder=embedder, options=query.options, scores=scores)
     markdown = report_markdown(report)
-    if args.out is not None:
+    if query.out is not None:
         try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(markdown, encoding="utf-8")
+            query.out.parent.mkdir(parents=True, exist_ok=True)
+            query.out.write_text(markdown, encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    if args.plot is not None:
+            raise ConfigError(f"cannot write {query.out}: {exc.strerror or exc}") from None
+    if query.plot is not None:
         from podium.traffic.plot import drift_plot
 
         questions = sorted({i.question for i in (*reference, *recent)})
         vectors = dict(zip(questions, embedder.embed(questions), strict=True)) if embedder is not None else {}
         drift_plot(
-            args.plot, reference, recent, windows=windows, vectors=vectors, slices=tuple(args.tag), bucket=args.bucket
+            query.plot, reference, recent, windows=windows, vectors=vectors, slices=query.tags, bucket=query.bucket
         )
-        report["plot"] = str(args.plot)
+        report["plot"] = str(query.plot)
     return report
 
 
 def _shadow_windows(
-    args: argparse.Namespace, windows: dict[str, tuple[str, str]]
+    query: DriftQuery, windows: dict[str, tuple[str, str]]
 ) -> tuple[list[TrafficItem], list[TrafficItem]]:
     """The reference and recent windows' shadow rows; ``--tag`` must name use cases the store has."""
     from podium.serve.options import default_shadow_path
     from podium.store.shadow import shadow_location
     from podium.traffic import source as source_module
 
-    if args.traces is not None:
+    if query.traces is not None:
         raise ConfigError("--traces names a trace database: drop --source shadow, or use --store for the shadow store")
-    path = shadow_location(args.store, default_shadow_path())
+    path = shadow_location(query.store, default_shadow_path())
     reference = source_module.read_shadow(path, since=windows["reference"][0], until=windows["reference"][1])
     recent = source_module.read_shadow(path, since=windows["recent"][0], until=windows["recent"][1])
-    if args.tag:
+    if query.tags:
         known = {f"use-case:{u}" for u in source_module.shadow_use_cases(path)}
-        unknown = [t for t in args.tag if t not in known]
+        unknown = [t for t in query.tags if t not in known]
         if unknown:
             raise ConfigError(
                 f"no shadow record has {', '.join(map(repr, unknown))}; shadow slices are use cases: "

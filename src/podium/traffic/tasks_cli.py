@@ -13,7 +13,9 @@ import argparse
 import json
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.text import Text
@@ -28,7 +30,77 @@ if TYPE_CHECKING:
     from podium.traffic.export import ExportResult, Pseudonymize
     from podium.workers.base import Worker
 
-__all__ = ["cmd_tasks", "export_records", "judge_worker", "read_requests"]
+__all__ = ["ExportOptions", "Selection", "cmd_tasks", "export_records", "judge_worker", "read_requests"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which stored requests a regression set is made from (``podium tasks export``'s filters).
+
+    Attributes:
+        source: ``traces`` (a trace database) or ``shadow`` (shadow records).
+        traces: the trace database file (None: the default, or the shared store); traces only.
+        store: the shadow store, a file or URL (None: the default); shadow only.
+        since, until: the window (ISO 8601 UTC; a date alone for ``until`` includes that day).
+        tags: every one of these tags (traces only).
+        use_case: this use case (shadow's ``X-Podium-Use-Case``; for traces the
+            ``use-case:NAME`` tag).
+        status: this request status (a trace's or a shadow row's).
+    """
+
+    source: Literal["traces", "shadow"] = "traces"
+    traces: Path | None = None
+    store: str | Path | None = None
+    since: str | None = None
+    until: str | None = None
+    tags: tuple[str, ...] = ()
+    use_case: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """How selected requests become tasks (:func:`podium.traffic.export.build_set`'s settings).
+
+    Attributes:
+        task_type: the type of a request whose client and tags name none.
+        candidate: whose answer is the candidate reference: ``auto``, ``podium`` or ``upstream``.
+        allow_pii: write questions and answers in clear (default: pseudonymized).
+        similar: also drop a question at least this cosine-similar to a kept one (None: off).
+        embedder: the embedding model for ``similar``.
+        limit: keep the newest ``limit`` new tasks (None: all).
+    """
+
+    task_type: str = "open"
+    candidate: str = "auto"
+    allow_pii: bool = False
+    similar: float | None = None
+    embedder: str = "hash"
+    limit: int | None = None
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    return Selection(
+        source=args.source,
+        traces=args.traces,
+        store=args.store,
+        since=args.since,
+        until=args.until,
+        tags=tuple(args.tag),
+        use_case=args.use_case,
+        status=args.status,
+    )
+
+
+def _export_options(args: argparse.Namespace) -> ExportOptions:
+    return ExportOptions(
+        task_type=args.task_type,
+        candidate=args.candidate,
+        allow_pii=args.allow_pii,
+        similar=args.similar,
+        embedder=args.embedder,
+        limit=args.limit,
+    )
 
 
 def _pseudonymizer() -> Pseudonymize:
@@ -55,45 +127,45 @@ def _pseudonymizer() -> Pseudonymize:
     return mask
 
 
-def _window(args: argparse.Namespace) -> tuple[str | None, str | None]:
+def _window(selection: Selection) -> tuple[str | None, str | None]:
     from podium.trace.query import parse_utc
 
-    since = parse_utc(args.since, flag="--since") if args.since else None
-    until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
+    since = parse_utc(selection.since, flag="--since") if selection.since else None
+    until = parse_utc(selection.until, flag="--until", end_of_day=True) if selection.until else None
     if since and until and since >= until:
         raise ConfigError(f"--since {since} is not before --until {until}; nothing could match")
     return since, until
 
 
-def read_requests(args: argparse.Namespace) -> list[Any]:
-    """The requests ``tasks export``'s options select (``source``, ``traces``/``store``,
-    ``since``/``until``, ``tag``, ``use_case``, ``status``), oldest first; ConfigError for an
-    unknown tag or use case, or a status of the wrong source. An empty list when nothing matches
-    (the caller says so)."""
+def read_requests(selection: Selection) -> list[Any]:
+    """The requests ``selection`` selects, oldest first; ConfigError for an unknown tag or use
+    case, or a status of the wrong source. An empty list when nothing matches (the caller says
+    so)."""
     from podium.traffic import source
 
-    since, until = _window(args)
-    if args.source == "shadow":
+    since, until = _window(selection)
+    if selection.source == "shadow":
         from podium.serve.options import default_shadow_path
         from podium.store.shadow import shadow_location
 
-        if args.tag:
+        if selection.tags:
             raise ConfigError("--tag filters traces; the shadow store has use cases: use --use-case NAME")
-        path = shadow_location(args.store, default_shadow_path())
-        items = source.read_shadow(path, since=since, until=until, status=args.status, use_case=args.use_case)
-        if not items and args.use_case and args.use_case not in (cases := source.shadow_use_cases(path)):
+        path = shadow_location(selection.store, default_shadow_path())
+        use_case = selection.use_case
+        items = source.read_shadow(path, since=since, until=until, status=selection.status, use_case=use_case)
+        if not items and use_case and use_case not in (cases := source.shadow_use_cases(path)):
             raise ConfigError(
-                f"no shadow record has use case {args.use_case!r}; use cases: {', '.join(sorted(cases)) or 'none'}"
+                f"no shadow record has use case {use_case!r}; use cases: {', '.join(sorted(cases)) or 'none'}"
             )
         return items
     from podium.trace.query import STATUSES
 
-    if args.status is not None and args.status not in STATUSES:
-        raise ConfigError(f"--status {args.status!r}: a trace's status is one of {', '.join(STATUSES)}")
-    store = source.open_traces(args.traces or default_trace_path())
+    if selection.status is not None and selection.status not in STATUSES:
+        raise ConfigError(f"--status {selection.status!r}: a trace's status is one of {', '.join(STATUSES)}")
+    store = source.open_traces(selection.traces or default_trace_path())
     try:
-        tags = [*args.tag, *([f"use-case:{args.use_case}"] if args.use_case else [])]
-        items = source.read_traces(store, since=since, until=until, status=args.status, tags=tags)
+        tags = [*selection.tags, *([f"use-case:{selection.use_case}"] if selection.use_case else [])]
+        items = source.read_traces(store, since=since, until=until, status=selection.status, tags=tags)
         if not items and tags:
             _check_tags(store, tags)
     finally:
@@ -101,30 +173,31 @@ def read_requests(args: argparse.Namespace) -> list[Any]:
     return items
 
 
-def export_records(args: argparse.Namespace, items: Sequence[Any], existing: Sequence[dict[str, Any]]) -> ExportResult:
-    """The new tasks of ``items`` (from :func:`read_requests`) for a set holding ``existing``, as
-    ``tasks export`` makes them (``task_type``, ``candidate``, ``similar``, ``embedder``,
-    ``limit``; pseudonymized unless ``allow_pii``). ConfigError for an empty selection (naming
-    the window and filters) or a bad option."""
+def export_records(
+    selection: Selection, options: ExportOptions, items: Sequence[Any], existing: Sequence[dict[str, Any]]
+) -> ExportResult:
+    """The new tasks of ``items`` (what :func:`read_requests` read for ``selection``) for a set
+    holding ``existing``, made as ``options`` say (pseudonymized unless ``allow_pii``).
+    ConfigError for an empty selection (naming the window and filters) or a bad option."""
     from podium.traffic.export import build_set
 
     if not items:
-        window = f"{args.since or 'the beginning'} → {args.until or 'now'}"
-        what = "shadow record" if args.source == "shadow" else "stored request"
+        window = f"{selection.since or 'the beginning'} → {selection.until or 'now'}"
+        what = "shadow record" if selection.source == "shadow" else "stored request"
         raise ConfigError(
             f"no {what} passes the filters (window {window}"
-            + (f", status {args.status}" if args.status else "")
+            + (f", status {selection.status}" if selection.status else "")
             + "); widen --since/--until or drop a filter"
         )
     return build_set(
         items,
         existing=existing,
-        task_type=args.task_type,
-        candidate=args.candidate,
-        pseudonymize=None if args.allow_pii else _pseudonymizer(),
-        embedder=_embedder(args.embedder) if args.similar is not None else None,
-        similarity=args.similar,
-        limit=args.limit,
+        task_type=options.task_type,
+        candidate=options.candidate,
+        pseudonymize=None if options.allow_pii else _pseudonymizer(),
+        embedder=_embedder(options.embedder) if options.similar is not None else None,
+        similarity=options.similar,
+        limit=options.limit,
     )
 
 
@@ -137,7 +210,8 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     if args.append and args.force:
         raise ConfigError("--append and --force exclude each other")
     existing = read_set(args.out) if args.append and args.out.exists() else []
-    result = export_records(args, read_requests(args), existing)
+    selection = _selection(args)
+    result = export_records(selection, _export_options(args), read_requests(selection), existing)
     if result.records or not args.append:
         write_jsonl(args.out, [*existing, *result.records])
     if args.review is not None:

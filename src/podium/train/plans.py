@@ -179,23 +179,22 @@ def cluster_count(vectors: npt.NDArray[np.floating], seed: int = 0, largest: int
     v = np.asarray(vectors, dtype=np.float64)
     candidates = range(2, min(largest, len(v) - 1) + 1)
     best, best_k = -2.0, 1
-    for k in candidates:
-        labels = _kmeans(k, v, seed).labels_
-        if len(set(labels)) < 2:
-            continue
-        with _one_thread():
+    with _one_thread():
+        for k in candidates:
+            labels = _kmeans(k, v, seed).labels_
+            if len(set(labels)) < 2:
+                continue
             value = float(silhouette_score(v, labels))
-        if value > best:
-            best, best_k = value, k
+            if value > best:
+                best, best_k = value, k
     return best_k
 
 
 def _kmeans(k: int, v: _Array, seed: int) -> Any:
-    """scikit-learn's k-means of ``v`` (best of 10 starts), on one thread (:func:`_one_thread`)."""
+    """scikit-learn's k-means of ``v`` (best of 10 starts); callers run it in :func:`_one_thread`."""
     from sklearn.cluster import KMeans
 
-    with _one_thread():
-        return KMeans(k, n_init=10, random_state=seed).fit(v)
+    return KMeans(k, n_init=10, random_state=seed).fit(v)
 
 
 def _one_thread() -> Any:
@@ -216,7 +215,8 @@ def _cluster_table(
 ) -> PlanTrainResult:
     """The cluster policy (module docstring): k-means centroids and one plan per cluster."""
     k = cluster_count(v, config.seed) if config.clusters == AUTO else min(config.clusters, len(v))
-    fitted = _kmeans(k, v, config.seed)
+    with _one_thread():
+        fitted = _kmeans(k, v, config.seed)
     centroids = np.asarray(fitted.cluster_centers_, dtype=np.float64)
     table = np.zeros((1, len(outcomes.plans), k + 1))
     for c in range(k):

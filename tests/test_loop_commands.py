@@ -1,0 +1,75 @@
+"""The loop's stages call the drift and export code with typed options, and record the command
+line an operator would type for the same work. The two must never say different things: here
+the recorded line, parsed by podium's own parser, gives exactly the options the stage used."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+from pathlib import Path
+
+import pytest
+
+from podium.loop.settings import RunOptions, Settings
+from podium.loop.stages import Context, drift_argv, drift_request, export_argv, export_request
+from podium.loop.state import Folder
+from podium.traffic import cli as traffic_cli
+from podium.traffic.drift_cli import drift_query
+from podium.traffic.tasks_cli import _export_options, _selection
+
+SETTINGS = [
+    Settings(traces="/data/traces.sqlite3"),
+    Settings(
+        traces="/data/t.sqlite3",
+        tag=["use-case:support", "lang:da"],
+        use_case="billing",
+        status="ok",
+        task_type="math",
+        candidate="podium",
+        similar=0.93,
+        similar_embedder="minilm",
+        limit=40,
+        allow_pii=True,
+        threshold=["p=0.01", "mean_cosine=off"],
+    ),
+    Settings(source="shadow", store="postgresql://db/podium", tag=["use-case:docs"], candidate="upstream"),
+    Settings(source="shadow", store="/data/shadow.sqlite3"),
+]
+
+
+def parsed(argv: list[str]) -> argparse.Namespace:
+    """``argv`` as ``podium`` parses it (the traffic commands' own parsers)."""
+    parser = argparse.ArgumentParser(prog="podium")
+    traffic_cli.add_parsers(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def context(tmp_path: Path, settings: Settings, *, with_set: bool) -> Context:
+    folder = Folder(tmp_path / "loop")
+    folder.root.mkdir()
+    if with_set:
+        folder.set.write_text("", encoding="utf-8")
+    window = ("2026-11-08T00:00:00.000Z", "2026-11-15T00:00:00.000Z")
+    return Context(folder, settings, RunOptions(), "0002", window, {}, print, lambda: None)
+
+
+@pytest.mark.parametrize("with_set", [False, True])
+@pytest.mark.parametrize("settings", SETTINGS, ids=["defaults", "every-filter", "shadow-url", "shadow-file"])
+def test_the_recorded_command_lines_parse_to_the_options_the_stages_used(
+    settings: Settings, with_set: bool, tmp_path: Path
+) -> None:
+    ctx = context(tmp_path, settings, with_set=with_set)
+    drift_line = drift_argv(ctx)
+    assert drift_query(parsed(drift_line)) == drift_request(ctx), shlex.join(drift_line)
+    export_line = export_argv(ctx)
+    args = parsed(export_line)
+    assert (_selection(args), _export_options(args)) == export_request(ctx), shlex.join(export_line)
+
+
+def test_a_window_of_fractional_days_still_parses_to_the_same_query(tmp_path: Path) -> None:
+    ctx = dataclasses.replace(
+        context(tmp_path, SETTINGS[0], with_set=False), window=("2026-11-08T00:00:00.000Z", "2026-11-10T06:00:00.000Z")
+    )
+    assert drift_request(ctx).days == 2.25
+    assert drift_query(parsed(drift_argv(ctx))) == drift_request(ctx)
