@@ -39,6 +39,28 @@ def test_unknown_pool_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert code == 2 and "not found" in err
 
 
+def test_a_pool_whose_api_keys_are_not_set_names_every_missing_variable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before any work: nothing is called, no trace is written."""
+    monkeypatch.delenv("PODIUM_TEST_KEY_A", raising=False)
+    monkeypatch.delenv("PODIUM_TEST_KEY_B", raising=False)
+    monkeypatch.setenv("PODIUM_TEST_KEY_SET", "sk-test")
+    workers = "".join(
+        f'[[workers]]\nname = "{n}"\nbackend = "openai"\nmodel = "gpt-5"\napi_key_env = "{key}"\n'
+        f'base_url = "http://127.0.0.1:9/v1"\n\n'
+        for n, key in (("a", "PODIUM_TEST_KEY_B"), ("b", "PODIUM_TEST_KEY_A"), ("c", "PODIUM_TEST_KEY_SET"))
+    )
+    pool = tmp_path / "keys.toml"
+    pool.write_text(
+        f'name = "keys"\n[conductor]\nworker = "a"\n[fallback]\nworker = "a"\n\n{workers}', encoding="utf-8"
+    )
+    traces = tmp_path / "t.sqlite3"
+    code, _, err = run_cli(["run", "2+2?", "--pool", str(pool), "--traces", str(traces)], capsys)
+    assert code == 2 and "set PODIUM_TEST_KEY_A, PODIUM_TEST_KEY_B " in err and "PODIUM_TEST_KEY_SET" not in err
+    assert not traces.exists()
+
+
 def test_a_mistyped_preset_name_gets_the_close_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(["plan", "2+2?", "--pool", "local-lmm"], capsys)
     assert code == 2 and "did you mean the preset 'local-lm'?" in err

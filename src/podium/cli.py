@@ -197,12 +197,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
-    missing = sorted({w.api_key_env for w in config.workers if w.api_key_env and not os.environ.get(w.api_key_env)})
-    if missing:
-        raise ConfigError(
-            f"pool {config.name!r} needs API keys in the environment: set {', '.join(missing)} "
-            "(or remove those workers from the pool file)"
-        )
+    config.require_api_keys()
     limits = pool_limits(config).overridden(deadline_s=args.deadline, cost_cap_usd=args.cost_cap)
     traces = None if args.no_trace else open_traces(args.traces, retention_days=config.traces.retention_days)
     telemetry = build_telemetry(config)

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import tomllib
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -381,6 +383,17 @@ class PoolConfig(_Strict):
         if worker.external is not None:
             return worker.external
         return worker.backend in _REMOTE and not _is_loopback(worker.base_url)
+
+    def require_api_keys(self, environ: Mapping[str, str] | None = None) -> None:
+        """ConfigError naming every API-key variable (``api_key_env``) a worker of the pool needs
+        and ``environ`` (default: the process environment) does not set, with the fix."""
+        env = os.environ if environ is None else environ
+        missing = sorted({w.api_key_env for w in self.workers if w.api_key_env and not env.get(w.api_key_env)})
+        if missing:
+            raise ConfigError(
+                f"pool {self.name!r} needs API keys in the environment: set {', '.join(missing)} "
+                "(or remove those workers from the pool file)"
+            )
 
     @property
     def pii_enabled(self) -> bool:
