@@ -48,8 +48,11 @@ test: setup-dev lint typecheck
 
 # The developer's loop (after one `make setup-dev`): lint, types and the fast tests — no model,
 # browser or slow (>1 s) test — on every core (pytest-xdist). `make test` is the full suite CI runs.
+# The fast loop keeps Python's bytecode and pytest's rewritten test modules in __pycache__ even where
+# PYTHONDONTWRITEBYTECODE is set: collecting the fast tests then took 12.6 s instead of 20.5 s (one
+# process, 2 shared cores under load; every xdist worker collects them).
 check: lint typecheck
-	$(BIN)/pytest -q -n auto -m "not slow and not model and not browser"
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n auto -m "not slow and not model and not browser"
 
 bench: setup
 	$(BIN)/python bench/conductor_choice.py
