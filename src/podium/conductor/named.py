@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,12 +44,36 @@ if TYPE_CHECKING:
     from podium.registry import Version
     from podium.workers.llama_cpp import LlamaCppWorker
 
-__all__ = ["NAMED", "light_conductor", "named_conductor", "plan_conductor", "shared_embedder", "trained_lm"]
+__all__ = [
+    "NAMED",
+    "MethodName",
+    "light_conductor",
+    "named_conductor",
+    "plan_conductor",
+    "shared_embedder",
+    "trained_lm",
+]
 
 NAMED = (
     "single:NAME", "cheapest", "strongest", "random", "pipeline", "moa", "light:REF", "lm:REF", "plan:ID", "rules:FILE",
 )  # fmt: skip
 """The names :func:`named_conductor` knows, for help texts and errors."""
+
+
+@dataclass(frozen=True)
+class MethodName:
+    """A conductor's or an evaluation method's name, read once: its ``kind`` (``single``,
+    ``light``, ``plan``, ``conductor``…) and, for ``KIND:ARG`` names, the ``arg`` after the first
+    colon (None for a bare ``KIND``). ``text`` is the name as written."""
+
+    text: str
+    kind: str
+    arg: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> MethodName:
+        kind, colon, arg = text.partition(":")
+        return cls(text, kind, arg if colon else None)
 
 
 def named_conductor(
@@ -71,31 +96,33 @@ def named_conductor(
     """
     by_name = {w.info.name: i for i, w in enumerate(pool)}
     best = strongest(pool, quality)
-    if name.startswith("single:"):
-        wanted = name.split(":", 1)[1]
-        if wanted not in by_name:
-            raise ConfigError(f"{name}: no worker {wanted!r} in the pool ({', '.join(by_name)})")
-        return SingleWorker(by_name[wanted], name)
-    if name.startswith("light:"):
-        return light_conductor(name.split(":", 1)[1], embeddings)
-    if name.startswith("plan:"):
-        return plan_conductor(name.split(":", 1)[1])
-    if name.startswith("rules:"):
-        from podium.conductor.rules import RulePipeline, load_rules
+    method = MethodName.parse(name)
+    kind, arg = method.kind, method.arg
+    if arg is not None:
+        if kind == "single":
+            if arg not in by_name:
+                raise ConfigError(f"{name}: no worker {arg!r} in the pool ({', '.join(by_name)})")
+            return SingleWorker(by_name[arg], name)
+        if kind == "light":
+            return light_conductor(arg, embeddings)
+        if kind == "plan":
+            return plan_conductor(arg)
+        if kind == "rules":
+            from podium.conductor.rules import RulePipeline, load_rules
 
-        return RulePipeline(load_rules(Path(name.split(":", 1)[1])), name)
-    if name.startswith("lm:"):
-        worker, settings, version = trained_lm(name.split(":", 1)[1])
-        return LMConductor(worker, settings, name=f"lm:{version.ref}")
-    if name == "cheapest":
+            return RulePipeline(load_rules(Path(arg)), name)
+        if kind == "lm":
+            worker, settings, version = trained_lm(arg)
+            return LMConductor(worker, settings, name=f"lm:{version.ref}")
+    elif kind == "cheapest":
         return SingleWorker(cheapest(pool, cost), f"cheapest:{pool[cheapest(pool, cost)].info.name}")
-    if name == "strongest":
+    elif kind == "strongest":
         return SingleWorker(best, f"strongest:{pool[best].info.name}")
-    if name == "random":
+    elif kind == "random":
         return RandomWorker(seed=0)
-    if name == "pipeline":
+    elif kind == "pipeline":
         return FixedPipeline(best, best, best)
-    if name == "moa":
+    elif kind == "moa":
         return MixtureOfAgents([i for i, w in enumerate(pool) if not w.info.is_tool], best)
     raise ConfigError(f"unknown conductor {name!r}; known: {', '.join(NAMED)}")
 

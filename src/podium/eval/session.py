@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from podium.conductor.baselines import SingleWorker, strongest
-from podium.conductor.named import light_conductor, named_conductor
+from podium.conductor.named import MethodName, light_conductor, named_conductor
 from podium.conductor.plans import PlanConductor, cascade_rounds
 from podium.errors import ConfigError
 from podium.eval.bank import read_bank
@@ -167,31 +167,31 @@ def run_eval(
     return _live(spec, on_start, on_result, on_stage)
 
 
-def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> list[str]:
-    names = list(spec.methods) or list(default)
+_NEEDS_ARG = {
+    "light": "method 'light' needs a trained conductor: light:NAME, light:NAME@vN, light:NAME@vA..vB "
+    "(versions A to B: one curve) or light:PATH.npz",
+    "lm": "method 'lm' needs a GRPO-trained conductor: lm:NAME or lm:NAME@vN",
+    "rules": "method 'rules' needs a rule file: rules:FILE.toml (podium.conductor.rules)",
+    "plan": "method 'plan' needs a plan id: plan:ID (or 'plans' for every plan of the local catalogue)",
+}
+"""The methods that are only ever ``KIND:ARG``, and the error for a bare ``KIND``."""
+
+
+def _chosen(spec: EvalSpec, default: Sequence[str], allowed: Sequence[str]) -> list[MethodName]:
+    names = [MethodName.parse(n) for n in (list(spec.methods) or list(default))]
     for name in names:
-        base = name.split(":", 1)[0]
-        if base == "light" and not name.startswith("light:"):
+        if name.kind not in KNOWN:
             raise ConfigError(
-                "method 'light' needs a trained conductor: light:NAME, light:NAME@vN, light:NAME@vA..vB "
-                "(versions A to B: one curve) or light:PATH.npz"
-            )
-        if base == "lm" and not name.startswith("lm:"):
-            raise ConfigError("method 'lm' needs a GRPO-trained conductor: lm:NAME or lm:NAME@vN")
-        if base == "rules" and not name.startswith("rules:"):
-            raise ConfigError("method 'rules' needs a rule file: rules:FILE.toml (podium.conductor.rules)")
-        if base == "plan" and not name.startswith("plan:"):
-            raise ConfigError(
-                "method 'plan' needs a plan id: plan:ID (or 'plans' for every plan of the local catalogue)"
-            )
-        if base not in KNOWN:
-            raise ConfigError(
-                f"unknown method {name!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
+                f"unknown method {name.text!r}; known: {', '.join(k for k in KNOWN if k not in ('light', 'lm'))}, "
                 "single:NAME, light:NAME[@vN | @vA..vB], lm:NAME[@vN], rules:FILE.toml, conductor:POOL"
             )
-        if base not in allowed:
+        if name.kind in _NEEDS_ARG and name.arg is None:
+            raise ConfigError(_NEEDS_ARG[name.kind])
+        if name.arg is not None and name.kind not in (*_NEEDS_ARG, "single", "conductor"):
+            raise ConfigError(f"method {name.text!r}: {name.kind!r} takes nothing after a colon; write {name.kind}")
+        if name.kind not in allowed:
             mode = "replay" if spec.replay else "live"
-            raise ConfigError(f"method {base!r} does not run in {mode} mode (it runs in: {_modes(base)})")
+            raise ConfigError(f"method {name.kind!r} does not run in {mode} mode (it runs in: {_modes(name.kind)})")
     return names
 
 
@@ -229,7 +229,7 @@ def _writes_workflows(method: Method) -> bool:
     """Whether a replay on a workflow bank scores ``method`` by its workflow
     (:mod:`podium.eval.bank_replay`) instead of by the column that answered: plan conductors,
     LM conductors and rule pipelines."""
-    return isinstance(method.conductor, PlanConductor) or method.name.startswith(("lm:", "rules:"))
+    return isinstance(method.conductor, PlanConductor) or MethodName.parse(method.name).kind in ("lm", "rules")
 
 
 def _by_ids(tasks: list[Task], path: Path) -> list[Task]:
@@ -269,7 +269,7 @@ def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
 
 
 def _baselines(
-    names: Sequence[str],
+    names: Sequence[MethodName],
     pool: Sequence[Worker],
     quality: Sequence[float] | None,
     cost: Sequence[float] | None,
@@ -279,28 +279,29 @@ def _baselines(
     ``single`` stands for every worker alone."""
     methods: list[Method] = []
     for name in names:
-        if name == "single":
+        if name.kind == "single" and name.arg is None:
             methods += [
                 Method(f"single:{w.info.name}", SingleWorker(i, f"single:{w.info.name}")) for i, w in enumerate(pool)
             ]
-        elif name == "plans" or name.startswith("plan:"):
+        elif name.kind in ("plan", "plans"):
             methods += _plan_methods(name)
-        elif name.startswith("light:") and ".." in name:
+        elif name.kind == "light" and ".." in (name.arg or ""):
             methods += _version_sweep(name, embeddings)
         else:
-            conductor = named_conductor(name, pool, quality=quality, cost=cost, embeddings=embeddings)
-            methods.append(Method(name, conductor, rounds=cascade_rounds(conductor)))
+            conductor = named_conductor(name.text, pool, quality=quality, cost=cost, embeddings=embeddings)
+            methods.append(Method(name.text, conductor, rounds=cascade_rounds(conductor)))
     return methods
 
 
-def _version_sweep(name: str, embeddings: Path | None) -> list[Method]:
+def _version_sweep(method: MethodName, embeddings: Path | None) -> list[Method]:
     """``light:NAME@vA..vB``: the registry versions A to B of NAME (e.g. one per λ of
     ``podium train --policy plans --sweep``) as the points of one cost–quality curve, each
     with its training λ as the parameter. Raises ConfigError for a malformed range or a
     version that does not exist."""
     from podium.registry import Registry, parse_ref
 
-    ref, _, last = name.split(":", 1)[1].partition("..")
+    name = method.text
+    ref, _, last = (method.arg or "").partition("..")
     base, first = parse_ref(ref)
     end = parse_ref(f"{base}@{last}")[1] if last else None
     if first is None or end is None or end < first:
@@ -323,7 +324,7 @@ def _version_sweep(name: str, embeddings: Path | None) -> list[Method]:
     ]
 
 
-def _plan_methods(name: str) -> list[Method]:
+def _plan_methods(method: MethodName) -> list[Method]:
     """``plan:ID`` or ``plans`` (every plan of the local catalogue); cascades get their
     recursion round."""
     from podium.conductor.plans import fixed_plan
@@ -332,11 +333,10 @@ def _plan_methods(name: str) -> list[Method]:
 
     columns = local_catalogue().columns
     plans = local_plans(columns)
-    if name != "plans":
-        wanted = name.split(":", 1)[1]
-        plans = [p for p in plans if p.id == wanted]
+    if method.kind == "plan":
+        plans = [p for p in plans if p.id == method.arg]
         if not plans:
-            raise ConfigError(f"{name}: no such plan; known: {', '.join(p.id for p in local_plans(columns))}")
+            raise ConfigError(f"{method.text}: no such plan; known: {', '.join(p.id for p in local_plans(columns))}")
     return [Method(f"plan:{p.id}", fixed_plan(p, columns), rounds=int(p.is_cascade)) for p in plans]
 
 
@@ -381,14 +381,16 @@ def _live(
         raise ConfigError("the task set has open-ended tasks: name a judge worker with --judge NAME")
     methods: list[Method] = []
     for name in names:  # the pool file's own conductor, or another pool file's, over the cached workers
-        if name == "conductor" or name.startswith("conductor:"):
-            other = config if name == "conductor" else _same_workers(load_pool(name.split(":", 1)[1]), config, name)
+        if name.kind == "conductor":
+            other = config if name.arg is None else _same_workers(load_pool(name.arg), config, name.text)
             rounds = other.conductor.recursion_rounds
             own = build_orchestrator(other, workers=workers, recursion_rounds=rounds).conductor
-            methods.append(Method(name, own, rounds=rounds))
-    rest = [n for n in names if n != "router" and n.split(":", 1)[0] != "conductor"]
-    methods += _baselines(rest, workers, None, None, spec.embeddings)
-    if "router" in names:
+            methods.append(Method(name.text, own, rounds=rounds))
+    kinds = {n.kind for n in names}
+    methods += _baselines(
+        [n for n in names if n.kind not in ("router", "conductor")], workers, None, None, spec.embeddings
+    )
+    if "router" in kinds:
         methods += live_router_methods(spec, [w.info.name for w in workers], tasks, on_stage)
 
     def orchestrator_for(method: Method) -> Orchestrator:
@@ -437,12 +439,14 @@ def _replay(
     costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
     quality, mean_cost = list(scores.mean(axis=0)), list(costs.mean(axis=0))
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor",) if bank or k not in _LIVE_ONLY])
-    methods = _baselines([n for n in names if n not in ("router", "oracle")], pool, quality, mean_cost, spec.embeddings)
-    if "router" in names:
+    kinds = {n.kind for n in names}
+    baselines = [n for n in names if n.kind not in ("router", "oracle")]
+    methods = _baselines(baselines, pool, quality, mean_cost, spec.embeddings)
+    if "router" in kinds:
         methods += fit_router(
             spec, matrix.models, [t.question for t in calibration], scores, costs, tasks, on_stage=on_stage
         )
-    if "oracle" in names:
+    if "oracle" in kinds:
 
         def choose(task_id: str) -> int:
             return matrix.models.index(oracle_choice(matrix, task_id, matrix.models))
