@@ -297,3 +297,28 @@ def test_what_is_held_goes_with_its_key_and_on_flush_close_and_a_full_queue() ->
     assert writes[-1] == [("f", "start")]
     stats = writer.stats()
     assert (stats.written, stats.pending, stats.coalesced, stats.lost) == (7, 0, 1, 0)
+
+
+def test_an_idle_writer_woken_by_one_write_gathers_the_next_ones_into_its_commit() -> None:
+    """Writes that trickle in (as requests finish one by one) share a commit: the writer, woken
+    from idle by the first, waits up to ``gather_s`` for more. A full batch, a flush and a close
+    end that wait at once, so nothing waits the whole ``gather_s`` for them."""
+    writes: list[list[int]] = []
+    writer: WriteBehind[int] = WriteBehind(writes.append, max_batch=4, gather_s=60.0)
+    writer.put(0)  # the thread's first write is committed at once: it was not idle
+    wait_until(lambda: writes == [[0]])
+    time.sleep(0.05)  # the writer is now idle, waiting
+    for i in range(1, 5):
+        writer.put(i)
+    wait_until(lambda: len(writes) == 2)  # a full batch (4) ends the gathering
+    assert writes[1] == [1, 2, 3, 4]
+    time.sleep(0.05)
+    writer.put(5)
+    writer.put(6)
+    started = time.monotonic()
+    assert writer.flush(timeout=30) and writes[2] == [5, 6]  # the flush ends it too
+    assert time.monotonic() - started < 20
+    writer.put(7)
+    time.sleep(0.05)
+    writer.close()  # and so does a close
+    assert writes[3] == [7] and writer.stats().written == 8

@@ -63,6 +63,8 @@ class PostgresTraceStore(PostgresTraceReads):
     MAX_BATCH = 256
     RUNNING_ROW_AFTER_S = 0.25
     """As :attr:`~podium.trace.store.TraceStore.RUNNING_ROW_AFTER_S`."""
+    GATHER_S = 0.02
+    """As :attr:`~podium.trace.store.TraceStore.GATHER_S`."""
 
     def __init__(
         self,
@@ -84,7 +86,11 @@ class PostgresTraceStore(PostgresTraceReads):
         self._writer: WriteBehind[Op] | None = None
         if write_behind:
             self._writer = trace_writer(
-                self._commit, max_pending=max_pending, max_batch=self.MAX_BATCH, hold_s=self.RUNNING_ROW_AFTER_S
+                self._commit,
+                max_pending=max_pending,
+                max_batch=self.MAX_BATCH,
+                hold_s=self.RUNNING_ROW_AFTER_S,
+                gather_s=self.GATHER_S,
             )
         if retention_days is not None:
             self._retain()

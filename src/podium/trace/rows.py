@@ -149,11 +149,12 @@ def _request_of(op: Op) -> str:
 
 
 def trace_writer(
-    commit: Callable[[Sequence[Op]], None], *, max_pending: int, max_batch: int, hold_s: float
+    commit: Callable[[Sequence[Op]], None], *, max_pending: int, max_batch: int, hold_s: float, gather_s: float = 0.0
 ) -> WriteBehind[Op]:
     """The background writer of a trace store (SQLite or PostgreSQL): a request's start is held
     up to ``hold_s`` seconds, keyed by its request id, so that a request that finishes sooner is
-    written once, finished (:mod:`podium.trace.writer`)."""
+    written once, finished; an idle writer waits up to ``gather_s`` seconds for more writes to
+    share a commit (:mod:`podium.trace.writer`)."""
     return WriteBehind(
         commit,
         describe=describe,
@@ -162,6 +163,7 @@ def trace_writer(
         hold=_is_begin,
         key=_request_of,
         hold_s=hold_s,
+        gather_s=gather_s,
     )
 
 

@@ -112,6 +112,10 @@ class TraceStore(SqliteTraceReads):
     request that finishes sooner is written once, finished (no ``running`` row, no second index
     update); one still running then gets its row, as ``trace list --status running`` shows."""
 
+    GATHER_S = 0.02
+    """Most seconds the idle writer, woken by a write, waits for more to share its commit
+    (:mod:`podium.trace.writer`)."""
+
     def __init__(
         self,
         path: str | Path,
@@ -143,7 +147,11 @@ class TraceStore(SqliteTraceReads):
         self._writer: WriteBehind[_Op] | None = None
         if write_behind:
             self._writer = trace_writer(
-                self._commit, max_pending=max_pending, max_batch=self.MAX_BATCH, hold_s=self.RUNNING_ROW_AFTER_S
+                self._commit,
+                max_pending=max_pending,
+                max_batch=self.MAX_BATCH,
+                hold_s=self.RUNNING_ROW_AFTER_S,
+                gather_s=self.GATHER_S,
             )
             _OPEN.add(self)
         if retention_days is not None:

@@ -3,9 +3,12 @@
 A request hands its trace writes (``begin``, the finished record) to :class:`WriteBehind` and
 goes on at once; one writer thread takes everything queued — up to ``max_batch`` operations —
 and stores it in **one transaction** (the store's ``commit`` callable), so under load many
-requests share a commit and its index updates instead of paying for one each. Nothing waits
-artificially: an idle writer commits a lone operation right away, and what arrives while a
-commit runs forms the next batch.
+requests share a commit and its index updates instead of paying for one each. What arrives while
+a commit runs forms the next batch. A writer woken by an operation less than ``gather_s`` seconds
+after its last commit waits up to ``gather_s`` (no caller waits: they have handed their writes
+over) for more to share its commit; without that, traffic that trickles in at a few hundred
+requests per second is committed one request at a time, each paying a transaction and a wake-up
+of the thread. Sparser writes are committed at once, as before.
 
 Holding: operations the owner marks ``hold`` (a request's start) are not committed at once but
 kept up to ``hold_s`` seconds, waiting for a later operation with the same ``key`` (that
@@ -25,8 +28,9 @@ one that fails alone is counted as ``lost`` and logged with its request id and t
 Durability: :meth:`WriteBehind.flush` returns once everything queued before it is committed;
 :meth:`WriteBehind.close` flushes, then stops the thread (stores are also closed at interpreter
 exit). A crash (SIGKILL, power loss, an interpreter that cannot run exit handlers) loses what was
-still queued: at most ``max_pending`` operations, in practice the last few milliseconds of
-writes and the held operations of the last ``hold_s`` seconds.
+still queued: at most ``max_pending`` operations, in practice the writes of the last
+``gather_s`` seconds and a few milliseconds, and the held operations of the last ``hold_s``
+seconds.
 
 The class knows nothing about SQLite: a store for another database gives it its own ``commit``.
 """
@@ -91,6 +95,9 @@ class WriteBehind(Generic[_T]):
             doc); None holds nothing.
         key: what ties a held operation to the one that takes it along (e.g. a request id).
         hold_s: most seconds an operation is held.
+        gather_s: most seconds a writer woken by an operation within ``gather_s`` of its last
+            commit waits for more before it commits (0: commit at once); a flush, a close or a
+            full batch ends the wait.
 
     The thread starts with the first operation and ends after ``IDLE_S`` seconds with nothing
     to do (the next operation starts it again), so an idle store holds no thread.
@@ -113,11 +120,12 @@ class WriteBehind(Generic[_T]):
         hold: Callable[[_T], bool] | None = None,
         key: Callable[[_T], object] = id,
         hold_s: float = 0.0,
+        gather_s: float = 0.0,
     ) -> None:
         if max_pending < 1 or max_batch < 1:
             raise ValueError(f"max_pending and max_batch must be at least 1, got {max_pending}, {max_batch}")
-        if hold_s < 0:
-            raise ValueError(f"hold_s must not be negative, got {hold_s}")
+        if hold_s < 0 or gather_s < 0:
+            raise ValueError(f"hold_s and gather_s must not be negative, got {hold_s}, {gather_s}")
         self._commit = commit
         self._describe = describe
         self.max_pending = max_pending
@@ -126,6 +134,8 @@ class WriteBehind(Generic[_T]):
         self._hold = hold if hold_s > 0 else None
         self._key = key
         self.hold_s = hold_s
+        self.gather_s = gather_s
+        self._gathering = False  # the writer waits for more operations to share a commit
         self._queue: deque[_T] = deque()  # ready to commit, in order
         self._held: dict[object, tuple[_T, float]] = {}  # key -> (operation, monotonic deadline), oldest first
         self._cond = threading.Condition()
@@ -162,7 +172,8 @@ class WriteBehind(Generic[_T]):
                     self._held[self._key(op)] = (op, time.monotonic() + self.hold_s)
                 else:
                     self._queue.append(op)
-                    self._cond.notify_all()
+                    if not self._gathering or len(self._queue) >= self.max_batch:
+                        self._cond.notify_all()
         if inline:
             self._store([op])
 
@@ -260,14 +271,35 @@ class WriteBehind(Generic[_T]):
             self._queue.append(op)
         return None
 
+    def _gather(self) -> None:
+        """(Holding the condition.) Wait up to ``gather_s`` for more operations to join the
+        batch; a flush, a close, a full queue or a full batch ends the wait."""
+        self._gathering = True
+        end = time.monotonic() + self.gather_s
+        try:
+            while len(self._queue) < self.max_batch and not (self._closed or self._urgent):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(timeout=left)
+        finally:
+            self._gathering = False
+
     def _run(self) -> None:
         idle_since = time.monotonic()
         while True:
             with self._cond:
+                waited = False
                 while True:
                     deadline = self._release()
                     if self._queue:
+                        # woken by a write less than gather_s after the last commit: writes are
+                        # arriving close together, so let the next ones join this commit
+                        if waited and time.monotonic() - idle_since < self.gather_s:
+                            self._gather()
+                            self._release()
                         break
+                    waited = True
                     now = time.monotonic()
                     if deadline is None and (self._closed or now - idle_since >= self.IDLE_S):
                         # closed and drained, or idle: the next put starts a thread
