@@ -16,7 +16,7 @@ from podium.loop.stages import Context, drift_argv, drift_request, export_argv, 
 from podium.loop.state import Folder
 from podium.traffic import cli as traffic_cli
 from podium.traffic.drift_cli import drift_query
-from podium.traffic.tasks_cli import _export_options, _selection
+from podium.traffic.tasks_cli import export_options_of, export_selection
 
 SETTINGS = [
     Settings(traces="/data/traces.sqlite3"),
@@ -64,7 +64,7 @@ def test_the_recorded_command_lines_parse_to_the_options_the_stages_used(
     assert drift_query(parsed(drift_line)) == drift_request(ctx), shlex.join(drift_line)
     export_line = export_argv(ctx)
     args = parsed(export_line)
-    assert (_selection(args), _export_options(args)) == export_request(ctx), shlex.join(export_line)
+    assert (export_selection(args), export_options_of(args)) == export_request(ctx), shlex.join(export_line)
 
 
 def test_a_window_of_fractional_days_still_parses_to_the_same_query(tmp_path: Path) -> None:

@@ -30,7 +30,16 @@ if TYPE_CHECKING:
     from podium.traffic.export import ExportResult, Pseudonymize
     from podium.workers.base import Worker
 
-__all__ = ["ExportOptions", "Selection", "cmd_tasks", "export_records", "judge_worker", "read_requests"]
+__all__ = [
+    "ExportOptions",
+    "Selection",
+    "cmd_tasks",
+    "export_options_of",
+    "export_records",
+    "export_selection",
+    "judge_worker",
+    "read_requests",
+]
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,8 @@ class ExportOptions:
     limit: int | None = None
 
 
-def _selection(args: argparse.Namespace) -> Selection:
+def export_selection(args: argparse.Namespace) -> Selection:
+    """The :class:`Selection` of ``podium tasks export``'s parsed options."""
     return Selection(
         source=args.source,
         traces=args.traces,
@@ -92,7 +102,8 @@ def _selection(args: argparse.Namespace) -> Selection:
     )
 
 
-def _export_options(args: argparse.Namespace) -> ExportOptions:
+def export_options_of(args: argparse.Namespace) -> ExportOptions:
+    """The :class:`ExportOptions` of ``podium tasks export``'s parsed options."""
     return ExportOptions(
         task_type=args.task_type,
         candidate=args.candidate,
@@ -210,8 +221,8 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     if args.append and args.force:
         raise ConfigError("--append and --force exclude each other")
     existing = read_set(args.out) if args.append and args.out.exists() else []
-    selection = _selection(args)
-    result = export_records(selection, _export_options(args), read_requests(selection), existing)
+    selection = export_selection(args)
+    result = export_records(selection, export_options_of(args), read_requests(selection), existing)
     if result.records or not args.append:
         write_jsonl(args.out, [*existing, *result.records])
     if args.review is not None:
