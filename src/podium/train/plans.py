@@ -199,11 +199,13 @@ def _kmeans(k: int, v: _Array, seed: int) -> Any:
 
 def _one_thread() -> Any:
     """A context in which scikit-learn's OpenMP and BLAS run one thread each. Choosing k
-    (:func:`cluster_count`) on one thread was 7–8× faster than with the default thread teams on
-    this project's 2 cores while another llama.cpp process ran beside it (40×6: 1.1 s → 0.15 s;
-    120×576: 1.5 s → 0.22 s; 2,000×576: 29–33 s → 4.1–4.2 s; the same k each time): spin-waiting
-    threads wait for cores the other process holds, and a bank's few hundred to few thousand
-    questions are too little work to gain from a second core.
+    (:func:`cluster_count`) on one thread was 8–16× faster than with the default thread teams on
+    this project's 2 cores while another llama.cpp process ran beside it (40×6: 1.1 s → 0.08 s;
+    120×576: 1.5 s → 0.15 s; 2,000×576: 27–29 s → 2.9–3.4 s; the same k each time): spin-waiting
+    threads wait for cores the other process holds. On the quiet machine the largest case was
+    still about 2× faster (5.2–8.2 s → 2.7–3.5 s, measured with one context per k-means call,
+    since merged into one), and the small ones within 0.1 s: a bank's few hundred to few
+    thousand questions are too little work to gain from a second core.
     """
     from threadpoolctl import threadpool_limits
 
