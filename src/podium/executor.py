@@ -177,7 +177,6 @@ async def execute(
     limit passes.
     """
     log = StepLog()
-    done = log.records
     finished: dict[int, asyncio.Event] = {i: asyncio.Event() for i in range(len(workflow))}
 
     async def one(index: int, step: Step) -> None:
@@ -213,8 +212,8 @@ async def execute(
         await asyncio.gather(*tasks, return_exceptions=True)
         why = "another step failed" if isinstance(exc, _StepError) else "the steps' time ran out"
         records = tuple(  # a cut-off step says why it was cut off, not a bare "CancelledError:"
-            replace(done[i], error=f"cancelled: {why}") if done[i].error_type == "Cancelled" else done[i]
-            for i in sorted(done)
+            replace(r, error=f"cancelled: {why}") if r.error_type == "Cancelled" else r
+            for _, r in sorted(log.records.items())
         )
         if isinstance(exc, _StepError):
             raise WorkflowFailed(f"step failed: {exc.message}", records, exc.error_type, exc.cause) from None
@@ -224,7 +223,7 @@ async def execute(
             DeadlineExceeded.__name__,
             timed_out=True,
         ) from None
-    return tuple(done[i] for i in range(len(workflow)))
+    return tuple(log.records[i] for i in range(len(workflow)))
 
 
 class _StepError(Exception):

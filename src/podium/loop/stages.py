@@ -99,8 +99,20 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
         "exit_code": code,
         "alerts": len(alerts),
         "kinds": kinds,
-        "report": ctx.folder.relative(ctx.run_dir / "drift.md"),
+        "report": ctx.folder.relative(_drift_report(ctx)),
     }
+
+
+def _locations(s: Settings) -> tuple[Path | None, str | Path | None]:
+    """The trace database (traces) or the shadow store (shadow) the settings name, as the
+    commands' ``--traces`` / ``--store`` read them; None for the other source and when unset."""
+    traces = Path(s.traces) if s.traces and s.source == "traces" else None
+    return traces, store_location(s.store) if s.store and s.source == "shadow" else None
+
+
+def _drift_report(ctx: Context) -> Path:
+    """Where the run's drift report goes."""
+    return ctx.run_dir / "drift.md"
 
 
 def _window_days(ctx: Context) -> float:
@@ -124,7 +136,7 @@ def drift_argv(ctx: Context) -> list[str]:
         argv += ["--threshold", threshold]
     if ctx.folder.set.is_file():
         argv += ["--labels", str(ctx.folder.set)]
-    return [*argv, "--out", str(ctx.run_dir / "drift.md")]
+    return [*argv, "--out", str(_drift_report(ctx))]
 
 
 def drift_request(ctx: Context) -> DriftQuery:
@@ -134,17 +146,18 @@ def drift_request(ctx: Context) -> DriftQuery:
     from podium.traffic.drift_options import DriftOptions, parse_thresholds
 
     s, (since, until) = ctx.settings, ctx.window
+    traces, store = _locations(s)
     return DriftQuery(
         source=s.source,
-        traces=Path(s.traces) if s.traces and s.source == "traces" else None,
-        store=store_location(s.store) if s.store and s.source == "shadow" else None,
+        traces=traces,
+        store=store,
         since=since,
         until=until,
         days=_window_days(ctx),
         tags=tuple(s.tag),
         labels=ctx.folder.set if ctx.folder.set.is_file() else None,
         options=DriftOptions(thresholds=parse_thresholds(s.threshold), slices=tuple(s.tag)),
-        out=ctx.run_dir / "drift.md",
+        out=_drift_report(ctx),
     )
 
 
@@ -174,10 +187,11 @@ def export_request(ctx: Context) -> tuple[Selection, ExportOptions]:
     from podium.traffic.tasks_cli import ExportOptions, Selection
 
     s, (since, until) = ctx.settings, ctx.window
+    traces, store = _locations(s)
     selection = Selection(
         source=s.source,
-        traces=Path(s.traces) if s.traces and s.source == "traces" else None,
-        store=store_location(s.store) if s.store and s.source == "shadow" else None,
+        traces=traces,
+        store=store,
         since=since,
         until=until,
         tags=tuple(s.tag),

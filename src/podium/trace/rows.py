@@ -149,12 +149,12 @@ def _request_of(op: Op) -> str:
 
 
 def trace_writer(
-    commit: Callable[[Sequence[Op]], None], *, max_pending: int, max_batch: int, hold_s: float, gather_s: float = 0.0
+    commit: Callable[[Sequence[Op]], None], *, max_pending: int, max_batch: int, hold_s: float, gather_s: float
 ) -> WriteBehind[Op]:
     """The background writer of a trace store (SQLite or PostgreSQL): a request's start is held
     up to ``hold_s`` seconds, keyed by its request id, so that a request that finishes sooner is
-    written once, finished; an idle writer waits up to ``gather_s`` seconds for more writes to
-    share a commit (:mod:`podium.trace.writer`)."""
+    written once, finished; a writer woken within ``gather_s`` seconds of its last commit waits
+    up to that long for more writes to share the next one (:mod:`podium.trace.writer`)."""
     return WriteBehind(
         commit,
         describe=describe,

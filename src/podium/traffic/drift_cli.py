@@ -16,20 +16,14 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
+from podium.traffic.drift_options import DriftOptions
 from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
-    from podium.traffic.drift_options import DriftOptions
     from podium.traffic.source import TrafficItem
 
 __all__ = ["DriftQuery", "cmd_drift", "drift_query", "drift_run"]
-
-
-def _default_options() -> DriftOptions:
-    from podium.traffic.drift_options import DriftOptions
-
-    return DriftOptions()
 
 
 @dataclass(frozen=True)
@@ -64,7 +58,7 @@ class DriftQuery:
     tags: tuple[str, ...] = ()
     embedder: str = "hash"
     labels: Path | None = None
-    options: DriftOptions = field(default_factory=_default_options)
+    options: DriftOptions = field(default_factory=DriftOptions)
     out: Path | None = None
     plot: Path | None = None
     bucket: Literal["hour", "day", "week"] = "day"
@@ -73,7 +67,7 @@ class DriftQuery:
 def drift_query(args: argparse.Namespace) -> DriftQuery:
     """The :class:`DriftQuery` of ``podium drift``'s parsed options; ConfigError for a bad
     ``--threshold``."""
-    from podium.traffic.drift_options import DriftOptions, parse_thresholds
+    from podium.traffic.drift_options import parse_thresholds
 
     options = DriftOptions(
         thresholds=parse_thresholds(args.threshold),
@@ -142,7 +136,7 @@ def drift_run(query: DriftQuery) -> dict[str, Any]:
         store = source.open_traces(query.traces or default_trace_path())
         try:
             if query.tags:
-                _check_tags(store, list(query.tags))
+                _check_tags(store, query.tags)
             reference = source.read_traces(store, since=windows["reference"][0], until=windows["reference"][1])
             recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
         finally:
