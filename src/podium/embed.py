@@ -128,15 +128,14 @@ class LlamaCppEncoder:
 
     def _load(self) -> Any:
         if self._llm is None:
-            from podium.local_models import resolve_model, short_openmp_spin
+            from podium.local_models import load_llama_cpp, resolve_model
 
             path = resolve_model(self.model)
-            short_openmp_spin()  # before llama-cpp-python loads the OpenMP runtime
             try:
-                import llama_cpp
-            except ImportError as exc:
+                llama_cpp = load_llama_cpp()
+            except ConfigError as exc:
                 raise ModelNotInstalled(
-                    "llama.cpp is not installed; run: pip install -e '.[local]'",
+                    str(exc),
                     model=self.model,
                     install_command="pip install -e '.[local]'",
                 ) from exc

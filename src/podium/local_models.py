@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from podium.errors import ConfigError, ModelNotInstalled
@@ -30,6 +31,7 @@ __all__ = [
     "Package",
     "cache_dir",
     "install_models",
+    "load_llama_cpp",
     "model_status",
     "resolve_model",
     "sha256_file",
@@ -216,6 +218,20 @@ def short_openmp_spin() -> None:
     too). Importing :mod:`podium` itself changes nothing."""
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+
+def load_llama_cpp() -> ModuleType:
+    """The ``llama_cpp`` module (llama-cpp-python), imported after :func:`short_openmp_spin` so its
+    OpenMP runtime loads with the short spin. Every podium module that needs llama.cpp gets it here.
+
+    Raises ConfigError naming the install command when llama-cpp-python is missing (the ``local``
+    extra)."""
+    short_openmp_spin()
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise ConfigError("llama.cpp is not installed; run: pip install -e '.[local]'") from exc
+    return llama_cpp
 
 
 def cache_dir() -> Path:

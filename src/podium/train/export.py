@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from podium.errors import ConfigError
-from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
+from podium.local_models import EMBEDDED_MODELS, load_llama_cpp, resolve_model, sha256_file
 
 __all__ = [
     "ARCHITECTURES",
@@ -374,12 +374,10 @@ def logit_agreement(
 
     Needs torch, transformers, peft (the ``train`` extra) and llama-cpp-python; about 30 s on
     2 CPU cores for SmolLM2-135M, most of it transformers reading the GGUF file."""
-    from podium.local_models import short_openmp_spin
-
-    short_openmp_spin()
-    import llama_cpp
     import torch
     from peft import PeftModel
+
+    llama_cpp = load_llama_cpp()
 
     base_path = resolve_model(base_model) if base_model in EMBEDDED_MODELS else Path(base_model)
 

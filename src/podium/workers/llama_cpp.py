@@ -30,20 +30,17 @@ from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
-from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file, short_openmp_spin
+from podium.local_models import EMBEDDED_MODELS, load_llama_cpp, resolve_model, sha256_file
 from podium.unicode import valid_text
 from podium.workers.base import Call, CallContext, Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 from podium.workers.offload import offload
 
-short_openmp_spin()  # before llama-cpp-python loads the OpenMP runtime
+load_llama_cpp()  # the short OpenMP spin, then the import; ConfigError with the fix when it is missing
 
-try:
-    import llama_cpp
-    from llama_cpp.llama import StoppingCriteriaList
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-    from llama_cpp.llama_grammar import LlamaGrammar
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigError("the llama_cpp backend needs llama-cpp-python: pip install 'podium[local]'") from exc
+import llama_cpp  # noqa: E402  (loaded above)
+from llama_cpp.llama import StoppingCriteriaList  # noqa: E402
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: E402
+from llama_cpp.llama_grammar import LlamaGrammar  # noqa: E402
 
 __all__ = ["LlamaCppWorker", "chat_formatter"]
 

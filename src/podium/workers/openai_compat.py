@@ -167,16 +167,14 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
     """(prompt, reply) → (prompt tokens, reply tokens) with ``model``'s own vocabulary and chat
     template, or None when podium has no tokenizer for it (not an installed embedded model, or
     llama-cpp-python missing)."""
-    from podium.local_models import EMBEDDED_MODELS, model_status, resolve_model, short_openmp_spin
+    from podium.local_models import EMBEDDED_MODELS, load_llama_cpp, model_status, resolve_model
 
     if model not in EMBEDDED_MODELS or model_status(model) != "ready":
         return None
-    short_openmp_spin()  # before llama-cpp-python loads the OpenMP runtime
     try:
-        import llama_cpp
-
+        llama_cpp = load_llama_cpp()
         from podium.workers.llama_cpp import chat_formatter
-    except (ImportError, ConfigError):  # llama-cpp-python missing (the backend says so as a ConfigError)
+    except ConfigError:  # llama-cpp-python missing
         return None
     vocab = llama_cpp.Llama(model_path=str(resolve_model(model, verify=False)), vocab_only=True, verbose=False)
     atexit.register(vocab.close)  # freed while llama.cpp is still loaded, not in interpreter teardown
