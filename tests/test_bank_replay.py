@@ -212,5 +212,3 @@ def test_a_plan_conductor_that_may_cascade_gets_its_escalation_round() -> None:
     config = load_pool("local-tools")
     assert config.conductor.recursion_rounds == 0  # the pool file's own setting
     assert build_orchestrator(config, conductor=cascade).config.recursion_rounds == 1
-    # an explicit --rounds still wins
-    assert build_orchestrator(config, conductor=cascade, recursion_rounds=0).config.recursion_rounds == 0

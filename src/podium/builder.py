@@ -58,14 +58,13 @@ def build_orchestrator(
     traces: TraceBackend | None = None,
     conductor: Conductor | None = None,
     workers: list[Worker] | None = None,
-    resamples: int | None = None,
-    max_steps: int | None = None,
-    limits: Limits | None = None,
-    recursion_rounds: int | None = None,
     exporter: RecordExporter | None = None,
     cache: RequestCache | None = None,
 ) -> Orchestrator:
-    """An orchestrator for ``config``.
+    """An orchestrator for ``config``, with the pool file's per-request settings
+    (:class:`~podium.request.OrchestratorConfig`; a plan conductor that may choose a cascade gets
+    at least the one round its escalation needs). Change them on the result:
+    ``orchestrator.config = orchestrator.config.updated(max_steps=..., ...)``.
 
     Args:
         config: a validated pool file.
@@ -73,9 +72,6 @@ def build_orchestrator(
         conductor: override the configured LM conductor (e.g. a baseline or a test fake).
         workers: override the pool's workers (tests), in pool order; they get the pool file's
             data policies all the same.
-        resamples, max_steps, limits, recursion_rounds: override the pool file's values. Without
-            ``recursion_rounds``, a plan conductor that may choose a cascade gets at least the one
-            round its escalation needs.
         exporter: where finished records also go (e.g. :func:`build_telemetry`'s result).
         cache: a request cache for the pool's workers (evaluation), or None.
 
@@ -133,16 +129,12 @@ def build_orchestrator(
         conductor = LMConductor(model, settings)
     per_request = OrchestratorConfig(
         pool_name=config.name,
-        max_steps=config.max_steps if max_steps is None else max_steps,
-        resamples=config.conductor.resamples if resamples is None else resamples,
+        max_steps=config.max_steps,
+        resamples=config.conductor.resamples,
         max_question_chars=config.max_question_chars,
-        limits=limits or pool_limits(config),
+        limits=pool_limits(config),
         periods=tuple(_periods(config, traces)),
-        recursion_rounds=(
-            max(config.conductor.recursion_rounds, cascade_rounds(conductor))  # a cascade's escalation round
-            if recursion_rounds is None
-            else recursion_rounds
-        ),
+        recursion_rounds=max(config.conductor.recursion_rounds, cascade_rounds(conductor)),  # a cascade's round
     )
     fallback = Fallback(config.worker_index(config.fallback.worker), config.fallback.subtask)
     orchestrator = Orchestrator(pool, conductor, fallback, per_request, traces=traces, exporter=exporter)

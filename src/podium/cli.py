@@ -201,14 +201,9 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     limits = pool_limits(config).overridden(deadline_s=args.deadline, cost_cap_usd=args.cost_cap)
     traces = None if args.no_trace else open_traces(args.traces, retention_days=config.traces.retention_days)
     telemetry = build_telemetry(config)
-    orchestrator = build_orchestrator(
-        config,
-        traces=traces,
-        resamples=args.resamples,
-        max_steps=args.max_steps,
-        limits=limits,
-        recursion_rounds=args.rounds,
-        exporter=telemetry,
+    orchestrator = build_orchestrator(config, traces=traces, exporter=telemetry)
+    orchestrator.config = orchestrator.config.updated(
+        resamples=args.resamples, max_steps=args.max_steps, limits=limits, recursion_rounds=args.rounds
     )
     from podium.builder import warm_pii
 

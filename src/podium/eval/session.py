@@ -384,7 +384,7 @@ def _live(
         if name.kind == "conductor":
             other = config if name.arg is None else _same_workers(load_pool(name.arg), config, name.text)
             rounds = other.conductor.recursion_rounds
-            own = build_orchestrator(other, workers=workers, recursion_rounds=rounds).conductor
+            own = build_orchestrator(other, workers=workers).conductor
             methods.append(Method(name.text, own, rounds=rounds))
     kinds = {n.kind for n in names}
     methods += _baselines(
@@ -394,9 +394,9 @@ def _live(
         methods += live_router_methods(spec, [w.info.name for w in workers], tasks, on_stage)
 
     def orchestrator_for(method: Method) -> Orchestrator:
-        return build_orchestrator(
-            config, traces=traces, conductor=method.conductor, workers=workers, recursion_rounds=method.rounds
-        )
+        orchestrator = build_orchestrator(config, traces=traces, conductor=method.conductor, workers=workers)
+        orchestrator.config = orchestrator.config.updated(recursion_rounds=method.rounds)
+        return orchestrator
 
     scorer: Scorer = VerifierScorer(judge)
     _check_against(spec, methods)
