@@ -372,7 +372,6 @@ def test_an_external_conductor_sees_placeholders_and_its_subtasks_are_restored(t
         config,
         workers=[conductor_model, workers[1], workers[2]],
         traces=TraceStore(tmp_path / "t.sqlite3"),
-        recursion_rounds=0,
     )
     assert isinstance(orchestrator.conductor, LMConductor)
     orchestrator.conductor.settings = LMConductorSettings(constrained=False)
@@ -394,9 +393,7 @@ def test_an_external_conductor_naming_an_unknown_placeholder_ends_in_the_fallbac
         "ext-a", reply='model_id = [0]\nsubtasks = ["Ask <PERSON_4>."]\naccess_list = [[]]'
     )
     workers = fakes(local="fallback answer")
-    orchestrator = build_orchestrator(
-        pool_file(tmp_path), workers=[conductor_model, workers[1], workers[2]], recursion_rounds=0
-    )
+    orchestrator = build_orchestrator(pool_file(tmp_path), workers=[conductor_model, workers[1], workers[2]])
     assert isinstance(orchestrator.conductor, LMConductor)
     orchestrator.conductor.settings = LMConductorSettings(constrained=False)
     record = asyncio.run(orchestrator.run("Ring til Søren Østergaard."))
@@ -420,7 +417,6 @@ def test_a_streamed_answer_from_an_external_worker_arrives_restored(tmp_path: Pa
         traces=TraceStore(tmp_path / "t.sqlite3"),
         conductor=ScriptedConductor(['model_id = [2]\nsubtasks = ["Repeat."]\naccess_list = [[]]']),
         workers=list(workers),
-        recursion_rounds=0,
     )
 
     async def go() -> tuple[list[str], str, str | None]:

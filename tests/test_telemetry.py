@@ -253,7 +253,6 @@ def test_pool_file_workers_become_provider_model_server_and_tool_spans(tmp_path:
         workers=fakes,
         conductor=ScriptedConductor([plan], name="lm:gpt"),
         exporter=telemetry,
-        recursion_rounds=0,
     )
     run(orchestrator)
     telemetry.shutdown()

@@ -38,15 +38,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from podium.errors import ConfigError
-
-try:
-    import spacy
-    from presidio_analyzer import AnalyzerEngine, RecognizerRegistry, RecognizerResult
-    from presidio_analyzer.nlp_engine import NlpArtifacts, SpacyNlpEngine
-    from presidio_analyzer.predefined_recognizers import IpRecognizer
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigError(f"PII protection needs Presidio: pip install 'podium[pii]' ({exc})") from None
-
+from podium.pii._presidio import (
+    AnalyzerEngine,
+    IpRecognizer,
+    NlpArtifacts,
+    RecognizerRegistry,
+    RecognizerResult,
+    SpacyNlpEngine,
+    spacy,
+)
 from podium.pii.recognizers import (
     AddressRecognizer,
     CardNumberRecognizer,

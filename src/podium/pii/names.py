@@ -16,8 +16,7 @@ import re
 from functools import cache
 from importlib import resources
 
-from presidio_analyzer import LocalRecognizer, RecognizerResult
-from presidio_analyzer.nlp_engine import NlpArtifacts
+from podium.pii._presidio import LocalRecognizer, NlpArtifacts, RecognizerResult
 
 __all__ = ["SURNAME_ENDINGS", "PersonNameRecognizer", "first_names", "surnames"]
 

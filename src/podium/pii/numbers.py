@@ -85,7 +85,7 @@ def is_card(digits: str) -> bool:
 def _iban_patterns() -> dict[str, re.Pattern[str]]:
     """Country → Presidio's pattern for its IBANs (fixed length; optional spaces ignored here,
     since it is matched against the compact upper-case form)."""
-    from presidio_analyzer.predefined_recognizers.generic.iban_patterns import regex_per_country
+    from podium.pii._presidio import regex_per_country
 
     return {country: re.compile(pattern) for country, pattern in regex_per_country.items()}
 

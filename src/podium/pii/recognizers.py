@@ -46,17 +46,18 @@ import re
 from functools import cache
 
 import tldextract
-from presidio_analyzer import (
+
+from podium.pii._presidio import (
     AnalysisExplanation,
+    EmailRecognizer,
     EntityRecognizer,
     LocalRecognizer,
+    NlpArtifacts,
     Pattern,
     PatternRecognizer,
+    PhoneRecognizer,
     RecognizerResult,
 )
-from presidio_analyzer.nlp_engine import NlpArtifacts
-from presidio_analyzer.predefined_recognizers import EmailRecognizer, PhoneRecognizer
-
 from podium.pii.digit_runs import DASHES as _DASHES
 from podium.pii.digit_runs import IPV4_RUN, digit_runs, glued_numbers
 from podium.pii.digit_runs import PHONE_CONTEXT as _PHONE_CONTEXT
