@@ -5,6 +5,7 @@ only matters before the OpenMP runtime loads."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -36,3 +37,17 @@ def test_the_llama_cpp_backend_sets_a_short_spin_before_it_loads_llama_cpp() -> 
 @pytest.mark.parametrize(("env", "expected"), [({"GOMP_SPINCOUNT": "5"}, "5"), ({"OMP_WAIT_POLICY": "PASSIVE"}, "-")])
 def test_the_users_own_openmp_setting_wins(env: dict[str, str], expected: str) -> None:
     assert _env_after("from podium.local_models import short_openmp_spin\nshort_openmp_spin()", **env) == expected
+
+
+def test_pii_detection_loads_without_torch_or_transformers_and_leaves_them_importable() -> None:
+    """Presidio and spaCy would import both when installed (seconds per process); podium's blank
+    pipelines need neither (podium.pii._presidio). Hiding them must not break a later import."""
+    pytest.importorskip("presidio_analyzer")
+    torch_installed = importlib.util.find_spec("torch") is not None
+    code = "import sys\nimport podium.pii.detect\nprint('torch' in sys.modules, 'transformers' in sys.modules)\n" + (
+        "import torch\nprint(torch.tensor([2.0]).sum().item())\n" if torch_installed else ""
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == ["False", "False"]
+    if torch_installed:
+        assert out[2] == "2.0"
