@@ -164,7 +164,7 @@ def pii_to_warm(orchestrators: Iterable[Orchestrator]) -> list[PIIProtection]:
 
 def warm_pii(orchestrators: Iterable[Orchestrator], announce: Callable[[], AbstractContextManager[Any]]) -> None:
     """Load PII detection now, inside ``announce()`` (a spinner, a line), when a worker of the
-    orchestrators receiving data is external (:func:`pii_to_warm`), so its load (15–30 s) never
+    orchestrators receiving data is external (:func:`pii_to_warm`), so its load (about 2 s) never
     counts against a request's deadline. A failure is left to the requests: their PII guard then
     refuses the call and says why (fail closed)."""
     protections = pii_to_warm(orchestrators)
