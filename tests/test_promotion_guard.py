@@ -10,6 +10,7 @@ $0.001) — at λ = 10 v2's reward is higher, its quality 0.05 lower."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from podium.cli import cli
 from podium.conductor.light import ROLES, LightPolicy, feature_count
 from podium.registry import Registry
 
-pytest.importorskip("cma", reason="needs podium[train]")
+# found, not imported: importing cma (1.8 s) at collection would cost every test worker
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("cma") is None, reason="needs podium[train]")
 EMBEDDER = "all-MiniLM-L6-v2:53aa51172d14"
 
 
