@@ -39,6 +39,7 @@ def test_the_users_own_openmp_setting_wins(env: dict[str, str], expected: str) -
     assert _env_after("from podium.local_models import short_openmp_spin\nshort_openmp_spin()", **env) == expected
 
 
+@pytest.mark.slow  # a fresh interpreter that imports torch: seconds
 def test_pii_detection_loads_without_torch_or_transformers_and_leaves_them_importable() -> None:
     """Presidio and spaCy would import both when installed (seconds per process); podium's blank
     pipelines need neither (podium.pii._presidio). Hiding them must not break a later import."""

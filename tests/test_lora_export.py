@@ -140,6 +140,7 @@ def test_adapter_options_llama_cpp_cannot_express_are_refused(change: dict[str, 
         check_adapter_config({**config, **change})
 
 
+@pytest.mark.slow  # imports transformers (seconds)
 def test_export_writes_the_layout_llama_cpp_checks(base: Path, tmp_path: Path) -> None:
     """lora_a keeps peft's (r, in), lora_b its (out, r) — ggml ne [in, r] and [r, out], the
     shapes llama.cpp compares with the base weight — except that lora_b of the llama q/k

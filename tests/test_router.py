@@ -59,6 +59,7 @@ def test_embeddings_are_unit_vectors_and_cached(embedder: Embedder) -> None:
     assert np.array_equal(embedder.embed(["Who was Charlemagne?"])[0], vectors[1])  # served from the cache
 
 
+@pytest.mark.slow  # the embedder loads MiniLM through torch: seconds
 def test_router_sends_held_out_questions_to_the_right_worker(router: RouterModel, embedder: Embedder) -> None:
     held_out = MATH[10:] + HISTORY[10:]  # never seen in fitting
     quality, cost = router.predict(embedder.embed(held_out), [len(q) for q in held_out])
@@ -69,6 +70,7 @@ def test_router_sends_held_out_questions_to_the_right_worker(router: RouterModel
     assert router.choose(quality, cost, lam=1e6).tolist() == [0, 0, 0, 0]
 
 
+@pytest.mark.slow  # the router fixture embeds with MiniLM
 def test_router_file_round_trip_and_conductor(router: RouterModel, embedder: Embedder, tmp_path: Path) -> None:
     router.save(tmp_path / "router.npz")
     loaded = RouterModel.load(tmp_path / "router.npz")
