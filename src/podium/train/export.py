@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from podium.errors import ConfigError
-from podium.local_models import EMBEDDED_MODELS, load_llama_cpp, resolve_model, sha256_file
+from podium.local_models import EMBEDDED_MODELS, hub_offline, load_llama_cpp, resolve_model, sha256_file
 
 __all__ = [
     "ARCHITECTURES",
@@ -345,6 +345,7 @@ class Agreement:
 def load_base_model(base_model: str) -> Any:
     """The base model as transformers loads it from its GGUF file: dequantised to float32, in
     eval mode, its GGUF marker dropped (see :mod:`podium.train.grpo`)."""
+    hub_offline()
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -34,13 +34,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from podium.conductor.prompt import FEW_SHOT, conductor_messages
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import Task
-from podium.local_models import resolve_model
+from podium.local_models import hub_offline, resolve_model
 from podium.roles import ROLES
 from podium.train.export import ExportedAdapter, drop_gguf_marker, lora_to_gguf
 from podium.train.sources import MatrixSource, ReplaySource
@@ -85,6 +85,9 @@ class GRPOTrainConfig:
             conductor then runs without them (:func:`podium.conductor.named.trained_lm`).
         roles: the conductor writes role instructions only (set by the source: a workflow
             bank); the trained conductor then runs under the roles grammar.
+        rollouts: who samples the workflows: ``"transformers"`` (TRL's own generation, free
+            text) or ``"llama.cpp"`` (:mod:`podium.train.rollouts`: the current adapter on
+            llama.cpp under the run-time grammar, so every complete sample parses).
     """
 
     model: str = "smollm2-135m-instruct"
@@ -109,6 +112,7 @@ class GRPOTrainConfig:
     warm_start_learning_rate: float = 2e-4
     few_shot: bool = False
     roles: bool = False
+    rollouts: Literal["transformers", "llama.cpp"] = "transformers"
 
     @classmethod
     def paper(cls, model: str) -> GRPOTrainConfig:
@@ -185,6 +189,9 @@ def train_grpo(
         raise ConfigError("GRPO needs at least 2 generations per question (the advantage is relative)")
     if config.steps < 0 or config.questions_per_step < 1:
         raise ConfigError("steps must be 0 or more and questions_per_step at least 1")
+    if config.rollouts not in ("transformers", "llama.cpp"):
+        raise ConfigError(f"rollouts must be 'transformers' or 'llama.cpp', got {config.rollouts!r}")
+    hub_offline()  # the base model is a local GGUF file; nothing to fetch, no telemetry
     try:
         import torch
         from datasets import Dataset
@@ -289,7 +296,10 @@ def train_grpo(
     args = GRPOConfig(
         output_dir=str(out),
         max_steps=config.steps,
-        per_device_train_batch_size=config.questions_per_step * config.generations,
+        # one question's G workflows per forward pass, accumulated over the step's questions: the
+        # loss of 2 × 4 rollouts of ~800 tokens at once took over 20 GB on a CPU (SmolLM2-135M)
+        per_device_train_batch_size=config.generations,
+        gradient_accumulation_steps=config.questions_per_step,
         num_generations=config.generations,
         max_completion_length=config.max_completion_tokens,
         temperature=config.temperature,
@@ -300,14 +310,39 @@ def train_grpo(
         save_steps=config.save_steps,
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
-        gradient_checkpointing=torch.cuda.is_available(),  # saves GPU memory; on a CPU it only costs time
+        # saves memory (the loss over 4 rollouts of ~800 tokens took over 8 GB without it); with
+        # transformers' own generation on a CPU it would also turn off generation's KV cache
+        gradient_checkpointing=torch.cuda.is_available() or config.rollouts == "llama.cpp",
         bf16=False,
         seed=config.seed,
         disable_tqdm=True,
         shuffle_dataset=False,
     )
+    sampler = None
+    if config.rollouts == "llama.cpp":
+        from podium.train.rollouts import RolloutSampler, prompt_key, rollout_grammar
+
+        grammars = {}
+        for row in rows:
+            shown = json.loads(row["pool"])
+            grammars[prompt_key(row["prompt"])] = rollout_grammar(
+                len(shown),
+                config.max_steps_per_workflow,
+                roles=config.roles,
+                # a bank's replayable workflows for this pool; none fits (e.g. only the vote
+                # tool shown): any valid workflow, which scores 0
+                choices=replay.replayable(shown, config.max_steps_per_workflow) or None,
+            )
+        sampler = RolloutSampler(
+            config.model,
+            grammars,
+            max_tokens=config.max_completion_tokens,
+            temperature=config.temperature,
+            seed=config.seed,
+        )
     trainer = GRPOTrainer(
         model=model,
+        rollout_func=sampler,
         reward_funcs=[reward_fn],  # type: ignore[list-item]
         args=args,
         train_dataset=dataset,

@@ -67,6 +67,7 @@ def train_lm_command(args: argparse.Namespace, out: Console, err: Console) -> in
         tags=tuple(args.tag),
         seed=args.seed,
         max_steps_per_workflow=args.max_steps,
+        rollouts=args.rollouts,
     )
     if args.warm_start_epochs is not None:
         config = replace(config, warm_start_epochs=args.warm_start_epochs)

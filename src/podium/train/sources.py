@@ -31,6 +31,7 @@ from podium.eval.tasks import Task, TaskType
 from podium.parse import try_parse_workflow
 from podium.roles import expand, role_of
 from podium.train.reward import workflow_reward
+from podium.workflow import Workflow
 
 __all__ = ["BankSource", "MatrixSource", "ReplaySource", "conductor_reward"]
 
@@ -55,6 +56,11 @@ class ReplaySource(Protocol):
     ) -> tuple[float, dict[str, Any]]: ...
 
     def target(self, shown: Sequence[str], max_steps: int, rng: random.Random) -> str | None: ...
+
+    def replayable(self, shown: Sequence[str], max_steps: int) -> list[str] | None:
+        """The lists (:meth:`~podium.workflow.Workflow.lists_text`) of every workflow over
+        ``shown`` that replays exactly, or None when every valid workflow does."""
+        ...
 
     def require_latency(self, purpose: str) -> None: ...
 
@@ -86,6 +92,9 @@ class MatrixSource:
 
     def target(self, shown: Sequence[str], max_steps: int, rng: random.Random) -> str | None:
         return None  # the warm start's random shapes
+
+    def replayable(self, shown: Sequence[str], max_steps: int) -> list[str] | None:
+        return None  # routing: the last step's worker is scored, whatever the workflow
 
     def require_latency(self, purpose: str) -> None:
         self.matrix.require_latency(purpose)
@@ -166,6 +175,18 @@ class BankSource:
         """A random composition the shown pool can run (uniform over the local plans that fit),
         written as the conductor would — a warm start with random decisions that teaches the
         format and the role instructions, not which plan to choose."""
+        fitting = self._fitting(shown, max_steps)
+        if not fitting:
+            return None
+        model_id, names, access = _written(rng.choice(fitting))
+        return workflow_text(f"Compose the steps: {', '.join(names)}.", model_id, names, access)
+
+    def replayable(self, shown: Sequence[str], max_steps: int) -> list[str] | None:
+        """The catalogue's one-round plans (no cascade) that ``shown`` can run, as the conductor
+        writes them (role names)."""
+        return [workflow_text("", *_written(wf)).split("\n", 1)[1] for wf in self._fitting(shown, max_steps)]
+
+    def _fitting(self, shown: Sequence[str], max_steps: int) -> list[Workflow]:
         columns = self.bank.catalogue.columns
         fitting = []
         for plan in local_plans(columns):
@@ -176,16 +197,18 @@ class BankSource:
             except (NotReplayable, ConfigError):
                 continue
             if len(wf) <= max_steps:
-                fitting.append((plan, wf))
-        if not fitting:
-            return None
-        plan, wf = rng.choice(fitting)
-        access = [("[" + ", ".join(str(i) for i in a) + "]") if a != "all" else '"all"' for a in wf.access_list]
-        names = [r.name for s in wf.steps if (r := role_of(s.subtask))]
-        return workflow_text(f"Compose the steps: {', '.join(names)}.", wf.model_id, names, access)
+                fitting.append(wf)
+        return fitting
 
     def require_latency(self, purpose: str) -> None:
         return None  # a bank records every step's latency
+
+
+def _written(workflow: Workflow) -> tuple[list[int], list[str], list[str]]:
+    """A role workflow as the conductor writes it: ids, role names, access entries as text."""
+    access = [("[" + ", ".join(str(i) for i in a) + "]") if a != "all" else '"all"' for a in workflow.access_list]
+    names: list[str] = [r.name for s in workflow.steps if (r := role_of(s.subtask))]
+    return list(workflow.model_id), names, access
 
 
 def conductor_reward(
