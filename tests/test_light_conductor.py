@@ -255,6 +255,27 @@ def test_a_failed_lm_training_leaves_no_empty_version(
     assert Registry().names() == []
 
 
+def test_grpo_out_of_memory_is_a_clear_error_naming_the_fix(
+    matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch's allocation failure inside training (a RuntimeError, seen when 2 × 4 rollouts of
+    ~800 tokens met a busy machine) becomes exit code 2 and a message with the options that
+    shrink memory, not a traceback; the empty version is removed. train_grpo is replaced by a
+    fake that raises torch's message (unit test: no model is loaded)."""
+    import podium.train.grpo as grpo
+
+    def out_of_memory(*_: object, **__: object) -> None:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(grpo, "train_grpo", out_of_memory)
+    monkeypatch.setattr("podium.local_models.resolve_model", lambda *_a, **_k: tmp_path / "base.gguf")
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    assert cli(["train", "--policy", "lm", "--replay", str(matrix.path), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "out of memory" in err and "--num-generations" in err and "Traceback" not in err
+    assert [v.ref for v in Registry().versions("lm")] == []
+
+
 @pytest.mark.slow
 def test_pool_file_runs_a_light_conductor(
     matrix: OutcomeMatrix, embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -114,9 +114,18 @@ def train_lm_command(args: argparse.Namespace, out: Console, err: Console) -> in
             result = train_grpo(
                 source, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
             )
-        except ConfigError:
-            if not args.resume and not any(version.path.glob("checkpoint-*")):
+        except (ConfigError, MemoryError, RuntimeError) as exc:
+            kept = args.resume or any(version.path.glob("checkpoint-*"))
+            if not kept:
                 shutil.rmtree(version.path, ignore_errors=True)  # nothing worth keeping: no empty version
+            if isinstance(exc, ConfigError):
+                raise
+            if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
+                resume = f" (resume with --resume {version.ref})" if kept else ""
+                raise ConfigError(
+                    "GRPO ran out of memory: use fewer --num-generations, a smaller --max-completion-tokens or "
+                    f"--rollouts llama.cpp (one question's rollouts per pass, gradient checkpointing){resume}"
+                ) from exc
             raise
     metrics = result.metrics
     adapter = (
