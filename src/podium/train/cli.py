@@ -177,6 +177,9 @@ def add_parsers(sub: Any) -> None:
         "adapter under the run-time grammar: every complete sample parses; docs/training.md)",
     )
     lm.add_argument("--resume", metavar="NAME@vN", help="continue that version from its last checkpoint")
+    lm.add_argument(
+        "--save-steps", action=WholeNumber, low=1, high=MANY, help="checkpoint every N GRPO steps (default 10)"
+    )
 
     c = sub.add_parser("conductor", help="the registry of trained conductors").add_subparsers(
         dest="conductor_command", required=True, metavar="SUBCOMMAND"

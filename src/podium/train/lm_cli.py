@@ -49,6 +49,7 @@ def train_lm_command(args: argparse.Namespace, out: Console, err: Console) -> in
         "generations": args.num_generations,
         "max_completion_tokens": args.max_completion_tokens,
         "learning_rate": args.learning_rate,
+        "save_steps": args.save_steps,
     }
     if args.warm_start_epochs is not None and args.warm_start_epochs < 0:
         raise ConfigError(f"--warm-start-epochs must be 0 or more, got {args.warm_start_epochs}")
