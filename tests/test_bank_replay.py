@@ -212,3 +212,32 @@ def test_a_plan_conductor_that_may_cascade_gets_its_escalation_round() -> None:
     config = load_pool("local-tools")
     assert config.conductor.recursion_rounds == 0  # the pool file's own setting
     assert build_orchestrator(config, conductor=cascade).config.recursion_rounds == 1
+
+
+class Positional:
+    """Unit-test fake conductor that reads positions, not names: always solves with Model 0."""
+
+    name = "positional"
+
+    async def plan(self, question: str, pool: Sequence[Worker], **_: object) -> PlanAttempt:
+        return PlanAttempt(0, (), "", Workflow((Step(0, ROLES["solve"].subtask, ()),)))
+
+
+def test_a_reversed_pool_changes_what_a_positional_conductor_does_but_not_a_name_reader(bank, tasks) -> None:  # type: ignore[no-untyped-def]
+    """The permutation test's instrument (--pool-order reversed): Model 0 is the 1.5B worker in
+    the bank's order and the vote tool reversed, so the positional fake's answers change (a tool
+    cannot solve: not replayable), while a plan conductor, which finds its workers by name,
+    scores the same on every question."""
+    methods = [_plan("vote(run(program@1.5b),solve@1.5b,solve@0.5b)"), Method("positional", Positional())]
+    given = asyncio.run(replay_on_bank(methods, tasks, bank))
+    flipped = asyncio.run(replay_on_bank(methods, tasks, bank, reverse_pool=True))
+    plan = "plan:vote(run(program@1.5b),solve@1.5b,solve@0.5b)"
+    assert [(r.score, r.cost_usd) for r in given[plan]] == [(r.score, r.cost_usd) for r in flipped[plan]]
+    rows = {r["sample_id"]: r for r in bank.rows}
+    assert [r.score for r in given["positional"]] == [float(rows[t.id]["solve@1.5b"]) for t in tasks]
+    assert all(r.status == "error" and "never recorded" in r.detail for r in flipped["positional"])
+
+
+def test_pool_order_is_refused_outside_a_bank_replay(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--pool-order reversed applies to a replay on a workflow bank"):
+        run_eval(EvalSpec(tasks=tmp_path / "t.jsonl", pool_order="reversed", cache=None))

@@ -75,9 +75,11 @@ async def replay_on_bank(
     *,
     max_steps: int = BANK_MAX_STEPS,
     on_result: Callable[[str, TaskResult], None] | None = None,
+    reverse_pool: bool = False,
 ) -> dict[str, list[TaskResult]]:
     """Every method on every task, scored on ``bank`` (see the module docstring); results per
-    method name, in task order. ``max_steps``: the conductors' step limit.
+    method name, in task order. ``max_steps``: the conductors' step limit; ``reverse_pool``:
+    the conductors see the bank's workers in reverse order (a permutation test).
 
     Raises ConfigError when a task is not a row of the bank or a conductor can run none of
     its plans on the bank's pool (a setup error, not a per-question failure)."""
@@ -85,7 +87,7 @@ async def replay_on_bank(
     missing = [t.id for t in tasks if t.id not in rows]
     if missing:
         raise ConfigError(f"{bank.path}: {len(missing)} task(s) are not rows of the bank, e.g. {missing[0]!r}")
-    pool = bank_pool(bank)
+    pool = bank_pool(bank)[:: -1 if reverse_pool else 1]
     index = column_index(bank.catalogue.columns)
     results: dict[str, list[TaskResult]] = {m.name: [] for m in methods}
     for task in tasks:

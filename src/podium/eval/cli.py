@@ -72,6 +72,7 @@ def eval_spec(args: argparse.Namespace) -> EvalSpec:
         concurrency=args.concurrency,
         router_data=args.router_data,
         against=args.against,
+        pool_order=args.pool_order,
     )
     if args.no_cache:
         spec.cache = None
@@ -341,6 +342,12 @@ def add_parsers(sub: Any) -> None:
         "quality on these questions)",
     )
     how.add_argument("--judge", help="pool worker that grades open-ended tasks")
+    how.add_argument(
+        "--pool-order",
+        choices=["given", "reversed"],
+        default="given",
+        help="on a workflow bank: the order in which conductors see its workers (reversed: a permutation test)",
+    )
     how.add_argument(
         "--router-data",
         type=Path,

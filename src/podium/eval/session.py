@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -95,6 +95,9 @@ class EvalSpec:
         router_data: live mode's router training data: an earlier report (``eval.json`` with
             per-request results) holding ``single:NAME`` results for every pool worker, on
             questions other than the ones evaluated.
+        pool_order: the order in which conductors that write workflows see a workflow bank's
+            workers: ``given`` (the bank's) or ``reversed`` — a permutation test of an LM
+            conductor (it should read the descriptions, not the positions).
     """
 
     tasks: Path | None = None
@@ -117,6 +120,7 @@ class EvalSpec:
     embeddings: Path | None = field(default_factory=lambda: cache_dir() / "eval" / "embeddings.sqlite3")
     router_data: Path | None = None
     against: str | None = None
+    pool_order: Literal["given", "reversed"] = "given"
 
     def config(self) -> dict[str, Any]:
         """The spec as plain JSON for the report."""
@@ -125,6 +129,12 @@ class EvalSpec:
             return _shown(v) if isinstance(v, Path) else [plain(x) for x in v] if isinstance(v, tuple | list) else v
 
         return {k: plain(v) for k, v in dataclasses.asdict(self).items()}
+
+
+def _is_bank(replay: Path) -> bool:
+    """Whether ``--replay`` names a workflow bank (a folder, or its matrix.csv, beside workflows.json)."""
+    folder = replay if replay.is_dir() else replay.parent
+    return (folder / "workflows.json").is_file()
 
 
 def _shown(path: str | Path) -> str:
@@ -160,6 +170,8 @@ def run_eval(
     """
     if (spec.tasks is None) == (spec.replay is None):
         raise ConfigError("give exactly one of --tasks (a task set, live) or --replay (an outcome matrix)")
+    if spec.pool_order != "given" and not (spec.replay is not None and _is_bank(spec.replay)):
+        raise ConfigError("--pool-order reversed applies to a replay on a workflow bank (--replay BANK_DIR)")
     if spec.replay is not None:
         if spec.ids is not None or spec.more_tasks:
             raise ConfigError("--ids and a second --tasks apply to task sets (live), not to --replay")
@@ -426,7 +438,7 @@ def _replay(
     assert spec.replay is not None
     source = spec.replay / "matrix.csv" if spec.replay.is_dir() else spec.replay
     matrix = OutcomeMatrix.load(source)
-    bank = read_bank(source) if (source.parent / "workflows.json").is_file() else None
+    bank = read_bank(source) if _is_bank(spec.replay) else None
     split = spec.split or "test"
     tasks = _filter(matrix.tasks(split), spec)
     calibration = [t for t in matrix.tasks() if t.split != split]
@@ -477,7 +489,11 @@ def _replay(
     )
     if bank is not None and composed:
         steps = load_pool(spec.pool).max_steps if spec.pool else BANK_MAX_STEPS
-        results |= asyncio.run(replay_on_bank(composed, tasks, bank, max_steps=steps, on_result=on_result))
+        results |= asyncio.run(
+            replay_on_bank(
+                composed, tasks, bank, max_steps=steps, on_result=on_result, reverse_pool=spec.pool_order == "reversed"
+            )
+        )
     config_json = {
         **spec.config(),
         "n": len(tasks),
