@@ -6,6 +6,7 @@ import json
 import random
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,48 @@ def test_every_replayable_choice_of_the_bank_replays_in_any_pool_order(order: st
         reward, parts = source.reward(f"Reasoning: x\n{lists}", shown, task.id, lam=0.0, mu=0.0, max_steps=3)
         assert parts["parsed"] and parts["replayable"], lists
         assert reward >= 0.5  # 0.5 + 0.5 · score at λ = μ = 0
+
+
+class GrammarRecorder:
+    """Unit-test fake conductor model (grammar-capable): records each call's grammar and writes
+    the first alternative of a choice grammar (or a fixed reasoning line)."""
+
+    def __init__(self) -> None:
+        from podium.workers.base import WorkerInfo
+
+        self.info = WorkerInfo("lm", grammar=True)
+        self.grammars: list[str | None] = []
+
+    async def complete(self, call: Any) -> Any:
+        from podium.workers.base import Completion, Usage
+
+        self.grammars.append(call.grammar)
+        text = " choose a plan\n"
+        if call.grammar and call.grammar.startswith('root ::= "model_id'):
+            text = json.loads(call.grammar.removeprefix("root ::= ").split(" | ")[0].strip())
+        return Completion(text, Usage(1, 1), 0.0, 0.0)
+
+
+@pytest.mark.parametrize("plans", [True, False])
+def test_a_conductor_trained_among_plans_runs_among_them(plans: bool) -> None:
+    """LMConductorSettings.plans (set for a version trained with llama.cpp rollouts on a bank):
+    the lists are written under the grammar of the catalogue's plans the pool can run, the same
+    choices training sampled from — so its workflows replay on the bank; without it, the roles
+    grammar."""
+    import asyncio
+
+    from podium.conductor.catalogue import plan_lists
+    from podium.conductor.grammar import choice_grammar
+    from podium.conductor.lm import LMConductor, LMConductorSettings
+    from podium.eval.bank import read_bank
+    from podium.eval.bank_replay import bank_pool
+
+    pool = bank_pool(read_bank(BANK))
+    model = GrammarRecorder()
+    conductor = LMConductor(model, LMConductorSettings(roles=True, plans=plans, few_shot=False))  # type: ignore[arg-type]
+    attempt = asyncio.run(conductor.plan("What is 2 + 2?", pool, max_steps=3))
+    choices = plan_lists([w.info.name for w in pool], 3, vote_worker="vote")
+    assert len(choices) == 11
+    assert (model.grammars[-1] == choice_grammar(choices)) is plans
+    if plans:
+        assert attempt.workflow is not None and attempt.raw_output.endswith(choices[0])

@@ -6,13 +6,16 @@ conductor can name a plan (``plan:ID``) without importing the evaluation layer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from podium.conductor.compose import Column, Plan
+from podium.conductor.compose import Column, NotReplayable, Plan, plan_workflow
+from podium.conductor.prompt import workflow_text
 from podium.errors import ConfigError
+from podium.roles import role_of
+from podium.workflow import Workflow
 
-__all__ = ["local_columns", "local_plans"]
+__all__ = ["local_columns", "local_plans", "plan_lists", "written"]
 
 
 _ALIAS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b", "smollm2-135m": "135m"}
@@ -117,3 +120,34 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     if missing:
         raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")
     return plans
+
+
+def plan_lists(
+    pool: Sequence[str], max_steps: int, *, vote_worker: str | None, columns: Mapping[str, Column] | None = None
+) -> list[str]:
+    """The catalogue's one-round plans (no cascade) that ``pool`` (worker names, in the order the
+    conductor sees them) can run in at most ``max_steps`` steps, each as the conductor writes its
+    three lists: role names as subtasks, ids into ``pool`` (the reasoning line of
+    :func:`~podium.conductor.prompt.workflow_text` left out). These are exactly the workflows a
+    workflow bank recorded, so each replays on it. ``columns``: the catalogue's steps (default
+    :func:`local_columns`); ``vote_worker``: the pool's vote tool (None: plans of one member)."""
+    columns = local_columns() if columns is None else columns
+    out = []
+    for plan in local_plans(columns):
+        if plan.is_cascade:
+            continue
+        try:
+            workflow = plan_workflow(plan.members, columns, list(pool), vote_worker=vote_worker)
+        except (NotReplayable, ConfigError):
+            continue
+        if len(workflow) <= max_steps:
+            out.append(workflow_text("", *written(workflow)).split("\n", 1)[1])
+    return out
+
+
+def written(workflow: Workflow) -> tuple[list[int], list[str], list[str]]:
+    """A workflow of role instructions as the conductor writes it: (ids, role names, access
+    entries as text: ``[]``, ``"all"``, ``[0, 1]``)."""
+    access = [("[" + ", ".join(str(i) for i in a) + "]") if a != "all" else '"all"' for a in workflow.access_list]
+    names: list[str] = [r.name for s in workflow.steps if (r := role_of(s.subtask))]
+    return list(workflow.model_id), names, access

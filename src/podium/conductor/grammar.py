@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["max_plan_chars", "workflow_grammar"]
+__all__ = ["choice_grammar", "max_plan_chars", "workflow_grammar"]
 
 
 def _alts(values: list[str]) -> str:
@@ -27,8 +27,8 @@ def _alts(values: list[str]) -> str:
 
 
 def _literal(text: str) -> str:
-    """``text`` as a GBNF string literal (quotes and backslashes escaped)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``text`` as a GBNF string literal (quotes, backslashes and line breaks escaped)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def workflow_grammar(
@@ -73,6 +73,16 @@ def workflow_grammar(
         accs = ' ", " '.join(f"acc{i}" for i in range(k))
         rules.append(f'plan{k} ::= "model_id = [" {ids} "]\\nsubtasks = [" {strs} "]\\naccess_list = [" {accs} "]"')
     return "\n".join(rules) + "\n"
+
+
+def choice_grammar(choices: Sequence[str]) -> str:
+    """GBNF whose ``root`` is exactly one of ``choices`` (whole texts, e.g. the three lists of
+    each workflow a bank can replay: :func:`podium.conductor.catalogue.plan_lists`).
+
+    Raises ValueError for no choice."""
+    if not choices:
+        raise ValueError("no workflow to choose from")
+    return "root ::= " + " | ".join(_literal(c) for c in choices) + "\n"
 
 
 def max_plan_chars(pool_size: int, max_steps: int, subtask_chars: int = 240) -> int:

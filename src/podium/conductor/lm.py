@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podium.conductor.base import PreviousRound
-from podium.conductor.grammar import max_plan_chars, workflow_grammar
+from podium.conductor.catalogue import plan_lists
+from podium.conductor.grammar import choice_grammar, max_plan_chars, workflow_grammar
 from podium.conductor.prompt import (
     FEW_SHOT,
     REASONING_PREFIX,
@@ -60,6 +61,10 @@ class LMConductorSettings:
             instructions before anything runs: the prompt lists them and, under the grammar, no
             other subtask can be written — every step is one a workflow bank records, and no text
             of the question can become an instruction.
+        plans: under the grammar, write only one of the catalogue's one-round plans the pool can
+            run (:func:`~podium.conductor.catalogue.plan_lists`, needs ``roles``): the workflows
+            a conductor trained with ``--rollouts llama.cpp`` on a bank chose among. Falls back to
+            the roles grammar when no plan fits the pool.
     """
 
     temperature: float = 0.7
@@ -71,6 +76,7 @@ class LMConductorSettings:
     few_shot: bool = True
     seed_per_question: bool = False
     roles: bool = False
+    plans: bool = False
 
 
 class LMConductor:
@@ -112,7 +118,7 @@ class LMConductor:
         seed = s.seed + attempt + (zlib.crc32(question.encode()) % 1_000_003 if s.seed_per_question else 0)
         constrained = s.constrained and self.model.info.grammar
         if constrained:
-            raw, calls = await self._constrained(messages, len(pool), max_steps, seed, context, allow_empty=recursing)
+            raw, calls = await self._constrained(messages, pool, max_steps, seed, context, allow_empty=recursing)
         else:
             settings = WorkerSettings(max_tokens=s.max_tokens, temperature=s.temperature, seed=seed)
             reply = await self.model.complete(Call(messages, settings, context=context))
@@ -147,7 +153,7 @@ class LMConductor:
     async def _constrained(
         self,
         messages: list[Message],
-        pool_size: int,
+        pool: Sequence[Worker],
         max_steps: int,
         seed: int,
         context: CallContext,
@@ -157,6 +163,7 @@ class LMConductor:
         """Reasoning line, then the grammar-constrained lists; returns (raw text, calls)."""
         s = self.settings
         calls: list[Completion] = []
+        pool_size = len(pool)
         prefix = REASONING_PREFIX
         if s.reasoning_max_tokens:
             settings = WorkerSettings(max_tokens=s.reasoning_max_tokens, temperature=s.temperature, seed=seed)
@@ -172,6 +179,11 @@ class LMConductor:
             max_tokens=max_plan_chars(pool_size, max_steps, chars), temperature=s.temperature, seed=seed
         )
         grammar = workflow_grammar(pool_size, max_steps, chars, allow_empty=allow_empty, subtasks=templates)
+        if s.plans and not allow_empty:
+            names = [w.info.name for w in pool]
+            vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
+            if choices := plan_lists(names, max_steps, vote_worker=vote):
+                grammar = choice_grammar(choices)
         lists = await self.model.complete(Call(messages, settings, prefix=prefix, grammar=grammar, context=context))
         calls.append(lists)
         return prefix + lists.text, calls

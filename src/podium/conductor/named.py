@@ -232,5 +232,7 @@ def trained_lm(
         few_shot=bool(config.get("few_shot", True)),
         seed_per_question=True,  # as in training, each question's rollout draws its own randomness
         roles=roles,
+        # rollouts drawn among the catalogue's plans (llama.cpp under their grammar): run among them too
+        plans=roles and config.get("rollouts") == "llama.cpp",
     )
     return worker, settings, version

@@ -43,6 +43,7 @@ __all__ = [
     "Bank",
     "Catalogue",
     "column_order",
+    "is_bank",
     "local_catalogue",
     "read_bank",
     "read_rows",
@@ -215,6 +216,11 @@ class Bank:
                 "errors": sum(1 for r in self.rows if r[f"{cid}|error"]),
             }
         return stats
+
+
+def is_bank(path: Path) -> bool:
+    """Whether ``path`` is a workflow bank: a folder, or its ``matrix.csv``, beside ``workflows.json``."""
+    return ((path if path.is_dir() else path.parent) / "workflows.json").is_file()
 
 
 def read_bank(path: Path) -> Bank:

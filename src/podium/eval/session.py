@@ -33,7 +33,7 @@ from podium.conductor.baselines import SingleWorker, strongest
 from podium.conductor.named import MethodName, light_conductor, named_conductor
 from podium.conductor.plans import PlanConductor, cascade_rounds
 from podium.errors import ConfigError
-from podium.eval.bank import read_bank
+from podium.eval.bank import is_bank, read_bank
 from podium.eval.bank_replay import BANK_MAX_STEPS, replay_on_bank
 from podium.eval.replay import OracleRouter, OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
@@ -131,12 +131,6 @@ class EvalSpec:
         return {k: plain(v) for k, v in dataclasses.asdict(self).items()}
 
 
-def _is_bank(replay: Path) -> bool:
-    """Whether ``--replay`` names a workflow bank (a folder, or its matrix.csv, beside workflows.json)."""
-    folder = replay if replay.is_dir() else replay.parent
-    return (folder / "workflows.json").is_file()
-
-
 def _shown(path: str | Path) -> str:
     """A path as reports show it: under the home folder as ``~/…`` (reports get committed)."""
     home = str(Path.home())
@@ -170,7 +164,7 @@ def run_eval(
     """
     if (spec.tasks is None) == (spec.replay is None):
         raise ConfigError("give exactly one of --tasks (a task set, live) or --replay (an outcome matrix)")
-    if spec.pool_order != "given" and not (spec.replay is not None and _is_bank(spec.replay)):
+    if spec.pool_order != "given" and not (spec.replay is not None and is_bank(spec.replay)):
         raise ConfigError("--pool-order reversed applies to a replay on a workflow bank (--replay BANK_DIR)")
     if spec.replay is not None:
         if spec.ids is not None or spec.more_tasks:
@@ -438,7 +432,7 @@ def _replay(
     assert spec.replay is not None
     source = spec.replay / "matrix.csv" if spec.replay.is_dir() else spec.replay
     matrix = OutcomeMatrix.load(source)
-    bank = read_bank(source) if _is_bank(spec.replay) else None
+    bank = read_bank(source) if is_bank(spec.replay) else None
     split = spec.split or "test"
     tasks = _filter(matrix.tasks(split), spec)
     calibration = [t for t in matrix.tasks() if t.split != split]

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from podium.conductor.grammar import max_plan_chars, workflow_grammar
+from podium.conductor.grammar import choice_grammar, max_plan_chars, workflow_grammar
 from podium.conductor.prompt import REASONING_PREFIX
 from podium.local_models import load_llama_cpp, resolve_model
 from podium.roles import ROLES
@@ -54,7 +54,7 @@ def rollout_grammar(pool_size: int, max_steps: int, *, roles: bool, choices: Seq
     if choices is not None:
         if not choices:
             raise ValueError("no replayable workflow fits this pool")
-        lists = "lists ::= " + " | ".join(json.dumps(c) for c in choices) + "\n"
+        lists = choice_grammar(choices).replace("root ::=", "lists ::=", 1)
     else:
         names = list(ROLES) if roles else None
         chars = max(len(n) for n in names) if names else 240

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from podium.conductor.catalogue import plan_lists, written
 from podium.conductor.compose import NotReplayable, plan_workflow
 from podium.conductor.prompt import workflow_text
 from podium.errors import ConfigError
@@ -178,13 +179,13 @@ class BankSource:
         fitting = self._fitting(shown, max_steps)
         if not fitting:
             return None
-        model_id, names, access = _written(rng.choice(fitting))
+        model_id, names, access = written(rng.choice(fitting))
         return workflow_text(f"Compose the steps: {', '.join(names)}.", model_id, names, access)
 
     def replayable(self, shown: Sequence[str], max_steps: int) -> list[str] | None:
         """The catalogue's one-round plans (no cascade) that ``shown`` can run, as the conductor
         writes them (role names)."""
-        return [workflow_text("", *_written(wf)).split("\n", 1)[1] for wf in self._fitting(shown, max_steps)]
+        return plan_lists(shown, max_steps, vote_worker=self.vote_worker, columns=self.bank.catalogue.columns)
 
     def _fitting(self, shown: Sequence[str], max_steps: int) -> list[Workflow]:
         columns = self.bank.catalogue.columns
@@ -202,13 +203,6 @@ class BankSource:
 
     def require_latency(self, purpose: str) -> None:
         return None  # a bank records every step's latency
-
-
-def _written(workflow: Workflow) -> tuple[list[int], list[str], list[str]]:
-    """A role workflow as the conductor writes it: ids, role names, access entries as text."""
-    access = [("[" + ", ".join(str(i) for i in a) + "]") if a != "all" else '"all"' for a in workflow.access_list]
-    names: list[str] = [r.name for s in workflow.steps if (r := role_of(s.subtask))]
-    return list(workflow.model_id), names, access
 
 
 def conductor_reward(
