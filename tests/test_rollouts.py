@@ -150,6 +150,8 @@ def test_a_conductor_trained_among_plans_runs_among_them(plans: bool) -> None:
     conductor = LMConductor(model, LMConductorSettings(roles=True, plans=plans, few_shot=False))  # type: ignore[arg-type]
     attempt = asyncio.run(conductor.plan("What is 2 + 2?", pool, max_steps=3))
     choices = plan_lists([w.info.name for w in pool], 3, vote_worker="vote")
+    # by hand: the 11 one-member plans (3 solves, 2 × run(program), 2 × state(program), test, fix(test),
+    # 2 × verify) fit in 3 steps; every vote has at least 3 members plus its vote step, so none does
     assert len(choices) == 11
     assert (model.grammars[-1] == choice_grammar(choices)) is plans
     if plans:

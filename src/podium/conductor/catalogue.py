@@ -15,7 +15,7 @@ from podium.errors import ConfigError
 from podium.roles import role_of
 from podium.workflow import Workflow
 
-__all__ = ["local_columns", "local_plans", "plan_lists", "written"]
+__all__ = ["local_columns", "local_plans", "plan_lists", "plan_workflows", "written"]
 
 
 _ALIAS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b", "smollm2-135m": "135m"}
@@ -122,15 +122,14 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     return plans
 
 
-def plan_lists(
+def plan_workflows(
     pool: Sequence[str], max_steps: int, *, vote_worker: str | None, columns: Mapping[str, Column] | None = None
-) -> list[str]:
-    """The catalogue's one-round plans (no cascade) that ``pool`` (worker names, in the order the
-    conductor sees them) can run in at most ``max_steps`` steps, each as the conductor writes its
-    three lists: role names as subtasks, ids into ``pool`` (the reasoning line of
-    :func:`~podium.conductor.prompt.workflow_text` left out). These are exactly the workflows a
-    workflow bank recorded, so each replays on it. ``columns``: the catalogue's steps (default
-    :func:`local_columns`); ``vote_worker``: the pool's vote tool (None: plans of one member)."""
+) -> list[Workflow]:
+    """The workflows of the catalogue's one-round plans (no cascade) that ``pool`` (worker names,
+    in the order the conductor sees them) can run in at most ``max_steps`` steps, in catalogue
+    order. These are exactly workflows a workflow bank recorded, so each replays on it.
+    ``columns``: the catalogue's steps (default :func:`local_columns`); ``vote_worker``: the
+    pool's vote tool (None: plans of one member)."""
     columns = local_columns() if columns is None else columns
     out = []
     for plan in local_plans(columns):
@@ -141,8 +140,18 @@ def plan_lists(
         except (NotReplayable, ConfigError):
             continue
         if len(workflow) <= max_steps:
-            out.append(workflow_text("", *written(workflow)).split("\n", 1)[1])
+            out.append(workflow)
     return out
+
+
+def plan_lists(
+    pool: Sequence[str], max_steps: int, *, vote_worker: str | None, columns: Mapping[str, Column] | None = None
+) -> list[str]:
+    """:func:`plan_workflows`, each as the conductor writes its three lists: role names as
+    subtasks, ids into ``pool`` (the reasoning line of :func:`~podium.conductor.prompt.workflow_text`
+    left out)."""
+    workflows = plan_workflows(pool, max_steps, vote_worker=vote_worker, columns=columns)
+    return [workflow_text("", *written(w)).split("\n", 1)[1] for w in workflows]
 
 
 def written(workflow: Workflow) -> tuple[list[int], list[str], list[str]]:

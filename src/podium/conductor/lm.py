@@ -10,6 +10,7 @@ backends get one unconstrained call, read by the tolerant parser.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import zlib
 from collections.abc import Sequence
@@ -180,10 +181,17 @@ class LMConductor:
         )
         grammar = workflow_grammar(pool_size, max_steps, chars, allow_empty=allow_empty, subtasks=templates)
         if s.plans and not allow_empty:
-            names = [w.info.name for w in pool]
+            names = tuple(w.info.name for w in pool)
             vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
-            if choices := plan_lists(names, max_steps, vote_worker=vote):
-                grammar = choice_grammar(choices)
+            grammar = _plans_grammar(names, max_steps, vote) or grammar
         lists = await self.model.complete(Call(messages, settings, prefix=prefix, grammar=grammar, context=context))
         calls.append(lists)
         return prefix + lists.text, calls
+
+
+@functools.lru_cache(maxsize=64)
+def _plans_grammar(pool: tuple[str, ...], max_steps: int, vote_worker: str | None) -> str | None:
+    """The grammar of the catalogue's plans ``pool`` can run, or None when none fits; built once
+    per pool (about 1 ms), not on every request."""
+    choices = plan_lists(pool, max_steps, vote_worker=vote_worker)
+    return choice_grammar(choices) if choices else None

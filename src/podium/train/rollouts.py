@@ -56,8 +56,7 @@ def rollout_grammar(pool_size: int, max_steps: int, *, roles: bool, choices: Seq
             raise ValueError("no replayable workflow fits this pool")
         lists = choice_grammar(choices).replace("root ::=", "lists ::=", 1)
     else:
-        names = list(ROLES) if roles else None
-        chars = max(len(n) for n in names) if names else 240
+        names, chars = _subtasks(roles)
         lists = workflow_grammar(pool_size, max_steps, chars, subtasks=names).replace("root ::=", "lists ::=", 1)
     prefix = json.dumps(REASONING_PREFIX + " ")
     return f'root ::= {prefix} [^\\n]{{1,{REASONING_CHARS}}} "\\n" lists\n' + lists
@@ -152,6 +151,12 @@ class RolloutSampler:
 
 def max_rollout_tokens(pool_size: int, max_steps: int, *, roles: bool) -> int:
     """Characters an output of :func:`rollout_grammar` can have at most (a token is at least one)."""
-    names = list(ROLES) if roles else None
-    chars = max(len(n) for n in names) if names else 240
+    _, chars = _subtasks(roles)
     return len(REASONING_PREFIX) + 2 + REASONING_CHARS + max_plan_chars(pool_size, max_steps, chars)
+
+
+def _subtasks(roles: bool) -> tuple[list[str] | None, int]:
+    """The subtasks the grammar allows (role names, or None: free text) and their longest length,
+    characters (240 for free text, as run time allows)."""
+    names: list[str] | None = list(ROLES) if roles else None
+    return names, max(len(n) for n in names) if names else 240

@@ -21,18 +21,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from podium.conductor.catalogue import plan_lists, written
-from podium.conductor.compose import NotReplayable, plan_workflow
+from podium.conductor.catalogue import plan_lists, plan_workflows, written
 from podium.conductor.prompt import workflow_text
 from podium.errors import ConfigError
 from podium.eval.bank import Bank
-from podium.eval.plans import column_index, local_plans, replay_workflow
+from podium.eval.plans import column_index, replay_workflow
 from podium.eval.replay import OutcomeMatrix
 from podium.eval.tasks import Task, TaskType
 from podium.parse import try_parse_workflow
 from podium.roles import expand, role_of
 from podium.train.reward import workflow_reward
-from podium.workflow import Workflow
 
 __all__ = ["BankSource", "MatrixSource", "ReplaySource", "conductor_reward"]
 
@@ -176,7 +174,7 @@ class BankSource:
         """A random composition the shown pool can run (uniform over the local plans that fit),
         written as the conductor would — a warm start with random decisions that teaches the
         format and the role instructions, not which plan to choose."""
-        fitting = self._fitting(shown, max_steps)
+        fitting = plan_workflows(shown, max_steps, vote_worker=self.vote_worker, columns=self.bank.catalogue.columns)
         if not fitting:
             return None
         model_id, names, access = written(rng.choice(fitting))
@@ -186,20 +184,6 @@ class BankSource:
         """The catalogue's one-round plans (no cascade) that ``shown`` can run, as the conductor
         writes them (role names)."""
         return plan_lists(shown, max_steps, vote_worker=self.vote_worker, columns=self.bank.catalogue.columns)
-
-    def _fitting(self, shown: Sequence[str], max_steps: int) -> list[Workflow]:
-        columns = self.bank.catalogue.columns
-        fitting = []
-        for plan in local_plans(columns):
-            if plan.is_cascade:
-                continue
-            try:
-                wf = plan_workflow(plan.members, columns, list(shown), vote_worker=self.vote_worker)
-            except (NotReplayable, ConfigError):
-                continue
-            if len(wf) <= max_steps:
-                fitting.append(wf)
-        return fitting
 
     def require_latency(self, purpose: str) -> None:
         return None  # a bank records every step's latency
