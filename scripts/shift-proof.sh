@@ -36,7 +36,7 @@ mkdir -p "$work/done" "$out"
 work=$(cd "$work" && pwd) out=$(cd "$out" && pwd)
 export PODIUM_HOME=${PODIUM_HOME:-$work/home}   # this proof's traces and conductor registry only
 traces=$work/traces.sqlite3 data=$work/data url=http://127.0.0.1:$port
-old_matrix=docs/eval/local-pool/outcomes.csv    # what the default local conductor was trained on
+old_matrix=docs/eval/local-pool/outcomes.csv    # what the routing light conductor (local-light) was trained on
 train_opts=(--name "$name" --dims 8 --embedder smollm2-135m-instruct --lam "$lam" --generations "$generations" --seed "$seed")
 log() { echo "[$(date -u +%FT%TZ)] $*" >&2; }
 done_() { [ -e "$work/done/$1" ]; }
@@ -51,7 +51,7 @@ if ! done_ data; then
 fi
 cp "$data/manifest.json" "$out/manifest.json"
 
-# 2. the old conductor: the default local conductor's recipe (scripts/train-light-local.sh,
+# 2. the old conductor: the routing light conductor's recipe (local-light) (scripts/train-light-local.sh,
 #    λ 300) on its own "before" matrix, as version 1 of $name, promoted
 #    without the gate: it is the starting state (the gate compares it with the 1.5B worker alone,
 #    which it need not beat on "before" questions to be what a team runs)

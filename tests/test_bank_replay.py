@@ -214,6 +214,18 @@ def test_a_plan_conductor_that_may_cascade_gets_its_escalation_round() -> None:
     assert build_orchestrator(config, conductor=cascade).config.recursion_rounds == 1
 
 
+def test_single_means_each_model_worker_alone_not_a_tool() -> None:
+    from podium.conductor.named import MethodName
+    from podium.eval.session import _baselines
+    from podium.pool import load_pool
+    from podium.pool_workers import build_pool_workers
+
+    workers = build_pool_workers(load_pool("local-tools"))  # three models, the sandbox, the vote (none loaded)
+    names = [m.name for m in _baselines([MethodName.parse("single")], workers, None, None)]
+    assert names == ["single:qwen2.5-coder-1.5b", "single:qwen2.5-coder-0.5b", "single:smollm2-135m"]
+    assert [m.name for m in _baselines([MethodName.parse("single:python")], workers, None, None)] == ["single:python"]
+
+
 class Positional:
     """Unit-test fake conductor that reads positions, not names: always solves with Model 0."""
 

@@ -450,5 +450,5 @@ def test_pii_detection_is_loaded_before_a_request_not_inside_its_deadline(tmp_pa
     assert protections[0]._pseudonymizer is not None
     assert len(pii_to_warm([orchestrator, again])) == 2  # each build has its own
     local = build_orchestrator(load_pool(packaged_pools()["local"]), conductor=ScriptedConductor([PLAN_3]),
-                               workers=[ScriptedWorker(n) for n in ("a", "b", "c")])  # fmt: skip
+                               workers=[ScriptedWorker(n) for n in ("a", "b", "c", "d", "e")])  # fmt: skip
     assert pii_to_warm([local]) == []

@@ -14,23 +14,44 @@ from tests.conftest import POOLS
 def test_packaged_default_is_the_local_pool() -> None:
     pool = load_pool()
     assert pool.name == "local"
-    assert [w.model for w in pool.workers] == [
+    models = [w for w in pool.workers if w.backend == "llama_cpp"]
+    assert [w.model for w in models] == [
         "qwen2.5-coder-1.5b-instruct",
         "qwen2.5-coder-0.5b-instruct",
         "smollm2-135m-instruct",
     ]
+    assert [w.backend for w in pool.workers if w.backend != "llama_cpp"] == ["python", "vote"]
     # prices follow compute: the bigger model costs more per token, in and out
-    prices = [(w.price.input, w.price.output) for w in pool.workers]
+    prices = [(w.price.input, w.price.output) for w in models]
     assert prices == sorted(prices, reverse=True)
     assert load_pool("local") == pool
-    # its conductor: the shipped light policy, over exactly these workers, on an encoder that
-    # runs in llama.cpp (the quickstart installs no torch)
+    # its conductor: the shipped plan policy, whose every plan the pool can run within its step
+    # limit, on an encoder that runs in llama.cpp (the quickstart installs no torch)
+    from podium.conductor.catalogue import local_columns
+    from podium.conductor.compose import plan_workflow
+    from podium.conductor.plans import PlanPolicy, is_plan_policy
+
+    assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-plans"
+    assert is_plan_policy(pool.conductor.light)
+    policy = PlanPolicy.load(pool.conductor.light)
+    assert policy.embedder == "llama.cpp-mean:smollm2-135m-instruct"
+    names = [w.name for w in pool.workers]
+    columns = local_columns()
+    for plan in policy.plans:
+        rounds = [plan_workflow(plan.members, columns, names, vote_worker="vote")]
+        if plan.is_cascade:
+            rounds.append(
+                plan_workflow(plan.second_round, columns, names, vote_worker="vote", vote_all=bool(plan.adds))
+            )
+        assert all(0 < len(workflow) <= pool.max_steps for workflow in rounds), plan.id
+
+
+def test_local_light_keeps_the_routing_light_conductor() -> None:
     from podium.conductor.light import LightPolicy
 
+    pool = load_pool("local-light")
     assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-light"
-    policy = LightPolicy.load(pool.conductor.light)
-    assert policy.workers == tuple(w.name for w in pool.workers)
-    assert policy.embedder == "llama.cpp-mean:smollm2-135m-instruct"
+    assert LightPolicy.load(pool.conductor.light).workers == tuple(w.name for w in pool.workers)
 
 
 def test_a_copied_local_pool_file_still_finds_the_packaged_policy(tmp_path: Path) -> None:
@@ -41,9 +62,9 @@ def test_a_copied_local_pool_file_still_finds_the_packaged_policy(tmp_path: Path
     assert load_pool(copy).conductor.light == load_pool("local").conductor.light
 
 
-def test_local_lm_is_the_local_pool_with_the_lm_conductor() -> None:
+def test_local_lm_is_the_local_models_with_the_lm_conductor() -> None:
     local, lm = load_pool("local"), load_pool("local-lm")
-    assert lm.workers == local.workers and lm.fallback == local.fallback
+    assert list(lm.workers) == [w for w in local.workers if w.backend == "llama_cpp"] and lm.fallback == local.fallback
     assert lm.conductor.worker == "qwen2.5-coder-1.5b" and lm.conductor.light is None
 
 

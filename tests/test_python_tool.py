@@ -72,9 +72,9 @@ def test_environment_and_directory_are_fresh() -> None:
     assert "PODIUM" not in out and "['program.py']" in out
 
 
-def test_local_tools_preset_is_the_local_pool_plus_the_python_and_vote_tools() -> None:
+def test_local_tools_preset_has_the_local_pools_workers_the_python_and_vote_tools() -> None:
     pool = load_pool("local-tools")
     workers = build_pool_workers(pool)
     assert isinstance(workers[-2], PythonToolWorker) and workers[-2].info.is_tool
     assert isinstance(workers[-1], VoteToolWorker) and workers[-1].info.is_tool
-    assert [w.name for w in pool.workers][:3] == [w.name for w in load_pool().workers]
+    assert [w.name for w in pool.workers] == [w.name for w in load_pool().workers]

@@ -282,13 +282,12 @@ def _baselines(
     embeddings: Path | None = None,
 ) -> list[Method]:
     """Methods for the fixed baselines among ``names`` (conductor/router/oracle excluded);
-    ``single`` stands for every worker alone."""
+    ``single`` stands for every model worker alone (no tool: ``single:NAME`` still names one)."""
     methods: list[Method] = []
     for name in names:
         if name.kind == "single" and name.arg is None:
-            methods += [
-                Method(f"single:{w.info.name}", SingleWorker(i, f"single:{w.info.name}")) for i, w in enumerate(pool)
-            ]
+            models = [(i, w.info.name) for i, w in enumerate(pool) if not w.info.is_tool]
+            methods += [Method(f"single:{n}", SingleWorker(i, f"single:{n}")) for i, n in models]
         elif name.kind in ("plan", "plans"):
             methods += _plan_methods(name)
         elif name.kind == "light" and ".." in (name.arg or ""):
@@ -389,9 +388,8 @@ def _live(
     for name in names:  # the pool file's own conductor, or another pool file's, over the cached workers
         if name.kind == "conductor":
             other = config if name.arg is None else _same_workers(load_pool(name.arg), config, name.text)
-            rounds = other.conductor.recursion_rounds
-            own = build_orchestrator(other, workers=workers).conductor
-            methods.append(Method(name.text, own, rounds=rounds))
+            own = build_orchestrator(other, workers=workers)  # its rounds: a plan conductor's cascade's included
+            methods.append(Method(name.text, own.conductor, rounds=own.config.recursion_rounds))
     kinds = {n.kind for n in names}
     methods += _baselines(
         [n for n in names if n.kind not in ("router", "conductor")], workers, None, None, spec.embeddings
