@@ -221,7 +221,9 @@ def test_protection_on_without_presidio_is_a_config_error(tmp_path: Path, monkey
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "presidio" in name else real(name, *a))
-    with pytest.raises(ConfigError, match=r"pip install 'podium\[pii\]'"):
+    from podium.extras import install_command
+
+    with pytest.raises(ConfigError, match=re.escape(install_command("pii"))):
         build_orchestrator(pool_file(tmp_path), conductor=ScriptedConductor(["x"]), workers=fakes())
 
 

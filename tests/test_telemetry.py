@@ -13,6 +13,7 @@ import asyncio
 import http.server
 import json
 import logging
+import re
 import socket
 import threading
 from collections.abc import Iterator, Sequence
@@ -483,7 +484,9 @@ def test_without_the_otel_extra_a_configured_exporter_names_the_extra(
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
     monkeypatch.delitem(sys.modules, "podium.telemetry")
     assert build_telemetry(_config(tmp_path), environ={}) is None  # off: nothing is imported
-    with pytest.raises(ConfigError, match=r"pip install 'podium\[otel\]'"):
+    from podium.extras import install_command
+
+    with pytest.raises(ConfigError, match=re.escape(install_command("otel"))):
         build_telemetry(_config(tmp_path, 'exporter = "console"\n'), environ={})
 
 

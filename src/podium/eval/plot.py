@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.eval.metrics import MetricInputError, Point, pareto_front
+from podium.extras import install_command
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -109,7 +110,7 @@ def _pareto_figure(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("pareto_plot needs matplotlib: pip install 'podium[eval]'") from exc
+        raise ImportError(f"pareto_plot needs matplotlib: {install_command('eval')}") from exc
 
     fig = Figure(figsize=(9.5, 5.5), layout="constrained")
     FigureCanvasAgg(fig)

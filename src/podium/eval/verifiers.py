@@ -91,6 +91,7 @@ from podium.errors import ConfigError
 from podium.eval.math_helper import MATH_HARD_TIMEOUT_S, MATH_TIMEOUT_S, compare_math
 from podium.eval.math_helper import MathProcess as _MathProcess  # noqa: F401 (tests build their own helper)
 from podium.eval.tasks import Task
+from podium.extras import install_command
 from podium.sandbox import run_python
 from podium.workers.base import Call, Message, Worker, WorkerSettings
 
@@ -219,7 +220,7 @@ async def _verify_math(task: Task, reference: str, answer: str) -> Verdict:
         raise ConfigError(f"task {task.id!r}: math-verify cannot read the reference {reference!r}")
     if outcome.status == "missing":
         raise ConfigError(
-            f"math tasks need math-verify: pip install 'podium[eval]' (or math-verify==0.9.0); {outcome.detail}"
+            f"math tasks need math-verify: {install_command('eval')} (or math-verify==0.9.0); {outcome.detail}"
         )
     return _wrong(
         f"math-verify failed on {_short(candidate, 60)!r}: {outcome.detail}", parsed=True, extracted=candidate

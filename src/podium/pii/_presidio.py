@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 
 from podium.errors import ConfigError
+from podium.extras import install_command
 
 __all__ = [
     "AnalysisExplanation",
@@ -72,4 +73,4 @@ try:
         from presidio_analyzer.predefined_recognizers import EmailRecognizer, IpRecognizer, PhoneRecognizer
         from presidio_analyzer.predefined_recognizers.generic.iban_patterns import regex_per_country
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigError(f"PII protection needs Presidio: pip install 'podium[pii]' ({exc})") from None
+    raise ConfigError(f"PII protection needs Presidio: {install_command('pii')} ({exc})") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from podium.errors import ConfigError
+from podium.extras import install_command
 from podium.pii.vault import ENTITY_TYPES
 from podium.records import Disclosure
 from podium.workers.base import Message
@@ -80,7 +81,7 @@ class PIIProtection:
         missing = [m for m in ("presidio_analyzer", "spacy") if not importlib.util.find_spec(m)]
         if missing:
             raise ConfigError(
-                f"PII protection is on but {', '.join(missing)} is not installed: pip install 'podium[pii]' "
+                f"PII protection is on but {', '.join(missing)} is not installed: {install_command('pii')} "
                 "(or set [pii] enabled = false in the pool file)"
             )
         unknown = sorted(set(entities) - set(ENTITY_TYPES))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.extras import install_command
 from podium.trace import data_dir
 
 __all__ = ["default_key_path", "default_shadow_path", "key_store", "require_serve_extra", "serving_stack"]
@@ -39,7 +40,7 @@ def serving_stack(loop: str, http: str) -> tuple[str, str]:
         found = importlib.util.find_spec(fast) is not None
         if asked == fast and not found:
             raise ConfigError(f"--{'loop' if fast == 'uvloop' else 'http'} {fast}: {fast} is not installed; "
-                              "pip install 'podium[serve]' (or leave the option at auto)")  # fmt: skip
+                              f"{install_command('serve')} (or leave the option at auto)")  # fmt: skip
         chosen.append(fast if asked == fast or (asked == "auto" and found) else plain)
     return chosen[0], chosen[1]
 
@@ -64,5 +65,5 @@ def require_serve_extra(command: str) -> None:
     for module in ("fastapi", "uvicorn", "httpx"):
         if importlib.util.find_spec(module) is None:
             raise ConfigError(
-                f"podium {command} needs the serve extra ({module} is missing): pip install 'podium[serve]'"
+                f"podium {command} needs the serve extra ({module} is missing): {install_command('serve')}"
             )

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.extras import install_command
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -217,7 +218,7 @@ def _engine(url: str) -> Any:
         try:
             import psycopg  # noqa: F401
         except ImportError:
-            raise ConfigError("a PostgreSQL store needs psycopg 3: pip install 'podium[postgres]'") from None
+            raise ConfigError(f"a PostgreSQL store needs psycopg 3: {install_command('postgres')}") from None
         return create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10)
     if backend != "sqlite":
         raise ConfigError(f"database URL {mask_url(url)!r}: podium stores run on sqlite:// or postgresql://")

@@ -24,7 +24,7 @@ dropped whole — never a partial tree — and counted; so are spans whose expor
 still queued when shutdown gave up. :meth:`Telemetry.stats` reads the counters at any time, a
 warning is logged when spans are lost, and :meth:`Telemetry.shutdown` returns the final count.
 
-Needs the ``otel`` extra: ``pip install 'podium[otel]'``.
+Needs the ``otel`` extra (:func:`podium.extras.install_command` names the command).
 
 The span tree made from a record, and what each span says: :mod:`podium.telemetry.spans`. The
 export — the SDK's provider and batch processor, the queue's bound and the counters:
@@ -34,6 +34,7 @@ export — the SDK's provider and batch processor, the queue's bound and the cou
 from __future__ import annotations
 
 from podium.errors import ConfigError
+from podium.extras import install_command
 
 try:  # the otel extra, which the submodules import from
     import opentelemetry.sdk.resources
@@ -44,7 +45,7 @@ try:  # the otel extra, which the submodules import from
     import opentelemetry.trace  # noqa: F401
 except ImportError as exc:
     raise ConfigError(
-        f"OpenTelemetry export needs the otel extra: pip install 'podium[otel]' ({exc.name} is missing)"
+        f"OpenTelemetry export needs the otel extra: {install_command('otel')} ({exc.name} is missing)"
     ) from None
 
 from podium.telemetry.export import Telemetry, TelemetryStats

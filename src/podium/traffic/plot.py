@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from podium.errors import ConfigError
 from podium.eval.metrics import percentile
+from podium.extras import install_command
 from podium.traffic.features import terms
 from podium.traffic.source import TrafficItem
 
@@ -107,7 +108,7 @@ def drift_plot(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ConfigError("--plot needs matplotlib: pip install 'podium[eval]'") from None
+        raise ConfigError(f"--plot needs matplotlib: {install_command('eval')}") from None
     everything = [*reference, *recent]
     if not slices:
         counts = Counter(t for i in everything for t in i.tags)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.extras import install_command
 from podium.trace.backend import TraceBackend
 from podium.trace.query import TraceFilter
 
@@ -160,7 +161,7 @@ def read_shadow(
         from podium.store.shadow import ShadowStore
     except ImportError as exc:  # SQLAlchemy: the serve extra
         raise ConfigError(
-            f"reading the shadow store needs the serve extra: pip install 'podium[serve]' ({exc})"
+            f"reading the shadow store needs the serve extra: {install_command('serve')} ({exc})"
         ) from None
     items: list[TrafficItem] = []
     for row in ShadowStore(path).rows(since=since, until=until):

@@ -42,12 +42,13 @@ from podium.errors import (
     TransportError,
     WorkerTimeout,
 )
+from podium.extras import install_command
 from podium.workers.base import CallContext
 
 try:
     import aiohttp
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigError("remote workers need aiohttp: pip install 'podium[openai]'") from exc
+    raise ConfigError(f"remote workers need aiohttp: {install_command('openai')}") from exc
 
 __all__ = ["KEEPALIVE_S", "MAX_CONNECTIONS", "call_timeout", "endpoint", "get_json", "post_json", "post_stream"]
 
