@@ -34,7 +34,7 @@ def test_packaged_default_is_the_local_pool() -> None:
     assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-plans"
     assert is_plan_policy(pool.conductor.light)
     policy = PlanPolicy.load(pool.conductor.light)
-    assert policy.embedder == "llama.cpp-mean:smollm2-135m-instruct"
+    assert policy.embedder == "llama.cpp-mean:qwen2.5-coder-0.5b-instruct"
     names = [w.name for w in pool.workers]
     columns = local_columns()
     for plan in policy.plans:
