@@ -40,7 +40,8 @@ trained=$("$python" -c "from podium.registry import Registry; import sys; print(
 # the untrained base: a zero adapter, the same prompt and grammar at run time
 base_name="$name-base"
 if [ -z "$("$python" -c "from podium.registry import Registry; import sys; print(len(Registry().versions(sys.argv[1])) or '')" "$base_name")" ]; then
-  "$podium" train --policy lm --replay "$bank" --name "$base_name" --steps 0 --warm-start-epochs 0 --json > /dev/null
+  "$podium" train --policy lm --replay "$bank" --name "$base_name" --rollouts llama.cpp --steps 0 --warm-start-epochs 0 \
+    --json > /dev/null
 fi
 methods="lm:$trained,lm:$base_name,single:solve@1.5b"
 for order in given reversed; do
