@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bank", type=Path, help="a workflow bank folder (matrix.csv, workflows.json)")
     parser.add_argument("--split", default="train", help="the rows to read (default: train)")
-    parser.add_argument("--against", default=S15, help=f"the plan whose cost is 1× (default {S15})")
+    parser.add_argument(
+        "--against", default=S15, choices=[p.id for p in CANDIDATES], help=f"the plan whose cost is 1× (default {S15})"
+    )
     parser.add_argument("--json", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     _, columns, rows, _ = load_source(args.bank)
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"{args.bank}: no rows of split {args.split!r}", file=sys.stderr)
         return 2
-    against = next(i for i, p in enumerate(CANDIDATES) if p.id == args.against)
+    against = [p.id for p in CANDIDATES].index(args.against)
     table: list[dict[str, Any]] = []
     for kind in sorted({r["eval_name"] for r in rows}):
         part = [r for r in rows if r["eval_name"] == kind]

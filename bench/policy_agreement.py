@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     measured = [r for r in rows if not r["id"].startswith("extra/")]
     same = sum(r["old"] == r["new"] for r in measured)
     print(f"{same} of {len(measured)} task questions get the same plan from both policies")
+    text = dict(items)
     for r in differ:
-        question = dict(items)[r["id"]].replace("\n", " ")[:70]
+        question = text[r["id"]].replace("\n", " ")[:70]
         print(f"  {r['id']}: {r['old']} -> {r['new']}   {question}")
     if args.json:
         args.json.write_text(json.dumps({"old": str(args.old), "new": str(args.new), "rows": rows}, indent=1) + "\n")

@@ -27,8 +27,7 @@ def test_packaged_default_is_the_local_pool() -> None:
     assert load_pool("local") == pool
     # its conductor: the shipped plan policy, whose every plan the pool can run within its step
     # limit, on an encoder that runs in llama.cpp (the quickstart installs no torch)
-    from podium.conductor.catalogue import local_columns
-    from podium.conductor.compose import plan_workflow
+    from podium.conductor.compose import plan_workflow, second_round_workflow
     from podium.conductor.plans import PlanPolicy, is_plan_policy
 
     assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-plans"
@@ -36,13 +35,10 @@ def test_packaged_default_is_the_local_pool() -> None:
     policy = PlanPolicy.load(pool.conductor.light)
     assert policy.embedder == "llama.cpp-mean:qwen2.5-coder-0.5b-instruct"
     names = [w.name for w in pool.workers]
-    columns = local_columns()
     for plan in policy.plans:
-        rounds = [plan_workflow(plan.members, columns, names, vote_worker="vote")]
+        rounds = [plan_workflow(plan.members, policy.columns, names, vote_worker="vote")]
         if plan.is_cascade:
-            rounds.append(
-                plan_workflow(plan.second_round, columns, names, vote_worker="vote", vote_all=bool(plan.adds))
-            )
+            rounds.append(second_round_workflow(plan, policy.columns, names, vote_worker="vote"))
         assert all(0 < len(workflow) <= pool.max_steps for workflow in rounds), plan.id
 
 

@@ -37,7 +37,16 @@ from podium.errors import ConfigError
 from podium.roles import ROLES, RoleName
 from podium.workflow import ALL, Access, Step, Workflow
 
-__all__ = ["Column", "NotReplayable", "Plan", "layout", "plan_workflow", "sub_workflow", "vote_order"]
+__all__ = [
+    "Column",
+    "NotReplayable",
+    "Plan",
+    "layout",
+    "plan_workflow",
+    "second_round_workflow",
+    "sub_workflow",
+    "vote_order",
+]
 
 
 class NotReplayable(ConfigError):
@@ -180,6 +189,18 @@ def plan_workflow(
         access: Access = ALL if vote_all else tuple(order.index(m) for m in members)
         steps.append(Step(pool.index(vote_worker), ROLES["vote"].subtask, access))
     return Workflow(tuple(steps))
+
+
+def second_round_workflow(
+    plan: Plan, columns: Mapping[str, Column], pool: Sequence[str], *, vote_worker: str | None = None
+) -> Workflow:
+    """The workflow of a cascade's second round over ``pool`` (worker names): the escalation
+    column alone (a fresh start), or the added columns and a vote over both rounds' answers.
+
+    Raises NotReplayable (a ConfigError) when the pool cannot run it."""
+    if plan.escalate is not None:
+        return plan_workflow([plan.escalate], columns, pool)
+    return plan_workflow(plan.adds, columns, pool, vote_worker=vote_worker, vote_all=True)
 
 
 def vote_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from podium.answers import tally
 from podium.conductor.base import PreviousRound
-from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_workflow
+from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_workflow, second_round_workflow
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.records import PlanAttempt
@@ -220,7 +220,7 @@ class PlanConductor:
             try:
                 wf = plan_workflow(plan.members, self.policy.columns, names, vote_worker=vote)
                 if plan.is_cascade:  # its second round must be runnable too
-                    second = self._second_round(plan, names, vote)
+                    second = second_round_workflow(plan, self.policy.columns, names, vote_worker=vote)
                     if len(second) > max_steps:
                         raise NotReplayable(f"the second round of {plan.id!r} has more than {max_steps} steps")
                 workflows.append(wf if len(wf) <= max_steps else None)
@@ -262,7 +262,7 @@ class PlanConductor:
                 if agreement < chosen.threshold:
                     names = [w.info.name for w in pool]
                     vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
-                    workflow = self._second_round(chosen, names, vote)
+                    workflow = second_round_workflow(chosen, self.policy.columns, names, vote_worker=vote)
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}: escalate"
                 else:
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%}: keep the answer"
@@ -274,14 +274,6 @@ class PlanConductor:
             round=0 if previous is None else previous.round + 1,
             latency_s=time.perf_counter() - started,
         )
-
-    def _second_round(self, plan: Plan, names: Sequence[str], vote: str | None) -> Workflow:
-        """The workflow of a cascade's second round over pool ``names``: the escalation column
-        alone (a fresh start), or the added columns and a vote over both rounds' answers.
-        Raises ConfigError (NotReplayable) when the pool cannot run it."""
-        if plan.escalate is not None:
-            return plan_workflow([plan.escalate], self.policy.columns, names)
-        return plan_workflow(plan.adds, self.policy.columns, names, vote_worker=vote, vote_all=True)
 
     def _agreement(self, plan: Plan, previous: PreviousRound) -> float:
         """The agreement of round 1's vote, from its members' outputs."""
