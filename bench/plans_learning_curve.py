@@ -74,9 +74,7 @@ def curve(
                     policy = train_plans(
                         outcomes.subset(train.tolist()), vectors[train], columns, embedder.name, config
                     )
-                    chosen = np.asarray(
-                        policy.policy.choose([outcomes.ids[i] for i in held], policy.policy.features(vectors[held]))
-                    )
+                    chosen = np.asarray(policy.policy.choose([outcomes.ids[i] for i in held], vectors[held]))
                     fitted[held] = outcomes.score[held, chosen]
                     cost[held] = outcomes.cost[held, chosen]
                 diff, low, high = paired_difference(fitted.tolist(), outcomes.score[:, base].tolist())

@@ -28,8 +28,8 @@ def choices(policy: PlanPolicy, questions: list[str]) -> list[str]:
     """The id of the plan ``policy`` chooses for each question (every plan allowed); embeddings
     through the evaluation's embedding cache."""
     embedder = Embedder(EvalSpec().embeddings, encoder=encoder_for(policy.embedder))
-    features = policy.features(embedder.embed(questions))
-    return [policy.plans[i].id for i in policy.choose(questions, features)]
+    vectors = embedder.embed(questions) if policy.reads_question else None
+    return [policy.plans[i].id for i in policy.choose(questions, vectors)]
 
 
 def main(argv: list[str] | None = None) -> int:

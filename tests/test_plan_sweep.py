@@ -135,18 +135,59 @@ def test_a_cluster_table_gives_each_group_of_questions_its_best_plan(tmp_path: P
     assert cluster_count(vectors) == 2  # two well-separated groups: the silhouette's best k
     policy = train_plans(outcomes, vectors, columns, "hash", PlanTrainConfig(clusters=AUTO)).policy
     assert policy.centroids.shape == (2, 6) and policy.reads_question
-    chosen = policy.choose(list(outcomes.ids), policy.features(vectors))
+    chosen = policy.choose(list(outcomes.ids), vectors)
     assert [outcomes.plans[c].id for c in chosen] == ["a" if i % 2 == 0 else "b" for i in range(40)]
     # one cluster: the best plan for everyone; "a", "b" and "c" all score 0.5 → the cheapest, "c"
     one = train_plans(outcomes, vectors, columns, "hash", PlanTrainConfig(clusters=1)).policy
-    assert {outcomes.plans[c].id for c in one.choose(list(outcomes.ids), one.features(vectors))} == {"c"}
+    assert {outcomes.plans[c].id for c in one.choose(list(outcomes.ids), vectors)} == {"c"}
     # a plan the pool cannot run gives way to its cluster's next best (here "c" for kind 0)
-    assert outcomes.plans[policy.choose(["q0"], policy.features(vectors[:1]), [False, True, True])[0]].id == "c"
+    assert outcomes.plans[policy.choose(["q0"], vectors[:1], [False, True, True])[0]].id == "c"
     policy.save(tmp_path / "p.npz")
     again = PlanPolicy.load(tmp_path / "p.npz")
-    assert np.array_equal(again.centroids, policy.centroids) and again.choose(["q1"], again.features(vectors[1:2])) == [
-        1
-    ]
+    assert np.array_equal(again.centroids, policy.centroids) and again.choose(["q1"], vectors[1:2]) == [1]
+
+
+def test_a_question_unlike_every_training_question_gets_the_plain_answer(tmp_path: Path) -> None:
+    """The gate (podium.train.plans, module docstring): questions around two directions train
+    the table; a question along a third direction is farther from every training question than
+    any training question is from its nearest neighbour, so it gets the best one-step solve
+    plan instead of its nearest cluster's plan — and a training question never does."""
+    from podium.conductor.compose import Column
+    from podium.conductor.plans import PlanPolicy
+    from podium.train.plans import PlanTrainConfig, train_plans
+
+    n, rng = 40, np.random.default_rng(3)
+    kind = np.arange(n) % 2
+    vectors = np.eye(6)[kind] * 10 + rng.normal(scale=0.5, size=(n, 6)) + 5  # far from the origin, like LLM states
+    scores = np.stack([kind == 0, kind == 1, np.arange(n) % 4 < 2], axis=1).astype(float)
+    plans = (Plan("a", ("a",)), Plan("b", ("b",)), Plan("vote", ("a", "b", "c")), Plan("c", ("c",)))
+    columns = {
+        "a": Column("a", "w", "program", (), ()),
+        "b": Column("b", "w", "test", (), ()),
+        "c": Column("c", "w", "solve", (), ()),
+    }
+    score = np.hstack([scores[:, :2], np.maximum(scores[:, :1], scores[:, 1:2]), scores[:, 2:]])
+    cost = np.tile([0.002, 0.002, 0.006, 0.001], (n, 1))
+    ids = tuple(f"q{i}" for i in range(n))
+    outcomes = PlanOutcomes(ids, plans, score, cost, np.zeros((n, 4)), np.zeros((n, 4), dtype=bool))
+    for config in (PlanTrainConfig(clusters=2), PlanTrainConfig(dims=2, ensemble=1, steps=50)):
+        policy = train_plans(outcomes, vectors, columns, "hash", config).policy
+        assert policy.plans[policy.fallback].id == "c"  # the only one-step solve plan ("a", "b" are other roles)
+        assert not policy.outside(vectors).any()
+        if config.clusters:  # the table gives each kind its plan
+            assert policy.choose(list(ids), vectors) == [0 if k == 0 else 1 for k in kind]
+        stranger = np.eye(6)[[4]] * 10 + 5
+        assert policy.outside(stranger).all() and policy.choose(["?"], stranger) == [3]
+        assert policy.choose(["?"], stranger, [True, True, True, False]) != [3]  # a pool without it: the table decides
+        policy.save(tmp_path / "p.npz")
+        again = PlanPolicy.load(tmp_path / "p.npz")
+        assert again.radius == pytest.approx(policy.radius) and again.choose(["?"], stranger) == [3]
+    # a policy file from before the gate has no support set: nothing is outside
+    old = PlanPolicy(
+        plans, columns, np.zeros(6), np.zeros((0, 6)), np.ones(0), np.zeros((1, 4, 3)), "hash", vectors[:2]
+    )
+    old.save(tmp_path / "old.npz")
+    assert not PlanPolicy.load(tmp_path / "old.npz").outside(stranger).any()
 
 
 def test_clusters_is_a_plans_option_with_a_clear_error_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:

@@ -217,6 +217,37 @@ def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(
             assert last.access == "all" and len(last.visible_previous) == len(record.workflows[0])
 
 
+def test_a_cascade_escalates_on_disagreeing_answers_but_not_on_free_text() -> None:
+    """The one escalation rule live and replay share (Plan.escalates): numbers that differ
+    escalate; two texts with no number, letter or code block cannot be compared, so the vote
+    would be no surer after more samples — round 1's answer is kept."""
+    assert MOT.escalates(tally(["The answer is 12.", "It prints 13."]))
+    assert not MOT.escalates(tally(["The answer is 12.", "The program printed 12."]))
+    texts = tally(["Crisp leaves drift and fall", "Autumn wind, bare trees"])
+    assert texts.kind == "text" and texts.agreement == 0.5 and not MOT.escalates(texts)
+    assert not Plan("one", ("solve@1.5b",)).escalates(tally(["12", "13"]))  # not a cascade
+
+
+def test_an_open_question_runs_one_round_of_a_cascade(bank_dir: Path) -> None:
+    """Live: a haiku request under the mixture-of-thought cascade runs round 1 (a direct answer,
+    a program and its run) and keeps the direct answer; no sample is drawn."""
+    poem = "Crisp leaves drift and fall\nthe maple lets go of red\nwind counts what remains"
+
+    def reply(messages: Sequence[dict[str, str]]) -> str:
+        subtask = messages[-1]["content"].rsplit("<your_subtask>", 1)[1]
+        return "```python\nprint('Autumn wind, bare trees')\n```" if "Python program" in subtask else poem
+
+    strong = ScriptedWorker("qwen2.5-coder-1.5b", reply)
+    pool: list[Worker] = [strong, *_pool()[1:3], PythonToolWorker("python"), VoteToolWorker("vote")]
+    conductor = PlanConductor(_policy(bank_dir, np.zeros((1, 1, 1)), [MOT]), _Embed())
+    orchestrator = Orchestrator(pool, conductor, Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=1))
+    record = asyncio.run(orchestrator.run("Write a haiku about autumn."))
+    assert record.answer == poem
+    assert len(strong.calls) == 2  # the direct answer and the program; no samples
+    assert len(record.workflows) == 2 and len(record.workflows[1]) == 0
+    assert "free text" in record.attempts[-1].raw_output
+
+
 def test_the_untrained_policy_does_not_depend_on_the_order_of_its_plans(bank_dir: Path) -> None:
     plans = local_plans(read_bank(bank_dir).catalogue.columns)
     forward = PlanConductor(_policy(bank_dir, np.zeros((1, len(plans), 1)), plans), _Embed())

@@ -40,6 +40,13 @@ def test_packaged_default_is_the_local_pool() -> None:
         if plan.is_cascade:
             rounds.append(second_round_workflow(plan, policy.columns, names, vote_worker="vote"))
         assert all(0 < len(workflow) <= pool.max_steps for workflow in rounds), plan.id
+    # its gate: a question unlike all 120 training questions gets the 1.5B worker's plain answer
+    # (bench/policy_agreement.py measured which real questions are outside: docs/learned-workflows.md)
+    assert policy.support.shape == (120, 896) and 0 < policy.radius < 1
+    assert policy.plans[policy.fallback].id == "solve@1.5b"
+    assert not policy.outside(policy.support[:5]).any()
+    stranger = -policy.support.mean(axis=0, keepdims=True)
+    assert policy.outside(stranger).all() and policy.choose(["?"], stranger) == [policy.fallback]
 
 
 def test_local_light_keeps_the_routing_light_conductor() -> None:

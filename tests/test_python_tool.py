@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from podium.answers import sandbox_answer, tally
 from podium.messages import GrantedStep, worker_messages
 from podium.pool import load_pool
 from podium.pool_workers import build_pool_workers
@@ -46,6 +47,22 @@ def test_errors_and_exit_codes_are_reported() -> None:
     out = run("import sys\nprint('partial')\nsys.exit(3)")
     assert out.startswith("[python: exit code 3]") and "partial" in out
     assert "ZeroDivisionError" in run("1/0")
+
+
+def test_a_vote_reads_a_report_as_the_programs_output_and_a_crash_as_no_answer() -> None:
+    """The vote's reading of the real sandbox's reports (podium.answers.sandbox_answer): stdout
+    when the program exited 0; a traceback's line numbers are not an answer."""
+    printed = run("print(17 * 23)")
+    crashed = run("x = 1\ny = 2\nraise ValueError('no')")
+    assert sandbox_answer(printed).strip() == "391"
+    assert sandbox_answer(crashed) == "" and "line 3" in crashed
+    assert sandbox_answer("The answer is 7.") == "The answer is 7."
+    # the crash no longer votes for 3 (its line number) against the direct answer's 3 + the program's 4
+    assert tally([crashed, "So the answer is 3.", "The answer is 4."]).winner == 1
+    assert tally([run("print('Autumn wind, bare trees')"), "Crisp leaves drift"]).kind == "text"
+    # the winner is what a person reads: the worker's answer, not the report that agrees with it
+    assert tally([printed, "17 * 23 = 391. The answer is 391.", "It is 390."]).winner == 1
+    assert tally([printed, "It is 390."]).winner == 0  # a tie: the earliest group, here the report alone
 
 
 @pytest.mark.slow

@@ -9,11 +9,13 @@ the same way, with the functions here (rules in :mod:`podium.eval.verifiers`' do
 * :func:`extract_choice` — a multiple-choice letter;
 * :func:`normalize_exact` — text as the exact-match verifier compares it.
 
-:func:`answer_key` turns one answer into a comparable key (numbers as exact fractions, code as its
+:func:`sandbox_answer` reads a Python sandbox report as the program's output (nothing when it
+failed); :func:`answer_key` turns one answer into a comparable key (numbers as exact fractions, code as its
 normalised syntax tree); :func:`tally` is the majority vote over several answers
 (self-consistency, Wang et al. 2023, "Self-Consistency Improves Chain of Thought Reasoning in
 Language Models", ICLR): the largest group of equal keys wins, ties go to the group whose first
-answer came earliest, and the winner is that group's earliest answer.
+answer came earliest, and the winner is that group's earliest answer — a worker's own answer
+before a sandbox report that says the same, since the winner is what a person reads.
 
 Everything here is pure Python, linear-time on any text, and never raises on a bad answer.
 """
@@ -40,6 +42,7 @@ __all__ = [
     "extract_code_answer",
     "extract_math_answer",
     "normalize_exact",
+    "sandbox_answer",
     "tally",
 ]
 
@@ -240,6 +243,24 @@ def normalize_exact(text: str) -> str:
 
 # --- keys and the vote ------------------------------------------------------------------------
 
+_SANDBOX_REPORT = re.compile(r"\A\[python: (?:exit code (-?\d+)|[^\]\n]*)\]\nstdout:\n")
+
+
+def sandbox_answer(text: str) -> str:
+    """What ``text`` answers when it is the Python sandbox's report (status line, stdout,
+    stderr; :mod:`podium.workers.python_tool`): the program's stdout when it exited with code
+    0, else ``""`` — a failed or killed program answers nothing, and its traceback's line
+    numbers are no answer. Any other text is returned unchanged."""
+    match = _SANDBOX_REPORT.match(text)
+    if match is None:
+        return text
+    if match.group(1) != "0":
+        return ""
+    body = text[match.end() :]
+    end = body.rfind("\nstderr:")
+    return body if end < 0 else body[:end]
+
+
 _LATEX_FRAC = re.compile(r"^(-?)\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}$")
 _KEY_CHARS = 200
 
@@ -327,7 +348,8 @@ class Tally:
         kind: what was compared (:func:`answer_kind`).
         keys: each answer's key (None: it had no answer of that kind; it does not vote).
         winner: index of the answer returned: the earliest answer of the largest group (ties:
-            the group whose first answer is earliest); the first answer when none has a key.
+            the group whose first answer is earliest) that is not a sandbox report, else the
+            group's earliest; the first answer when none has a key.
         votes: size of the winning group (0 when no answer had a key).
     """
 
@@ -343,12 +365,14 @@ class Tally:
 
 
 def tally(answers: Sequence[str], kind: AnswerKind | None = None) -> Tally:
-    """Majority vote over ``answers`` (see the module docstring); ``kind`` defaults to
-    :func:`answer_kind`. Raises ValueError for no answers."""
+    """Majority vote over ``answers`` (see the module docstring), each read through
+    :func:`sandbox_answer`; ``kind`` defaults to :func:`answer_kind` of what they say. Raises
+    ValueError for no answers."""
     if not answers:
         raise ValueError("a vote needs at least one answer")
-    chosen = kind or answer_kind(answers)
-    keys = tuple(answer_key(a, chosen) for a in answers)
+    said = [sandbox_answer(a) for a in answers]
+    chosen = kind or answer_kind(said)
+    keys = tuple(answer_key(a, chosen) for a in said)
     counts: dict[str, int] = {}
     first: dict[str, int] = {}
     for index, key in enumerate(keys):
@@ -358,4 +382,7 @@ def tally(answers: Sequence[str], kind: AnswerKind | None = None) -> Tally:
     if not counts:
         return Tally(chosen, keys, 0, 0)
     best = max(counts, key=lambda k: (counts[k], -first[k]))
-    return Tally(chosen, keys, first[best], counts[best])
+    # the reply a person reads: a worker's own answer rather than a sandbox report that says the same
+    group = [i for i, key in enumerate(keys) if key == best]
+    winner = next((i for i in group if not _SANDBOX_REPORT.match(answers[i])), group[0])
+    return Tally(chosen, keys, winner, counts[best])

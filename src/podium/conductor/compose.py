@@ -13,7 +13,8 @@ A **plan** composes columns into one request:
   every member's answer (self-consistency; :func:`podium.answers.tally`);
 * a **cascade** — the plan's members are round 1; when their vote's agreement is below
   ``threshold``, round 2 escalates to the ``escalate`` column (a recursion round that starts
-  fresh, access ``[]``), else the conductor keeps round 1's answer (three empty lists);
+  fresh, access ``[]``), else the conductor keeps round 1's answer (three empty lists); it also
+  keeps it when the answers are free text, which a vote cannot compare (:meth:`Plan.escalates`);
 * a **cascade that adds answers** (``adds``; Yue et al. 2024's mixture-of-thought cascade,
   whose round 1 is a direct solve and a program of the same model): when round 1 disagrees,
   round 2 runs the ``adds`` columns and a ``vote`` step with access ``all`` that counts round 1's
@@ -33,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from podium.answers import Tally
 from podium.errors import ConfigError
 from podium.roles import ROLES, RoleName
 from podium.workflow import ALL, Access, Step, Workflow
@@ -124,6 +126,13 @@ class Plan:
     def is_cascade(self) -> bool:
         """Whether the plan may run a second round (it escalates or adds answers)."""
         return self.escalate is not None or bool(self.adds)
+
+    def escalates(self, round_one: Tally) -> bool:
+        """Whether a cascade runs its second round after round 1's vote ``round_one``: its
+        agreement is below ``threshold`` and its answers are comparable — a vote over free text
+        (kind ``text``: no number, letter or code block to compare) keeps round 1's answer, as
+        more samples of an open question would not make the vote any surer."""
+        return self.is_cascade and round_one.kind != "text" and round_one.agreement < self.threshold
 
     @property
     def second_round(self) -> tuple[str, ...]:

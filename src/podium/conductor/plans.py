@@ -18,7 +18,8 @@ head) go to the plan with the smallest hash of (question, plan id), so even the 
 does not depend on the order of the plans or the pool's workers.
 
 A cascade's first round ends with a vote; in the recursion round the conductor reads that round's
-step outputs, and escalates when the vote's agreement is below the plan's threshold — a fresh
+step outputs, and escalates when the vote's agreement is below the plan's threshold (and its
+answers are not free text: :meth:`~podium.conductor.compose.Plan.escalates`) — a fresh
 workflow of the escalation column, or, for a cascade that adds answers, the added columns and a
 vote with access ``all`` over both rounds' answers — else keeps the answer (an empty workflow). Every other plan keeps
 its answer in a recursion round. Parameters are plain arrays in a ``.npz`` with a JSON header
@@ -37,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.answers import tally
+from podium.answers import Tally, tally
 from podium.conductor.base import PreviousRound
 from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_workflow, second_round_workflow
 from podium.embed import Embedder
@@ -68,6 +69,14 @@ class PlanPolicy:
         embedder: the embedding model's id.
         centroids: a cluster policy's k centroids in embedding space, shape (k, e); empty
             (shape (0, e) or (0,)) for the linear head.
+        support: the training questions' embeddings, unit length, shape (n, e); empty: every
+            question counts as like them (files before the gate).
+        radius: the largest cosine distance of a training question to its nearest other
+            training question; a question farther than this from every training question is
+            **unlike the training questions** (:meth:`outside`).
+        fallback: index of the plan such questions get (the one-step plain answer that scored
+            best on the training questions: the outcomes say nothing about a question unlike
+            them), or −1 for none.
     """
 
     plans: tuple[Plan, ...]
@@ -78,6 +87,9 @@ class PlanPolicy:
     weights: _Array
     embedder: str
     centroids: _Array = field(default_factory=lambda: np.zeros(0))
+    support: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    radius: float = np.inf
+    fallback: int = -1
 
     @property
     def reads_question(self) -> bool:
@@ -97,18 +109,44 @@ class PlanPolicy:
             projected = np.zeros((len(v), 0))
         return np.hstack([projected, np.ones((len(v), 1))])
 
+    def outside(self, vectors: npt.NDArray[np.floating]) -> npt.NDArray[np.bool_]:
+        """Whether each question (embedding, shape (n, e)) is unlike the training questions:
+        its cosine distance to the nearest of them exceeds ``radius``; shape (n,), all False
+        without a support set."""
+        v = np.asarray(vectors, dtype=np.float64)
+        if not len(self.support):
+            return np.zeros(len(v), dtype=bool)
+        unit = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        nearest = 1.0 - (unit @ self.support.T.astype(np.float64)).max(axis=1)
+        return np.asarray(nearest > self.radius)
+
     def scores(self, features: _Array) -> _Array:
         """Ensemble-mean score of every plan, shape (n, plans)."""
         return np.asarray(np.einsum("nf,bpf->np", features, self.weights) / len(self.weights), dtype=np.float64)
 
-    def choose(self, questions: Sequence[str], features: _Array, allowed: Sequence[bool] | None = None) -> list[int]:
-        """The chosen plan's index per question (highest score; ties by hash, see the module
-        docstring); ``allowed`` masks plans the pool cannot run."""
-        scores = self.scores(features)
-        if allowed is not None:
-            scores = np.where(np.asarray(allowed)[None, :], scores, -np.inf)
+    def choose(
+        self,
+        questions: Sequence[str],
+        vectors: npt.NDArray[np.floating] | None,
+        allowed: Sequence[bool] | None = None,
+    ) -> list[int]:
+        """The chosen plan's index per question: ``fallback`` for a question unlike the
+        training questions (:meth:`outside`), else the highest score (ties by hash, see the
+        module docstring). ``vectors``: the questions' embeddings, shape (n, e), or None for a
+        policy that does not read the question; ``allowed`` masks plans the pool cannot run."""
+        if vectors is None:
+            if self.reads_question:
+                raise ValueError("this plan policy reads the question: give its embeddings")
+            features, outside = np.ones((len(questions), 1)), np.zeros(len(questions), dtype=bool)
+        else:
+            features, outside = self.features(vectors), self.outside(vectors)
+        mask = np.ones(len(self.plans), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+        scores = np.where(mask[None, :], self.scores(features), -np.inf)
         chosen = []
-        for q, row in zip(questions, scores, strict=True):
+        for q, row, away in zip(questions, scores, outside, strict=True):
+            if away and self.fallback >= 0 and mask[self.fallback]:
+                chosen.append(self.fallback)
+                continue
             best = np.flatnonzero(row >= row.max() - 1e-12)
             chosen.append(int(min(best, key=lambda p: _tie(q, self.plans[p].id))))
         return chosen
@@ -128,6 +166,9 @@ class PlanPolicy:
             scale=self.scale,
             weights=self.weights,
             centroids=self.centroids,
+            support=self.support.astype(np.float32),
+            radius=np.array(self.radius),
+            fallback=np.array(self.fallback),
             header=np.array(json.dumps(header, ensure_ascii=False)),
         )
 
@@ -152,6 +193,11 @@ class PlanPolicy:
                     data["weights"],
                     header["embedder"],
                     data["centroids"] if "centroids" in data.files else np.zeros(0),  # files before clusters
+                    *(  # files before the gate have no support set
+                        (data["support"], float(data["radius"]), int(data["fallback"]))
+                        if "support" in data.files
+                        else ()
+                    ),
                 )
         except (OSError, KeyError, ValueError, TypeError) as exc:
             raise ConfigError(
@@ -213,6 +259,11 @@ class PlanConductor:
         """The plan for ``question`` and its first-round workflow over ``pool``.
 
         Raises ConfigError when the pool can run none of the policy's plans."""
+        plan, workflow, _ = self._choose(question, pool, max_steps)
+        return plan, workflow
+
+    def _choose(self, question: str, pool: Sequence[Worker], max_steps: int) -> tuple[Plan, Workflow, bool]:
+        """:meth:`choose`, and whether the question was unlike the training questions."""
         names = [w.info.name for w in pool]
         vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
         workflows: list[Workflow | None] = []
@@ -234,13 +285,14 @@ class PlanConductor:
                 f"(its plans use {workers}, a vote tool for votes, and at most {max_steps} steps)"
             )
         if self.embedder is None or not self.policy.reads_question:  # a constant policy needs no embedding
-            features = np.ones((1, 1))
+            vectors = None
         else:
-            features = self.policy.features(self.embedder.embed([question]))
-        index = self.policy.choose([question], features, allowed)[0]
+            vectors = np.asarray(self.embedder.embed([question]), dtype=np.float64)
+        index = self.policy.choose([question], vectors, allowed)[0]
         workflow = workflows[index]
         assert workflow is not None  # allowed[index]
-        return self.policy.plans[index], workflow
+        unlike = vectors is not None and bool(self.policy.outside(vectors)[0]) and index == self.policy.fallback
+        return self.policy.plans[index], workflow, unlike
 
     async def plan(
         self,
@@ -253,17 +305,22 @@ class PlanConductor:
         context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         started = time.perf_counter()
-        chosen, workflow = await offload(self.choose, question, pool, max_steps, otherwise="inline")
-        note = f"Plan: {chosen.id}"
+        chosen, workflow, unlike = await offload(self._choose, question, pool, max_steps, otherwise="inline")
+        note = f"Plan: {chosen.id}" + (
+            " (the question is unlike every training question: the plain answer)" if unlike else ""
+        )
         if previous is not None:  # a recursion round: escalate a cascade whose vote disagreed
             workflow, note = Workflow(()), f"Plan: {chosen.id}; keep the answer"
             if chosen.is_cascade and previous.round == 0:
-                agreement = self._agreement(chosen, previous)
-                if agreement < chosen.threshold:
+                round_one = self._round_one(chosen, previous)
+                agreement = round_one.agreement
+                if chosen.escalates(round_one):
                     names = [w.info.name for w in pool]
                     vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
                     workflow = second_round_workflow(chosen, self.policy.columns, names, vote_worker=vote)
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}: escalate"
+                elif round_one.kind == "text":
+                    note = f"Plan: {chosen.id}; round 1's answers are free text (no vote can compare them): keep it"
                 else:
                     note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%}: keep the answer"
         return PlanAttempt(
@@ -275,8 +332,8 @@ class PlanConductor:
             latency_s=time.perf_counter() - started,
         )
 
-    def _agreement(self, plan: Plan, previous: PreviousRound) -> float:
-        """The agreement of round 1's vote, from its members' outputs."""
+    def _round_one(self, plan: Plan, previous: PreviousRound) -> Tally:
+        """Round 1's vote, recounted from its members' outputs."""
         order = layout(plan.members, self.policy.columns)
         outputs = [previous.outputs[i] if (i := order.index(m)) < len(previous.outputs) else "" for m in plan.members]
-        return tally(outputs).agreement if outputs else 0.0
+        return tally(outputs)

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.answers import tally
+from podium.answers import Tally, tally
 from podium.conductor.catalogue import local_plans
 from podium.conductor.compose import Column, Plan, layout, sub_workflow, vote_order
 from podium.errors import ConfigError
@@ -115,8 +115,8 @@ def plan_outcomes(
         step_cost = {cid: _number(row, cid, "step_cost", "total_cost") for cid in columns}
         step_latency = {cid: _number(row, cid, "step_latency_s", "latency_s") for cid in columns}
         for j, plan in enumerate(plans):
-            s, c, lat, agreement = _round(plan.members, row, columns, subs, step_cost, step_latency)
-            if plan.is_cascade and agreement < plan.threshold:
+            s, c, lat, round_one = _round(plan.members, row, columns, subs, step_cost, step_latency)
+            if plan.escalates(round_one):
                 e_s, e_c, e_lat, _ = _round(plan.second_round, row, columns, subs, step_cost, step_latency)
                 if plan.adds:  # the second vote counts round 1's answers and round 2's
                     voters = vote_order(plan, columns)
@@ -141,8 +141,9 @@ def _round(
     subs: Mapping[str, list[str]],
     step_cost: Mapping[str, float],
     step_latency: Mapping[str, float],
-) -> tuple[float, float, float, float]:
-    """(score, cost, latency, agreement) of one round whose answers are ``members``."""
+) -> tuple[float, float, float, Tally]:
+    """(score, cost, latency, vote) of one round whose answers are ``members`` (one member:
+    a unanimous vote of one)."""
     steps: list[str] = []
     for member in members:
         for cid in subs[member]:
@@ -153,10 +154,8 @@ def _round(
         finish[cid] = step_latency[cid] + max((finish[d] for d in columns[cid].sees), default=0.0)
     cost = sum(step_cost[cid] for cid in steps)
     latency = max((finish[mb] for mb in members), default=0.0)
-    if len(members) == 1:
-        return float(row[members[0]]), cost, latency, 1.0
     outcome = tally([row.get(f"{mb}|model_response", "") for mb in members])
-    return float(row[members[outcome.winner]]), cost, latency, outcome.agreement
+    return float(row[members[outcome.winner]]), cost, latency, outcome
 
 
 @dataclass(frozen=True)

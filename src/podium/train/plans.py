@@ -23,6 +23,13 @@ AUTO`` picks k in 2..8 by the silhouette of the clustering (Rousseeuw 1987), fro
 questions' embeddings alone, before any outcome is looked at: the number of natural groups of
 questions, not the number that fits the outcomes best.
 
+Every policy that reads the question also keeps the training questions' embeddings and a
+**radius**: the largest cosine distance of a training question to its nearest other one. A live
+question farther than that from all of them is unlike anything the outcomes were recorded on,
+so the policy gives it the **fallback**, the one-step plain answer (``solve``) that scored best
+on the training questions, instead of extrapolating a cluster's or a head's choice — the vote of a
+math cascade over a poem's lines, say.
+
 :func:`lambda_sweep` spreads λ over the plans' cost range: the break-even λ between neighbouring
 plans on the upper hull of mean cost vs mean score, so every operating point of the sweep is a
 different trade-off rather than the same cheapest plan.
@@ -166,9 +173,37 @@ def train_plans(
                 for step, value in head_curve:
                     on_step(step, value)
     policy = PlanPolicy(
-        outcomes.plans, dict(columns), mean, components, scale if dims else np.ones(0), np.stack(heads), embedder
+        outcomes.plans,
+        dict(columns),
+        mean,
+        components,
+        scale if dims else np.ones(0),
+        np.stack(heads),
+        embedder,
+        *(_gate(outcomes, v, r, columns) if dims else ()),
     )
     return PlanTrainResult(policy, curve)
+
+
+def _gate(
+    outcomes: PlanOutcomes, v: _Array, r: _Array, columns: dict[str, Column]
+) -> tuple[_Array, npt.NDArray[np.float32], float, int]:
+    """(no centroids, support, radius, fallback) of :class:`PlanPolicy` for a policy that reads
+    the question: the training questions' unit embeddings, the largest distance of one of them
+    to its nearest other (leave-one-out, so the training questions are all inside), and the
+    one-step ``solve`` plan of highest mean training reward (ties: the cheaper)."""
+    unit = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    radius = float((1.0 - similarity.max(axis=1)).max())
+    plain = [
+        j
+        for j, plan in enumerate(outcomes.plans)
+        if len(plan.members) == 1 and not plan.is_cascade and columns[plan.members[0]].role == "solve"
+    ]
+    cost = outcomes.cost.mean(axis=0)
+    fallback = max(plain, key=lambda j: (r[:, j].mean(), -cost[j]), default=-1)
+    return np.zeros(0), unit.astype(np.float32), radius, fallback
 
 
 def cluster_count(vectors: npt.NDArray[np.floating], seed: int = 0, largest: int = 8) -> int:
@@ -230,8 +265,19 @@ def _cluster_table(
         # equal rewards go to the cheaper plan — rewards differ by at least 1/(2·questions) ≫ 1e-6
         table[0, :, c] = mean - 1e-6 * cost / (cost.max() + 1e-300)
     e = v.shape[1]
+    _, support, radius, fallback = _gate(outcomes, v, r, columns)
     policy = PlanPolicy(
-        outcomes.plans, dict(columns), np.zeros(e), np.zeros((0, e)), np.ones(0), table, embedder, centroids
+        outcomes.plans,
+        dict(columns),
+        np.zeros(e),
+        np.zeros((0, e)),
+        np.ones(0),
+        table,
+        embedder,
+        centroids,
+        support,
+        radius,
+        fallback,
     )
     chosen = table[0, :, :k].argmax(axis=0)[fitted.labels_]
     return PlanTrainResult(policy, [(0, float(r[np.arange(len(v)), chosen].mean()))])
@@ -329,7 +375,7 @@ def cross_validate(
     for held in parts:
         train = np.setdiff1d(order, held)
         policy = train_plans(outcomes.subset(train.tolist()), vectors[train], columns, embedder, config).policy
-        chosen = np.asarray(policy.choose([outcomes.ids[i] for i in held], policy.features(vectors[held])))
+        chosen = np.asarray(policy.choose([outcomes.ids[i] for i in held], vectors[held]))
         fitted[held] = outcomes.score[held, chosen]
         per_fold.append(
             (

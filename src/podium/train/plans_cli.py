@@ -148,7 +148,7 @@ def _train_version(
     result = train_plans(outcomes, vectors, columns, embedder, config)
     cv = cross_validate(outcomes, vectors, columns, embedder, config)
     policy = result.policy
-    chosen = policy.choose(list(outcomes.ids), policy.features(vectors))
+    chosen = policy.choose(list(outcomes.ids), vectors)
     rows_idx = np.arange(len(outcomes.ids))
     usage = Counter(outcomes.plans[i].id for i in chosen)
     version = Registry().create(args.name)
