@@ -143,7 +143,7 @@ def _round(
     step_latency: Mapping[str, float],
 ) -> tuple[float, float, float, Tally]:
     """(score, cost, latency, vote) of one round whose answers are ``members`` (one member:
-    a unanimous vote of one)."""
+    a vote of one, which picks it)."""
     steps: list[str] = []
     for member in members:
         for cid in subs[member]:

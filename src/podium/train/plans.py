@@ -180,15 +180,13 @@ def train_plans(
         scale if dims else np.ones(0),
         np.stack(heads),
         embedder,
-        *(_gate(outcomes, v, r, columns) if dims else ()),
+        **(_gate(outcomes, v, r, columns) if dims else {}),
     )
     return PlanTrainResult(policy, curve)
 
 
-def _gate(
-    outcomes: PlanOutcomes, v: _Array, r: _Array, columns: dict[str, Column]
-) -> tuple[_Array, npt.NDArray[np.float32], float, int]:
-    """(no centroids, support, radius, fallback) of :class:`PlanPolicy` for a policy that reads
+def _gate(outcomes: PlanOutcomes, v: _Array, r: _Array, columns: dict[str, Column]) -> dict[str, Any]:
+    """:class:`PlanPolicy`'s ``support``, ``radius`` and ``fallback`` for a policy that reads
     the question: the training questions' unit embeddings, the largest distance of one of them
     to its nearest other (leave-one-out, so the training questions are all inside), and the
     one-step ``solve`` plan of highest mean training reward (ties: the cheaper)."""
@@ -203,7 +201,7 @@ def _gate(
     ]
     cost = outcomes.cost.mean(axis=0)
     fallback = max(plain, key=lambda j: (r[:, j].mean(), -cost[j]), default=-1)
-    return np.zeros(0), unit.astype(np.float32), radius, fallback
+    return {"support": unit.astype(np.float32), "radius": radius, "fallback": fallback}
 
 
 def cluster_count(vectors: npt.NDArray[np.floating], seed: int = 0, largest: int = 8) -> int:
@@ -265,7 +263,6 @@ def _cluster_table(
         # equal rewards go to the cheaper plan — rewards differ by at least 1/(2·questions) ≫ 1e-6
         table[0, :, c] = mean - 1e-6 * cost / (cost.max() + 1e-300)
     e = v.shape[1]
-    _, support, radius, fallback = _gate(outcomes, v, r, columns)
     policy = PlanPolicy(
         outcomes.plans,
         dict(columns),
@@ -275,9 +272,7 @@ def _cluster_table(
         table,
         embedder,
         centroids,
-        support,
-        radius,
-        fallback,
+        **_gate(outcomes, v, r, columns),
     )
     chosen = table[0, :, :k].argmax(axis=0)[fitted.labels_]
     return PlanTrainResult(policy, [(0, float(r[np.arange(len(v)), chosen].mean()))])
