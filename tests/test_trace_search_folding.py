@@ -108,3 +108,31 @@ def test_a_version_3_file_is_reindexed_when_opened(tmp_path: Path) -> None:
     # and new requests are indexed folded as well
     run(store, "Hvornår åbner Nørrebro Bibliotek?")
     assert [h.trace.question for h in store.search("norrebro abner")] == ["Hvornår åbner Nørrebro Bibliotek?"]
+
+
+def test_a_version_5_file_loses_its_per_row_index_trigger(tmp_path: Path) -> None:
+    """Schema 5 filled the search index by a trigger per search_text row; from 6 index_texts
+    fills it with one statement per batch. A v5 file's trigger must go when it opens, or every
+    new text would be indexed twice (the integrity check below would fail)."""
+    path = tmp_path / "v5.sqlite3"
+    store = TraceStore(path)
+    run(store, "Hvornår åbner Nørrebro Bibliotek?")
+    store.close()
+    db = sqlite3.connect(path)  # make it the version-5 file an older podium left
+    db.execute(
+        "CREATE TRIGGER search_text_insert AFTER INSERT ON search_text BEGIN "
+        "INSERT INTO search_index (rowid, folded) VALUES (new.id, COALESCE(new.folded, new.text)); END"
+    )
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    store = TraceStore(path)
+    run(store, "Lørdag lukker biblioteket tidligt")
+    assert [h.trace.question for h in store.search("lordag")] == ["Lørdag lukker biblioteket tidligt"]
+    assert len(store.search("norrebro")) == 1
+    store.close()
+    check = sqlite3.connect(path)
+    triggers = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+    assert [name for (name,) in check.execute(triggers)] == ["search_text_delete"]
+    check.execute("INSERT INTO search_index (search_index) VALUES ('integrity-check')")  # index = its content
+    check.close()

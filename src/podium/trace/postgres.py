@@ -63,7 +63,7 @@ class PostgresTraceStore(PostgresTraceReads):
     MAX_BATCH = 256
     RUNNING_ROW_AFTER_S = 0.25
     """As :attr:`~podium.trace.store.TraceStore.RUNNING_ROW_AFTER_S`."""
-    GATHER_S = 0.02
+    GATHER_S = 0.1
     """As :attr:`~podium.trace.store.TraceStore.GATHER_S`."""
 
     def __init__(

@@ -112,7 +112,7 @@ class TraceStore(SqliteTraceReads):
     request that finishes sooner is written once, finished (no ``running`` row, no second index
     update); one still running then gets its row, as ``trace list --status running`` shows."""
 
-    GATHER_S = 0.02
+    GATHER_S = 0.1
     """Most seconds the idle writer, woken by a write, waits for more to share its commit
     (:mod:`podium.trace.writer`)."""
 
