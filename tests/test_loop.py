@@ -203,3 +203,79 @@ def test_the_bank_step_records_only_the_new_questions_of_the_set(
     assert len(read_bank(tmp_path / "loop" / "bank").rows) == 3
     assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]["status"] == "skipped"
+
+
+@pytest.mark.slow
+def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--policy plans --bank``: the bank's rows carry their question's split in set.csv, the
+    plan conductor trains on the bank's training rows, and the gate replays its held-out rows.
+    The bank's 1.5B fake is right on GSM8K and wrong on the Danish tables, its 0.5B fake the
+    other way round, so the plan that answers best depends on the question, which the model-free
+    encoder tells apart: the trained version must beat every single column on the held-out rows
+    (it is promoted, against the best single worker). A second run changes nothing."""
+    import podium.pool_workers
+    from podium.eval.bank import read_bank
+    from podium.testing import ScriptedWorker
+
+    isolate(tmp_path, monkeypatch)
+    maths, danish = gsm8k(60, 12), tables(40, 10)
+    traces = tmp_path / "traces.sqlite3"
+    run_requests(traces, [*requests(maths, 2), *requests(danish, 3)])
+    fakes = FakePool(maths, danish)
+    real = podium.pool_workers.build_worker
+    fakes.install(monkeypatch)
+    good_at = {"qwen2.5-coder-1.5b": "math", "qwen2.5-coder-0.5b": "table"}
+
+    def fake(name: str) -> ScriptedWorker:
+        kind = good_at.get(name, "none")
+        return ScriptedWorker(name, reply=lambda m: fakes.reply(kind, m))
+
+    def pools(config: Any) -> list[Any]:
+        if config.name != "local-tools":
+            return [fakes.workers[w.name] for w in config.workers]
+        return [  # the tools real; the models scripted fakes
+            fake(w.name) if w.backend == "llama_cpp" else real(config.merged(w)) for w in config.workers
+        ]
+
+    monkeypatch.setattr("podium.pool_workers.build_pool_workers", pools)
+    (tmp_path / "pool.toml").write_text(POOL, encoding="utf-8")
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    argv = ["loop", "run", "--dir", str(loop), "--traces", str(traces), "--pool", str(tmp_path / "pool.toml")]
+    argv += ["--allow-pii", "--allow-unconfirmed", "--bank", "--policy", "plans", "--name", "plans", "--dims", "8"]
+    window = ["--since", "2026-11-01", "--until", "2026-11-07", "--json"]
+    assert cli([*argv, *window]) == 0
+    report = json.loads(capsys.readouterr().out)
+    stages = report["stages"]
+    assert stages["record"]["bank"]["in_bank"] == 22
+    splits = {row.sample_id: row.split for row in OutcomeMatrix.load(loop / "set.csv").rows.values()}
+    assert {r["sample_id"]: r["split"] for r in read_bank(loop / "bank").rows} == splits
+    train = stages["train"]
+    n_train = list(splits.values()).count("train")
+    assert (train["status"], train["policy"], train["questions"]) == ("done", "plans", n_train)
+    info = Registry().get(train["version"]).training()
+    assert info.policy == "plans" and info.data["bank_sha256"]
+    assert stages["promote"]["status"] == "promoted", stages["promote"]["reason"]
+    assert f"--replay {loop / 'bank'}" in report["commands"]["promote"][0]
+    assert cli([*argv[:4], "--allow-unconfirmed", *window]) == 0  # nothing new: nothing trained again
+    again = json.loads(capsys.readouterr().out)["stages"]
+    assert again["train"]["status"] == "skipped" and again["train"]["version"] == train["version"]
+    assert again["promote"]["status"] == "already promoted"
+
+
+def test_plans_without_the_bank_and_another_policy_later_are_refused(
+    world: tuple[Path, FakePool, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan conductor trains on the bank: ``--policy plans`` without ``--bank`` is bad input,
+    and nothing is written; a folder keeps the policy it started with."""
+    _traces, _fakes, argv = world
+    loop = Path(argv[3])
+    assert cli([*argv, "--policy", "plans", "--since", "2026-11-01", "--until", "2026-11-07"]) == 2
+    assert "add --bank" in capsys.readouterr().err
+    assert files(loop) == {}
+    assert cli([*argv, "--since", "2026-11-01", "--until", "2026-11-07"]) == 0
+    capsys.readouterr()
+    assert cli([*argv[:4], "--policy", "plans", "--bank", "--since", "2026-11-01", "--until", "2026-11-07"]) == 2
+    assert "--policy plans: this loop folder uses 'light'" in capsys.readouterr().err

@@ -81,6 +81,12 @@ def add_parsers(sub: Any) -> None:
     rec.add_argument("--step-timeout", type=float, metavar="SECONDS", help="bank step time limit (600)")
     t = r.add_argument_group("train and promote (remembered; as podium train and conductor promote)")
     t.add_argument("--name", help="registry name (default light)")
+    t.add_argument(
+        "--policy",
+        choices=["light", "plans"],
+        help="light (default: worker and role per step, on set.csv) or plans (a composition of the bank's steps per "
+        "question, on DIR/bank; needs --bank); fixed per folder",
+    )
     t.add_argument("--lam", type=float, help="cost penalty λ, 1/USD (0)")
     t.add_argument("--mu", type=float, help="latency penalty μ, 1/second (0)")
     t.add_argument("--generations", action=WholeNumber, low=0, high=MANY, help="CMA-ES generations (60)")

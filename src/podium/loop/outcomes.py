@@ -8,13 +8,19 @@
   bank lacks (the export → bank step).
 * **train** — ``podium train --replay set.csv``, skipped when a version of the name was trained
   on these very matrix bytes with these options (its ``train.json`` says so), and waiting while
-  the matrix has fewer training questions than the light conductor needs.
-* **promote** — ``podium conductor promote`` of the trained version, skipped when it is the
-  promoted version or the gate already judged it against the same promoted version.
+  the matrix has fewer training questions than the light conductor needs. With ``--policy
+  plans``, ``podium train --policy plans --replay DIR/bank``: the plan conductor on the bank's
+  training rows (each bank row carries its question's split in the matrix), skipped alike when
+  a version was trained on these bank bytes.
+* **promote** — ``podium conductor promote`` of the trained version on the held-out split of
+  the matrix (the bank for plans), skipped when it is the promoted version or the gate already
+  judged it against the same promoted version.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 from podium.loop.stages import Context
@@ -140,8 +146,9 @@ def _bank(ctx: Context) -> dict[str, Any]:
     ctx.ran("record", argv)  # the command an operator would type for the same rows
     chosen = set(todo)
     cache = RequestCache(s.cache or default_cache_path())
+    split = _matrix_splits(ctx)  # a bank row keeps its question's split, so the gate holds the same questions out
     record_local_bank(
-        [t for t in tasks if t.id in chosen],
+        [dataclasses.replace(t, split=split.get(t.id, t.split)) for t in tasks if t.id in chosen],
         folder.bank,
         pool=s.bank_pool,
         cache=cache,
@@ -153,27 +160,58 @@ def _bank(ctx: Context) -> dict[str, Any]:
             "ids": folder.relative(ids)}  # fmt: skip
 
 
+def _matrix_splits(ctx: Context) -> dict[str, str]:
+    """Each question's split in the folder's matrix (empty before the first eval)."""
+    from podium.eval.replay import OutcomeMatrix
+
+    if not ctx.folder.matrix.is_file():
+        return {}
+    return {row.sample_id: row.split for row in OutcomeMatrix.load(ctx.folder.matrix).rows.values()}
+
+
 def _train_options(ctx: Context) -> dict[str, Any]:
     s = ctx.settings
+    if s.policy == "plans":
+        return {"lam": s.lam, "mu": s.mu, "dims": s.dims, "seed": s.seed}
     return {"lam": s.lam, "mu": s.mu, "generations": s.generations, "popsize": s.popsize, "dims": s.dims,
             "max_steps": s.max_steps, "seed": s.seed}  # fmt: skip
 
 
-def _trained(ctx: Context, matrix_sha: str | None) -> Any:
-    """The latest version of the name trained on these matrix bytes with these options, or None."""
+def _source(ctx: Context) -> Path:
+    """What the policy trains on and the gate replays: the matrix (light), the bank (plans)."""
+    return ctx.folder.bank if ctx.settings.policy == "plans" else ctx.folder.matrix
+
+
+def _source_sha(ctx: Context) -> str | None:
+    """The sha256 of the training data's file (the bank's matrix.csv for plans); None if none."""
+    path = ctx.folder.bank / "matrix.csv" if ctx.settings.policy == "plans" else ctx.folder.matrix
+    return sha256_file(path) if path.is_file() else None
+
+
+def _trained(ctx: Context, data_sha: str | None) -> Any:
+    """The latest version of the name trained on these data bytes (:func:`_source_sha`) with
+    these options, or None."""
     from podium.errors import ConfigError
     from podium.registry import Registry
 
-    wanted = _train_options(ctx)
-    for version in reversed(Registry().versions(ctx.settings.name)):
+    wanted, s = _train_options(ctx), ctx.settings
+    key = "bank_sha256" if s.policy == "plans" else "matrix_sha256"
+    for version in reversed(Registry().versions(s.name)):
         try:
             info = version.training()
         except ConfigError:
             continue
-        same = all(info.config.get(k) == v for k, v in wanted.items())
-        if same and info.data.get("matrix_sha256") == matrix_sha and info.data.get("embedder") == ctx.settings.embedder:
+        same = info.policy == s.policy and all(info.config.get(k) == v for k, v in wanted.items())
+        if same and info.data.get(key) == data_sha and _embedder_of(info) == s.embedder:
             return version
     return None
+
+
+def _embedder_of(info: Any) -> str | None:
+    """The encoder choice a version was trained with (light: ``data.embedder``; plans: the
+    choice the loop recorded in ``data.embedder_choice``)."""
+    choice = info.data.get("embedder_choice") or info.data.get("embedder")
+    return str(choice) if choice is not None else None
 
 
 def train_stage(ctx: Context) -> dict[str, Any]:
@@ -182,6 +220,8 @@ def train_stage(ctx: Context) -> dict[str, Any]:
     from podium.train.light import MIN_QUESTIONS, Generation, LightTrainConfig, train_light_version
 
     s, folder = ctx.settings, ctx.folder
+    if s.policy == "plans":
+        return _train_plans(ctx)
     if not folder.matrix.is_file():
         return {"status": "waiting", "reason": "no outcome matrix yet"}
     matrix_sha = sha256_file(folder.matrix)
@@ -224,6 +264,56 @@ def train_stage(ctx: Context) -> dict[str, Any]:
     return summary
 
 
+def _train_plans(ctx: Context) -> dict[str, Any]:
+    """Stage 5 for ``--policy plans``: the plan conductor on the bank's training rows."""
+    from podium.embed import Embedder, encoder_choice
+    from podium.eval.bank import read_rows
+    from podium.eval.plans import load_source, plan_outcomes
+    from podium.eval.session import EvalSpec
+    from podium.train.plans import PlanTrainConfig
+    from podium.train.plans_cli import MIN_QUESTIONS, train_plans_version
+
+    s, folder = ctx.settings, ctx.folder
+    if not (folder.bank / "matrix.csv").is_file():
+        return {"status": "waiting", "reason": "no workflow bank yet (the record stage's --bank step fills it)"}
+    bank_sha = _source_sha(ctx)
+    earlier = _trained(ctx, bank_sha)
+    if earlier is not None:
+        ctx.say(f"train: {earlier.ref} was trained on this very bank with these options; not trained again")
+        return {"status": "skipped", "version": earlier.ref, "reason": f"{earlier.ref} was trained on this bank"}
+    _, columns, rows, plans = load_source(folder.bank)
+    unsplit = [r["sample_id"] for r in rows if not r["split"]]
+    if unsplit:  # rows recorded before the bank took the matrix's splits
+        split = _matrix_splits(ctx)
+        rows = [{**r, "split": r["split"] or split.get(r["sample_id"], "")} for r in rows]
+    rows = [r for r in rows if r["split"] == "train"]
+    if len(rows) < MIN_QUESTIONS:
+        _, every = read_rows(folder.bank / "matrix.csv")
+        reason = (
+            f"{len(rows)} training question(s) in {folder.relative(folder.bank)} ({len(every)} in all); the plan "
+            f"conductor needs {MIN_QUESTIONS}: the loop trains once the bank holds more"
+        )
+        ctx.say(f"train: waiting — {reason}")
+        return {"status": "waiting", "reason": reason}
+    argv = ["train", "--policy", "plans", "--replay", str(folder.bank), "--name", s.name, "--lam", f"{s.lam:g}"]
+    argv += ["--mu", f"{s.mu:g}", "--dims", str(s.dims), "--embedder", s.embedder, "--seed", str(s.seed)]
+    ctx.ran("train", argv)
+    config = PlanTrainConfig(lam=s.lam, mu=s.mu, dims=s.dims, seed=s.seed)
+    outcomes = plan_outcomes(plans, columns, rows)
+    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(s.embedder))
+    ctx.say(f"train: the plan conductor on {len(rows)} training question(s) of the bank ({len(plans)} plans)")
+    vectors = embedder.embed([r["prompt"] for r in rows])
+    data = {"bank_sha256": bank_sha, "embedder_choice": s.embedder}
+    ref, record = train_plans_version(
+        s.name, str(folder.bank), "train", outcomes, vectors, columns, embedder.name, config, data=data
+    )
+    cv = record["cross_validation"]
+    ctx.state["train"] = {"run": ctx.run_id, "version": ref, "bank_sha256": bank_sha}
+    ctx.say(f"train: {ref} (cross-validated quality {cv['quality']['mean']:.3f})")
+    return {"status": "done", "version": ref, "questions": len(rows), "policy": "plans",
+            "validation_quality": cv["quality"]["mean"], "plans_chosen": record["plans_chosen"]}  # fmt: skip
+
+
 def promote_stage(ctx: Context, trained: dict[str, Any]) -> dict[str, Any]:
     """Stage 6 (module docstring): the gate's verdict on the version stage 5 trained or found."""
     from podium.registry import Registry
@@ -232,25 +322,25 @@ def promote_stage(ctx: Context, trained: dict[str, Any]) -> dict[str, Any]:
     ref = trained.get("version")
     if not ref:
         return {"status": "skipped", "reason": "no version to promote (nothing trained)"}
-    registry, folder = Registry(), ctx.folder
+    registry = Registry()
     current = registry.promoted(ctx.settings.name)
     if current is not None and current.ref == ref:
         ctx.say(f"promote: {ref} is the promoted version")
         return {"status": "already promoted", "candidate": ref, "current": ref}
-    matrix_sha = sha256_file(folder.matrix)
+    source = _source(ctx)
     gate = {"max_quality_drop": ctx.settings.max_quality_drop, "allow_quality_drop": ctx.once.allow_quality_drop}
-    key = {"candidate": ref, "against": current.ref if current else None, "matrix_sha256": matrix_sha, **gate}
+    key = {"candidate": ref, "against": current.ref if current else None, "matrix_sha256": _source_sha(ctx), **gate}
     last = ctx.state.get("promote")
     if last is not None and last.get("key") == key:
         ctx.say(f"promote: the gate judged {ref} in run {last['run']} against the same version; {last['status']}")
         return {"status": "skipped", "candidate": ref, "decided_in": last["run"], "decision": last["status"],
                 "reason": last["reason"], "current": current.ref if current else None}  # fmt: skip
-    argv = ["conductor", "promote", ref, "--replay", str(folder.matrix)]
+    argv = ["conductor", "promote", ref, "--replay", str(source)]
     argv += ["--max-quality-drop", f"{gate['max_quality_drop']:g}"] if gate["max_quality_drop"] is not None else []
     argv += ["--allow-quality-drop"] if gate["allow_quality_drop"] else []
     ctx.ran("promote", argv)  # the command an operator would type for the same verdict
     spec = GateSpec(
-        folder.matrix, max_quality_drop=ctx.settings.max_quality_drop, allow_quality_drop=ctx.once.allow_quality_drop
+        source, max_quality_drop=ctx.settings.max_quality_drop, allow_quality_drop=ctx.once.allow_quality_drop
     )
     promotion = promote_version(registry, ref, spec)
     status = "promoted" if promotion.promoted else "refused"

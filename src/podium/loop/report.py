@@ -65,6 +65,8 @@ def _record(d: Mapping[str, Any]) -> str:
 def _train(d: Mapping[str, Any]) -> str:
     if d["status"] == "done":
         reward = f" · validation reward {d['validation_reward']:.4f}" if "validation_reward" in d else ""
+        if d.get("policy") == "plans":
+            reward = f" of the bank · cross-validated quality {d['validation_quality']:.3f}"
         return f"{d['version']} on {d['questions']} training question(s){reward}"
     return f"{d['status']}: {d.get('reason', '')}"
 
@@ -157,7 +159,10 @@ def status_markdown(status: Mapping[str, Any]) -> str:
     s = status["settings"]
     if not status["runs"]:
         return f"# podium loop · {status['dir']}\n\nNo run yet: podium loop run --dir {status['dir']}\n"
-    keys = ("pool", "judge", "eval_judge", "source", "tag", "allow_pii", "seed", "matrix_split", "name", "lam", "bank")
+    keys = (
+        *("pool", "judge", "eval_judge", "source", "tag", "allow_pii", "seed", "matrix_split"),
+        *("name", "policy", "lam", "bank"),
+    )
     shown = ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None and s[k] is not False and s[k] != [])
     matrix = " / ".join(f"{n} {k}" for k, n in status["matrix"].items()) or "none yet"
     lines = [

@@ -28,6 +28,7 @@ FIXED: dict[str, str] = {
     "matrix_split": "the matrix's train/test split was drawn with it, and a question must keep its split",
     "pool": "the matrix's columns are its workers, and every row must have the same ones",
     "source": "the set's task ids come from it",
+    "policy": "the gate compares the name's versions with each other on one source (the matrix, or the bank for plans)",
 }
 """Settings a folder keeps once it has them, and why."""
 
@@ -62,6 +63,7 @@ class Settings:
     bank_pool: str = "local-tools"
     step_timeout: float = 600.0
     name: str = "light"
+    policy: Literal["light", "plans"] = "light"
     lam: float = 0.0
     mu: float = 0.0
     generations: int = 60
@@ -91,6 +93,13 @@ class Settings:
             raise ConfigError(f"--step-timeout must be > 0 seconds, got {self.step_timeout}")
         if self.source not in ("traces", "shadow"):
             raise ConfigError(f"--source {self.source!r}: use traces or shadow")
+        if self.policy not in ("light", "plans"):
+            raise ConfigError(f"--policy {self.policy!r}: use light or plans")
+        if self.policy == "plans" and not self.bank:
+            raise ConfigError(
+                "--policy plans trains the plan conductor on the workflow bank's outcomes: add --bank, which records "
+                "the set's questions into DIR/bank"
+            )
         if self.similar is not None and not 0 < self.similar <= 1:
             raise ConfigError(f"--similar {self.similar}: give a cosine similarity in (0, 1], e.g. 0.95")
         assign_splits((), self.matrix_split)

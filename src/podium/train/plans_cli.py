@@ -30,7 +30,10 @@ from podium.errors import ConfigError
 from podium.eval.plans import PlanOutcomes, load_source, plan_outcomes
 from podium.train.plans import cross_validate, cv_curve
 
-__all__ = ["SWEEP_POINTS", "train_plans_command"]
+__all__ = ["MIN_QUESTIONS", "SWEEP_POINTS", "train_plans_command", "train_plans_version"]
+
+MIN_QUESTIONS = 10
+"""Fewest training questions the plan conductor trains on (its cross-validation needs folds)."""
 
 SWEEP_POINTS = 23
 """Versions a ``--sweep`` trains: λ = 0, 21 values over the plans' cost range, one past the cheapest
@@ -48,11 +51,11 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     rows = [r for r in rows if args.split == "all" or r["split"] == args.split]
     if args.tag:
         rows = [r for r in rows if r["eval_name"] in args.tag or r["eval_name"].split("-", 1)[0] in args.tag]
-    if len(rows) < 10:
+    if len(rows) < MIN_QUESTIONS:
         splits = Counter(r["split"] for r in load_source(args.replay)[2])
         raise ConfigError(
             f"{name}: {len(rows)} question(s) in split {args.split!r}{' with those tags' if args.tag else ''}; the "
-            f"plan conductor needs at least 10 (the source has {dict(splits)}; pick one with --split)"
+            f"plan conductor needs at least {MIN_QUESTIONS} (the source has {dict(splits)}; pick one with --split)"
         )
     outcomes = plan_outcomes(plans, columns, rows)
     if args.mu > 0 and not outcomes.latency.any():
@@ -78,7 +81,11 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
         vectors = embedder.embed([r["prompt"] for r in rows])
     trained = []
     for config in configs:
-        trained.append(_train_version(args, outcomes, vectors, columns, embedder.name, config))
+        trained.append(
+            train_plans_version(
+                args.name, str(args.replay), args.split, outcomes, vectors, columns, embedder.name, config
+            )
+        )
         if sweep and not args.json:
             ref, record = trained[-1]
             q, c = record["cross_validation"]["quality"], record["cross_validation"]["cost_usd"]
@@ -132,16 +139,22 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     return 0
 
 
-def _train_version(
-    args: argparse.Namespace,
+def train_plans_version(
+    name: str,
+    source: str,
+    split: str,
     outcomes: PlanOutcomes,
     vectors: Any,
     columns: dict[str, Column],
     embedder: str,
     config: Any,
+    *,
+    data: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Train, cross-validate and store one version; (its ref, its record with ``path`` and
-    ``policy_path``)."""
+    """Train, cross-validate and store one version of ``name`` in the registry on ``outcomes``
+    (the ``split`` rows of ``source``, a bank folder or matrix, embedded as ``vectors``: shape
+    (questions, dims), by ``embedder``); ``data`` adds to the record's ``data`` (e.g. the
+    source's sha256). Returns (its ref, its record with ``path`` and ``policy_path``)."""
     from podium.registry import Registry, TrainingInfo
     from podium.train.plans import train_plans
 
@@ -151,19 +164,20 @@ def _train_version(
     chosen = policy.choose(list(outcomes.ids), vectors)
     rows_idx = np.arange(len(outcomes.ids))
     usage = Counter(outcomes.plans[i].id for i in chosen)
-    version = Registry().create(args.name)
+    version = Registry().create(name)
     policy.save(version.policy_path)
     record = {
         "policy": "plans",
-        "source": str(args.replay),
-        "split": args.split,
+        "source": source,
+        "split": split,
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "embedder": embedder,
         "data": {
-            "matrix": str(args.replay),
-            "split": args.split,
+            "matrix": source,
+            "split": split,
             "questions": len(outcomes.ids),
             "plans": len(outcomes.plans),
+            **(data or {}),
         },
         "clusters": len(policy.centroids),
         "train": {
