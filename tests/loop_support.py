@@ -9,6 +9,8 @@ judge (the eval loop's rubric), both say ``Score: 9``, unless the question is in
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -130,3 +132,17 @@ def isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def files(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative path → bytes), to show that nothing changed."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def fill(path: Path, verdicts: dict[str, tuple[str, str]]) -> None:
+    """Set (verdict, reference) of the review rows whose question starts with a key, as a
+    spreadsheet saves the file."""
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    q, v, r = (rows[0].index(c) for c in ("question", "verdict", "reference"))
+    for row in rows[1:]:
+        for start, (verdict, reference) in verdicts.items():
+            if row[q].startswith(start):
+                row[v], row[r] = verdict, reference
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerows(rows)
+    path.write_text(buffer.getvalue(), encoding="utf-8-sig")

@@ -20,7 +20,7 @@ from podium.eval.matrix import assign_splits
 from podium.eval.replay import OutcomeMatrix
 from podium.registry import Registry
 from tests.conftest import read_jsonl
-from tests.loop_support import POOL, FakePool, files, gsm8k, isolate, requests, tables
+from tests.loop_support import POOL, FakePool, files, fill, gsm8k, isolate, requests, tables
 from tests.traffic_support import Request, at, run_requests
 
 # found, not imported: importing cma (1.8 s) at collection would cost every test worker
@@ -203,6 +203,23 @@ def test_the_bank_step_records_only_the_new_questions_of_the_set(
     assert len(read_bank(tmp_path / "loop" / "bank").rows) == 3
     assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]["status"] == "skipped"
+    # a review fixes one recorded question's reference to what the fakes answer, and drops another:
+    # the first row is scored again from its recorded responses (no call), the second goes
+    rows = {r["sample_id"]: r for r in read_bank(tmp_path / "loop" / "bank").rows}
+    fixed, dropped = (next(i for i, r in rows.items() if r["prompt"].startswith(q[:40])) for q, _ in maths[:2])
+    assert float(rows[fixed]["solve@1.5b"]) == 0.0  # "42" is not GSM8K's answer
+    fill(
+        tmp_path / "loop" / "review" / "review-0001.csv",
+        {maths[0][0][:40]: ("fix", "42"), maths[1][0][:40]: ("drop", "")},
+    )
+    calls = sum(len(w.calls) for w in fakes.workers.values())
+    assert cli([*argv[:4], "--allow-unconfirmed", "--since", "2026-11-01", "--until", "2026-11-14", "--json"]) == 0
+    third = json.loads(capsys.readouterr().out)["stages"]["record"]["bank"]
+    assert (third["rescored"], third["dropped"], third["in_bank"]) == (1, 1, 2)
+    rows = {r["sample_id"]: r for r in read_bank(tmp_path / "loop" / "bank").rows}
+    assert dropped not in rows and float(rows[fixed]["solve@1.5b"]) == 1.0
+    assert float(rows[fixed]["run(program@1.5b)"]) == 0.0  # no program was written: nothing to score
+    assert sum(len(w.calls) for w in fakes.workers.values()) == calls
 
 
 @pytest.mark.slow

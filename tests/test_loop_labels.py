@@ -5,8 +5,6 @@ picked up by the next. Real trace stores and pool files, scripted fake workers
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 from podium.cli import cli
 from podium.traffic.review import read_review
 from tests.conftest import read_jsonl
-from tests.loop_support import POOL, FakePool, files, gsm8k, isolate, requests, tables
+from tests.loop_support import POOL, FakePool, files, fill, gsm8k, isolate, requests, tables
 from tests.traffic_support import Request, at, run_requests
 
 MATHS, DANISH = gsm8k(40, 4), tables(40, 2)
@@ -39,20 +37,6 @@ def loop_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     code = cli([*argv, "--json"])
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if code != 2 else {}, captured.err
-
-
-def fill(path: Path, verdicts: dict[str, tuple[str, str]]) -> None:
-    """Set (verdict, reference) of the review rows whose question starts with a key, as a
-    spreadsheet saves the file."""
-    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
-    q, v, r = (rows[0].index(c) for c in ("question", "verdict", "reference"))
-    for row in rows[1:]:
-        for start, (verdict, reference) in verdicts.items():
-            if row[q].startswith(start):
-                row[v], row[r] = verdict, reference
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\r\n").writerows(rows)
-    path.write_text(buffer.getvalue(), encoding="utf-8-sig")
 
 
 @pytest.mark.slow

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
+import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from podium.store.request_cache import RequestCache
 from podium.workers.base import Completion, Usage, Worker
 from podium.workers.cache import request_key
 
-__all__ = ["RecordProgress", "critical_path", "record_bank", "record_local_bank", "restore_cache"]
+__all__ = ["RecordProgress", "critical_path", "record_bank", "record_local_bank", "restore_cache", "revise_bank"]
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,52 @@ def record_bank(
         if on_progress:
             on_progress(RecordProgress(task.id, time.perf_counter() - started, cache_hits() - hits, n, len(todo)))
     return len(done) + len(todo)
+
+
+def revise_bank(
+    out: Path,
+    *,
+    rescore: Sequence[Task] = (),
+    drop: Collection[str] = (),
+    score: Callable[[Task, str], Any],
+) -> tuple[int, int]:
+    """Bring a bank in line with its task set after a review: the rows of ``rescore`` (tasks
+    whose reference, tests or type changed) are scored again from their recorded responses —
+    no worker is called, a step recorded with an error keeps score 0 — and the rows of ``drop``
+    (task ids) are removed. ``matrix.csv`` is rewritten once, atomically. Returns (rows
+    rescored, rows dropped).
+
+    Raises ConfigError when the matrix cannot be read, and what ``score`` raises (e.g. a task
+    with no reference)."""
+    path = out / "matrix.csv"
+    header, rows = read_rows(path)
+    by_id = {t.id: t for t in rescore}
+    columns = [c for c in header if f"{c}|model_response" in header]
+    kept = [r for r in rows if r["sample_id"] not in drop]
+
+    async def again(row: dict[str, str]) -> None:
+        task = by_id[row["sample_id"]]
+        for cid in columns:
+            output = "" if row[f"{cid}|error"] else row[f"{cid}|model_response"]
+            verdict = await score(task, output) if output else None
+            row[cid] = repr(float(verdict.score)) if verdict is not None else "0.0"
+
+    async def all_rows() -> None:
+        for row in kept:
+            if row["sample_id"] in by_id:
+                await again(row)
+
+    asyncio.run(all_rows())
+    rescored = sum(1 for r in kept if r["sample_id"] in by_id)
+    if rescored or len(kept) < len(rows):
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(kept)
+        tmp = path.with_name(f".{path.name}.revise")
+        tmp.write_text(text.getvalue(), encoding="utf-8", newline="")
+        os.replace(tmp, path)
+    return rescored, len(rows) - len(kept)
 
 
 def _append(path: Path, header: Sequence[str], row: Mapping[str, str]) -> None:

@@ -20,6 +20,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -120,23 +122,46 @@ def _eval(ctx: Context) -> dict[str, Any]:
     return result
 
 
+def _grading(task: Any) -> str:
+    """sha256 of what a task's score depends on besides the answer (type, reference, tests,
+    entry point, setup, choices): a review that changes it rescores the task's bank row."""
+    fields = [task.task_type, task.reference, task.tests, task.entry_point, task.setup, list(task.choices)]
+    return hashlib.sha256(json.dumps(fields).encode("utf-8")).hexdigest()
+
+
 def _bank(ctx: Context) -> dict[str, Any]:
     """``podium bank record`` of only the set's questions the bank has no row for; open tasks
-    are left out (the bank's verifier has no judge)."""
+    are left out (the bank's verifier has no judge). First the bank follows the reviews: the rows
+    of tasks whose grading changed since they were scored are rescored from their recorded
+    responses (no call), and the rows of tasks dropped from the set, or retyped open, go."""
     from podium.eval.bank import read_rows
-    from podium.eval.record import record_local_bank
+    from podium.eval.record import record_local_bank, revise_bank
     from podium.eval.tasks import load_tasks
+    from podium.eval.verifiers import verify
     from podium.store.request_cache import RequestCache, default_cache_path
 
     s, folder = ctx.settings, ctx.folder
     _, rows = read_rows(folder.bank / "matrix.csv")
-    recorded = {r["sample_id"] for r in rows}
     tasks = load_tasks(folder.set)
+    graded: dict[str, str] = ctx.state.setdefault("bank_grading", {})
+    by_id = {t.id: t for t in tasks}
+    in_bank = [r["sample_id"] for r in rows]
+    gone = {i for i in in_bank if i not in by_id or by_id[i].task_type == "open"}
+    changed = [by_id[i] for i in in_bank if i not in gone and graded.get(i) != _grading(by_id[i])]
+    revised = (0, 0)
+    if gone or changed:
+        revised = revise_bank(folder.bank, rescore=changed, drop=gone, score=lambda t, a: verify(t, a))
+        ctx.say(f"bank: {revised[0]} row(s) rescored after a review changed their task, {revised[1]} dropped")
+    for i in gone:
+        graded.pop(i, None)
+    graded |= {t.id: _grading(t) for t in changed}
+    recorded = {i for i in in_bank if i not in gone}
     todo = [t.id for t in tasks if t.id not in recorded and t.task_type != "open"]
     open_left = sum(1 for t in tasks if t.id not in recorded and t.task_type == "open")
+    summary = {"rescored": revised[0], "dropped": revised[1], "open_left_out": open_left}
     if not todo:
         ctx.say(f"bank: every question of the set is in {folder.relative(folder.bank)} already")
-        return {"status": "skipped", "recorded": 0, "in_bank": len(recorded), "open_left_out": open_left}
+        return {"status": "skipped", "recorded": 0, "in_bank": len(recorded), **summary}
     ids = ctx.run_dir / "bank-ids.txt"
     ids.parent.mkdir(parents=True, exist_ok=True)
     ids.write_text("\n".join(todo) + "\n", encoding="utf-8")
@@ -155,8 +180,9 @@ def _bank(ctx: Context) -> dict[str, Any]:
         step_timeout_s=s.step_timeout,
         on_progress=lambda p: ctx.say(f"bank: [{p.done}/{p.total}] {p.task_id}: {p.seconds:.0f} s"),
     )
+    graded |= {i: _grading(by_id[i]) for i in todo}
     _, after = read_rows(folder.bank / "matrix.csv")
-    return {"status": "done", "recorded": len(todo), "in_bank": len(after), "open_left_out": open_left,
+    return {"status": "done", "recorded": len(todo), "in_bank": len(after), **summary,
             "ids": folder.relative(ids)}  # fmt: skip
 
 
