@@ -17,7 +17,8 @@ def _drift(d: Mapping[str, Any]) -> str:
     if d["status"] != "done":
         return f"exit {d['exit_code']}, not compared: {d.get('error', '')}"
     kinds = f" ({', '.join(d['kinds'])} shift)" if d.get("kinds") else ""
-    return f"exit {d['exit_code']} — {d['alerts']} alert(s){kinds} · {d['report']}"
+    plot = f" · {d['plot']}" if d.get("plot") else ""
+    return f"exit {d['exit_code']} — {d['alerts']} alert(s){kinds} · {d['report']}{plot}"
 
 
 def _export(d: Mapping[str, Any]) -> str:
@@ -59,6 +60,8 @@ def _record(d: Mapping[str, Any]) -> str:
         line += f" · bank: {b['recorded']} question(s) recorded, {b['in_bank']} in it"
         if b.get("open_left_out"):
             line += f" ({b['open_left_out']} open one(s) left out)"
+        if b.get("rescored") or b.get("dropped"):
+            line += f"; after reviews {b['rescored']} row(s) rescored, {b['dropped']} dropped"
     return line
 
 

@@ -80,8 +80,9 @@ def candidates(records: Sequence[dict[str, Any]]) -> list[str]:
 
 def drift_stage(ctx: Context) -> dict[str, Any]:
     """``podium drift`` over this run's window against the window as long before it; its report
-    saved in the run's folder. Bad input (e.g. no traffic in the reference window, as on a first
-    run) is recorded with exit 2, never fatal: drift informs, it does not gate."""
+    and plot (``drift.md``, ``drift.json``, ``drift.png``) saved in the run's folder. Bad input
+    (e.g. no traffic in the reference window, as on a first run) is recorded with exit 2, never
+    fatal: drift informs, it does not gate."""
     from podium.traffic.drift_cli import drift_run
 
     ctx.ran("drift", drift_argv(ctx))  # the command an operator would type for the same report
@@ -100,6 +101,7 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
         "alerts": len(alerts),
         "kinds": kinds,
         "report": ctx.folder.relative(_drift_report(ctx)),
+        "plot": ctx.folder.relative(_drift_plot(ctx)),
     }
 
 
@@ -113,6 +115,11 @@ def _locations(s: Settings) -> tuple[Path | None, str | Path | None]:
 def _drift_report(ctx: Context) -> Path:
     """Where the run's drift report goes."""
     return ctx.run_dir / "drift.md"
+
+
+def _drift_plot(ctx: Context) -> Path:
+    """Where the run's drift plot goes."""
+    return ctx.run_dir / "drift.png"
 
 
 def _window_days(ctx: Context) -> float:
@@ -136,7 +143,7 @@ def drift_argv(ctx: Context) -> list[str]:
         argv += ["--threshold", threshold]
     if ctx.folder.set.is_file():
         argv += ["--labels", str(ctx.folder.set)]
-    return [*argv, "--out", str(_drift_report(ctx))]
+    return [*argv, "--out", str(_drift_report(ctx)), "--plot", str(_drift_plot(ctx))]
 
 
 def drift_request(ctx: Context) -> DriftQuery:
@@ -158,6 +165,7 @@ def drift_request(ctx: Context) -> DriftQuery:
         labels=ctx.folder.set if ctx.folder.set.is_file() else None,
         options=DriftOptions(thresholds=parse_thresholds(s.threshold), slices=tuple(s.tag)),
         out=_drift_report(ctx),
+        plot=_drift_plot(ctx),
     )
 
 
