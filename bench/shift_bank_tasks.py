@@ -29,7 +29,10 @@ def build(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """(after rows with split train, held-out rows with split test, the ids in recording order),
     open tasks and the ``leave_out`` slices left out."""
-    keep = lambda r: r.get("task_type") != "open" and kind(r) not in leave_out  # noqa: E731
+
+    def keep(r: dict[str, Any]) -> bool:
+        return r.get("task_type") != "open" and kind(r) not in leave_out
+
     train = [{**r, "split": "train"} for r in after if keep(r)]
     test = [{**r, "split": "test"} for r in heldout if keep(r)]
     kinds = sorted({kind(r) for r in (*train, *test)})
@@ -42,6 +45,10 @@ def build(
     return train, test, ids
 
 
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The shift proof's bank tasks and recording order.")
     parser.add_argument("set", type=Path, help="the labelled after set (podium tasks export + import)")
@@ -49,8 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for after.jsonl, heldout.jsonl, ids.txt")
     parser.add_argument("--leave-out", action="append", default=[], metavar="TAG", help="a use-case tag not to record")
     args = parser.parse_args(argv)
-    read = lambda p: [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]  # noqa: E731
-    train, test, ids = build(read(args.set), read(args.heldout), args.leave_out)
+    train, test, ids = build(_read_jsonl(args.set), _read_jsonl(args.heldout), args.leave_out)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, rows in (("after.jsonl", train), ("heldout.jsonl", test)):
         (args.out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")

@@ -52,9 +52,9 @@ def compare(reports: Sequence[dict[str, Any]], new: str, old: str) -> dict[str, 
     if not ids:
         raise ValueError("no question was answered by every method: nothing to pair")
     tags: dict[str, set[str]] = {t: set() for t in ids}
-    for rows in by_method.values():
+    for answered in by_method.values():
         for t in ids:
-            tags[t] |= {g for g in rows[t].get("tags") or () if g.startswith("use-case:")}
+            tags[t] |= {g for g in answered[t].get("tags") or () if g.startswith("use-case:")}
     slices: dict[str, list[str]] = {"all": ids}
     for task_id in ids:
         for tag in sorted(tags[task_id]):
