@@ -131,7 +131,8 @@ def add_parsers(sub: Any) -> None:
             "Compare a recent window of traced traffic with a reference window, for all requests and per tag: input "
             "shift (embedding MMD with a permutation test, mean-vector cosine distance, unseen terms, language and "
             "format mix, new tags) and outcome shift (cost, p95 latency, fallback, parse-failure and error rates, "
-            "quality where --labels gives references). Exit 0 when no threshold is crossed, 3 input shift only, "
+            "quality where --labels gives references, a judge's pass rate with --judge). Exit 0 when no threshold "
+            "is crossed, 3 input shift only, "
             "4 outcome shift, 2 bad input. See docs/loop.md."
         ),
     )
@@ -167,6 +168,28 @@ def add_parsers(sub: Any) -> None:
     )
     c.add_argument("--labels", type=Path, metavar="SET.jsonl", help="a labelled regression set (quality per window)")
     c.add_argument(
+        "--judge",
+        metavar="WORKER",
+        help="a pool worker that grades a seeded sample of each window's answers (its pass rate per slice; "
+        "calls go through the request cache)",
+    )
+    c.add_argument(
+        "--judge-sample",
+        action=WholeNumber,
+        low=1,
+        high=MANY,
+        default=DriftQuery.judge_sample,
+        metavar="N",
+        help="answers per slice and window the judge grades at most (%(default)s)",
+    )
+    c.add_argument("--pool", help="pool file or preset of --judge (default: the embedded local pool)")
+    c.add_argument(
+        "--cache",
+        type=store_location,
+        metavar="FILE|URL",
+        help="request cache of the judge's calls (default: ~/.cache/podium/eval/requests.sqlite3)",
+    )
+    c.add_argument(
         "--threshold",
         action="append",
         default=[],
@@ -187,7 +210,7 @@ def add_parsers(sub: Any) -> None:
         low=1,
         high=MANY,
         default=DriftOptions.min_labels,
-        help="labelled requests per window for quality (%(default)s)",
+        help="labelled (or, with --judge, judged) requests per window for a quality alert (%(default)s)",
     )
     c.add_argument(
         "--permutations",

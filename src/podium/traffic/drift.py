@@ -34,6 +34,12 @@ least one conductor output that did not parse or validate, the error rate, and �
 exist (a labelled regression set, :mod:`podium.traffic.review`, whose tasks' ``origin`` names
 the traces) — quality: the mean verifier score of podium's stored answers against human,
 client or judge references (candidate references are podium's own answers and are not used).
+Where nobody labelled the traffic, a **judge** worker (``podium drift --judge WORKER``) grades a
+seeded sample of each window's stored answers per slice (:func:`judge_sample`,
+:func:`podium.traffic.label.judge_answers`): its pass rate is ``judged_quality``. The same judge
+grades both windows, so the two rates compare; they are not comparable with the labelled
+quality and are never mixed with it. A slice's quality alert uses the labels when both windows
+have ``min_labels`` of them, else the judge's verdicts when both windows have that many.
 
 Each metric is compared with a threshold (:data:`DEFAULT_THRESHOLDS`); a slice needs at least
 ``min_requests`` requests in both windows (``min_labels`` labelled ones for quality) before it can
@@ -47,7 +53,7 @@ statistics in :mod:`podium.traffic.drift_stats`, the Markdown rendering in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,6 +96,7 @@ __all__ = [
     "DriftOptions",
     "drift_report",
     "exit_code",
+    "judge_sample",
     "label_scores",
     "mmd_test",
     "parse_thresholds",
@@ -111,6 +118,7 @@ def drift_report(
     embedder: Embedder | None,
     options: DriftOptions | None = None,
     scores: Mapping[str, float] | None = None,
+    judged: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The drift report of ``recent`` against ``reference`` (see the module docstring).
 
@@ -120,6 +128,8 @@ def drift_report(
         embedder: embeds the questions; None leaves the embedding comparison out.
         options: thresholds, minimum sizes, test settings, slices.
         scores: verifier score in [0, 1] per labelled request (``origin`` → score), for quality.
+        judged: the judge's verdict, 1.0 pass or 0.0 fail, per judged request (``origin`` →
+            verdict), for ``judged_quality``.
 
     Returns a JSON-ready dict: ``windows``, ``encoder``, ``thresholds``, ``slices`` (name →
     requests, input and outcome metrics and the slice's ``alerts``), ``alerts`` (all of them,
@@ -137,7 +147,7 @@ def drift_report(
                 f"the {name} window {since} → {until} has no request (after the filters); "
                 f"widen it with {flag}, or check --traces"
             )
-    tags = sorted({t for i in (*reference, *recent) for t in i.tags})
+    tags = _tags(reference, recent)
     for wanted in opts.slices:
         for name, items in (("reference", reference), ("recent", recent)):
             if not any(wanted in i.tags for i in items):
@@ -153,7 +163,7 @@ def drift_report(
     slices: dict[str, dict[str, Any]] = {}
     for name in names:
         ref, rec = _slice_items(reference, name), _slice_items(recent, name)
-        slices[name] = _slice(ref, rec, vectors, opts, dict(scores or {}))
+        slices[name] = _slice(ref, rec, vectors, opts, dict(scores or {}), dict(judged or {}))
     for key in ("embedding", "unseen_terms"):  # Bonferroni over the slices each test ran on
         tests = [e["input"][key] for e in slices.values() if e["input"][key] and e["input"][key]["p_value"] is not None]
         for test in tests:
@@ -180,6 +190,7 @@ def _slice(
     vectors: Mapping[str, npt.NDArray[np.float32]],
     opts: DriftOptions,
     scores: dict[str, float],
+    judged: dict[str, float],
 ) -> dict[str, Any]:
     enough = len(ref) >= opts.min_requests and len(rec) >= opts.min_requests
     embedding: dict[str, Any] | None = None
@@ -222,7 +233,7 @@ def _slice(
                 "recent": percentile([len(i.question) for i in rec], 50) if rec else None,
             },
         },
-        "outcome": {"reference": _outcomes(ref, scores), "recent": _outcomes(rec, scores)},
+        "outcome": {"reference": _outcomes(ref, scores, judged), "recent": _outcomes(rec, scores, judged)},
     }
 
 
@@ -275,10 +286,13 @@ def _alerts(name: str, entry: Mapping[str, Any], opts: DriftOptions) -> list[dic
         moved = fmt["moved"]
         alert("format", fmt["max_change"], f, f"{moved}: {fmt['reference'][moved]:.0%} → {fmt['recent'][moved]:.0%}")
     ref, rec = out["reference"], out["recent"]
-    if (q := t.get("quality_drop")) is not None and min(ref["labelled"], rec["labelled"]) >= opts.min_labels:
-        drop = ref["quality"] - rec["quality"]
-        if drop >= q:
-            alert("quality_drop", round(drop, 4), q, f"quality {ref['quality']:.3f} → {rec['quality']:.3f}")
+    if (q := t.get("quality_drop")) is not None:
+        for key, count, what in (("quality", "labelled", "quality"), ("judged_quality", "judged", "judge's pass rate")):
+            if min(ref[count], rec[count]) >= opts.min_labels:  # the labels when there are enough, else the judge
+                drop = ref[key] - rec[key]
+                if drop >= q:
+                    alert("quality_drop", round(drop, 4), q, f"{what} {ref[key]:.3f} → {rec[key]:.3f}")
+                break
     for metric, key in (("cost_rise", "cost_usd"), ("p95_rise", "p95_s")):
         limit = t.get(metric)
         before, after = ref[key], rec[key]
@@ -296,6 +310,33 @@ def _alerts(name: str, entry: Mapping[str, Any], opts: DriftOptions) -> list[dic
         if limit is not None and ref[key] is not None and rec[key] is not None and rec[key] - ref[key] >= limit:
             alert(metric, round(rec[key] - ref[key], 4), limit, f"{key} {ref[key]:.3f} → {rec[key]:.3f}")
     return found
+
+
+def _tags(reference: Sequence[TrafficItem], recent: Sequence[TrafficItem]) -> list[str]:
+    return sorted({t for i in (*reference, *recent) for t in i.tags})
+
+
+def judge_sample(
+    reference: Sequence[TrafficItem],
+    recent: Sequence[TrafficItem],
+    *,
+    per_slice: int,
+    options: DriftOptions | None = None,
+    skip: Collection[str] = (),
+) -> list[TrafficItem]:
+    """The requests a judge grades: in each window and each slice the report has (``all`` and
+    ``options.slices``, or every tag), up to ``per_slice`` of those with an answer, drawn by
+    ``options.seed`` (the same draw every run, so a request cache answers a repeated report);
+    ``skip``: origins not to draw (already labelled). Each request once, in window order."""
+    opts = options or DriftOptions()
+    names = ["all", *(opts.slices or _tags(reference, recent))]
+    chosen: dict[str, TrafficItem] = {}
+    for w, window in enumerate((reference, recent)):
+        for n, name in enumerate(names):
+            pool = [i for i in _slice_items(window, name) if i.answer and i.origin not in skip]
+            for k in _sample(len(pool), per_slice, np.random.default_rng([opts.seed, w, n])):
+                chosen.setdefault(pool[k].origin, pool[k])
+    return list(chosen.values())
 
 
 def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task]) -> dict[str, float]:

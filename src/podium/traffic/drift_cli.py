@@ -21,7 +21,10 @@ from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from podium.traffic.source import TrafficItem
+    from podium.workers.base import Worker
 
 __all__ = ["DriftQuery", "cmd_drift", "drift_query", "drift_run"]
 
@@ -42,6 +45,10 @@ class DriftQuery:
         tags: the slices to report (besides ``all``); empty: every tag seen.
         embedder: ``hash`` (no model), ``minilm``, an embedded model id, or ``none``.
         labels: a labelled regression set (quality per window), or None.
+        judge: a worker of ``pool`` that grades a sample of each window's answers
+            (:func:`podium.traffic.drift.judge_sample`), or None; judge_sample: answers per slice
+            and window it grades at most; pool: the pool file or preset (None: the embedded
+            local pool); cache: the request cache its calls go through (None: the default).
         options: thresholds, minimum counts, the permutation test's settings.
         out: also write the Markdown report here; plot: draw the metrics over time here, with
             ``bucket`` (``hour``, ``day`` or ``week``) per point.
@@ -58,6 +65,10 @@ class DriftQuery:
     tags: tuple[str, ...] = ()
     embedder: str = "hash"
     labels: Path | None = None
+    judge: str | None = None
+    judge_sample: int = 30
+    pool: str | None = None
+    cache: str | Path | None = None
     options: DriftOptions = field(default_factory=DriftOptions)
     out: Path | None = None
     plot: Path | None = None
@@ -90,6 +101,10 @@ def drift_query(args: argparse.Namespace) -> DriftQuery:
         tags=tuple(args.tag),
         embedder=args.embedder,
         labels=args.labels,
+        judge=args.judge,
+        judge_sample=args.judge_sample,
+        pool=args.pool,
+        cache=args.cache,
         options=options,
         out=args.out,
         plot=args.plot,
@@ -101,7 +116,11 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``podium drift``: the report, the plot, and the exit code of the alerts."""
     from podium.traffic.drift import report_markdown
 
-    report = drift_run(drift_query(args))
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 10 == 0:
+            err.print(f"judged {done}/{total}", highlight=False)
+
+    report = drift_run(drift_query(args), on_judged=progress)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
@@ -113,14 +132,16 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
     return code
 
 
-def drift_run(query: DriftQuery) -> dict[str, Any]:
+def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The drift report ``query`` asks for (its ``exit_code`` says which thresholds were
     crossed), with the Markdown report written to ``query.out`` and the plot to ``query.plot``
-    when given. Raises ConfigError for bad input (an empty window, an unknown tag, overlapping
-    windows, a store of the other source)."""
+    when given; ``on_judged(done, total)`` follows the judge's calls. Raises ConfigError for bad
+    input (an empty window, an unknown tag, overlapping windows, a store of the other source, a
+    judge that is not a worker of the pool); what a judge's call raises stops it."""
     from podium.traffic import source
     from podium.traffic.drift import drift_report, label_scores, report_markdown, windows_for
 
+    judge = _judge_worker(query) if query.judge is not None else None  # a bad --judge fails before any work
     windows = windows_for(
         since=query.since,
         until=query.until,
@@ -150,8 +171,29 @@ def drift_run(query: DriftQuery) -> dict[str, Any]:
         from podium.traffic.drift import reference_scores
 
         scores = reference_scores([*reference, *recent])
+    judged: dict[str, float] = {}
+    judging: dict[str, Any] | None = None
+    if judge is not None:
+        import asyncio
+
+        from podium.traffic.drift import judge_sample
+        from podium.traffic.label import judge_answers
+
+        sample = judge_sample(reference, recent, per_slice=query.judge_sample, options=query.options, skip=scores)
+        verdicts = asyncio.run(judge_answers(sample, judge, on_done=on_judged))
+        judged = verdicts.scores
+        judging = {
+            "worker": query.judge,
+            "per_slice": query.judge_sample,
+            "judged": len(judged),
+            "unscored": len(verdicts.unscored),
+        }
     embedder = _embedder(query.embedder)
-    report = drift_report(reference, recent, windows=windows, embedder=embedder, options=query.options, scores=scores)
+    report = drift_report(
+        reference, recent, windows=windows, embedder=embedder, options=query.options, scores=scores, judged=judged
+    )
+    if judging is not None:
+        report["judge"] = judging
     markdown = report_markdown(report)
     if query.out is not None:
         try:
@@ -169,6 +211,15 @@ def drift_run(query: DriftQuery) -> dict[str, Any]:
         )
         report["plot"] = str(query.plot)
     return report
+
+
+def _judge_worker(query: DriftQuery) -> Worker:
+    """The judge as ``podium tasks label`` calls it, behind the request cache."""
+    from podium.store.request_cache import RequestCache, default_cache_path
+    from podium.traffic.tasks_cli import judge_worker
+
+    assert query.judge is not None
+    return judge_worker(query.pool, query.judge, cache=RequestCache(query.cache or default_cache_path()))
 
 
 def _shadow_windows(

@@ -69,12 +69,19 @@ def report_markdown(report: Mapping[str, Any]) -> str:
             f"{_f(chars['reference'], '.0f')} → {_f(chars['recent'], '.0f')}",
         ]
         lines.append(f"| {' | '.join(cells)} |")
+    judge = report.get("judge")
+    lines += ["", "## Outcomes", ""]
+    if judge:
+        lines += [
+            f"Judge `{judge['worker']}` graded {judge['judged']} sampled answer(s) (up to {judge['per_slice']} per "
+            f"slice and window; {judge['unscored']} reply(ies) without a score left out); its pass rate is not "
+            "comparable with the labelled quality.",
+            "",
+        ]
     lines += [
-        "",
-        "## Outcomes",
-        "",
-        "| slice | quality (labelled) | cost / request USD | p95 s | fallback rate | parse-failure rate | error rate |",
-        "|---|---|---|---|---|---|---|",
+        "| slice | quality (labelled) | judge pass rate (judged) | cost / request USD | p95 s | fallback rate | "
+        "parse-failure rate | error rate |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, s in report["slices"].items():
         ref, rec = s["outcome"]["reference"], s["outcome"]["recent"]
@@ -83,9 +90,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
             return f"{_f(ref[key], spec)} → {_f(rec[key], spec)}"
 
         quality = f"{pair('quality', '.3f')} ({ref['labelled']}, {rec['labelled']})"
+        judged = f"{pair('judged_quality', '.3f')} ({ref['judged']}, {rec['judged']})" if judge else "–"
         cells = [
             f"`{name}`",
             quality,
+            judged,
             pair("cost_usd", ".6f"),
             pair("p95_s", ".2f"),
             pair("fallback_rate", ".3f"),

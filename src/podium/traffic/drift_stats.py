@@ -130,19 +130,25 @@ def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def outcomes(items: Sequence[TrafficItem], scores: Mapping[str, float]) -> dict[str, Any]:
+def outcomes(
+    items: Sequence[TrafficItem], scores: Mapping[str, float], judged: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """A window's outcome summary: ``requests``; ``quality``, the mean score of the labelled requests
-    (``scores``: ``origin`` → score in [0, 1]), and ``labelled``; ``cost_usd``, mean per request (USD);
-    ``p95_s``, wall time (seconds); ``fallback_rate``, ``parse_failure_rate``, ``error_rate`` (0–1).
-    None where there is nothing to measure."""
+    (``scores``: ``origin`` → score in [0, 1]), and ``labelled``; ``judged_quality``, the judge's
+    pass rate on the judged requests (``judged``: ``origin`` → 1.0 or 0.0), and ``judged``;
+    ``cost_usd``, mean per request (USD); ``p95_s``, wall time (seconds); ``fallback_rate``,
+    ``parse_failure_rate``, ``error_rate`` (0–1). None where there is nothing to measure."""
     costs = [i.cost_usd for i in items if i.cost_usd is not None]
     walls = [i.latency_s for i in items if i.latency_s is not None]
     labelled = [scores[i.origin] for i in items if i.origin in scores]
+    passed = [judged[i.origin] for i in items if i.origin in judged] if judged else []
     n = len(items)
     return {
         "requests": n,
         "quality": round(sum(labelled) / len(labelled), 4) if labelled else None,
         "labelled": len(labelled),
+        "judged_quality": round(sum(passed) / len(passed), 4) if passed else None,
+        "judged": len(passed),
         "cost_usd": sum(costs) / len(costs) if costs else None,
         "p95_s": round(percentile(walls, 95), 3) if walls else None,
         "fallback_rate": round(sum(i.fallback for i in items) / n, 4) if n else None,

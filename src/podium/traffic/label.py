@@ -1,4 +1,5 @@
-"""Labelling by a judge worker: ``podium tasks label SET.jsonl --judge WORKER``.
+"""Labelling by a judge worker: ``podium tasks label SET.jsonl --judge WORKER``, and the judge's
+verdicts on served answers that ``podium drift --judge`` compares (:func:`judge_answers`).
 
 Each task whose reference is still a **candidate** (``reference_source: candidate:…``, see
 :mod:`podium.traffic.export`) is shown to the judge as the eval loop's ``open`` verifier shows an
@@ -9,6 +10,10 @@ the 1–10 rubric, no reference). A score of at least
 or a reply without a score, leaves the task a candidate — for a person to review
 (``podium tasks export --review`` on the next export, or the set's review file). Tasks already
 confirmed (client, human, judge) are not sent again, so labelling is incremental.
+
+:func:`judge_answers` shows the judge podium's own stored answers the same way (question, answer,
+rubric, no reference) and keeps pass (1.0) or fail (0.0) per request: a quality figure for traffic
+that nobody labelled, comparable between two windows because the same judge grades both.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from typing import Any
 from podium.eval.tasks import Task
 from podium.eval.verifiers import verify
 from podium.traffic.export import CANDIDATE_SOURCES
+from podium.traffic.source import TrafficItem
 from podium.workers.base import Worker
 
-__all__ = ["LabelResult", "judge_label"]
+__all__ = ["JudgedAnswers", "LabelResult", "judge_answers", "judge_label"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +81,38 @@ async def judge_label(
         if on_done is not None:
             on_done(done, len(todo))
     return LabelResult(out, confirmed, rejected, unscored, len(records) - len(todo), scores)
+
+
+@dataclass(frozen=True)
+class JudgedAnswers:
+    """The judge's verdicts on stored answers.
+
+    Attributes:
+        scores: ``origin`` → 1.0 when the judge's score (1–10) reached
+            :data:`~podium.eval.verifiers.JUDGE_PASS_SCORE`, else 0.0.
+        unscored: origins whose judge reply had no ``Score: N`` line (left out of ``scores``).
+    """
+
+    scores: dict[str, float]
+    unscored: tuple[str, ...]
+
+
+async def judge_answers(
+    items: Sequence[TrafficItem], judge: Worker, *, on_done: Callable[[int, int], None] | None = None
+) -> JudgedAnswers:
+    """Ask ``judge`` whether each of ``items``' stored answers is right (module docstring), one call
+    at a time; items without an answer are skipped. ``on_done(done, total)`` follows progress.
+    Raises what the judge's call raises (a provider error stops it; nothing half-done is returned)."""
+    todo = [i for i in items if i.answer]
+    scores: dict[str, float] = {}
+    unscored: list[str] = []
+    for done, item in enumerate(todo, 1):
+        task = Task(id=item.origin, question=item.question, task_type="open")
+        verdict = await verify(task, item.answer or "", judge=judge)
+        if verdict.parsed:
+            scores[item.origin] = 1.0 if verdict.correct else 0.0
+        else:
+            unscored.append(item.origin)
+        if on_done is not None:
+            on_done(done, len(todo))
+    return JudgedAnswers(scores, tuple(unscored))
