@@ -16,13 +16,18 @@
 #   SHIFT_SEED [0] SHIFT_PLANS_NAME [shift-plans] SHIFT_LEAVE_OUT [use-case:support-da] (every
 #   method answers those right live: no gap to recover, hours of recording) SHIFT_RECORD [1]
 #   (0: compare on what the bank holds now) PODIUM_HOME [$SHIFT_WORK/home] PYTHON / PODIUM
+#   SHIFT_SET [$SHIFT_WORK/set.jsonl] the labelled after set; on a machine where the exported set
+#   is gone, $SHIFT_WORK/data/after.jsonl (bench/shift_data.py) holds the same questions with the
+#   same references (bench/shift_label.py labels the export from it), under the data's own ids
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${SHIFT_WORK:-runs/shift} out=${SHIFT_OUT:-docs/eval/shift}
 seed=${SHIFT_SEED:-0} name=${SHIFT_PLANS_NAME:-shift-plans} leave_out=${SHIFT_LEAVE_OUT-use-case:support-da}
 py=${PYTHON:-.venv/bin/python} podium=${PODIUM:-.venv/bin/podium}
-if [ ! -e "$work/set.jsonl" ] || [ ! -e "$out/final/eval.json" ]; then
-  echo "error: $work/set.jsonl or $out/final/eval.json is missing: run scripts/shift-proof.sh first (SHIFT_WORK=$work)" >&2
+set=${SHIFT_SET:-$work/set.jsonl}
+if [ ! -e "$set" ] || [ ! -e "$work/data/heldout.jsonl" ] || [ ! -e "$out/final/eval.json" ]; then
+  echo "error: $set, $work/data/heldout.jsonl or $out/final/eval.json is missing: run scripts/shift-proof.sh" \
+       "first (SHIFT_WORK=$work), or rebuild its data (bench/shift_data.py) and set SHIFT_SET" >&2
   exit 2
 fi
 export PODIUM_HOME=${PODIUM_HOME:-$work/home}
@@ -30,7 +35,7 @@ bank=$work/bank tasks=$work/bank-tasks old=src/podium/pools/local-plans.npz
 log() { echo "[$(date -u +%FT%TZ)] $*" >&2; }
 
 # 1. the bank's questions and their order; 2. their outcomes (resumable, through the request cache)
-"$py" bench/shift_bank_tasks.py "$work/set.jsonl" "$work/data/heldout.jsonl" --out "$tasks" ${leave_out:+--leave-out "$leave_out"}
+"$py" bench/shift_bank_tasks.py "$set" "$work/data/heldout.jsonl" --out "$tasks" ${leave_out:+--leave-out "$leave_out"}
 if [ "${SHIFT_RECORD:-1}" = 1 ]; then
   nice -n 19 "$podium" bank record --tasks "$tasks/after.jsonl" --tasks "$tasks/heldout.jsonl" --ids "$tasks/ids.txt" \
     --out "$bank" --pool local-tools
