@@ -1,5 +1,5 @@
 """Importing podium changes nothing in the process (issue 18): the OpenMP spin setting
-(:func:`podium.local_models.short_openmp_spin`) is applied where llama.cpp is loaded and by the
+(:func:`podium.llama_runtime.short_openmp_spin`) is applied where llama.cpp is loaded and by the
 command line, not by ``import podium``. Each case runs in a fresh interpreter, since the setting
 only matters before the OpenMP runtime loads."""
 
@@ -36,7 +36,7 @@ def test_the_llama_cpp_backend_sets_a_short_spin_before_it_loads_llama_cpp() -> 
 
 @pytest.mark.parametrize(("env", "expected"), [({"GOMP_SPINCOUNT": "5"}, "5"), ({"OMP_WAIT_POLICY": "PASSIVE"}, "-")])
 def test_the_users_own_openmp_setting_wins(env: dict[str, str], expected: str) -> None:
-    assert _env_after("from podium.local_models import short_openmp_spin\nshort_openmp_spin()", **env) == expected
+    assert _env_after("from podium.llama_runtime import short_openmp_spin\nshort_openmp_spin()", **env) == expected
 
 
 @pytest.mark.slow  # a fresh interpreter that imports torch: seconds

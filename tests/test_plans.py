@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -376,3 +377,55 @@ def test_grpo_on_a_bank_smoke(
     step = record["history"][0]
     assert 0.0 <= step["replay_rate"] <= step["parse_rate"] <= 1.0
     assert len(record["warm_start_loss"]) == 3  # 6 questions, 2 per batch
+
+
+class _Loads(_Fake):
+    """A fake worker (unit-test double) that says it loads a model on first use, as the
+    in-process llama.cpp worker does, and records when :meth:`preload` ran."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, price=Price(1.0, 1.0))
+        self.preloaded_by: list[str] = []
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self.preloaded_by)
+
+    def preload(self) -> None:
+        self.preloaded_by.append(threading.current_thread().name)
+
+
+def test_the_models_every_plan_calls_load_while_the_question_is_embedded(bank_dir: Path) -> None:
+    """Both plans call the 1.5B, only one the 0.5B: the 1.5B is loaded ahead, in another thread,
+    the 0.5B is not; behind the request cache nothing is (a hit needs no model); a loaded
+    model is not loaded again."""
+    plans = [Plan("one", ("solve@1.5b",)), Plan("two", ("solve@0.5b", "solve@1.5b"), "solve@1.5b", 1.0)]
+    policy = _policy(bank_dir, np.zeros((1, 2, 2)), plans)
+    policy = dataclasses.replace(policy, components=np.ones((1, 3)), scale=np.ones(1))
+    assert policy.reads_question
+    strong, small = _Loads("qwen2.5-coder-1.5b"), _Loads("qwen2.5-coder-0.5b")
+    conductor = PlanConductor(policy, _Embed())
+    conductor.choose("What is 2 * 7?", [strong, small, *_pool()[2:]], 10)
+    for thread in threading.enumerate():
+        if thread.name == "podium-preload":
+            thread.join(5)
+    assert strong.preloaded_by == ["podium-preload"] and small.preloaded_by == []
+    conductor.choose("What is 3 * 7?", [strong, small, *_pool()[2:]], 10)
+    assert strong.preloaded_by == ["podium-preload"]  # loaded already
+    behind_cache = _Loads("qwen2.5-coder-1.5b")
+    cached = CachedWorker(behind_cache, RequestCache(":memory:"))
+    conductor.choose("What is 4 * 7?", [cached, small, *_pool()[2:]], 10)
+    assert behind_cache.preloaded_by == []
+
+
+def test_a_cluster_policy_reaches_each_clusters_best_plan_and_its_fallback(bank_dir: Path) -> None:
+    plans = local_plans(read_bank(bank_dir).catalogue.columns)[:4]
+    weights = np.zeros((1, 4, 3))
+    weights[0, 0, 0] = weights[0, 1, 1] = 1.0  # cluster 0 -> plan 0, cluster 1 -> plan 1; plan 3 never
+    policy = dataclasses.replace(
+        _policy(bank_dir, weights, plans), centroids=np.eye(3)[:2], support=np.eye(3, dtype=np.float32)[:2],
+        radius=0.1, fallback=2,
+    )  # fmt: skip
+    assert policy.reachable([True] * 4) == [0, 1, 2]
+    assert policy.reachable([False, True, True, True]) == [1, 2, 3]  # cluster 0's best not runnable: all tie at 0
+    assert dataclasses.replace(policy, fallback=-1).reachable([True] * 4) == [0, 1]

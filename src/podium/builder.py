@@ -48,6 +48,7 @@ __all__ = [
     "pii_protection",
     "pii_to_warm",
     "pool_limits",
+    "warm_models",
     "warm_pii",
 ]
 
@@ -142,6 +143,19 @@ def build_orchestrator(
         if isinstance(worker, ConductorWorker):
             worker.bind(orchestrator)
     return orchestrator
+
+
+def warm_models(orchestrators: Iterable[Orchestrator]) -> None:
+    """Start loading, in background threads, the local models the orchestrators' plan
+    conductors need whatever the question (:meth:`~podium.conductor.plans.PlanConductor.warm`:
+    the embedding model and the models every plan they can choose calls), so the loads overlap
+    start-up instead of following the first question. Returns at once; other conductors need
+    nothing here."""
+    from podium.conductor.plans import PlanConductor
+
+    for orchestrator in orchestrators:
+        if isinstance(orchestrator.conductor, PlanConductor):
+            orchestrator.conductor.warm(orchestrator.pool, orchestrator.config.max_steps)
 
 
 def pii_to_warm(orchestrators: Iterable[Orchestrator]) -> list[PIIProtection]:

@@ -205,8 +205,9 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     orchestrator.config = orchestrator.config.updated(
         resamples=args.resamples, max_steps=args.max_steps, limits=limits, recursion_rounds=args.rounds
     )
-    from podium.builder import warm_pii
+    from podium.builder import warm_models, warm_pii
 
+    warm_models([orchestrator])  # in the background: overlaps what follows
     warm_pii([orchestrator], lambda: err.status("loading PII detection (Presidio), once per process"))
     status, on_event = _progress(err)
     try:
@@ -280,7 +281,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
 def main() -> None:
     """Console-script entry point. Output piped into a reader that stops early (``| head``)
     ends the command quietly, as with other Unix tools, instead of with a traceback."""
-    from podium.local_models import short_openmp_spin
+    from podium.llama_runtime import short_openmp_spin
 
     short_openmp_spin()  # before anything loads the OpenMP runtime (llama.cpp, torch)
     try:

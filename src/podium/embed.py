@@ -19,23 +19,30 @@ and refuse vectors of another (:func:`encoder_for` makes the encoder back from t
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
 import sqlite3
-import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from podium.errors import ConfigError, ModelNotInstalled
 
-__all__ = ["EMBEDDING_DIM", "Embedder", "Encoder", "LlamaCppEncoder", "MiniLMEncoder", "encoder_choice", "encoder_for"]
+__all__ = [
+    "EMBEDDING_DIM",
+    "Embedder",
+    "Encoder",
+    "LlamaCppEncoder",
+    "LoadsModel",
+    "MiniLMEncoder",
+    "encoder_choice",
+    "encoder_for",
+]
 
 EMBEDDING_DIM = 384
 """Width of all-MiniLM-L6-v2's vectors (the default encoder)."""
@@ -70,6 +77,16 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
 
+@runtime_checkable
+class LoadsModel(Protocol):
+    """An encoder whose model loads on first use; :meth:`load` does it ahead
+    (:meth:`Embedder.preload`)."""
+
+    def load(self) -> Any:
+        """Load the model if it is not loaded; returns it."""
+        ...
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 through sentence-transformers (see the module docstring).
 
@@ -83,7 +100,8 @@ class MiniLMEncoder:
         self.batch_size = batch_size
         self._model: Any = None
 
-    def _load(self) -> Any:
+    def load(self) -> Any:
+        """The model, loaded on first use (the Raises above)."""
         if self._model is None:
             folder = _model_dir()
             weights = folder / "model.safetensors"
@@ -104,7 +122,7 @@ class MiniLMEncoder:
         return self._model
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        vectors = self._load().encode(
+        vectors = self.load().encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
         return np.asarray(vectors, dtype=np.float32)
@@ -127,9 +145,11 @@ class LlamaCppEncoder:
         self._llm: Any = None
         self.dim = 0  # known once loaded
 
-    def _load(self) -> Any:
+    def load(self) -> Any:
+        """The model, loaded on first use (the Raises above)."""
         if self._llm is None:
-            from podium.local_models import load_llama_cpp, resolve_model
+            from podium.llama_runtime import load_llama_cpp
+            from podium.local_models import resolve_model
 
             path = resolve_model(self.model)
             try:
@@ -140,39 +160,23 @@ class LlamaCppEncoder:
                     model=self.model,
                     install_command="pip install -e '.[local]'",
                 ) from exc
-            with _quiet_stderr():  # llama.cpp notes (C-level) that we override the model's pooling type
-                self._llm = llama_cpp.Llama(
-                    str(path),
-                    embedding=True,
-                    pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-                    n_ctx=512,
-                    n_batch=512,
-                    n_ubatch=512,
-                    n_threads=self.threads,
-                    verbose=False,
-                )
+            self._llm = llama_cpp.Llama(
+                str(path),
+                embedding=True,
+                pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+                n_ctx=512,
+                n_batch=512,
+                n_ubatch=512,
+                n_threads=self.threads,
+                verbose=False,
+            )
             self.dim = int(self._llm.n_embd())
         return self._llm
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        llm = self._load()
+        llm = self.load()
         rows = [llm.embed(t, normalize=True, truncate=True) for t in texts]
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Silence file descriptor 2 (C libraries' log lines) for the block; Python exceptions still
-    propagate with their messages."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def encoder_for(name: str) -> Encoder:
@@ -229,6 +233,14 @@ class Embedder:
     def name(self) -> str:
         """The encoder's name (what fitted models record)."""
         return self.encoder.name
+
+    def preload(self) -> None:
+        """Load the encoder's model now if it loads on first use (:class:`LoadsModel`), under
+        the lock :meth:`embed` takes, so an embedding that comes meanwhile waits for this load
+        instead of making its own. Raises what the encoder raises."""
+        if isinstance(self.encoder, LoadsModel):
+            with self._lock:
+                self.encoder.load()
 
     def embed(
         self, texts: Sequence[str], *, on_progress: Callable[[int, int], None] | None = None

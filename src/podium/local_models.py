@@ -20,7 +20,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from podium.errors import ConfigError, ModelNotInstalled
@@ -32,11 +31,9 @@ __all__ = [
     "cache_dir",
     "hub_offline",
     "install_models",
-    "load_llama_cpp",
     "model_status",
     "resolve_model",
     "sha256_file",
-    "short_openmp_spin",
 ]
 
 _CHUNK = 8 << 20
@@ -205,22 +202,6 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 }
 
 
-def short_openmp_spin() -> None:
-    """Make llama.cpp's OpenMP threads (libgomp) spin briefly before they sleep: sets
-    ``GOMP_SPINCOUNT=10000`` unless ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set already.
-
-    libgomp spins 300,000 rounds between kernels by default. On a loaded CPU that stalls a 64-token
-    prefill chunk for seconds, so deadlines cannot hold; never spinning (``OMP_WAIT_POLICY=PASSIVE``)
-    makes generation ~1.8× slower on an idle machine. A short spin keeps both (docs/overhead.md,
-    measured on 2 cores): 260 tokens of the 1.5B idle 9.2 s default / 16.4 s passive / 9.5–10.7 s
-    with 10,000; SmolLM2's worst prefill chunk beside two busy processes 7.8 s / 0.77 s /
-    0.43–0.72 s. It only works before the OpenMP runtime loads: the llama.cpp backend calls it just
-    before importing llama-cpp-python, and ``podium``'s command line at start (torch loads libgomp
-    too). Importing :mod:`podium` itself changes nothing."""
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-
-
 def hub_offline() -> None:
     """Keep Hugging Face's libraries off the network: no hub lookups, no telemetry
     (``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE``, ``HF_HUB_DISABLE_TELEMETRY``, unless already
@@ -228,20 +209,6 @@ def hub_offline() -> None:
     huggingface_hub is imported (transformers, sentence-transformers, TRL)."""
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
         os.environ.setdefault(name, "1")
-
-
-def load_llama_cpp() -> ModuleType:
-    """The ``llama_cpp`` module (llama-cpp-python), imported after :func:`short_openmp_spin` so its
-    OpenMP runtime loads with the short spin. Every podium module that needs llama.cpp gets it here.
-
-    Raises ConfigError naming the install command when llama-cpp-python is missing (the ``local``
-    extra)."""
-    short_openmp_spin()
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise ConfigError("llama.cpp is not installed; run: pip install -e '.[local]'") from exc
-    return llama_cpp
 
 
 def cache_dir() -> Path:

@@ -28,10 +28,12 @@ its answer in a recursion round. Parameters are plain arrays in a ``.npz`` with 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +48,7 @@ from podium.errors import ConfigError
 from podium.records import PlanAttempt
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workers.offload import offload
+from podium.workers.wrapper import preload_in_background
 from podium.workflow import Workflow
 
 __all__ = ["FORMAT", "PlanConductor", "PlanPolicy", "cascade_rounds", "fixed_plan", "is_plan_policy"]
@@ -151,6 +154,21 @@ class PlanPolicy:
             chosen.append(int(min(best, key=lambda p: _tie(q, self.plans[p].id))))
         return chosen
 
+    def reachable(self, allowed: Sequence[bool]) -> list[int]:
+        """The indices of the plans :meth:`choose` can return for some question, given the
+        ``allowed`` mask: a cluster policy's best plans per cluster (ties included) and its
+        ``fallback``; a constant policy's best; every allowed plan for a linear head."""
+        mask = np.asarray(allowed, dtype=bool)
+        if len(self.components) and not len(self.centroids):
+            return [int(i) for i in np.flatnonzero(mask)]
+        k = len(self.centroids)
+        features = np.hstack([np.eye(k), np.ones((k, 1))]) if k else np.ones((1, 1))
+        scores = np.where(mask[None, :], self.scores(features), -np.inf)
+        found = {int(i) for row in scores for i in np.flatnonzero(row >= row.max() - 1e-12)}
+        if self.fallback >= 0 and mask[self.fallback] and len(self.support):
+            found.add(self.fallback)
+        return sorted(found)
+
     def save(self, path: str | Path) -> None:
         """Write ``path`` (.npz): the arrays and a JSON header (format, plans, columns, embedder)."""
         header = {
@@ -226,6 +244,26 @@ def cascade_rounds(conductor: object) -> int:
     return int(isinstance(conductor, PlanConductor) and any(p.is_cascade for p in conductor.policy.plans))
 
 
+def _quietly(load: Callable[[], object]) -> Callable[[], None]:
+    """``load`` for a background thread: a failure is left to the request that needs it."""
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            load()
+
+    return run
+
+
+def _called_by_all(workflows: Sequence[Workflow | None], pool: Sequence[Worker]) -> list[Worker]:
+    """The workers that every runnable workflow of ``workflows`` calls."""
+    common: set[int] | None = None
+    for workflow in workflows:
+        if workflow is not None:
+            used = {step.worker for step in workflow.steps}
+            common = used if common is None else common & used
+    return [pool[i] for i in sorted(common or ())]
+
+
 def is_plan_policy(path: str | Path) -> bool:
     """Whether ``path`` is a plan policy file (as opposed to another light-conductor file)."""
     try:
@@ -262,8 +300,23 @@ class PlanConductor:
         plan, workflow, _ = self._choose(question, pool, max_steps)
         return plan, workflow
 
-    def _choose(self, question: str, pool: Sequence[Worker], max_steps: int) -> tuple[Plan, Workflow, bool]:
-        """:meth:`choose`, and whether the question was unlike the training questions."""
+    def warm(self, pool: Sequence[Worker], max_steps: int) -> None:
+        """Start loading, in background threads, the models its requests over ``pool`` will
+        need whatever the question: the embedding model and every model that each plan it can
+        choose calls (:meth:`PlanPolicy.reachable`). ``podium run`` and ``podium serve`` call
+        it as they start, so these loads overlap their start-up and each other. Failures,
+        and a pool that can run none of its plans, are left to the requests to report."""
+        try:
+            workflows = self._workflows(pool, max_steps)
+        except ConfigError:
+            return
+        if self.embedder is not None and self.policy.reads_question:
+            threading.Thread(target=_quietly(self.embedder.preload), name="podium-preload", daemon=True).start()
+        self._preload(workflows, pool)
+
+    def _workflows(self, pool: Sequence[Worker], max_steps: int) -> list[Workflow | None]:
+        """Each plan's first-round workflow over ``pool``, None where the pool cannot run it.
+        Raises ConfigError when it can run none."""
         names = [w.info.name for w in pool]
         vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
         workflows: list[Workflow | None] = []
@@ -277,16 +330,27 @@ class PlanConductor:
                 workflows.append(wf if len(wf) <= max_steps else None)
             except ConfigError:
                 workflows.append(None)
-        allowed = [w is not None for w in workflows]
-        if not any(allowed):
+        if not any(w is not None for w in workflows):
             workers = sorted({c.worker for c in self.policy.columns.values()})
             raise ConfigError(
                 f"plan conductor {self.name} can run none of its plans on the pool {names} "
                 f"(its plans use {workers}, a vote tool for votes, and at most {max_steps} steps)"
             )
+        return workflows
+
+    def _preload(self, workflows: Sequence[Workflow | None], pool: Sequence[Worker]) -> None:
+        """Load, in the background, the models every plan it can choose calls."""
+        reachable = self.policy.reachable([w is not None for w in workflows])
+        preload_in_background(_called_by_all([workflows[i] for i in reachable], pool))
+
+    def _choose(self, question: str, pool: Sequence[Worker], max_steps: int) -> tuple[Plan, Workflow, bool]:
+        """:meth:`choose`, and whether the question was unlike the training questions."""
+        workflows = self._workflows(pool, max_steps)
+        allowed = [w is not None for w in workflows]
         if self.embedder is None or not self.policy.reads_question:  # a constant policy needs no embedding
             vectors = None
-        else:
+        else:  # the models every plan it can choose calls load while the question is embedded
+            self._preload(workflows, pool)
             vectors = np.asarray(self.embedder.embed([question]), dtype=np.float64)
         index = self.policy.choose([question], vectors, allowed)[0]
         workflow = workflows[index]

@@ -227,10 +227,13 @@ def _line(console: Console, text: str) -> Iterator[None]:
     yield
 
 
-def _warm_pii(server: Any, console: Console) -> None:
-    """PII detection loaded before serving (:func:`podium.builder.warm_pii`)."""
-    from podium.builder import warm_pii
+def _warm(server: Any, console: Console) -> None:
+    """Before serving: the plan conductors' local models start loading in the background
+    (:func:`podium.builder.warm_models`) and PII detection is loaded
+    (:func:`podium.builder.warm_pii`)."""
+    from podium.builder import warm_models, warm_pii
 
+    warm_models(server.current.models.values())
     warm_pii(server.current.models.values(), lambda: _line(console, "loading PII detection (Presidio) before serving…"))
 
 
@@ -242,7 +245,7 @@ def worker_app() -> Any:
     from podium.serve.app import create_app
 
     server = _server(json.loads(os.environ[_WORKER_ENV]))
-    _warm_pii(server, Console(stderr=True))
+    _warm(server, Console(stderr=True))
     return create_app(server)
 
 
@@ -269,7 +272,7 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     server = _server(options)  # errors in the configuration surface here, once, before any worker starts
     loaded = server.current
     if args.workers == 1:  # each --workers process loads its own when it builds its server
-        _warm_pii(server, out)
+        _warm(server, out)
     auth = "API keys required" if server.keys.active() else "no API keys (open to anyone who can reach it)"
     processes = f"; {args.workers} worker processes" if args.workers > 1 else ""
     from podium.store.engine import mask_url

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from podium.errors import ConfigError
-from podium.local_models import EMBEDDED_MODELS, hub_offline, load_llama_cpp, resolve_model, sha256_file
+from podium.llama_runtime import load_llama_cpp
+from podium.local_models import EMBEDDED_MODELS, hub_offline, resolve_model, sha256_file
 
 __all__ = [
     "ARCHITECTURES",

@@ -28,7 +28,8 @@ from typing import Any
 
 from podium.conductor.grammar import choice_grammar, max_plan_chars, workflow_grammar
 from podium.conductor.prompt import REASONING_PREFIX
-from podium.local_models import load_llama_cpp, resolve_model
+from podium.llama_runtime import load_llama_cpp
+from podium.local_models import resolve_model
 from podium.roles import ROLES
 from podium.train.export import lora_to_gguf
 

@@ -30,6 +30,7 @@ __all__ = [
     "Completion",
     "CountsTokens",
     "Message",
+    "Preloads",
     "Price",
     "PricedPerCall",
     "Usage",
@@ -376,6 +377,24 @@ class CountsTokens(Protocol):
     def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
         """Prompt tokens of ``messages`` plus ``prefix`` (may load the model: call it off the
         event loop)."""
+        ...
+
+
+@runtime_checkable
+class Preloads(Protocol):
+    """A worker whose first call loads a model into this process (in-process llama.cpp): a
+    conductor that knows the worker will be called can have :meth:`preload` run while it plans,
+    so the two loads overlap (:func:`podium.workers.wrapper.preload_in_background`)."""
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory already."""
+        ...
+
+    def preload(self) -> None:
+        """Load the model now if it is not loaded (blocking: call it off the event loop); a
+        no-op once loaded. Raises what the first call would raise (ConfigError,
+        ModelNotInstalled)."""
         ...
 
 

@@ -107,6 +107,8 @@ class CachedWorker(WorkerWrapper):
     call — a hit settles to its recorded cost, as the real call did.
     """
 
+    reaches_inner = False  # a hit answers without the inner worker: nothing to load ahead
+
     def __init__(self, inner: Worker, cache: CallStore) -> None:
         super().__init__(inner)
         self.cache = cache

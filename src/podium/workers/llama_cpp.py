@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from podium.errors import ConfigError, ContextOverflow, ProviderError, WorkerTimeout
-from podium.local_models import EMBEDDED_MODELS, load_llama_cpp, resolve_model, sha256_file
+from podium.llama_runtime import llama_errors, load_llama_cpp
+from podium.local_models import EMBEDDED_MODELS, resolve_model, sha256_file
 from podium.unicode import valid_text
 from podium.workers.base import Call, CallContext, Completion, Message, Price, Usage, WorkerInfo, WorkerSettings
 from podium.workers.offload import offload
@@ -153,19 +154,24 @@ def _model_path(model: str) -> Path:
     )
 
 
+def _key(model: str, n_ctx: int, lora: Path | None) -> tuple[str, int, str | None]:
+    return (model, n_ctx, str(lora) if lora is not None else None)
+
+
 def _load(model: str, n_ctx: int, lora: Path | None = None, lora_sha256: str | None = None) -> _LoadedModel:
     """The shared llama.cpp instance of ``model`` (+ ``lora``) with ``n_ctx`` tokens of context.
 
     Raises ConfigError when the model or adapter is missing, the adapter fails its sha256
     check, or llama.cpp cannot load them (e.g. an adapter made for another base model);
     ModelNotInstalled for a missing embedded model."""
-    key = (model, n_ctx, str(lora) if lora is not None else None)
+    key = _key(model, n_ctx, lora)
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
         path = _model_path(model)
         if lora is not None:
             _check_adapter(lora, lora_sha256)
+        llama_errors()  # what earlier loads said is not this one's
         try:
             llama = llama_cpp.Llama(
                 model_path=str(path),
@@ -176,7 +182,8 @@ def _load(model: str, n_ctx: int, lora: Path | None = None, lora_sha256: str | N
             )
         except (ValueError, RuntimeError) as exc:
             what = f"{path} with LoRA adapter {lora}" if lora is not None else str(path)
-            raise ConfigError(f"llama.cpp could not load {what}: {exc}") from None
+            said = f" (llama.cpp: {errors})" if (errors := llama_errors()) else ""
+            raise ConfigError(f"llama.cpp could not load {what}: {exc}{said}") from None
         formatter = chat_formatter(llama)
         if formatter is None:
             raise ConfigError(f"{path} has no chat template; podium needs an instruct (chat) model")
@@ -266,6 +273,16 @@ class LlamaCppWorker:
             adapter_sha256=lora_sha256,
             grammar=True,
         )
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this worker's model (with its adapter and context size) is in memory."""
+        return _key(self.model, self.n_ctx, self.lora) in _LOADED
+
+    def preload(self) -> None:
+        """Load the model now (shared by every worker of the same model, adapter and context
+        size); a no-op once loaded. Raises ConfigError or ModelNotInstalled as a call would."""
+        _load(self.model, self.n_ctx, self.lora, self.lora_sha256)
 
     def count_tokens(self, messages: Sequence[Message], prefix: str = "") -> int:
         """Exact prompt tokens of a call (loads the model if needed)."""

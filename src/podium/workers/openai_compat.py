@@ -167,7 +167,8 @@ def _tokenizer(model: str) -> Callable[[Sequence[Message], str], tuple[int, int]
     """(prompt, reply) → (prompt tokens, reply tokens) with ``model``'s own vocabulary and chat
     template, or None when podium has no tokenizer for it (not an installed embedded model, or
     llama-cpp-python missing)."""
-    from podium.local_models import EMBEDDED_MODELS, load_llama_cpp, model_status, resolve_model
+    from podium.llama_runtime import load_llama_cpp
+    from podium.local_models import EMBEDDED_MODELS, model_status, resolve_model
 
     if model not in EMBEDDED_MODELS or model_status(model) != "ready":
         return None
