@@ -17,6 +17,11 @@ import pytest
 from fastapi import FastAPI, Request
 
 from podium.cli import cli
+from podium.errors import ServerError
+from podium.loop.settings import RunOptions, Settings
+from podium.loop.stages import Context, drift_stage
+from podium.loop.state import Folder
+from podium.testing import ScriptedWorker
 from tests.conftest import ThreadedUvicorn
 from tests.test_traffic_label import pool_file
 from tests.traffic_support import Request as Traffic
@@ -124,6 +129,23 @@ def test_the_judge_grades_a_seeded_sample_per_slice_and_window(
     assert sorted(judge.uvicorn.config.app.state.seen) == sorted(seen)
 
 
+def test_a_windows_draw_does_not_depend_on_its_role_so_next_weeks_reference_costs_no_call(
+    traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Next week's reference window is this week's recent one: with the windows swapped, every
+    sampled answer is one judged before, so the request cache answers them all."""
+    drift(traces, judge, tmp_path, capsys, "--judge-sample", "3")
+    seen = len(judge.uvicorn.config.app.state.seen)
+    swapped = ["--reference-since", "2026-11-08", "--reference-until", "2026-11-14", "--since", "2026-11-01",
+               "--until", "2026-11-07", "--embedder", "none", "--min-requests", "5"]  # fmt: skip
+    pool = pool_file(tmp_path, judge.url)
+    argv = ["drift", "--traces", str(traces), *swapped, "--judge", "grader", "--pool", str(pool)]
+    code = cli([*argv, "--judge-sample", "3", "--cache", str(tmp_path / "cache.sqlite3"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code in (0, 3, 4) and report["judge"]["judged"] >= 3
+    assert len(judge.uvicorn.config.app.state.seen) == seen
+
+
 def test_labels_come_first_and_labelled_answers_are_not_sent_to_the_judge(
     traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,3 +174,61 @@ def test_a_judge_that_is_not_in_the_pool_is_named_before_any_work(
     assert code == 2
     assert "--judge 'gpt-9' is not a worker of pool" in err and "grader" in err
     assert judge.uvicorn.config.app.state.seen == []
+
+
+def test_references_a_judge_confirmed_are_graded_again_not_counted_as_labels(
+    traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A judge's confirmations are only the candidates it passed (its rejections stay
+    candidates), so as labels they would count passes alone: drift leaves them out of labelled
+    quality and its judge grades those answers like any unlabelled one."""
+    math = [(i, r) for i, r in enumerate(REQUESTS) if r.tags == ("use-case:math",) and r.answer != "shrug"]
+    labels = [
+        {"id": f"t{i}", "question": r.question, "task_type": "math", "reference": "18",
+         "reference_source": "judge:grader", "origin": f"trace:{request_id(r)}"}
+        for i, r in math
+    ]  # fmt: skip
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(label) + "\n" for label in labels))
+    code, printed = drift(traces, judge, tmp_path, capsys, "--json", "--judge-sample", "100", "--labels", str(path))
+    report = json.loads(printed.out)
+    assert code == 4 and len(judge.uvicorn.config.app.state.seen) == 50  # every answer, as without labels
+    outcome = report["slices"]["use-case:math"]["outcome"]
+    assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (0, 0)
+    alert = [a for a in report["slices"]["use-case:math"]["alerts"] if a["metric"] == "quality_drop"]
+    assert [a["detail"] for a in alert] == ["judge's pass rate 1.000 → 0.000"]
+
+
+def test_a_window_with_nothing_to_compare_costs_no_judge_call(
+    traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = pool_file(tmp_path, judge.url)
+    empty = ["--reference-since", "2026-10-01", "--reference-until", "2026-10-07", "--since", "2026-11-08",
+             "--until", "2026-11-14", "--embedder", "none"]  # fmt: skip
+    code = cli(["drift", "--traces", str(traces), *empty, "--judge", "grader", "--pool", str(pool)])
+    err = capsys.readouterr().err
+    assert code == 2 and "the reference window 2026-10-01" in err and "has no request" in err
+    assert judge.uvicorn.config.app.state.seen == []
+
+
+def test_the_loops_drift_stage_goes_on_without_a_judge_that_fails(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drift informs the weekly loop and never stops it: a judge whose calls fail (a fake
+    worker, raising the provider error a 5xx gives) leaves the report without judged quality,
+    says why, and the stage is done."""
+    broken = ScriptedWorker("grader", error=ServerError("upstream 503", worker="grader", status=503))
+    monkeypatch.setattr("podium.traffic.drift_cli._judge_worker", lambda query: broken)
+    folder = Folder(tmp_path / "loop")
+    folder.root.mkdir()
+    settings = Settings(traces=str(traces), judge="grader")
+    said: list[str] = []
+    window = ("2026-11-08T00:00:00.000Z", "2026-11-15T00:00:00.000Z")
+    ctx = Context(folder, settings, RunOptions(), "0002", window, {}, said.append, lambda: None)
+    (ctx.run_dir).mkdir(parents=True)
+    stage = drift_stage(ctx)
+    assert stage["status"] == "done" and "judge" not in stage and len(broken.calls) == 1
+    assert stage["judge_error"] == "ServerError: upstream 503"
+    assert any("the judge grader failed (ServerError: upstream 503); compared without it" in line for line in said)
+    report = json.loads((ctx.run_dir / "drift.json").read_text())
+    assert report["slices"]["all"]["outcome"]["recent"]["judged"] == 0 and "judge" not in report

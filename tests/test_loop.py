@@ -123,7 +123,13 @@ def test_first_run_goes_through_every_stage_then_reruns_do_only_what_is_new(
     assert (loop / stages["drift"]["plot"]).stat().st_size > 10_000  # a PNG of the panels
     assert (stages["export"]["added"], stages["export"]["duplicates"], stages["export"]["in_set"]) == (9, 1, 41)
     assert stages["export"]["review"] == "review/review-0003.csv" and stages["export"]["review_rows"] == 9
-    assert fakes.judge_calls() - judged == 9 and stages["labels"]["judge"]["confirmed"] == 9
+    # the drift report's judge grades both windows' answers (32 + 10: week 1's judge-confirmed
+    # references are no labels for drift, being only the answers the judge passed), the labels
+    # stage the 9 new candidates (their final answers alone: other prompts, so no cache hits)
+    assert stages["drift"]["judge"] == {"worker": "big", "per_slice": 30, "judged": 42, "unscored": 0}
+    drift = json.loads((loop / "runs/0003/drift.json").read_text())["slices"]["all"]["outcome"]
+    assert (drift["reference"]["judged"], drift["recent"]["judged"]) == (32, 10)
+    assert fakes.judge_calls() - judged == 42 + 9 and stages["labels"]["judge"]["confirmed"] == 9
     assert fakes.answer_calls() - answered == 18 and stages["record"]["calls"] == 18
     assert stages["record"]["new_questions"] == 9 and stages["record"]["questions"] == 41
     now = {t.id: t.split for t in OutcomeMatrix.load(loop / "set.csv").tasks()}

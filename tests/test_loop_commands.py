@@ -35,6 +35,9 @@ SETTINGS = [
     ),
     Settings(source="shadow", store="postgresql://db/podium", tag=["use-case:docs"], candidate="upstream"),
     Settings(source="shadow", store="/data/shadow.sqlite3"),
+    Settings(traces="/data/t.sqlite3", judge="big", pool="/data/pool.toml", cache="/data/cache.sqlite3"),
+    Settings(traces="/data/t.sqlite3", judge="big", eval_judge="grader", drift_judge_sample=7),
+    Settings(traces="/data/t.sqlite3", judge="big", drift_judge_sample=0),
 ]
 
 
@@ -55,7 +58,11 @@ def context(tmp_path: Path, settings: Settings, *, with_set: bool) -> Context:
 
 
 @pytest.mark.parametrize("with_set", [False, True])
-@pytest.mark.parametrize("settings", SETTINGS, ids=["defaults", "every-filter", "shadow-url", "shadow-file"])
+@pytest.mark.parametrize(
+    "settings",
+    SETTINGS,
+    ids=["defaults", "every-filter", "shadow-url", "shadow-file", "judge", "eval-judge", "no-drift-judge"],
+)
 def test_the_recorded_command_lines_parse_to_the_options_the_stages_used(
     settings: Settings, with_set: bool, tmp_path: Path
 ) -> None:

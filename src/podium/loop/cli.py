@@ -67,6 +67,15 @@ def add_parsers(sub: Any) -> None:
     ex.add_argument("--allow-pii", action="store_true", default=None, help="questions in clear (fixed per folder)")
     ex.add_argument("--judge", metavar="WORKER", help="pool worker that confirms candidates and grades open tasks")
     ex.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="a drift threshold (repeatable)")
+    ex.add_argument(
+        "--drift-judge-sample",
+        action=WholeNumber,
+        low=0,
+        high=MANY,
+        metavar="N",
+        help="answers per slice and window that the grader (--eval-judge, else --judge) grades in the drift report "
+        "where nobody labelled them (30; 0: none)",
+    )
     rec = r.add_argument_group("record (remembered)")
     rec.add_argument("--pool", help="pool file or preset (fixed per folder; default: the embedded local pool)")
     rec.add_argument("--eval-judge", metavar="WORKER", help="the worker that grades open tasks (default: --judge)")

@@ -18,7 +18,12 @@ def _drift(d: Mapping[str, Any]) -> str:
         return f"exit {d['exit_code']}, not compared: {d.get('error', '')}"
     kinds = f" ({', '.join(d['kinds'])} shift)" if d.get("kinds") else ""
     plot = f" · {d['plot']}" if d.get("plot") else ""
-    return f"exit {d['exit_code']} — {d['alerts']} alert(s){kinds} · {d['report']}{plot}"
+    judge = ""
+    if j := d.get("judge"):
+        judge = f" · judge {j['worker']}: {j['judged']} answer(s) graded, {j['unscored']} unscored"
+    elif d.get("judge_error"):
+        judge = f" · judge failed, compared without it: {d['judge_error']}"
+    return f"exit {d['exit_code']} — {d['alerts']} alert(s){kinds} · {d['report']}{plot}{judge}"
 
 
 def _export(d: Mapping[str, Any]) -> str:
@@ -163,7 +168,7 @@ def status_markdown(status: Mapping[str, Any]) -> str:
     if not status["runs"]:
         return f"# podium loop · {status['dir']}\n\nNo run yet: podium loop run --dir {status['dir']}\n"
     keys = (
-        *("pool", "judge", "eval_judge", "source", "tag", "allow_pii", "seed", "matrix_split"),
+        *("pool", "judge", "eval_judge", "drift_judge_sample", "source", "tag", "allow_pii", "seed", "matrix_split"),
         *("name", "policy", "lam", "bank"),
     )
     shown = ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None and s[k] is not False and s[k] != [])

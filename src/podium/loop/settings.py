@@ -52,6 +52,7 @@ class Settings:
     limit: int | None = None
     allow_pii: bool = False
     threshold: list[str] = field(default_factory=list)
+    drift_judge_sample: int = 30
     judge: str | None = None
     pool: str | None = None
     eval_judge: str | None = None

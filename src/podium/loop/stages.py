@@ -8,6 +8,7 @@ command line an operator would type for the same work is recorded in the report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from podium.errors import ConfigError
+from podium.errors import ConfigError, ModelBehaviourError, ProviderError
 from podium.loop.settings import RunOptions, Settings
 from podium.loop.state import Folder, atomic_write
 from podium.store.engine import store_location
@@ -86,8 +87,14 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
     from podium.traffic.drift_cli import drift_run
 
     ctx.ran("drift", drift_argv(ctx))  # the command an operator would type for the same report
+    query, judge_error = drift_request(ctx), None
     try:
-        report = drift_run(drift_request(ctx))
+        try:
+            report = drift_run(query)
+        except (ProviderError, ModelBehaviourError) as exc:  # only the judge calls a worker here
+            judge_error = f"{type(exc).__name__}: {exc}"
+            ctx.say(f"drift: the judge {query.judge} failed ({judge_error}); compared without it")
+            report = drift_run(dataclasses.replace(query, judge=None))
     except ConfigError as exc:
         ctx.say(f"drift: not compared ({exc}); recorded, the loop goes on")
         return {"status": "not compared", "exit_code": 2, "error": str(exc)}
@@ -95,7 +102,7 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
     code, alerts = int(report["exit_code"]), report["alerts"]
     kinds = sorted({a["kind"] for a in alerts})
     ctx.say(f"drift: exit {code}, {len(alerts)} alert(s){' (' + ', '.join(kinds) + ' shift)' if kinds else ''}")
-    return {
+    result: dict[str, Any] = {
         "status": "done",
         "exit_code": code,
         "alerts": len(alerts),
@@ -103,6 +110,11 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
         "report": ctx.folder.relative(_drift_report(ctx)),
         "plot": ctx.folder.relative(_drift_plot(ctx)),
     }
+    if "judge" in report:
+        result["judge"] = report["judge"]
+    if judge_error is not None:
+        result["judge_error"] = judge_error
+    return result
 
 
 def _locations(s: Settings) -> tuple[Path | None, str | Path | None]:
@@ -143,7 +155,17 @@ def drift_argv(ctx: Context) -> list[str]:
         argv += ["--threshold", threshold]
     if ctx.folder.set.is_file():
         argv += ["--labels", str(ctx.folder.set)]
+    if judge := _drift_judge(s):
+        argv += ["--judge", judge, "--judge-sample", str(s.drift_judge_sample)]
+        argv += ["--pool", s.pool] if s.pool else []
+        argv += ["--cache", s.cache] if s.cache else []
     return [*argv, "--out", str(_drift_report(ctx)), "--plot", str(_drift_plot(ctx))]
+
+
+def _drift_judge(s: Settings) -> str | None:
+    """The worker that grades unlabelled answers in the drift report: the eval's grader
+    (``--eval-judge``, else ``--judge``), unless ``--drift-judge-sample 0``."""
+    return s.grader if s.drift_judge_sample > 0 else None
 
 
 def drift_request(ctx: Context) -> DriftQuery:
@@ -163,6 +185,10 @@ def drift_request(ctx: Context) -> DriftQuery:
         days=_window_days(ctx),
         tags=tuple(s.tag),
         labels=ctx.folder.set if ctx.folder.set.is_file() else None,
+        judge=_drift_judge(s),
+        judge_sample=s.drift_judge_sample if _drift_judge(s) else DriftQuery.judge_sample,
+        pool=s.pool,
+        cache=store_location(s.cache) if s.cache else None,
         options=DriftOptions(thresholds=parse_thresholds(s.threshold), slices=tuple(s.tag)),
         out=_drift_report(ctx),
         plot=_drift_plot(ctx),

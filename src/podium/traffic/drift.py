@@ -32,8 +32,9 @@ Both windows are read from the traces (:func:`~podium.traffic.source.read_traces
 (seconds), the rate of requests the fallback pipeline answered, the rate of requests with at
 least one conductor output that did not parse or validate, the error rate, and — where labels
 exist (a labelled regression set, :mod:`podium.traffic.review`, whose tasks' ``origin`` names
-the traces) — quality: the mean verifier score of podium's stored answers against human,
-client or judge references (candidate references are podium's own answers and are not used).
+the traces) — quality: the mean verifier score of podium's stored answers against human or
+client references (candidate references are podium's own answers and are not used, nor are the
+candidates a judge confirmed: its rejections stay candidates, so they would count only passes).
 Where nobody labelled the traffic, a **judge** worker (``podium drift --judge WORKER``) grades a
 seeded sample of each window's stored answers per slice (:func:`judge_sample`,
 :func:`podium.traffic.label.judge_answers`): its pass rate is ``judged_quality``. The same judge
@@ -53,6 +54,7 @@ statistics in :mod:`podium.traffic.drift_stats`, the Markdown rendering in
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +96,7 @@ __all__ = [
     "EXIT_OUTCOME",
     "INPUT_METRICS",
     "DriftOptions",
+    "check_windows",
     "drift_report",
     "exit_code",
     "judge_sample",
@@ -139,22 +142,7 @@ def drift_report(
     Raises ConfigError when a window is empty or a requested slice has no request in a window.
     """
     opts = options or DriftOptions()
-    for name, items in (("reference", reference), ("recent", recent)):
-        if not items:
-            since, until = windows[name]
-            flag = "--reference-since/--reference-until" if name == "reference" else "--since/--until"
-            raise ConfigError(
-                f"the {name} window {since} → {until} has no request (after the filters); "
-                f"widen it with {flag}, or check --traces"
-            )
-    tags = _tags(reference, recent)
-    for wanted in opts.slices:
-        for name, items in (("reference", reference), ("recent", recent)):
-            if not any(wanted in i.tags for i in items):
-                raise ConfigError(
-                    f"tag {wanted!r}: no request in the {name} window carries it; tags in the windows: "
-                    f"{', '.join(tags) or 'none'}"
-                )
+    tags = check_windows(reference, recent, windows, opts)
     names = ["all", *(opts.slices or tags)]
     vectors: dict[str, npt.NDArray[np.float32]] = {}
     if embedder is not None:
@@ -316,6 +304,34 @@ def _tags(reference: Sequence[TrafficItem], recent: Sequence[TrafficItem]) -> li
     return sorted({t for i in (*reference, *recent) for t in i.tags})
 
 
+def check_windows(
+    reference: Sequence[TrafficItem],
+    recent: Sequence[TrafficItem],
+    windows: Mapping[str, Sequence[str]],
+    options: DriftOptions,
+) -> list[str]:
+    """The tags seen in the two windows, once both windows can be compared: ConfigError when a
+    window is empty or a slice of ``options.slices`` has no request in a window (checked before
+    any judge is called, so bad input costs no call)."""
+    for name, items in (("reference", reference), ("recent", recent)):
+        if not items:
+            since, until = windows[name]
+            flag = "--reference-since/--reference-until" if name == "reference" else "--since/--until"
+            raise ConfigError(
+                f"the {name} window {since} → {until} has no request (after the filters); "
+                f"widen it with {flag}, or check --traces"
+            )
+    tags = _tags(reference, recent)
+    for wanted in options.slices:
+        for name, items in (("reference", reference), ("recent", recent)):
+            if not any(wanted in i.tags for i in items):
+                raise ConfigError(
+                    f"tag {wanted!r}: no request in the {name} window carries it; tags in the windows: "
+                    f"{', '.join(tags) or 'none'}"
+                )
+    return tags
+
+
 def judge_sample(
     reference: Sequence[TrafficItem],
     recent: Sequence[TrafficItem],
@@ -326,29 +342,35 @@ def judge_sample(
 ) -> list[TrafficItem]:
     """The requests a judge grades: in each window and each slice the report has (``all`` and
     ``options.slices``, or every tag), up to ``per_slice`` of those with an answer, drawn by
-    ``options.seed`` (the same draw every run, so a request cache answers a repeated report);
-    ``skip``: origins not to draw (already labelled). Each request once, in window order."""
+    ``options.seed`` and the slice's name alone: the same requests give the same draw whichever
+    window they are, so a request cache answers a repeated report, and next week's reference
+    window (this week's recent one) costs no call. ``skip``: origins not to draw (already
+    labelled). Each request once, in window order."""
     opts = options or DriftOptions()
     names = ["all", *(opts.slices or _tags(reference, recent))]
     chosen: dict[str, TrafficItem] = {}
-    for w, window in enumerate((reference, recent)):
-        for n, name in enumerate(names):
+    for window in (reference, recent):
+        for name in names:
             pool = [i for i in _slice_items(window, name) if i.answer and i.origin not in skip]
-            for k in _sample(len(pool), per_slice, np.random.default_rng([opts.seed, w, n])):
+            draw = np.random.default_rng([opts.seed, zlib.crc32(name.encode("utf-8"))])
+            for k in _sample(len(pool), per_slice, draw):
                 chosen.setdefault(pool[k].origin, pool[k])
     return list(chosen.values())
 
 
 def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task]) -> dict[str, float]:
     """Verifier scores (``origin`` → score in [0, 1]) of the stored answers of ``items`` whose
-    request a labelled task names (``Task`` built from a regression set; candidate references
-    and ``open`` tasks, which would need a judge, are left out)."""
+    request a labelled task names (``Task`` built from a regression set). Left out: candidate
+    references, ``open`` tasks (they would need a judge), and references a judge confirmed
+    (``judge:*``): a judge confirms a candidate — podium's own answer, or the upstream's — and its
+    rejections stay candidates, so its confirmations alone would count only the answers it
+    passed and bias quality upward (``podium drift --judge`` grades those answers instead)."""
     from podium.eval.verifiers import verify
 
     by_origin: dict[str, Task] = {}
     for task in tasks:
-        origin = task.origin
-        if origin and task.task_type != "open" and not (task.reference_source or "").startswith("candidate:"):
+        origin, source = task.origin, task.reference_source or ""
+        if origin and task.task_type != "open" and not source.startswith(("candidate:", "judge:")):
             by_origin[origin] = task
     pairs = [(i, by_origin[i.origin]) for i in items if i.origin in by_origin and i.answer is not None]
 

@@ -176,7 +176,9 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
     if judge is not None:
         import asyncio
 
-        from podium.traffic.drift import judge_sample
+        from podium.traffic.drift import check_windows, judge_sample
+
+        check_windows(reference, recent, windows, query.options)  # nothing to compare: no call
         from podium.traffic.label import judge_answers
 
         sample = judge_sample(reference, recent, per_slice=query.judge_sample, options=query.options, skip=scores)
