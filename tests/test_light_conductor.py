@@ -262,12 +262,12 @@ def test_grpo_out_of_memory_is_a_clear_error_naming_the_fix(
     ~800 tokens met a busy machine) becomes exit code 2 and a message with the options that
     shrink memory, not a traceback; the empty version is removed. train_grpo is replaced by a
     fake that raises torch's message (unit test: no model is loaded)."""
-    import podium.train.grpo as grpo
+    import podium.train.lm_version as lm_version
 
     def out_of_memory(*_: object, **__: object) -> None:
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
 
-    monkeypatch.setattr(grpo, "train_grpo", out_of_memory)
+    monkeypatch.setattr(lm_version, "train_grpo", out_of_memory)
     monkeypatch.setattr("podium.local_models.resolve_model", lambda *_a, **_k: tmp_path / "base.gguf")
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     assert cli(["train", "--policy", "lm", "--replay", str(matrix.path), "--steps", "1"]) == 2

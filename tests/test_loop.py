@@ -8,6 +8,7 @@ traffic adds only the new tasks and calls the workers only about them."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -287,6 +288,34 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     again = json.loads(capsys.readouterr().out)["stages"]
     assert again["train"]["status"] == "skipped" and again["train"]["version"] == train["version"]
     assert again["promote"]["status"] == "already promoted"
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(2400)  # a hang guard: CPU training, slower on a loaded machine
+def test_an_lm_conductor_is_trained_by_grpo_on_the_matrix_and_gated_on_its_held_out_rows(
+    world: tuple[Path, FakePool, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--policy lm``: stage 5 trains an LM conductor (SmolLM2-135M, the CPU preset's format warm
+    start, no GRPO step: a smoke run, nothing is learned) on set.csv's training rows and stores it
+    with the matrix's sha256; the gate runs it for real through llama.cpp on the held-out rows and
+    decides. The same run again trains nothing."""
+    _traces, _fakes, argv = world
+    week1 = ["--since", "2026-11-01", "--until", "2026-11-07"]
+    code, report = run([*argv, *week1, "--policy", "lm", "--name", "lmc", "--steps", "0"], capsys)
+    stages = report["stages"]
+    assert code in (0, 3), report
+    train = stages["train"]
+    assert (train["status"], train["policy"], train["version"], train["grpo_steps"]) == ("done", "lm", "lmc@v1", 0)
+    assert train["questions"] == stages["record"]["splits"]["train"]
+    info = Registry().get("lmc@v1").training()
+    assert info.policy == "lm" and info.config["model"] == "smollm2-135m-instruct" and info.config["steps"] == 0
+    assert info.data["matrix_sha256"] == hashlib.sha256((Path(argv[3]) / "set.csv").read_bytes()).hexdigest()
+    assert report["commands"]["train"][0].startswith("podium train --policy lm --replay ")
+    assert stages["promote"]["status"] in ("promoted", "refused") and "lmc@v1" in stages["promote"]["reason"]
+    assert (code == 3) == (stages["promote"]["status"] == "refused")
+    code, report = run([*argv[:5], *week1], capsys)  # the folder remembers --policy lm
+    assert report["stages"]["train"]["status"] == "skipped" and report["stages"]["train"]["version"] == "lmc@v1"
 
 
 def test_plans_without_the_bank_and_another_policy_later_are_refused(

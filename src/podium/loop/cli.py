@@ -92,9 +92,10 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--name", help="registry name (default light)")
     t.add_argument(
         "--policy",
-        choices=["light", "plans"],
-        help="light (default: worker and role per step, on set.csv) or plans (a composition of the bank's steps per "
-        "question, on DIR/bank; needs --bank); fixed per folder",
+        choices=["light", "plans", "lm"],
+        help="light (default: worker and role per step, on set.csv), plans (a composition of the bank's steps per "
+        "question, on DIR/bank; needs --bank) or lm (an LM conductor trained by GRPO on set.csv: a GPU's work, see "
+        "--preset); fixed per folder",
     )
     t.add_argument("--lam", type=float, help="cost penalty λ, 1/USD (0)")
     t.add_argument("--mu", type=float, help="latency penalty μ, 1/second (0)")
@@ -104,6 +105,11 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--embedder", help="the light conductor's encoder: minilm (default) or an embedded model id")
     t.add_argument("--max-steps", action=WholeNumber, low=1, high=20, help="workflow length limit (3)")
     t.add_argument("--max-quality-drop", type=float, metavar="Q", help="the gate's quality margin")
+    t.add_argument("--model", help="--policy lm: the base conductor, an embedded model id (default: the preset's)")
+    t.add_argument("--steps", action=WholeNumber, low=0, high=MANY, help="--policy lm: GRPO steps (the preset's)")
+    t.add_argument(
+        "--preset", choices=["cpu", "paper"], help="--policy lm: cpu (default: small and short) or the paper's recipe"
+    )
 
     s = loop.add_parser("status", help="the loop folder's state: runs, review files, the set and the promoted version")
     s.add_argument("--dir", type=Path, required=True, metavar="DIR", help="the loop's folder")

@@ -23,12 +23,16 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from podium.loop.settings import Settings
 from podium.loop.stages import Context
 from podium.loop.state import sha256_file
 
-__all__ = ["promote_stage", "record_stage", "train_stage"]
+if TYPE_CHECKING:
+    from podium.train.grpo import GRPOTrainConfig
+
+__all__ = ["lm_config", "promote_stage", "record_stage", "train_stage"]
 
 
 def _eval_options(ctx: Context) -> dict[str, Any]:
@@ -195,8 +199,23 @@ def _matrix_splits(ctx: Context) -> dict[str, str]:
     return {row.sample_id: row.split for row in OutcomeMatrix.load(ctx.folder.matrix).rows.values()}
 
 
+def lm_config(s: Settings) -> GRPOTrainConfig:
+    """The GRPO settings of ``--policy lm``: the preset's, with the loop's λ, μ, seed, workflow
+    length and, where given, base model and number of steps."""
+    from podium.train.grpo import GRPOTrainConfig
+
+    model = s.model or GRPOTrainConfig.model
+    base = GRPOTrainConfig.paper(model) if s.preset == "paper" else GRPOTrainConfig(model=model)
+    config = dataclasses.replace(base, lam=s.lam, mu=s.mu, seed=s.seed, max_steps_per_workflow=s.max_steps)
+    return config if s.steps is None else dataclasses.replace(config, steps=s.steps)
+
+
 def _train_options(ctx: Context) -> dict[str, Any]:
     s = ctx.settings
+    if s.policy == "lm":
+        config = lm_config(s)
+        keys = ("model", "steps", "lam", "mu", "seed", "max_steps_per_workflow", "generations", "learning_rate")
+        return {k: getattr(config, k) for k in keys}
     if s.policy == "plans":
         return {"lam": s.lam, "mu": s.mu, "dims": s.dims, "seed": s.seed}
     return {"lam": s.lam, "mu": s.mu, "generations": s.generations, "popsize": s.popsize, "dims": s.dims,
@@ -228,7 +247,8 @@ def _trained(ctx: Context, data_sha: str | None) -> Any:
         except ConfigError:
             continue
         same = info.policy == s.policy and all(info.config.get(k) == v for k, v in wanted.items())
-        if same and info.data.get(key) == data_sha and _embedder_of(info) == s.embedder:
+        embedder = s.policy == "lm" or _embedder_of(info) == s.embedder  # an LM conductor reads the text
+        if same and info.data.get(key) == data_sha and embedder:
             return version
     return None
 
@@ -248,6 +268,8 @@ def train_stage(ctx: Context) -> dict[str, Any]:
     s, folder = ctx.settings, ctx.folder
     if s.policy == "plans":
         return _train_plans(ctx)
+    if s.policy == "lm":
+        return _train_lm(ctx)
     if not folder.matrix.is_file():
         return {"status": "waiting", "reason": "no outcome matrix yet"}
     matrix_sha = sha256_file(folder.matrix)
@@ -285,6 +307,50 @@ def train_stage(ctx: Context) -> dict[str, Any]:
     summary = {"status": "done", "version": version.ref, "questions": result.data.get("questions")}
     if best is not None:
         summary |= {"validation_reward": best.validation_reward, "validation_quality": best.validation_quality}
+    ctx.state["train"] = {"run": ctx.run_id, "version": version.ref, "matrix_sha256": matrix_sha}
+    ctx.say(f"train: {version.ref}")
+    return summary
+
+
+def _train_lm(ctx: Context) -> dict[str, Any]:
+    """Stage 5 for ``--policy lm``: GRPO of an LM conductor on the matrix's training rows."""
+    from podium.eval.matrix import split_counts
+    from podium.train.grpo import StepMetrics
+    from podium.train.lm_version import train_lm_version
+
+    s, folder = ctx.settings, ctx.folder
+    if not folder.matrix.is_file():
+        return {"status": "waiting", "reason": "no outcome matrix yet"}
+    matrix_sha = sha256_file(folder.matrix)
+    earlier = _trained(ctx, matrix_sha)
+    if earlier is not None:
+        ctx.say(f"train: {earlier.ref} was trained on this very matrix with these options; not trained again")
+        return {"status": "skipped", "version": earlier.ref, "reason": f"{earlier.ref} was trained on this matrix"}
+    config = lm_config(s)
+    n_train = split_counts(folder.matrix).get("train", 0)
+    if n_train < config.questions_per_step:
+        reason = (
+            f"{n_train} training question(s) in {folder.relative(folder.matrix)}; a GRPO step samples "
+            f"{config.questions_per_step}: the loop trains once more traffic is in"
+        )
+        ctx.say(f"train: waiting — {reason}")
+        return {"status": "waiting", "reason": reason}
+    argv = ["train", "--policy", "lm", "--replay", str(folder.matrix), "--name", s.name, "--preset", s.preset]
+    argv += ["--model", config.model, "--steps", str(config.steps), "--lam", f"{s.lam:g}", "--mu", f"{s.mu:g}"]
+    argv += ["--max-steps", str(s.max_steps), "--seed", str(s.seed)]
+    ctx.ran("train", argv)
+    ctx.say(f"train: {config.steps} GRPO step(s) of {config.model} on {n_train} training question(s)")
+
+    def on_step(m: StepMetrics) -> None:
+        if m.step % 10 == 0 or m.step == config.steps:
+            ctx.say(f"train: GRPO step {m.step}, reward {m.reward_mean:.3f}, parsed {m.parse_rate:.0%}")
+
+    version, result, _ = train_lm_version(folder.matrix, s.name, config, on_step=on_step)
+    last = result.metrics[-1] if result.metrics else None
+    summary: dict[str, Any] = {"status": "done", "version": version.ref, "questions": n_train, "policy": "lm"}
+    summary["grpo_steps"] = len(result.metrics)
+    if last is not None:
+        summary |= {"reward": last.reward_mean, "parse_rate": last.parse_rate}
     ctx.state["train"] = {"run": ctx.run_id, "version": version.ref, "matrix_sha256": matrix_sha}
     ctx.say(f"train: {version.ref}")
     return summary

@@ -75,6 +75,9 @@ def _train(d: Mapping[str, Any]) -> str:
         reward = f" · validation reward {d['validation_reward']:.4f}" if "validation_reward" in d else ""
         if d.get("policy") == "plans":
             reward = f" of the bank · cross-validated quality {d['validation_quality']:.3f}"
+        if d.get("policy") == "lm":
+            last = f", last reward {d['reward']:.3f}, parsed {d['parse_rate']:.0%}" if "reward" in d else ""
+            reward = f" · {d['grpo_steps']} GRPO step(s){last}"
         return f"{d['version']} on {d['questions']} training question(s){reward}"
     return f"{d['status']}: {d.get('reason', '')}"
 
@@ -169,7 +172,7 @@ def status_markdown(status: Mapping[str, Any]) -> str:
         return f"# podium loop · {status['dir']}\n\nNo run yet: podium loop run --dir {status['dir']}\n"
     keys = (
         *("pool", "judge", "eval_judge", "drift_judge_sample", "source", "tag", "allow_pii", "seed", "matrix_split"),
-        *("name", "policy", "lam", "bank"),
+        *("name", "policy", "lam", "bank", "model", "steps"),
     )
     shown = ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None and s[k] is not False and s[k] != [])
     matrix = " / ".join(f"{n} {k}" for k, n in status["matrix"].items()) or "none yet"

@@ -68,6 +68,11 @@ def _prepare(ctx: Context) -> _Prepared:
     s.check()
     parse_thresholds(s.threshold)
     encoder_choice(s.embedder)  # an unknown encoder fails now, not after the eval
+    if s.policy == "lm":  # an unknown or missing base conductor too
+        from podium.local_models import resolve_model
+        from podium.loop.outcomes import lm_config
+
+        resolve_model(lm_config(s).model, verify=False)
     config = load_pool(s.pool)
     names = [w.name for w in config.workers]
     for flag, name in (("--judge", s.judge), ("--eval-judge", s.eval_judge)):

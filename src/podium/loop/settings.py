@@ -64,7 +64,7 @@ class Settings:
     bank_pool: str = "local-tools"
     step_timeout: float = 600.0
     name: str = "light"
-    policy: Literal["light", "plans"] = "light"
+    policy: Literal["light", "plans", "lm"] = "light"
     lam: float = 0.0
     mu: float = 0.0
     generations: int = 60
@@ -72,6 +72,9 @@ class Settings:
     dims: int = 16
     embedder: str = "minilm"
     max_steps: int = 3
+    model: str | None = None
+    steps: int | None = None
+    preset: Literal["cpu", "paper"] = "cpu"
     max_quality_drop: float | None = None
 
     @property
@@ -94,8 +97,10 @@ class Settings:
             raise ConfigError(f"--step-timeout must be > 0 seconds, got {self.step_timeout}")
         if self.source not in ("traces", "shadow"):
             raise ConfigError(f"--source {self.source!r}: use traces or shadow")
-        if self.policy not in ("light", "plans"):
-            raise ConfigError(f"--policy {self.policy!r}: use light or plans")
+        if self.policy not in ("light", "plans", "lm"):
+            raise ConfigError(f"--policy {self.policy!r}: use light, plans or lm")
+        if self.preset not in ("cpu", "paper"):
+            raise ConfigError(f"--preset {self.preset!r}: use cpu or paper")
         if self.policy == "plans" and not self.bank:
             raise ConfigError(
                 "--policy plans trains the plan conductor on the workflow bank's outcomes: add --bank, which records "

@@ -11,36 +11,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from podium._render import progress_bar
 from podium.errors import ConfigError
-from podium.registry import Registry, TrainingInfo
 
 __all__ = ["train_lm_command"]
 
 
 def train_lm_command(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``podium train --policy lm``: GRPO on a replay pool (:mod:`podium.train.grpo`)."""
-    import os
-    import warnings
-    from dataclasses import asdict, replace
+    from dataclasses import replace
 
-    # the libraries' own tqdm bars and deprecation notices would interleave with podium's
-    # progress bar; TQDM_DISABLE must be set before tqdm is first imported (by transformers)
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    for library in ("transformers", "trl", "peft", "accelerate"):
-        warnings.filterwarnings("ignore", category=FutureWarning, module=library)
-        warnings.filterwarnings("ignore", category=UserWarning, module=library)
-
-    from podium.eval.plot import learning_curve_plot
-    from podium.eval.replay import OutcomeMatrix
-    from podium.local_models import resolve_model
-    from podium.train.grpo import GRPOTrainConfig, StepMetrics, train_grpo
+    from podium.train.grpo import GRPOTrainConfig, StepMetrics
+    from podium.train.lm_version import train_lm_version
 
     base = GRPOTrainConfig.paper(args.model) if args.preset == "paper" else GRPOTrainConfig(model=args.model)
     overrides = {
@@ -74,22 +60,6 @@ def train_lm_command(args: argparse.Namespace, out: Console, err: Console) -> in
         config = replace(config, warm_start_epochs=args.warm_start_epochs)
     if config.generations < 2:
         raise ConfigError("--num-generations must be at least 2 (GRPO's advantage is relative to the group)")
-    source: Any
-    if args.replay.is_dir():  # a workflow bank: multi-step workflows replay exactly, role instructions only
-        from podium.eval.bank import read_bank
-        from podium.pool import load_pool
-        from podium.train.sources import BankSource
-
-        pool = load_pool("local-tools")
-        source = BankSource(read_bank(args.replay), {w.name: w.description for w in pool.workers})
-        config = replace(config, roles=True)
-        data_name = str(args.replay)
-    else:
-        source = OutcomeMatrix.load(args.replay)
-        data_name = source.path.name
-    resolve_model(config.model, verify=False)  # an unknown or missing base model fails before a version exists
-    registry = Registry()
-    version = registry.get(args.resume) if args.resume else registry.create(args.name if args.name != "light" else "lm")
     progress = progress_bar("GRPO", err)
     with progress:
         bar = progress.add_task("loading the base conductor", total=config.steps or None)
@@ -111,49 +81,12 @@ def train_lm_command(args: argparse.Namespace, out: Console, err: Console) -> in
                 description="GRPO: sampling the first workflows" if done else f"format warm start · loss {loss:.3f}",
             )
 
-        try:
-            result = train_grpo(
-                source, config, version.path, resume=bool(args.resume), on_step=on_step, on_warm_step=on_warm_step
-            )
-        except (ConfigError, MemoryError, RuntimeError) as exc:
-            kept = args.resume or any(version.path.glob("checkpoint-*"))
-            if not kept:
-                shutil.rmtree(version.path, ignore_errors=True)  # nothing worth keeping: no empty version
-            if isinstance(exc, ConfigError):
-                raise
-            if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
-                resume = f" (resume with --resume {version.ref})" if kept else ""
-                raise ConfigError(
-                    "GRPO ran out of memory: use fewer --num-generations, a smaller --max-completion-tokens or "
-                    f"--rollouts llama.cpp (one question's rollouts per pass, gradient checkpointing){resume}"
-                ) from exc
-            raise
-    metrics = result.metrics
-    adapter = (
-        {"adapter_gguf": result.adapter.to_json()}
-        if result.adapter is not None
-        else {"adapter_gguf_error": result.export_error}
-    )
-    info = TrainingInfo(
-        "lm",
-        asdict(config),
-        {"matrix": data_name, "split": config.split, "tags": list(config.tags)},
-        [asdict(m) for m in metrics],
-        {"warm_start_loss": result.warm_start_loss, **adapter},
-    )
-    version.write_training(info)
-    record = info.to_json()
-    if metrics:
-        learning_curve_plot(
-            version.path / "learning-curve.png",
-            [m.step for m in metrics],
-            {
-                "reward (mean of rollouts)": [m.reward_mean for m in metrics],
-                "parse rate": [m.parse_rate for m in metrics],
-            },
-            xlabel="GRPO step",
-            title=f"{version.ref}: {config.model}, G = {config.generations}, λ = {config.lam:g}",
+        name = args.name if args.name != "light" else "lm"
+        version, result, info = train_lm_version(
+            args.replay, name, config, resume=args.resume, on_step=on_step, on_warm_step=on_warm_step
         )
+    metrics = result.metrics
+    record = info.to_json()
     if args.json:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0
