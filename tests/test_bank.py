@@ -148,3 +148,29 @@ def test_output_into_a_reader_that_stops_early_ends_quietly() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert done.returncode == 141  # 128 + SIGPIPE, as a shell reports it
     assert b"Traceback" not in done.stderr
+
+
+def test_open_tasks_without_a_judge_are_refused_before_any_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An open task's answers need a judge: without ``--judge`` the recording stops before any
+    worker is built or called, and nothing is written; ``--judge-pool`` alone is refused too."""
+    from podium.cli import cli
+
+    built: list[object] = []
+    monkeypatch.setattr("podium.pool_workers.build_pool_workers", lambda config: built.append(config) or _pool())
+    tasks = tmp_path / "set.jsonl"
+    rows = [{"id": "o/1", "question": "Write a haiku about rain.", "task_type": "open"}, {**vars_of(TASKS[0])}]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "bank"
+    cache = ["--cache", str(tmp_path / "cache.sqlite3")]
+    assert cli(["bank", "record", "--tasks", str(tasks), "--out", str(out), *cache]) == 2
+    err = capsys.readouterr().err
+    assert "1 open task(s), e.g. 'o/1'" in err and "--judge WORKER" in err
+    assert built == [] and not out.exists()
+    assert cli(["bank", "record", "--tasks", str(tasks), "--out", str(out), "--judge-pool", "local", *cache]) == 2
+    assert "give --judge WORKER too" in capsys.readouterr().err
+
+
+def vars_of(task: Task) -> dict[str, object]:
+    return {"id": task.id, "question": task.question, "task_type": task.task_type, "reference": task.reference}

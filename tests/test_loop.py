@@ -231,6 +231,59 @@ def test_the_bank_step_records_only_the_new_questions_of_the_set(
 
 
 @pytest.mark.slow
+def test_open_tasks_enter_the_bank_graded_by_the_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Traffic without a task type is exported as ``open`` tasks; with a judge the bank step
+    records them too (``podium bank record --judge``), every column's answer graded by the judge
+    through the request cache: the fake judge scores every answer 9 but those of a question it
+    doubts (3). Without a judge they would be left out (``open_left_out``)."""
+    import podium.pool_workers
+    from podium.eval.bank import local_catalogue, read_bank
+    from podium.testing import ScriptedWorker
+
+    isolate(tmp_path, monkeypatch)
+    maths = gsm8k(70, 2)
+    traces = tmp_path / "traces.sqlite3"
+    run_requests(traces, [Request(q, at(2, 9, i), (), f"The answer is {a}.") for i, (q, a) in enumerate(maths)])
+    fakes = FakePool(maths, [])
+    fakes.doubt(maths[1][0])
+    real = podium.pool_workers.build_worker
+    fakes.install(monkeypatch)
+
+    def pools(config: Any) -> list[Any]:
+        if config.name != "local-tools":
+            return [fakes.workers[w.name] for w in config.workers]
+        return [
+            ScriptedWorker(w.name, reply="The final answer is 42.")
+            if w.backend == "llama_cpp"
+            else real(config.merged(w))
+            for w in config.workers
+        ]
+
+    monkeypatch.setattr("podium.pool_workers.build_pool_workers", pools)
+    (tmp_path / "pool.toml").write_text(POOL, encoding="utf-8")
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    argv = ["loop", "run", "--dir", str(loop), "--traces", str(traces), "--pool", str(tmp_path / "pool.toml")]
+    argv += ["--allow-pii", "--allow-unconfirmed", "--bank", "--judge", "big", "--step-timeout", "60", "--json"]
+    judged = fakes.judge_calls()
+    assert cli([*argv, "--since", "2026-11-01", "--until", "2026-11-07"]) in (0, 3)
+    report = json.loads(capsys.readouterr().out)
+    bank = report["stages"]["record"]["bank"]
+    assert (bank["recorded"], bank["in_bank"], bank["open_left_out"]) == (2, 2, 0)
+    assert "--judge big --judge-pool" in report["commands"]["record"][-1]
+    rows = {r["prompt"][:40]: r for r in read_bank(loop / "bank").rows}
+    trusted, doubted = rows[maths[0][0][:40]], rows[maths[1][0][:40]]
+    # an open task's score is the judge's 1-10 score over 10, as podium eval scores it
+    assert float(trusted["solve@1.5b"]) == 0.9 and float(doubted["solve@1.5b"]) == 0.3
+    columns = [c for c in local_catalogue().columns if trusted[f"{c}|model_response"]]
+    assert {float(trusted[c]) for c in columns} == {0.9}  # every answer graded
+    answers = {(r["prompt"], r[f"{c}|model_response"]) for r in (trusted, doubted) for c in columns}
+    assert fakes.judge_calls() - judged >= len(answers)  # each distinct answer went to the judge once
+
+
+@pytest.mark.slow
 def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -64,6 +64,14 @@ def add_parsers(sub: Any) -> None:
     rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
     rec.add_argument("--cache", type=store_location, help=_CACHE_HELP)
     rec.add_argument("--step-timeout", type=float, default=600.0, metavar="SECONDS", help="per step (default 600)")
+    rec.add_argument(
+        "--judge",
+        metavar="WORKER",
+        help="the worker that grades open tasks' answers (1-10 rubric, through the cache); needed when the set has any",
+    )
+    rec.add_argument(
+        "--judge-pool", metavar="POOL", help="the pool file or preset --judge is a worker of (default --pool)"
+    )
     restore = bank.add_parser(
         "restore-cache",
         help="put a bank's recorded calls into the request cache (a warm cache on a new machine)",
@@ -139,6 +147,13 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
         raise ConfigError("no task left after --ids/--sample/--limit")
     columns = len(local_catalogue().columns)
     cache = RequestCache(args.cache or default_cache_path())
+    judge = None
+    if args.judge is not None:
+        from podium.traffic.tasks_cli import judge_worker
+
+        judge = judge_worker(args.judge_pool or args.pool, args.judge, cache=cache)
+    elif args.judge_pool is not None:
+        raise ConfigError("--judge-pool names the pool of --judge: give --judge WORKER too")
     plain = not err.is_terminal
     started = time.perf_counter()
     state: dict[str, Any] = {}
@@ -169,6 +184,7 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
         pool=args.pool,
         cache=cache,
         step_timeout_s=args.step_timeout,
+        judge=judge,
         on_start=on_start,
         on_progress=on_progress,
     )

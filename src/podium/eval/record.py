@@ -4,9 +4,9 @@ For each question, every column of the catalogue (:mod:`podium.eval.bank`) is ex
 sub-workflow through the executor over the pool's workers, each call through the request cache
 (:mod:`podium.workers.cache`) — so a column's dependencies, recorded just before, are cache hits
 and only its own step calls a model. The step's output is scored by the task's verifier as if it
-were the final answer. When every column of a question is done, its row is appended to
-``matrix.csv`` and flushed: an interrupted recording resumes at the next question, and a bank can
-be committed while it grows.
+were the final answer (an ``open`` task's by a judge worker, through the cache too). When every
+column of a question is done, its row is appended to ``matrix.csv`` and flushed: an interrupted
+recording resumes at the next question, and a bank can be committed while it grows.
 
 A step that fails (a worker error, the step timeout) is recorded with its error and score 0, as
 a conductor would meet it; only configuration errors (a model not installed) stop the recording.
@@ -272,15 +272,18 @@ def record_local_bank(
     pool: str | Path,
     cache: RequestCache,
     step_timeout_s: float = 600.0,
+    judge: Worker | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_progress: Callable[[RecordProgress], None] | None = None,
 ) -> int:
     """``podium bank record``: record the local catalogue (:func:`podium.eval.bank.local_catalogue`)
     of ``tasks`` not yet in the bank at ``out``, live on the pool file ``pool``, every call
-    through ``cache`` and scored by the verifiers. Returns the number of questions in the bank.
+    through ``cache`` and scored by the verifiers; ``judge`` grades the answers of ``open``
+    tasks (:func:`podium.eval.verifiers.verify`: the 1-10 rubric's score over 10). Returns the
+    number of questions in the bank.
 
-    Raises ConfigError for a step timeout that is not positive, an unknown pool, and what
-    :func:`record_bank` raises."""
+    Raises ConfigError for a step timeout that is not positive, open tasks without a judge
+    (before any call), an unknown pool, and what :func:`record_bank` raises."""
     from podium.eval.bank import local_catalogue
     from podium.eval.verifiers import verify
     from podium.pool import load_pool
@@ -289,13 +292,19 @@ def record_local_bank(
 
     if not step_timeout_s > 0:
         raise ConfigError(f"--step-timeout must be > 0 seconds, got {step_timeout_s}")
+    opened = [t.id for t in tasks if t.task_type == "open"]
+    if opened and judge is None:
+        raise ConfigError(
+            f"{len(opened)} open task(s), e.g. {opened[0]!r}: their answers are graded by a judge worker; give "
+            "--judge WORKER (a worker of --judge-pool, default --pool), or leave them out with --ids"
+        )
     workers = [stack(w, cache=cache) for w in build_pool_workers(load_pool(pool))]  # as called: no budget guard
     return record_bank(
         local_catalogue(),
         tasks,
         workers,
         out,
-        score=lambda task, answer: verify(task, answer),
+        score=lambda task, answer: verify(task, answer, judge=judge),
         step_timeout_s=step_timeout_s,
         cache_hits=lambda: cache.hits,
         on_start=on_start,

@@ -134,10 +134,12 @@ def _grading(task: Any) -> str:
 
 
 def _bank(ctx: Context) -> dict[str, Any]:
-    """``podium bank record`` of only the set's questions the bank has no row for; open tasks
-    are left out (the bank's verifier has no judge). First the bank follows the reviews: the rows
-    of tasks whose grading changed since they were scored are rescored from their recorded
-    responses (no call), and the rows of tasks dropped from the set, or retyped open, go."""
+    """``podium bank record`` of only the set's questions the bank has no row for; open tasks are
+    graded by the loop's grader (``--eval-judge``, else ``--judge``, a worker of ``--pool``,
+    through the request cache), and left out without one. First the bank follows the reviews:
+    the rows of tasks whose grading changed since they were scored are rescored from their
+    recorded responses (no model call; an open task's answers go to the judge again, through
+    the cache), and the rows of tasks dropped from the set, or retyped open without a judge, go."""
     from podium.eval.bank import read_rows
     from podium.eval.record import record_local_bank, revise_bank
     from podium.eval.tasks import load_tasks
@@ -149,19 +151,25 @@ def _bank(ctx: Context) -> dict[str, Any]:
     tasks = load_tasks(folder.set)
     graded: dict[str, str] = ctx.state.setdefault("bank_grading", {})
     by_id = {t.id: t for t in tasks}
+    judge = None
+    if s.grader:
+        from podium.traffic.tasks_cli import judge_worker
+
+        judge = judge_worker(s.pool, s.grader, cache=RequestCache(s.cache or default_cache_path()))
+    kept_out = {"open"} if judge is None else set()
     in_bank = [r["sample_id"] for r in rows]
-    gone = {i for i in in_bank if i not in by_id or by_id[i].task_type == "open"}
+    gone = {i for i in in_bank if i not in by_id or by_id[i].task_type in kept_out}
     changed = [by_id[i] for i in in_bank if i not in gone and graded.get(i) != _grading(by_id[i])]
     revised = (0, 0)
     if gone or changed:
-        revised = revise_bank(folder.bank, rescore=changed, drop=gone, score=lambda t, a: verify(t, a))
+        revised = revise_bank(folder.bank, rescore=changed, drop=gone, score=lambda t, a: verify(t, a, judge=judge))
         ctx.say(f"bank: {revised[0]} row(s) rescored after a review changed their task, {revised[1]} dropped")
     for i in gone:
         graded.pop(i, None)
     graded |= {t.id: _grading(t) for t in changed}
     recorded = {i for i in in_bank if i not in gone}
-    todo = [t.id for t in tasks if t.id not in recorded and t.task_type != "open"]
-    open_left = sum(1 for t in tasks if t.id not in recorded and t.task_type == "open")
+    todo = [t.id for t in tasks if t.id not in recorded and t.task_type not in kept_out]
+    open_left = sum(1 for t in tasks if t.id not in recorded and t.task_type in kept_out)
     summary = {"rescored": revised[0], "dropped": revised[1], "open_left_out": open_left}
     if not todo:
         ctx.say(f"bank: every question of the set is in {folder.relative(folder.bank)} already")
@@ -172,6 +180,8 @@ def _bank(ctx: Context) -> dict[str, Any]:
     argv = ["bank", "record", "--tasks", str(folder.set), "--out", str(folder.bank), "--ids", str(ids)]
     argv += ["--pool", s.bank_pool, "--step-timeout", f"{s.step_timeout:g}"]
     argv += ["--cache", s.cache] if s.cache else []
+    if s.grader:
+        argv += ["--judge", s.grader, *(["--judge-pool", s.pool] if s.pool else [])]
     ctx.ran("record", argv)  # the command an operator would type for the same rows
     chosen = set(todo)
     cache = RequestCache(s.cache or default_cache_path())
@@ -182,6 +192,7 @@ def _bank(ctx: Context) -> dict[str, Any]:
         pool=s.bank_pool,
         cache=cache,
         step_timeout_s=s.step_timeout,
+        judge=judge,
         on_progress=lambda p: ctx.say(f"bank: [{p.done}/{p.total}] {p.task_id}: {p.seconds:.0f} s"),
     )
     graded |= {i: _grading(by_id[i]) for i in todo}
