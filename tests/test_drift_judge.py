@@ -176,6 +176,34 @@ def test_a_judge_that_is_not_in_the_pool_is_named_before_any_work(
     assert judge.uvicorn.config.app.state.seen == []
 
 
+def test_labelled_open_tasks_are_graded_by_the_judge_against_their_reference(
+    traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Open tasks (no rule can check them) that a person labelled count as labelled quality once
+    a judge grades the stored answer against the reference: the judge's score over 10, as
+    ``podium eval`` scores open tasks. Without a judge they are left out."""
+    math = [(i, r) for i, r in enumerate(REQUESTS) if r.tags == ("use-case:math",) and r.answer != "shrug"]
+    labels = [
+        {"id": f"t{i}", "question": r.question, "task_type": "open", "reference": "It is 18.",
+         "reference_source": "human", "origin": f"trace:{request_id(r)}"}
+        for i, r in math
+    ]  # fmt: skip
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(label) + "\n" for label in labels))
+    code, printed = drift(traces, judge, tmp_path, capsys, "--json", "--judge-sample", "100", "--labels", str(path))
+    report = json.loads(printed.out)
+    assert code == 4
+    outcome = report["slices"]["use-case:math"]["outcome"]
+    assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (12, 12)
+    assert (outcome["reference"]["quality"], outcome["recent"]["quality"]) == (0.9, 0.2)  # Score: 9 and 2
+    alert = [a for a in report["slices"]["use-case:math"]["alerts"] if a["metric"] == "quality_drop"]
+    assert [a["detail"] for a in alert] == ["quality 0.900 → 0.200"]
+    assert len(judge.uvicorn.config.app.state.seen) == 50  # 24 labelled + 26 sampled: each answer once
+    code = cli(["drift", "--traces", str(traces), *WINDOWS, "--labels", str(path), "--json"])
+    outcome = json.loads(capsys.readouterr().out)["slices"]["use-case:math"]["outcome"]
+    assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (0, 0)  # no judge: left out
+
+
 def test_references_a_judge_confirmed_are_graded_again_not_counted_as_labels(
     traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

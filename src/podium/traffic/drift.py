@@ -89,6 +89,7 @@ from podium.traffic.source import TrafficItem
 
 if TYPE_CHECKING:
     from podium.eval.tasks import Task
+    from podium.workers.base import Worker
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -358,10 +359,12 @@ def judge_sample(
     return list(chosen.values())
 
 
-def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task]) -> dict[str, float]:
+def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task], judge: Worker | None = None) -> dict[str, float]:
     """Verifier scores (``origin`` → score in [0, 1]) of the stored answers of ``items`` whose
-    request a labelled task names (``Task`` built from a regression set). Left out: candidate
-    references, ``open`` tasks (they would need a judge), and references a judge confirmed
+    request a labelled task names (``Task`` built from a regression set). ``open`` tasks are
+    graded by ``judge`` against their reference (the eval loop's rubric, its score over 10, as
+    ``podium eval`` scores them; one call per answer, through the judge's cache), and left out
+    without one. Left out too: candidate references, and references a judge confirmed
     (``judge:*``): a judge confirms a candidate — podium's own answer, or the upstream's — and its
     rejections stay candidates, so its confirmations alone would count only the answers it
     passed and bias quality upward (``podium drift --judge`` grades those answers instead)."""
@@ -370,15 +373,18 @@ def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task]) -> dict[st
     by_origin: dict[str, Task] = {}
     for task in tasks:
         origin, source = task.origin, task.reference_source or ""
-        if origin and task.task_type != "open" and not source.startswith(("candidate:", "judge:")):
+        gradable = task.task_type != "open" or (judge is not None and bool(task.reference))
+        if origin and gradable and not source.startswith(("candidate:", "judge:")):
             by_origin[origin] = task
     pairs = [(i, by_origin[i.origin]) for i in items if i.origin in by_origin and i.answer is not None]
 
     async def score_all() -> dict[str, float]:
         out: dict[str, float] = {}
         for item, task in pairs:
-            verdict = await verify(task, item.answer or "")
-            out[item.origin] = verdict.score
+            answer = item.answer or ""
+            verdict = await verify(task, answer, judge=judge)
+            if not (task.task_type == "open" and answer.strip() and not verdict.parsed):  # a judge's reply
+                out[item.origin] = verdict.score  # without a score counts for nothing; an empty answer as 0
         return out
 
     return asyncio.run(score_all()) if pairs else {}

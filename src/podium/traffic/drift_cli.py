@@ -162,11 +162,15 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
             recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
         finally:
             store.close()
+    if judge is not None:  # nothing to compare: no judge call
+        from podium.traffic.drift import check_windows
+
+        check_windows(reference, recent, windows, query.options)
     scores: dict[str, float] = {}
     if query.labels is not None:
         from podium.eval.tasks import load_tasks
 
-        scores = label_scores([*reference, *recent], load_tasks(query.labels))
+        scores = label_scores([*reference, *recent], load_tasks(query.labels), judge=judge)
     elif query.source == "shadow":
         from podium.traffic.drift import reference_scores
 
@@ -176,9 +180,7 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
     if judge is not None:
         import asyncio
 
-        from podium.traffic.drift import check_windows, judge_sample
-
-        check_windows(reference, recent, windows, query.options)  # nothing to compare: no call
+        from podium.traffic.drift import judge_sample
         from podium.traffic.label import judge_answers
 
         sample = judge_sample(reference, recent, per_slice=query.judge_sample, options=query.options, skip=scores)
