@@ -254,10 +254,10 @@ def test_p95_latency_alerts_on_a_rise_of_seconds_not_of_milliseconds() -> None:
     assert noisy["alerts"] == [] and noisy["exit_code"] == 0  # +67 %, but 2 ms
 
 
-def _shadow_store(path: Path) -> Path:
+def _shadow_store(path: Path, reference: str | None = "18") -> Path:
     """A real shadow store: the same GSM8K use case both weeks, each row with the client's
-    reference (``X-Podium-Reference``); podium's answers are right in the reference week and
-    wrong in the recent one."""
+    reference (``X-Podium-Reference``) unless None, and the upstream answering 18; podium's
+    answers are right (and agree) in the reference week and wrong in the recent one."""
     from podium.store.shadow import ShadowStore
 
     store = ShadowStore(path)
@@ -265,11 +265,31 @@ def _shadow_store(path: Path) -> Path:
         for i, question in enumerate(gsm8k_questions(0 if week == 1 else 12, 12)):
             store.add(
                 {"at": at(week + i % 6, 8 + i // 6), "status": "done", "mode": "execute", "use_case": "math",
-                 "task_type": "math", "reference": "18", "question": question, "upstream_answer": "18",
+                 "task_type": "math", "reference": reference, "question": question, "upstream_answer": "18",
                  "podium_status": "ok", "podium_answer": answer, "podium_cost_usd": 0.001}
             )  # fmt: skip
     store.close()
     return path
+
+
+def test_drift_over_shadow_records_without_references_compares_agreement_with_the_upstream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where the client sends no reference, the shadow rows still say whether podium agrees with
+    the pipeline it shadows: agreement (as ``podium shadow report`` computes it) falling from
+    1.0 to 0.0 is an outcome alert."""
+    store = _shadow_store(tmp_path / "shadow.sqlite3", reference=None)
+    base = ["drift", "--source", "shadow", "--store", str(store), *WINDOWS, "--embedder", "none"]
+    assert cli([*base, "--json"]) == 4
+    data = json.loads(capsys.readouterr().out)
+    outcome = data["slices"]["use-case:math"]["outcome"]
+    assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (0, 0)
+    assert (outcome["reference"]["agreement"], outcome["recent"]["agreement"]) == (1.0, 0.0)
+    assert (outcome["reference"]["compared"], outcome["recent"]["compared"]) == (12, 12)
+    assert "agreement_drop" in alerts(data, "use-case:math")
+    assert cli(base) == 4
+    assert "| `use-case:math` | – → – (0, 0) | – | 1.000 → 0.000 (12, 12) |" in capsys.readouterr().out
+    assert cli([*base, "--threshold", "agreement_drop=off", "--json"]) == 0
 
 
 def test_drift_over_shadow_records_scores_quality_with_the_clients_references(

@@ -282,6 +282,11 @@ def _alerts(name: str, entry: Mapping[str, Any], opts: DriftOptions) -> list[dic
                 if drop >= q:
                     alert("quality_drop", round(drop, 4), q, f"{what} {ref[key]:.3f} → {rec[key]:.3f}")
                 break
+    limit = t.get("agreement_drop")
+    compared = min(ref["compared"], rec["compared"]) >= opts.min_labels
+    if limit is not None and compared and (drop := ref["agreement"] - rec["agreement"]) >= limit:
+        detail = f"agreement with the upstream {ref['agreement']:.3f} → {rec['agreement']:.3f}"
+        alert("agreement_drop", round(drop, 4), limit, detail)
     for metric, key in (("cost_rise", "cost_usd"), ("p95_rise", "p95_s")):
         limit = t.get(metric)
         before, after = ref[key], rec[key]

@@ -78,10 +78,12 @@ def report_markdown(report: Mapping[str, Any]) -> str:
             "comparable with the labelled quality.",
             "",
         ]
+    shadow = any(s["outcome"][w]["compared"] for s in report["slices"].values() for w in ("reference", "recent"))
     lines += [
-        "| slice | quality (labelled) | judge pass rate (judged) | cost / request USD | p95 s | fallback rate | "
-        "parse-failure rate | error rate |",
-        "|---|---|---|---|---|---|---|---|",
+        "| slice | quality (labelled) | judge pass rate (judged) | "
+        + ("agreement with upstream (compared) | " if shadow else "")
+        + "cost / request USD | p95 s | fallback rate | parse-failure rate | error rate |",
+        "|---|---|---|---|---|---|---|---|" + ("---|" if shadow else ""),
     ]
     for name, s in report["slices"].items():
         ref, rec = s["outcome"]["reference"], s["outcome"]["recent"]
@@ -91,10 +93,12 @@ def report_markdown(report: Mapping[str, Any]) -> str:
 
         quality = f"{pair('quality', '.3f')} ({ref['labelled']}, {rec['labelled']})"
         judged = f"{pair('judged_quality', '.3f')} ({ref['judged']}, {rec['judged']})" if judge else "–"
+        agreed = [f"{pair('agreement', '.3f')} ({ref['compared']}, {rec['compared']})"] if shadow else []
         cells = [
             f"`{name}`",
             quality,
             judged,
+            *agreed,
             pair("cost_usd", ".6f"),
             pair("p95_s", ".2f"),
             pair("fallback_rate", ".3f"),

@@ -34,6 +34,7 @@ DEFAULT_THRESHOLDS: dict[str, float | None] = {
     "format": 0.15,
     "new_slice": 1.0,
     "quality_drop": 0.05,
+    "agreement_drop": 0.1,
     "cost_rise": 0.25,
     "p95_rise": 0.5,
     "p95_min_s": 1.0,
@@ -56,6 +57,8 @@ DEFAULT_THRESHOLDS: dict[str, float | None] = {
 * ``new_slice``: 1 = alert for a tag that is new in the recent window (see the module
   docstring), 0 = do not;
 * ``quality_drop``: mean score lower by this much (absolute);
+* ``agreement_drop``: shadow traffic: podium's mean agreement with the upstream's answers lower
+  by this much (absolute; needs ``min_labels`` compared rows in both windows);
 * ``cost_rise``, ``p95_rise``: mean cost per request, p95 wall time higher by this share
   (0.25 = +25 %);
 * ``p95_min_s``: and p95 wall time higher by at least this many seconds (a p95 of 3 ms

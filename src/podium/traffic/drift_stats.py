@@ -136,9 +136,13 @@ def outcomes(
     """A window's outcome summary: ``requests``; ``quality``, the mean score of the labelled requests
     (``scores``: ``origin`` → score in [0, 1]), and ``labelled``; ``judged_quality``, the judge's
     pass rate on the judged requests (``judged``: ``origin`` → 1.0 or 0.0), and ``judged``;
-    ``cost_usd``, mean per request (USD); ``p95_s``, wall time (seconds); ``fallback_rate``,
-    ``parse_failure_rate``, ``error_rate`` (0–1). None where there is nothing to measure."""
+    ``agreement``, the mean agreement of podium's answer with the upstream's on shadow rows
+    that have both (:func:`podium.serve.shadow_report.agreement`, as ``podium shadow report``
+    computes it), and ``compared``; ``cost_usd``, mean per request (USD); ``p95_s``, wall time
+    (seconds); ``fallback_rate``, ``parse_failure_rate``, ``error_rate`` (0–1). None where
+    there is nothing to measure."""
     costs = [i.cost_usd for i in items if i.cost_usd is not None]
+    agreed = _agreements(items)
     walls = [i.latency_s for i in items if i.latency_s is not None]
     labelled = [scores[i.origin] for i in items if i.origin in scores]
     passed = [judged[i.origin] for i in items if i.origin in judged] if judged else []
@@ -149,12 +153,25 @@ def outcomes(
         "labelled": len(labelled),
         "judged_quality": round(sum(passed) / len(passed), 4) if passed else None,
         "judged": len(passed),
+        "agreement": round(sum(agreed) / len(agreed), 4) if agreed else None,
+        "compared": len(agreed),
         "cost_usd": sum(costs) / len(costs) if costs else None,
         "p95_s": round(percentile(walls, 95), 3) if walls else None,
         "fallback_rate": round(sum(i.fallback for i in items) / n, 4) if n else None,
         "parse_failure_rate": round(sum(i.parse_failures > 0 for i in items) / n, 4) if n else None,
         "error_rate": round(sum(i.status == "error" for i in items) / n, 4) if n else None,
     }
+
+
+def _agreements(items: Sequence[TrafficItem]) -> list[float]:
+    """Agreement in [0, 1] of podium's answer with the upstream's, per item that has both."""
+    both = [i for i in items if i.answer and i.upstream_answer]
+    if not both:
+        return []
+    from podium.serve.shadow_report import agreement
+
+    rows = ({"podium_answer": i.answer, "upstream_answer": i.upstream_answer, "task_type": i.task_type} for i in both)
+    return [a for a in map(agreement, rows) if a is not None]
 
 
 def sample(n: int, cap: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
