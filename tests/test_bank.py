@@ -170,6 +170,15 @@ def test_open_tasks_without_a_judge_are_refused_before_any_call(
     assert built == [] and not out.exists()
     assert cli(["bank", "record", "--tasks", str(tasks), "--out", str(out), "--judge-pool", "local", *cache]) == 2
     assert "give --judge WORKER too" in capsys.readouterr().err
+    # a tool cannot write a grade: every open answer would score 0 after all its calls
+    assert cli(["bank", "record", "--tasks", str(tasks), "--out", str(out), "--judge", "python", *cache]) == 2
+    err = capsys.readouterr().err
+    assert "--judge 'python' is a python worker, which cannot write a grade" in err and "qwen2.5-coder-1.5b" in err
+    assert built == [] and not out.exists() and not (tmp_path / "cache.sqlite3").exists()
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe{}")
+    assert cli(["bank", "record", "--tasks", str(binary), "--out", str(out), *cache]) == 2
+    assert "is not UTF-8 text (byte 0); pass a JSONL file" in capsys.readouterr().err
 
 
 def vars_of(task: Task) -> dict[str, object]:

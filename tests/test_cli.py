@@ -63,7 +63,7 @@ def test_a_pool_whose_api_keys_are_not_set_names_every_missing_variable(
 
 def test_a_mistyped_preset_name_gets_the_close_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(["plan", "2+2?", "--pool", "local-lmm"], capsys)
-    assert code == 2 and "did you mean the preset 'local-lm'?" in err
+    assert code == 2 and "Did you mean the preset 'local-lm'?" in err
 
 
 @pytest.mark.parametrize(

@@ -380,6 +380,8 @@ def test_plans_without_the_bank_and_another_policy_later_are_refused(
     loop = Path(argv[3])
     assert cli([*argv, "--policy", "plans", "--since", "2026-11-01", "--until", "2026-11-07"]) == 2
     assert "add --bank" in capsys.readouterr().err
+    assert cli([*argv, "--model", "smollm2-135m-instruct", "--steps", "5"]) == 2  # the light policy takes neither
+    assert "--model, --steps: options of the LM conductor's training" in capsys.readouterr().err
     assert files(loop) == {}
     assert cli([*argv, "--since", "2026-11-01", "--until", "2026-11-07"]) == 0
     capsys.readouterr()

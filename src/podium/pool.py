@@ -464,8 +464,8 @@ def load_pool(path: str | Path | None = None) -> PoolConfig:
     except FileNotFoundError:
         close = difflib.get_close_matches(path.name.removesuffix(".toml"), presets, n=1)
         raise ConfigError(
-            f"pool file {str(path)!r} not found; "
-            + (f"did you mean the preset {close[0]!r}? " if close else "")
+            f"pool file {str(path)!r} not found. "
+            + (f"Did you mean the preset {close[0]!r}? " if close else "")
             + f"Pass an existing TOML file or one of the presets: {', '.join(sorted(presets))}"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from podium.errors import ConfigError
 from podium.messages import DEFAULT_SYSTEM_PROMPT
 from podium.pool import PoolConfig, PriceConfig, WorkerConfig
 from podium.workers.base import Price, Worker, WorkerSettings
 
-__all__ = ["build_pool_workers", "build_worker", "system_prompt", "worker_settings"]
+__all__ = ["build_pool_workers", "build_worker", "judge_index", "system_prompt", "worker_settings"]
+
+_GRADERS = ("llama_cpp", "openai", "anthropic", "gemini")
+"""Backends whose workers can be judges: models, which write their grade (``Score: N``)."""
 
 
 def worker_settings(config: WorkerConfig) -> WorkerSettings:
@@ -94,3 +98,19 @@ def build_worker(config: WorkerConfig) -> Worker:
 def build_pool_workers(pool: PoolConfig) -> list[Worker]:
     """All workers of a pool, in pool order (index = ``Model i``)."""
     return [build_worker(pool.merged(w)) for w in pool.workers]
+
+
+def judge_index(config: PoolConfig, name: str, flag: str = "--judge") -> int:
+    """The pool index of worker ``name`` as a judge: a model worker (llama.cpp or a provider's
+    API), since a judge writes its grade. Raises ConfigError naming ``flag`` and the pool's model
+    workers when ``name`` is not a worker, or is a tool or a conductor."""
+    names = [w.name for w in config.workers]
+    models = [w.name for w in config.workers if w.backend in _GRADERS]
+    if name not in names:
+        raise ConfigError(f"{flag} {name!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
+    if name not in models:
+        raise ConfigError(
+            f"{flag} {name!r} is a {config.workers[names.index(name)].backend} worker, which cannot write a grade; "
+            f"a judge is a model worker of pool {config.name!r}: {', '.join(models) or 'none'}"
+        )
+    return names.index(name)

@@ -60,7 +60,9 @@ def add_parsers(sub: Any) -> None:
         "--seed", action=WholeNumber, low=SEED[0], high=SEED[1], default=0, help="seed of --sample (default 0)"
     )
     rec.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="at most this many tasks")
-    rec.add_argument("--pool", default="local-tools", help="pool file or preset with the catalogue's workers")
+    rec.add_argument(
+        "--pool", default="local-tools", help="pool file or preset with the catalogue's workers (default local-tools)"
+    )
     rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
     rec.add_argument("--cache", type=store_location, help=_CACHE_HELP)
     rec.add_argument("--step-timeout", type=float, default=600.0, metavar="SECONDS", help="per step (default 600)")
@@ -117,8 +119,12 @@ def _restore(args: argparse.Namespace, err: Console) -> int:
 def _read_ids(path: Path) -> list[str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read --ids {path}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read --ids {path}: {exc.strerror or exc}; give a text file, one task id per line"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--ids {path} is not UTF-8 text; give a text file, one task id per line") from None
     ids = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     if not ids:
         raise ConfigError(f"--ids {path} lists no task id (one per line)")
@@ -129,7 +135,7 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     """``podium bank record`` with its options ``args``: record the tasks not yet in the bank;
     progress lines on ``err``. Raises ConfigError for bad options or input."""
     from podium.eval.bank import local_catalogue
-    from podium.eval.record import RecordProgress, record_local_bank
+    from podium.eval.record import RecordProgress, check_open_tasks, record_local_bank
     from podium.eval.tasks import load_tasks, select
     from podium.store.request_cache import RequestCache, default_cache_path
 
@@ -145,6 +151,16 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     tasks = select(tasks, limit=args.limit, sample=args.sample, seed=args.seed)
     if not tasks:
         raise ConfigError("no task left after --ids/--sample/--limit")
+    if args.judge_pool is not None and args.judge is None:
+        raise ConfigError("--judge-pool names the pool of --judge: give --judge WORKER too")
+    check_open_tasks(tasks, judged=args.judge is not None)  # these checks come before the cache file is made
+    if args.judge is not None:
+        from podium.pool import load_pool
+        from podium.pool_workers import judge_index
+
+        judge_index(load_pool(args.judge_pool or args.pool), args.judge)
+    if not args.step_timeout > 0:
+        raise ConfigError(f"--step-timeout must be a number of seconds above 0 (e.g. 600), got {args.step_timeout:g}")
     columns = len(local_catalogue().columns)
     cache = RequestCache(args.cache or default_cache_path())
     judge = None
@@ -152,8 +168,6 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
         from podium.traffic.tasks_cli import judge_worker
 
         judge = judge_worker(args.judge_pool or args.pool, args.judge, cache=cache)
-    elif args.judge_pool is not None:
-        raise ConfigError("--judge-pool names the pool of --judge: give --judge WORKER too")
     plain = not err.is_terminal
     started = time.perf_counter()
     state: dict[str, Any] = {}

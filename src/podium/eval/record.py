@@ -36,7 +36,15 @@ from podium.store.request_cache import RequestCache
 from podium.workers.base import Completion, Usage, Worker
 from podium.workers.cache import request_key
 
-__all__ = ["RecordProgress", "critical_path", "record_bank", "record_local_bank", "restore_cache", "revise_bank"]
+__all__ = [
+    "RecordProgress",
+    "check_open_tasks",
+    "critical_path",
+    "record_bank",
+    "record_local_bank",
+    "restore_cache",
+    "revise_bank",
+]
 
 
 @dataclass(frozen=True)
@@ -265,6 +273,17 @@ def restore_cache(bank: Bank, pool: Sequence[Worker], cache: RequestCache) -> in
     return stored
 
 
+def check_open_tasks(tasks: Sequence[Task], *, judged: bool) -> None:
+    """ConfigError when ``tasks`` hold ``open`` tasks and no judge grades them (``judged``
+    False): checked before anything is called or written."""
+    opened = [t.id for t in tasks if t.task_type == "open"]
+    if opened and not judged:
+        raise ConfigError(
+            f"{len(opened)} open task(s), e.g. {opened[0]!r}: their answers are graded by a judge worker; give "
+            "--judge WORKER (a model worker of --judge-pool, default --pool), or leave them out with --ids"
+        )
+
+
 def record_local_bank(
     tasks: Sequence[Task],
     out: Path,
@@ -291,13 +310,8 @@ def record_local_bank(
     from podium.workers.stack import stack
 
     if not step_timeout_s > 0:
-        raise ConfigError(f"--step-timeout must be > 0 seconds, got {step_timeout_s}")
-    opened = [t.id for t in tasks if t.task_type == "open"]
-    if opened and judge is None:
-        raise ConfigError(
-            f"{len(opened)} open task(s), e.g. {opened[0]!r}: their answers are graded by a judge worker; give "
-            "--judge WORKER (a worker of --judge-pool, default --pool), or leave them out with --ids"
-        )
+        raise ConfigError(f"--step-timeout must be a number of seconds above 0 (e.g. 600), got {step_timeout_s:g}")
+    check_open_tasks(tasks, judged=judge is not None)
     workers = [stack(w, cache=cache) for w in build_pool_workers(load_pool(pool))]  # as called: no budget guard
     return record_bank(
         local_catalogue(),

@@ -352,7 +352,7 @@ def _live(
     spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
 ) -> dict[str, Any]:
     from podium.builder import build_orchestrator
-    from podium.pool_workers import build_pool_workers
+    from podium.pool_workers import build_pool_workers, judge_index
     from podium.store.request_cache import RequestCache
     from podium.workers.stack import stack
 
@@ -376,12 +376,7 @@ def _live(
     traces = TraceStore(spec.traces) if spec.traces is not None else None
     judge: Worker | None = None
     if spec.judge is not None:
-        names_in_pool = [w.info.name for w in workers]
-        if spec.judge not in names_in_pool:
-            raise ConfigError(
-                f"--judge {spec.judge!r} is not a worker of pool {config.name!r} ({', '.join(names_in_pool)})"
-            )
-        judge = workers[names_in_pool.index(spec.judge)]
+        judge = workers[judge_index(config, spec.judge)]
     if any(t.task_type == "open" for t in tasks) and judge is None:
         raise ConfigError("the task set has open-ended tasks: name a judge worker with --judge NAME")
     methods: list[Method] = []

@@ -156,8 +156,12 @@ def mbpp_split(task_id: int) -> str:
 def _read_jsonl(file: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     try:
         text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskSetError(f"cannot read task set {file}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TaskSetError(
+            f"task set {file} is not UTF-8 text (byte {exc.start}); pass a JSONL file, one JSON object per line"
+        ) from exc
+    except OSError as exc:
+        raise TaskSetError(f"cannot read task set {file}: {exc.strerror or exc}") from exc
     for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

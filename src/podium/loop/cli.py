@@ -41,7 +41,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the run's report as JSON")
     once = r.add_argument_group("this run only")
     once.add_argument("--since", metavar="WHEN", help="traffic window start (default: --days before --until)")
-    once.add_argument("--until", metavar="WHEN", help="traffic window end, exclusive (default: now)")
+    once.add_argument("--until", metavar="WHEN", help="traffic window end: a time, exclusive, or a date, which includes that day (default: now)")
     once.add_argument(
         "--allow-unconfirmed",
         action="store_true",
@@ -66,8 +66,9 @@ def add_parsers(sub: Any) -> None:
     ex.add_argument("--limit", action=WholeNumber, low=1, high=MANY, help="the newest N new tasks a run")
     ex.add_argument("--allow-pii", action="store_true", default=None, help="questions in clear (fixed per folder)")
     ex.add_argument("--judge", metavar="WORKER", help="pool worker that confirms candidates and grades open tasks")
-    ex.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="a drift threshold (repeatable)")
-    ex.add_argument(
+    dr = r.add_argument_group("drift (remembered)")
+    dr.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="a drift threshold (repeatable)")
+    dr.add_argument(
         "--drift-judge-sample",
         action=WholeNumber,
         low=0,

@@ -59,6 +59,7 @@ def _prepare(ctx: Context) -> _Prepared:
     """Every check that needs no write (module docstring), and the run's new tasks."""
     from podium.embed import encoder_choice
     from podium.pool import load_pool
+    from podium.pool_workers import judge_index
     from podium.traffic.drift import parse_thresholds
     from podium.traffic.export import read_set
     from podium.traffic.source import task_id
@@ -74,10 +75,9 @@ def _prepare(ctx: Context) -> _Prepared:
 
         resolve_model(lm_config(s).model, verify=False)
     config = load_pool(s.pool)
-    names = [w.name for w in config.workers]
     for flag, name in (("--judge", s.judge), ("--eval-judge", s.eval_judge)):
-        if name and name not in names:
-            raise ConfigError(f"{flag} {name!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
+        if name:
+            judge_index(config, name, flag)
     records = read_set(ctx.folder.set) if ctx.folder.set.is_file() else []
     plan = apply_reviews(ctx.folder, ctx.state, records)
     selection, options = export_request(ctx)

@@ -101,6 +101,13 @@ class Settings:
             raise ConfigError(f"--policy {self.policy!r}: use light, plans or lm")
         if self.preset not in ("cpu", "paper"):
             raise ConfigError(f"--preset {self.preset!r}: use cpu or paper")
+        lm_only = [f for f, v in (("--model", self.model), ("--steps", self.steps)) if v is not None]
+        lm_only += ["--preset paper"] if self.preset == "paper" else []
+        if lm_only and self.policy != "lm":
+            raise ConfigError(
+                f"{', '.join(lm_only)}: options of the LM conductor's training, and this loop trains --policy "
+                f"{self.policy}: drop them, or use --policy lm in a new --dir"
+            )
         if self.policy == "plans" and not self.bank:
             raise ConfigError(
                 "--policy plans trains the plan conductor on the workflow bank's outcomes: add --bank, which records "

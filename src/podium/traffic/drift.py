@@ -315,17 +315,19 @@ def check_windows(
     recent: Sequence[TrafficItem],
     windows: Mapping[str, Sequence[str]],
     options: DriftOptions,
+    store_flag: str = "--traces",
 ) -> list[str]:
     """The tags seen in the two windows, once both windows can be compared: ConfigError when a
-    window is empty or a slice of ``options.slices`` has no request in a window (checked before
-    any judge is called, so bad input costs no call)."""
+    window is empty (naming ``store_flag``, the option that names where the traffic is) or a
+    slice of ``options.slices`` has no request in a window (checked before any judge is called,
+    so bad input costs no call)."""
     for name, items in (("reference", reference), ("recent", recent)):
         if not items:
             since, until = windows[name]
             flag = "--reference-since/--reference-until" if name == "reference" else "--since/--until"
             raise ConfigError(
                 f"the {name} window {since} → {until} has no request (after the filters); "
-                f"widen it with {flag}, or check --traces"
+                f"widen it with {flag}, or check {store_flag}"
             )
     tags = _tags(reference, recent)
     for wanted in options.slices:

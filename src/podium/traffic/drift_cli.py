@@ -162,10 +162,10 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
             recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
         finally:
             store.close()
-    if judge is not None:  # nothing to compare: no judge call
-        from podium.traffic.drift import check_windows
+    from podium.traffic.drift import check_windows
 
-        check_windows(reference, recent, windows, query.options)
+    store_flag = "--store" if query.source == "shadow" else "--traces"
+    check_windows(reference, recent, windows, query.options, store_flag)  # before any judge call
     scores: dict[str, float] = {}
     if query.labels is not None:
         from podium.eval.tasks import load_tasks

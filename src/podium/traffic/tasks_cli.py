@@ -315,17 +315,14 @@ def _cmd_import(args: argparse.Namespace, out: Console) -> int:
 def judge_worker(pool: str | None, name: str, cache: RequestCache | None = None) -> Worker:
     """Pool ``pool``'s worker ``name`` as ``tasks label`` calls it: under its pool-file data policy
     and the pool's PII protection (an external worker gets pseudonymized text), and behind
-    ``cache`` when given. ConfigError when the pool has no such worker."""
+    ``cache`` when given. ConfigError when the pool has no such model worker (a tool cannot grade)."""
     from podium.builder import data_policy, pii_protection
     from podium.pool import load_pool
-    from podium.pool_workers import build_worker
+    from podium.pool_workers import build_worker, judge_index
     from podium.workers.stack import stack
 
     config = load_pool(pool)
-    names = [w.name for w in config.workers]
-    if name not in names:
-        raise ConfigError(f"--judge {name!r} is not a worker of pool {config.name!r} ({', '.join(names)})")
-    index = names.index(name)
+    index = judge_index(config, name)
     raw = build_worker(config.merged(config.workers[index]))
     return stack(raw, cache=cache, policy=data_policy(config, index), protection=pii_protection(config))
 
