@@ -41,7 +41,11 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the run's report as JSON")
     once = r.add_argument_group("this run only")
     once.add_argument("--since", metavar="WHEN", help="traffic window start (default: --days before --until)")
-    once.add_argument("--until", metavar="WHEN", help="traffic window end: a time, exclusive, or a date, which includes that day (default: now)")
+    once.add_argument(
+        "--until",
+        metavar="WHEN",
+        help="traffic window end: a time, exclusive, or a date, which includes that day (now)",
+    )
     once.add_argument(
         "--allow-unconfirmed",
         action="store_true",

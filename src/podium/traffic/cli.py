@@ -154,7 +154,9 @@ def add_parsers(sub: Any) -> None:
         "--days", type=float, default=DriftQuery.days, help="length of each default window, days (default %(default)g)"
     )
     w.add_argument("--since", metavar="WHEN", help="recent window start")
-    w.add_argument("--until", metavar="WHEN", help="recent window end: a time, exclusive, or a date, which includes that day (default: now)")
+    w.add_argument(
+        "--until", metavar="WHEN", help="recent window end: a time, exclusive, or a date, which includes that day (now)"
+    )
     w.add_argument("--reference-since", metavar="WHEN", help="reference window start")
     w.add_argument("--reference-until", metavar="WHEN", help="reference window end (default: the recent start)")
     c = d.add_argument_group("comparison")
