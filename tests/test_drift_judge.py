@@ -260,3 +260,16 @@ def test_the_loops_drift_stage_goes_on_without_a_judge_that_fails(
     assert any("the judge grader failed (ServerError: upstream 503); compared without it" in line for line in said)
     report = json.loads((ctx.run_dir / "drift.json").read_text())
     assert report["slices"]["all"]["outcome"]["recent"]["judged"] == 0 and "judge" not in report
+
+
+def test_use_case_keeps_only_its_requests_in_both_windows(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--use-case NAME`` compares one use case's traffic (traces tagged ``use-case:NAME``), as
+    ``podium tasks export --use-case`` selects it, so the retrain loop of one use case watches that
+    use case alone; a use case no request has is named with the ones there are."""
+    assert cli(["drift", "--traces", str(traces), *WINDOWS, "--use-case", "code", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["slices"]) == {"all", "use-case:code"}
+    outcome = report["slices"]["all"]["outcome"]
+    assert (outcome["reference"]["requests"], outcome["recent"]["requests"]) == (12, 12)
+    assert cli(["drift", "--traces", str(traces), *WINDOWS, "--use-case", "billing"]) == 2
+    assert "'use-case:billing'" in capsys.readouterr().err

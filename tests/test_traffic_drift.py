@@ -290,6 +290,8 @@ def test_drift_over_shadow_records_without_references_compares_agreement_with_th
     assert cli(base) == 4
     assert "| `use-case:math` | – → – (0, 0) | – | 1.000 → 0.000 (12, 12) |" in capsys.readouterr().out
     assert cli([*base, "--threshold", "agreement_drop=off", "--json"]) == 0
+    assert cli([*base, "--use-case", "billing"]) == 2  # not a use case of the store: named, with the ones there are
+    assert "--use-case 'billing': no shadow record has it; use cases: math" in capsys.readouterr().err
 
 
 def test_drift_over_shadow_records_scores_quality_with_the_clients_references(

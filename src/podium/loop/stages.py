@@ -149,6 +149,7 @@ def drift_argv(ctx: Context) -> list[str]:
     argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", f"{_window_days(ctx):g}"]
     argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
     argv += ["--store", s.store] if s.store and s.source == "shadow" else []
+    argv += ["--use-case", s.use_case] if s.use_case else []
     for tag in s.tag:
         argv += ["--tag", tag]
     for threshold in s.threshold:
@@ -183,6 +184,7 @@ def drift_request(ctx: Context) -> DriftQuery:
         since=since,
         until=until,
         days=_window_days(ctx),
+        use_case=s.use_case,
         tags=tuple(s.tag),
         labels=ctx.folder.set if ctx.folder.set.is_file() else None,
         judge=_drift_judge(s),

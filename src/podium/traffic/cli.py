@@ -161,6 +161,11 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--reference-until", metavar="WHEN", help="reference window end (default: the recent start)")
     c = d.add_argument_group("comparison")
     c.add_argument(
+        "--use-case",
+        metavar="NAME",
+        help="only this use case's requests in both windows (shadow: the X-Podium-Use-Case; traces: tag use-case:NAME)",
+    )
+    c.add_argument(
         "--tag", action="append", default=[], help="report this tag's slice (repeatable; default: every tag)"
     )
     c.add_argument(

@@ -42,6 +42,8 @@ class DriftQuery:
         since, until, reference_since, reference_until: the windows' bounds (UTC, as
             :func:`podium.traffic.drift_options.windows_for` reads them); None: the default.
         days: length of each default window, days.
+        use_case: only this use case's requests, in both windows (shadow rows' use case; traces
+            tagged ``use-case:NAME``), or None for all.
         tags: the slices to report (besides ``all``); empty: every tag seen.
         embedder: ``hash`` (no model), ``minilm``, an embedded model id, or ``none``.
         labels: a labelled regression set (quality per window), or None.
@@ -62,6 +64,7 @@ class DriftQuery:
     reference_since: str | None = None
     reference_until: str | None = None
     days: float = 7.0
+    use_case: str | None = None
     tags: tuple[str, ...] = ()
     embedder: str = "hash"
     labels: Path | None = None
@@ -98,6 +101,7 @@ def drift_query(args: argparse.Namespace) -> DriftQuery:
         reference_since=args.reference_since,
         reference_until=args.reference_until,
         days=args.days,
+        use_case=args.use_case,
         tags=tuple(args.tag),
         embedder=args.embedder,
         labels=args.labels,
@@ -156,10 +160,13 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
             raise ConfigError("--store names a shadow store: add --source shadow, or use --traces FILE for traces")
         store = source.open_traces(query.traces or default_trace_path())
         try:
-            if query.tags:
-                _check_tags(store, query.tags)
-            reference = source.read_traces(store, since=windows["reference"][0], until=windows["reference"][1])
-            recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1])
+            case = [f"use-case:{query.use_case}"] if query.use_case else []
+            if query.tags or case:
+                _check_tags(store, [*query.tags, *case])
+            reference = source.read_traces(
+                store, since=windows["reference"][0], until=windows["reference"][1], tags=case
+            )
+            recent = source.read_traces(store, since=windows["recent"][0], until=windows["recent"][1], tags=case)
         finally:
             store.close()
     from podium.traffic.drift import check_windows
@@ -237,8 +244,15 @@ def _shadow_windows(
     if query.traces is not None:
         raise ConfigError("--traces names a trace database: drop --source shadow, or use --store for the shadow store")
     path = shadow_location(query.store, default_shadow_path())
-    reference = source_module.read_shadow(path, since=windows["reference"][0], until=windows["reference"][1])
-    recent = source_module.read_shadow(path, since=windows["recent"][0], until=windows["recent"][1])
+    case = query.use_case
+    reference = source_module.read_shadow(
+        path, since=windows["reference"][0], until=windows["reference"][1], use_case=case
+    )
+    recent = source_module.read_shadow(path, since=windows["recent"][0], until=windows["recent"][1], use_case=case)
+    if case is not None and case not in (cases := source_module.shadow_use_cases(path)):
+        raise ConfigError(
+            f"--use-case {case!r}: no shadow record has it; use cases: {', '.join(sorted(cases)) or 'none'}"
+        )
     if query.tags:
         known = {f"use-case:{u}" for u in source_module.shadow_use_cases(path)}
         unknown = [t for t in query.tags if t not in known]
