@@ -271,6 +271,23 @@ def _embedder_of(info: Any) -> str | None:
     return str(choice) if choice is not None else None
 
 
+def _matrix_to_train(ctx: Context) -> tuple[str | None, dict[str, Any] | None]:
+    """The matrix's sha256, and the train stage's result where there is nothing to train (no
+    matrix yet; a version of the name trained on these bytes with these options), else None."""
+    if not ctx.folder.matrix.is_file():
+        return "", {"status": "waiting", "reason": "no outcome matrix yet"}
+    matrix_sha = sha256_file(ctx.folder.matrix)
+    earlier = _trained(ctx, matrix_sha)
+    if earlier is not None:
+        ctx.say(f"train: {earlier.ref} was trained on this very matrix with these options; not trained again")
+        return matrix_sha, {
+            "status": "skipped",
+            "version": earlier.ref,
+            "reason": f"{earlier.ref} was trained on this matrix",
+        }
+    return matrix_sha, None
+
+
 def train_stage(ctx: Context) -> dict[str, Any]:
     """Stage 5 (module docstring)."""
     from podium.eval.matrix import split_counts
@@ -281,13 +298,9 @@ def train_stage(ctx: Context) -> dict[str, Any]:
         return _train_plans(ctx)
     if s.policy == "lm":
         return _train_lm(ctx)
-    if not folder.matrix.is_file():
-        return {"status": "waiting", "reason": "no outcome matrix yet"}
-    matrix_sha = sha256_file(folder.matrix)
-    earlier = _trained(ctx, matrix_sha)
-    if earlier is not None:
-        ctx.say(f"train: {earlier.ref} was trained on this very matrix with these options; not trained again")
-        return {"status": "skipped", "version": earlier.ref, "reason": f"{earlier.ref} was trained on this matrix"}
+    matrix_sha, nothing_to_do = _matrix_to_train(ctx)
+    if nothing_to_do is not None:
+        return nothing_to_do
     n_train = split_counts(folder.matrix).get("train", 0)
     if n_train < MIN_QUESTIONS:
         reason = (
@@ -330,13 +343,9 @@ def _train_lm(ctx: Context) -> dict[str, Any]:
     from podium.train.lm_version import train_lm_version
 
     s, folder = ctx.settings, ctx.folder
-    if not folder.matrix.is_file():
-        return {"status": "waiting", "reason": "no outcome matrix yet"}
-    matrix_sha = sha256_file(folder.matrix)
-    earlier = _trained(ctx, matrix_sha)
-    if earlier is not None:
-        ctx.say(f"train: {earlier.ref} was trained on this very matrix with these options; not trained again")
-        return {"status": "skipped", "version": earlier.ref, "reason": f"{earlier.ref} was trained on this matrix"}
+    matrix_sha, nothing_to_do = _matrix_to_train(ctx)
+    if nothing_to_do is not None:
+        return nothing_to_do
     config = lm_config(s)
     n_train = split_counts(folder.matrix).get("train", 0)
     if n_train < config.questions_per_step:
