@@ -87,6 +87,20 @@ def drift(
     return code, capsys.readouterr()
 
 
+def math_labels(tmp_path: Path, *, task_type: str, reference: str, source: str) -> Path:
+    """A labelled set (``tmp_path/labels.jsonl``) naming every answered math request's trace
+    (24: 12 a window), each with this type, reference and reference source."""
+    math = [(i, r) for i, r in enumerate(REQUESTS) if r.tags == ("use-case:math",) and r.answer != "shrug"]
+    labels = [
+        {"id": f"t{i}", "question": r.question, "task_type": task_type, "reference": reference,
+         "reference_source": source, "origin": f"trace:{request_id(r)}"}
+        for i, r in math
+    ]  # fmt: skip
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(label) + "\n" for label in labels))
+    return path
+
+
 def test_the_judge_grades_both_windows_and_a_falling_pass_rate_alerts(
     traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,14 +163,7 @@ def test_a_windows_draw_does_not_depend_on_its_role_so_next_weeks_reference_cost
 def test_labels_come_first_and_labelled_answers_are_not_sent_to_the_judge(
     traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    math = [(i, r) for i, r in enumerate(REQUESTS) if r.tags == ("use-case:math",) and r.answer != "shrug"]
-    labels = [
-        {"id": f"t{i}", "question": r.question, "task_type": "math", "reference": "18",
-         "reference_source": "human", "origin": f"trace:{request_id(r)}"}
-        for i, r in math
-    ]  # fmt: skip
-    path = tmp_path / "labels.jsonl"
-    path.write_text("".join(json.dumps(label) + "\n" for label in labels))
+    path = math_labels(tmp_path, task_type="math", reference="18", source="human")
     code, printed = drift(traces, judge, tmp_path, capsys, "--json", "--judge-sample", "100", "--labels", str(path))
     report = json.loads(printed.out)
     assert code == 4
@@ -182,14 +189,7 @@ def test_labelled_open_tasks_are_graded_by_the_judge_against_their_reference(
     """Open tasks (no rule can check them) that a person labelled count as labelled quality once
     a judge grades the stored answer against the reference: the judge's score over 10, as
     ``podium eval`` scores open tasks. Without a judge they are left out."""
-    math = [(i, r) for i, r in enumerate(REQUESTS) if r.tags == ("use-case:math",) and r.answer != "shrug"]
-    labels = [
-        {"id": f"t{i}", "question": r.question, "task_type": "open", "reference": "It is 18.",
-         "reference_source": "human", "origin": f"trace:{request_id(r)}"}
-        for i, r in math
-    ]  # fmt: skip
-    path = tmp_path / "labels.jsonl"
-    path.write_text("".join(json.dumps(label) + "\n" for label in labels))
+    path = math_labels(tmp_path, task_type="open", reference="It is 18.", source="human")
     code, printed = drift(traces, judge, tmp_path, capsys, "--json", "--judge-sample", "100", "--labels", str(path))
     report = json.loads(printed.out)
     assert code == 4
@@ -210,14 +210,7 @@ def test_references_a_judge_confirmed_are_graded_again_not_counted_as_labels(
     """A judge's confirmations are only the candidates it passed (its rejections stay
     candidates), so as labels they would count passes alone: drift leaves them out of labelled
     quality and its judge grades those answers like any unlabelled one."""
-    math = [(i, r) for i, r in enumerate(REQUESTS) if r.tags == ("use-case:math",) and r.answer != "shrug"]
-    labels = [
-        {"id": f"t{i}", "question": r.question, "task_type": "math", "reference": "18",
-         "reference_source": "judge:grader", "origin": f"trace:{request_id(r)}"}
-        for i, r in math
-    ]  # fmt: skip
-    path = tmp_path / "labels.jsonl"
-    path.write_text("".join(json.dumps(label) + "\n" for label in labels))
+    path = math_labels(tmp_path, task_type="math", reference="18", source="judge:grader")
     code, printed = drift(traces, judge, tmp_path, capsys, "--json", "--judge-sample", "100", "--labels", str(path))
     report = json.loads(printed.out)
     assert code == 4 and len(judge.uvicorn.config.app.state.seen) == 50  # every answer, as without labels

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from podium._args import MANY, SEED, WholeNumber
+from podium._args import MANY, SEED, PositiveNumber, WholeNumber
 from podium.errors import ConfigError
 from podium.store.engine import store_location
 
@@ -65,7 +65,9 @@ def add_parsers(sub: Any) -> None:
     )
     rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
     rec.add_argument("--cache", type=store_location, help=_CACHE_HELP)
-    rec.add_argument("--step-timeout", type=float, default=600.0, metavar="SECONDS", help="per step (default 600)")
+    rec.add_argument(
+        "--step-timeout", action=PositiveNumber, default=600.0, metavar="SECONDS", help="per step (default 600)"
+    )
     rec.add_argument(
         "--judge",
         metavar="WORKER",
@@ -159,8 +161,6 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
         from podium.pool_workers import judge_index
 
         judge_index(load_pool(args.judge_pool or args.pool), args.judge)
-    if not args.step_timeout > 0:
-        raise ConfigError(f"--step-timeout must be a number of seconds above 0 (e.g. 600), got {args.step_timeout:g}")
     columns = len(local_catalogue().columns)
     cache = RequestCache(args.cache or default_cache_path())
     judge = None

@@ -151,11 +151,12 @@ def _bank(ctx: Context) -> dict[str, Any]:
     tasks = load_tasks(folder.set)
     graded: dict[str, str] = ctx.state.setdefault("bank_grading", {})
     by_id = {t.id: t for t in tasks}
+    cache = RequestCache(s.cache or default_cache_path())
     judge = None
     if s.grader:
         from podium.traffic.tasks_cli import judge_worker
 
-        judge = judge_worker(s.pool, s.grader, cache=RequestCache(s.cache or default_cache_path()))
+        judge = judge_worker(s.pool, s.grader, cache=cache)
     kept_out = {"open"} if judge is None else set()
     in_bank = [r["sample_id"] for r in rows]
     gone = {i for i in in_bank if i not in by_id or by_id[i].task_type in kept_out}
@@ -184,7 +185,6 @@ def _bank(ctx: Context) -> dict[str, Any]:
         argv += ["--judge", s.grader, *(["--judge-pool", s.pool] if s.pool else [])]
     ctx.ran("record", argv)  # the command an operator would type for the same rows
     chosen = set(todo)
-    cache = RequestCache(s.cache or default_cache_path())
     split = _matrix_splits(ctx)  # a bank row keeps its question's split, so the gate holds the same questions out
     record_local_bank(
         [dataclasses.replace(t, split=split.get(t.id, t.split)) for t in tasks if t.id in chosen],

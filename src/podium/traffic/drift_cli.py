@@ -249,12 +249,13 @@ def _shadow_windows(
         path, since=windows["reference"][0], until=windows["reference"][1], use_case=case
     )
     recent = source_module.read_shadow(path, since=windows["recent"][0], until=windows["recent"][1], use_case=case)
-    if case is not None and case not in (cases := source_module.shadow_use_cases(path)):
+    cases = source_module.shadow_use_cases(path) if case is not None or query.tags else set()
+    if case is not None and case not in cases:
         raise ConfigError(
             f"--use-case {case!r}: no shadow record has it; use cases: {', '.join(sorted(cases)) or 'none'}"
         )
     if query.tags:
-        known = {f"use-case:{u}" for u in source_module.shadow_use_cases(path)}
+        known = {f"use-case:{u}" for u in cases}
         unknown = [t for t in query.tags if t not in known]
         if unknown:
             raise ConfigError(
