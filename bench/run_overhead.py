@@ -13,7 +13,7 @@ plain llama-cpp-python script that makes exactly the same model calls, in the sa
    the conductor (for the embedded pool: the light conductor's SmolLM2 embedding of the
    question), budgets, the trace write — everything but the model calls themselves.
 
-    .venv/bin/python bench/run_overhead.py [--runs 5] [--pool local] [--question TEXT] [--json OUT]
+    .venv/bin/python bench/run_overhead.py [--runs 5] [--pool local] [--question TEXT] [--no-teardown] [--json OUT]
 
 Steps that ran in parallel in podium run one after another in the direct script, so with a
 multi-step workflow on several models the difference understates podium's cost; the report says
@@ -56,6 +56,9 @@ for call in spec["calls"]:
     if text.strip() != call["expected"].strip():
         print("DIFFERENT OUTPUT", file=sys.stderr)
         sys.exit(3)
+if os.environ.get("DIRECT_NO_TEARDOWN"):  # end as podium run does: without freeing the models one by one
+    sys.stdout.flush()
+    os._exit(0)
 """
 
 
@@ -113,6 +116,12 @@ def main() -> None:
         help="podium run twice per round: computing on the main thread and on a helper thread "
         "(PODIUM_COMPUTE_THREAD=main / helper; podium.workers.offload)",
     )
+    parser.add_argument(
+        "--no-teardown",
+        action="store_true",
+        help="also time the direct script ending as podium run does, without freeing its models one by one "
+        "(podium.llama_runtime.exit_without_teardown); the fixed cost is then given against both",
+    )
     args = parser.parse_args()
     podium = [str(Path(sys.executable).with_name("podium"))]
     env = dict(os.environ)
@@ -135,6 +144,8 @@ def main() -> None:
                      ("direct", direct, {})]  # fmt: skip
         else:
             order = [("podium run", run, {}), ("direct", direct, {})]
+        if args.no_teardown:
+            order.append(("direct (no teardown)", direct, {"DIRECT_NO_TEARDOWN": "1"}))
         ways: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in order}
         for i in range(args.runs):
             for name, argv, extra in order[i % len(order) :] + order[: i % len(order)]:  # rotated per round
@@ -155,8 +166,24 @@ def main() -> None:
                 for k in ("wall_s", "cpu_s", "rss_mib")
             }
             for name, rows in ways.items()
-            if name != "direct"
+            if not name.startswith("direct")
         },
+        **(
+            {
+                "fixed_cost_vs_direct_without_teardown": {
+                    name: {
+                        k: summary(
+                            [{"d": a[k] - b[k]} for a, b in zip(rows, ways["direct (no teardown)"], strict=True)], "d"
+                        )
+                        for k in ("wall_s", "cpu_s", "rss_mib")
+                    }
+                    for name, rows in ways.items()
+                    if not name.startswith("direct")
+                }
+            }
+            if args.no_teardown
+            else {}
+        ),
     }
     text = json.dumps(result, indent=2)
     print(text)

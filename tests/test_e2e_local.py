@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,21 @@ def test_run_executes_a_valid_workflow_under_its_access_lists(
     # the trace store holds the same record
     code, shown = run_json(["trace", "show", record["id"], "--traces", str(db), "--json"], capsys)
     assert code == 0 and shown == record
+
+
+def test_the_command_ends_without_teardown_and_keeps_its_output_and_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real ``podium`` process, not ``cli()``: ``run`` ends by ``exit_without_teardown``
+    once a model is loaded (podium.cli.main). Its answer and its trace must still arrive."""
+    db = tmp_path / "traces.sqlite3"
+    argv = [sys.executable, "-m", "podium", "run", GSM8K[1]["question"], "--pool", str(POOL), "--traces", str(db)]
+    done = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)
+    assert record["status"] == "ok" and record["steps"]
+    code, shown = run_json(["trace", "show", record["id"], "--traces", str(db), "--json"], capsys)
+    assert code == 0 and shown == record  # written and committed before the process ended
 
 
 def test_constrained_conductor_output_always_parses() -> None:

@@ -291,4 +291,9 @@ def main() -> None:
         # Python flushes stdout again at exit; point it at /dev/null so that flush cannot fail too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
+    else:
+        if _command(sys.argv[1:]) in ("run", "plan") and "llama_cpp" in sys.modules:
+            from podium.llama_runtime import exit_without_teardown
+
+            exit_without_teardown(code)  # the trace store and exporter are closed: skip freeing the models
     sys.exit(code)

@@ -6,16 +6,18 @@ Every podium module that needs llama-cpp-python gets it from :func:`load_llama_c
 
 from __future__ import annotations
 
+import atexit
 import collections
+import contextlib
 import logging
 import os
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from podium.errors import ConfigError
 
-__all__ = ["llama_errors", "load_llama_cpp", "short_openmp_spin"]
+__all__ = ["exit_without_teardown", "llama_errors", "load_llama_cpp", "short_openmp_spin"]
 
 
 def short_openmp_spin() -> None:
@@ -50,6 +52,24 @@ def load_llama_cpp() -> ModuleType:
         _route_llama_logs(llama_cpp)
         _LOGS_ROUTED = True
     return llama_cpp
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End a one-shot command's process with exit status ``code`` without the interpreter's
+    teardown, in which llama-cpp-python frees every loaded model, context and batch one by one.
+
+    That teardown takes 0.1-0.2 s of wall time for the 1.5B worker plus the plan conductor's
+    embedding model on 2 cores (measured: 0.18-0.31 s from the last line to the end of the
+    process, against 0.10-0.13 s without it; docs/overhead.md); the kernel frees the same memory
+    at once. Every ``atexit`` handler still runs first (logging's flush, trace stores' close, an
+    exporter's shutdown), and standard output and error are flushed; what is lost is only what a
+    program leaves to garbage collection at exit. Call it only after the command has closed what
+    it writes (``podium run`` and ``podium plan`` do)."""
+    atexit._run_exitfuncs()  # the handlers Python would run at exit, in the same order
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream takes nothing more
+            stream.flush()
+    os._exit(code)
 
 
 _LOGS_ROUTED = False
