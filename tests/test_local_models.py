@@ -172,3 +172,27 @@ def test_status_is_ready_when_the_joined_file_is_cached(tiny_model: EmbeddedMode
 
     importlib.invalidate_caches()
     assert model_status("tiny") == "ready"
+
+
+def test_a_fact_about_a_model_file_is_computed_once_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    calls: list[str] = []
+
+    def compute(value: str) -> list[str]:
+        calls.append(value)
+        return [value]
+
+    assert local_models.remembered_fact(model, "controls", lambda: compute("a")) == ["a"]
+    assert local_models.remembered_fact(model, "controls", lambda: compute("b")) == ["a"]  # remembered
+    assert local_models.remembered_fact(model, "other", lambda: compute("c")) == ["c"]  # another fact, same entry
+    assert local_models.remembered_fact(model, "controls", lambda: compute("d")) == ["a"]
+    model.write_bytes(b"GGUF two, longer")  # size and mtime change: every fact is computed anew
+    assert local_models.remembered_fact(model, "controls", lambda: compute("e")) == ["e"]
+    assert local_models.remembered_fact(model, "other", lambda: compute("f")) == ["f"]
+    assert calls == ["a", "c", "e", "f"]
+    (tmp_path / "cache" / "model-facts.json").write_text("{not json")  # a damaged cache is recomputed, not fatal
+    assert local_models.remembered_fact(model, "controls", lambda: compute("g")) == ["g"]

@@ -32,6 +32,7 @@ __all__ = [
     "hub_offline",
     "install_models",
     "model_status",
+    "remembered_fact",
     "resolve_model",
     "sha256_file",
 ]
@@ -345,17 +346,33 @@ def _verified_file() -> Path:
     return cache_dir() / "verified.json"
 
 
-def _load_verified() -> dict[str, Any]:
+def _facts_file() -> Path:
+    return cache_dir() / "model-facts.json"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(_verified_file().read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
+def _write_json(target: Path, data: dict[str, Any]) -> None:
+    """Replace ``target`` with ``data`` atomically; best effort (a read-only cache keeps nothing)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+        Path(tmp).replace(target)
+    except OSError:
+        return
+
+
 def _verified(path: Path, sha256: str) -> bool:
     """Whether ``path`` was hashed to ``sha256`` and has not changed since."""
-    entry = _load_verified().get(str(path.resolve()))
+    entry = _read_json(_verified_file()).get(str(path.resolve()))
     try:
         return isinstance(entry, dict) and entry.get("sha256") == sha256 and entry.get("stamp") == _stamp(path)
     except OSError:
@@ -364,27 +381,35 @@ def _verified(path: Path, sha256: str) -> bool:
 
 def _remember(path: Path, sha256: str) -> None:
     """Record that ``path`` hashed to ``sha256`` now (atomic rewrite; best effort)."""
-    data = _load_verified()
+    data = _read_json(_verified_file())
     data[str(path.resolve())] = {"sha256": sha256, "stamp": _stamp(path)}
-    _write_verified(data)
+    _write_json(_verified_file(), data)
 
 
 def _forget(path: Path) -> None:
-    data = _load_verified()
+    data = _read_json(_verified_file())
     if data.pop(str(path.resolve()), None) is not None:
-        _write_verified(data)
+        _write_json(_verified_file(), data)
 
 
-def _write_verified(data: dict[str, Any]) -> None:
-    target = _verified_file()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix="verified", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1)
-        Path(tmp).replace(target)
-    except OSError:  # a read-only cache: verify every time instead
-        return
+def remembered_fact(path: Path, fact: str, compute: Callable[[], Any]) -> Any:
+    """A JSON-serialisable ``fact`` about the model file ``path`` (e.g. its vocabulary's control
+    tokens), computed by ``compute()`` once and kept in ``cache_dir()/model-facts.json`` under the
+    file's path, size, modification time (ns) and inode, as the sha256 verification is; computed
+    again when one of them changes. Best effort: an unreadable cache computes again, a read-only
+    one every time. The caller checks the value's shape (the file may have been edited by hand).
+    Raises what ``compute`` raises; OSError when ``path`` cannot be read."""
+    key, stamp = str(path.resolve()), _stamp(path)
+    data = _read_json(_facts_file())
+    entry = data.get(key)
+    if not isinstance(entry, dict) or entry.get("stamp") != stamp:
+        entry = {"stamp": stamp}
+    elif fact in entry:
+        return entry[fact]
+    entry[fact] = value = compute()
+    data[key] = entry
+    _write_json(_facts_file(), data)
+    return value
 
 
 def model_status(model_id: str) -> str:
