@@ -221,13 +221,37 @@ def test_language_and_format_of_real_questions() -> None:
     assert language(danish_table(gsm8k_questions(0, 1)[0], 1)) == "da"
     assert language("Hur många äpplen har hon kvar efter att ha ätit två?") == "sv"
     assert language("Wie viele Äpfel hat sie noch, nachdem sie zwei gegessen hat?") == "de"
-    assert language("Сколько яблок у неё осталось?") == "cyrillic"
+    assert language("Сколько яблок у неё осталось?") == "ru"
     assert language("def f(x): return x") == "und"
     assert formats(danish_table("A 3 b 4 c 5", 1)) == {"table"}
     assert formats("Fix this:\n```python\nprint(1)\n```") == {"code"}
     assert formats("Steps:\n1. open\n2. close") == {"list"}
     assert formats('Parse {"a": 1}') == {"json"}
     assert formats(gsm8k_questions(0, 1)[0]) == frozenset()
+
+
+def test_language_of_short_support_texts_and_text_without_language() -> None:
+    """py3langid instead of the stop-word vote: short English support questions were ``und``
+    (no "i", "my", "do" in its list, and "i"/"do" are Polish function words)."""
+    assert language("I need help with my order") == "en"
+    assert language("Do I have to pay?") == "en"
+    assert language("Hej, jeg har et problem med min ordre") == "da"
+    assert language("<PERSON_1> ringede i går om sin faktura") == "da"  # the placeholder is not a word
+    assert language("Hur många äpplen har hon kvar?") == "sv"
+    for no_language in ("12345 + 678", "SELECT * FROM t WHERE x = 1", "ok", "", "<PERSON_1>"):
+        assert language(no_language) == "und", no_language
+
+
+def test_a_language_model_file_that_fails_its_sha256_check_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from podium.traffic import features
+
+    monkeypatch.setattr(features, "_LANGID_SHA256", "0" * 64)
+    features._identifier.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="pip install --force-reinstall --no-deps py3langid==0.4.0"):
+            language("What is two plus two?")
+    finally:
+        features._identifier.cache_clear()
 
 
 def test_threshold_pairs() -> None:

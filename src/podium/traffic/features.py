@@ -1,7 +1,7 @@
 """What export and drift read from a question's text: its normalised form, its terms, its
 language and its format, and a model-free embedding.
 
-All of it is deterministic and needs nothing beyond numpy:
+All of it is deterministic and runs on the CPU without a download:
 
 * :func:`normalise` — the text two near-identical questions share (accents folded as the trace
   search folds them, case folded, every run of non-alphanumeric characters one space), so
@@ -9,11 +9,12 @@ All of it is deterministic and needs nothing beyond numpy:
   apart.
 * :func:`terms` — the words of a question (letters only, three or more, case folded), for the
   rate of terms a reference window never saw.
-* :func:`language` — a stop-word vote over eleven Latin-script languages (en, da, sv, de, nl,
-  fr, es, it, pt, pl, fi) plus the script for non-Latin text (``cyrillic``, ``greek``,
-  ``arabic``, ``hebrew``, ``devanagari``, ``cjk``, ``hangul``, ``thai``); ``und`` when too few
-  words decide it. Norwegian is left out on purpose: bokmål shares most of its function words
-  with Danish, and a vote between the two would be a coin toss.
+* :func:`language` — the language of a question by py3langid (Lui & Baldwin's langid.py: a
+  naive Bayes classifier over byte n-grams, 97 languages; ``py3langid==0.4.0``, its model file
+  sha256-checked before the first load), as an ISO 639-1 code; ``und`` (undetermined) when
+  the text has no letters, or the classifier's normalised probability is below
+  :data:`MIN_LANGUAGE_PROBABILITY` or it says ``zxx`` (no linguistic content): code, numbers,
+  a table of names.
 * :func:`formats` — which of ``table`` (Markdown pipes or tab-separated columns on two or more
   lines), ``code`` (a fence or two or more code-like lines), ``json``, ``list`` (two or more
   bullet or numbered lines) and ``long`` (over 1,000 characters) a question has.
@@ -26,21 +27,26 @@ All of it is deterministic and needs nothing beyond numpy:
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import re
 import unicodedata
 import zlib
-from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from podium.errors import ConfigError
 from podium.trace.query import fold
 
 __all__ = [
     "FORMATS",
-    "LANGUAGES",
     "LONG_CHARS",
+    "MIN_LANGUAGE_PROBABILITY",
     "HashingEncoder",
     "formats",
     "language",
@@ -68,97 +74,43 @@ def terms(text: str) -> list[str]:
     return _TERM.findall(unicodedata.normalize("NFKC", _PLACEHOLDER.sub(" ", text)).casefold())
 
 
-_STOPWORDS: dict[str, frozenset[str]] = {
-    lang: frozenset(words.split())
-    for lang, words in {
-        "en": "the and is are of to in that it for with as was on be this what how many which who "
-        "have has from by an or not can you your does will would there their they if then than",
-        "da": "og er det en et til af på med som ikke har jeg hvad hvor mange hvilke hvordan der "
-        "den de skal kan fra har efter også være var eller hun han vores dage hvis så når mig "
-        "dig mit min sin nogle alle kunde svar",
-        "sv": "och är det en ett till av på med som inte har jag vad hur många vilka där den de ska "
-        "kan från efter också vara var eller hon han våra dagar om när mig dig mitt min sin några "
-        "alla kund svara",
-        "de": "und ist der die das ein eine zu von mit nicht für auf wie viele welche wer hat ich "
-        "sie es den dem des im sind aus bei nach oder auch",
-        "nl": "en is de het een van te met niet voor op hoe veel welke wie heeft ik zij dat zijn "
-        "uit bij naar ook maar dan als",
-        "fr": "et est le la les un une des de du pour avec pas sur comment combien quel quelle qui "
-        "il elle nous vous dans ce cette sont ou aussi",
-        "es": "y es el la los las un una de del para con no por cómo cuántos cuál quién tiene que "
-        "en se su sus son o también pero",
-        "it": "e è il lo la gli le un una di del per con non come quanti quale chi ha che in si "
-        "sono anche ma della dei",
-        "pt": "e é o a os as um uma de do da para com não por como quantos qual quem tem que em se são também mas",
-        "pl": "i jest w na z do nie że się to jak ile który która co czy jego jej są od przez",
-        "fi": "ja on ei se että kuinka monta mikä kuka oli ovat myös tai kun jos mutta",
-    }.items()
-}
-LANGUAGES: tuple[str, ...] = (
-    *_STOPWORDS,
-    "cyrillic",
-    "greek",
-    "arabic",
-    "hebrew",
-    "devanagari",
-    "cjk",
-    "hangul",
-    "thai",
-    "und",
-)
-"""Labels :func:`language` returns: ISO 639-1 codes for the Latin-script languages it votes
-between, a script name for non-Latin text, ``und`` (undetermined)."""
-
-_SCRIPTS = (
-    ("CYRILLIC", "cyrillic"),
-    ("GREEK", "greek"),
-    ("ARABIC", "arabic"),
-    ("HEBREW", "hebrew"),
-    ("DEVANAGARI", "devanagari"),
-    ("CJK", "cjk"),
-    ("HIRAGANA", "cjk"),
-    ("KATAKANA", "cjk"),
-    ("HANGUL", "hangul"),
-    ("THAI", "thai"),
-)
-_LETTER_HINTS = {"da": "æø", "sv": "äö", "de": "äöüß", "fr": "çèêàù", "es": "ñ¿¡", "pl": "łąęśźżć"}
-"""Letters that break a tie between the vote's leaders (å is Danish and Swedish alike)."""
+MIN_LANGUAGE_PROBABILITY = 0.2
+"""Below this normalised probability :func:`language` says ``und``. py3langid gives text with
+little language in it (``def f(x): return x``, ``12345 + 678``, ``ok``) 0.01–0.1 and real
+sentences, even four words of Danish, 0.4 or more."""
+_LANGID_SHA256 = "f4f4a2c3465ca1f081541037f9cac23021d68151c2f709c55ae5eedfca522963"
+"""sha256 of ``py3langid/data/model.npz.xz`` in py3langid 0.4.0 (4,586,720 bytes)."""
 
 
-def _script(char: str) -> str | None:
-    try:
-        name = unicodedata.name(char)
-    except ValueError:
-        return None
-    return next((label for prefix, label in _SCRIPTS if name.startswith(prefix)), None)
+@functools.cache
+def _identifier() -> Any:
+    """py3langid's classifier with normalised probabilities, loaded once per process (0.45 s)
+    after its model file's sha256 check. Raises ConfigError when the file does not match."""
+    spec = importlib.util.find_spec("py3langid")
+    folder = Path(next(iter(spec.submodule_search_locations or ()))) if spec else None
+    model = folder / "data" / "model.npz.xz" if folder else None
+    digest = hashlib.sha256(model.read_bytes()).hexdigest() if model and model.is_file() else "missing"
+    if digest != _LANGID_SHA256:
+        raise ConfigError(
+            f"{model or 'py3langid'}: sha256 {digest} does not match the pinned py3langid 0.4.0; "
+            "reinstall it: pip install --force-reinstall --no-deps py3langid==0.4.0"
+        )
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
 def language(text: str) -> str:
-    """The language (or script) of ``text``; see the module docstring and :data:`LANGUAGES`.
+    """The language of ``text``: an ISO 639-1 code (``en``, ``da``, ``ru``, ``zh``, ...) or
+    ``und`` (see the module docstring). Pseudonymization placeholders (``<PERSON_1>``) are left
+    out first. About 0.15 ms a question on 2 cores, after the model's one load.
 
-    Letters of a non-Latin script win when they are at least a third of the letters; otherwise
-    the Latin-script language whose function words occur most often, with at least two hits
-    (ties go to the language whose own letters, e.g. æ ø for Danish, occur; else ``und``)."""
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
+    Raises ConfigError when py3langid's model file fails its sha256 check."""
+    text = _PLACEHOLDER.sub(" ", text)
+    if not any(c.isalpha() for c in text):
         return "und"
-    scripts = Counter(s for c in letters if (s := _script(c)))
-    if scripts:
-        script, count = scripts.most_common(1)[0]
-        if count * 3 >= len(letters):
-            return script
-    words = re.findall(r"[^\W\d_]+", text.casefold())
-    votes = Counter({lang: sum(w in stop for w in words) for lang, stop in _STOPWORDS.items()})
-    ranked = votes.most_common()
-    best, hits = ranked[0]
-    if hits < 2:
-        return "und"
-    tied = [lang for lang, n in ranked if n == hits]
-    if len(tied) == 1:
-        return best
-    lowered = text.casefold()
-    hinted = [lang for lang in tied if any(c in lowered for c in _LETTER_HINTS.get(lang, ""))]
-    return hinted[0] if len(hinted) == 1 else "und"
+    label, probability = _identifier().classify(text)
+    return "und" if label == "zxx" or probability < MIN_LANGUAGE_PROBABILITY else str(label)
 
 
 FORMATS: tuple[str, ...] = ("table", "code", "json", "list", "long")
