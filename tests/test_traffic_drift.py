@@ -248,7 +248,7 @@ def test_a_language_model_file_that_fails_its_sha256_check_is_refused(monkeypatc
     monkeypatch.setattr(features, "_LANGID_SHA256", "0" * 64)
     features._identifier.cache_clear()
     try:
-        with pytest.raises(ConfigError, match="pip install --force-reinstall --no-deps py3langid==0.4.0"):
+        with pytest.raises(ConfigError, match=r"pip install --force-reinstall --no-deps py3langid==0\.4\.0"):
             language("What is two plus two?")
     finally:
         features._identifier.cache_clear()
