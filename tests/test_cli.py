@@ -85,6 +85,26 @@ def test_an_unknown_option_is_refused_by_its_own_command(
     assert f"usage: {usage} " in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["loop", "run", "--dir", "d", "--preset", "gpu"], "argument --preset: invalid choice: 'gpu'"),
+        (["trace", "list", "--limit"], "argument --limit: expected one argument"),
+    ],
+)
+def test_a_wrong_option_value_is_one_line_without_the_usage_block(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial user's ``--preset gpu`` drew ``podium loop run``'s twenty-line usage block."""
+    with pytest.raises(SystemExit) as exit_:
+        cli(argv)
+    err = capsys.readouterr().err
+    command = "podium " + " ".join(argv[:2])
+    assert exit_.value.code == 2 and "usage:" not in err
+    assert err == f"{command}: error: {said}" + err.split(said, 1)[1]  # the error first, nothing before it
+    assert f"`{command} --help` lists the options" in err and len(err.splitlines()) == 2
+
+
 def test_the_answer_is_shown_once_and_earlier_steps_in_full(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The last step's output is the answer: its step panel points to the Answer panel instead of
     printing the same text twice (a trial user's complaint); the other steps show their outputs."""

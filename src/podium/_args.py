@@ -23,6 +23,7 @@ __all__ = [
     "DECIMAL_HINT",
     "MANY",
     "SEED",
+    "Parser",
     "PositiveNumber",
     "WholeNumber",
     "plain_number",
@@ -120,3 +121,17 @@ class PositiveNumber(_Checked):
 
     def read(self, flag: str, text: str) -> float:
         return positive_number(flag, text)
+
+
+class Parser(argparse.ArgumentParser):
+    """podium's argument parser (its subcommands' parsers are of the same class). A wrong value
+    of a named option — a choice that is not one (``--preset gpu``), a value that is missing —
+    is one line naming the option and what it takes, and a pointer to ``--help``: the option
+    already says what was wrong, and a command with thirty options would bury it under a usage
+    block of twenty lines. Every other error (an unknown option, a missing required one) shows
+    the command's usage, as argparse does. Exits with status 2 either way."""
+
+    def error(self, message: str) -> Any:  # argparse's signature says NoReturn; it exits
+        if message.startswith("argument -"):
+            self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the options)\n")
+        super().error(message)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import __version__
-from podium._args import PositiveNumber, WholeNumber
+from podium._args import Parser, PositiveNumber, WholeNumber
 from podium.errors import ConfigError, PodiumError
 from podium.trace import default_trace_path, open_traces
 
@@ -75,7 +75,7 @@ def _command(argv: Sequence[str]) -> str | None:
 def _parser(command: str | None = None, *, every: bool = False) -> argparse.ArgumentParser:
     """The parser; of the :data:`_SUBCOMMANDS` only ``command``'s module (``every``: all of
     them) adds its full parsers; the others are listed by name and help only."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="podium",
         description="A learned LLM orchestrator: a conductor writes a workflow, podium executes it over a worker pool.",
     )
