@@ -228,6 +228,33 @@ def test_report_periods_are_validated_and_read_like_the_trace_commands(
     assert cli(["shadow", "report", "--store", path, "--since", "yesterday"]) == 2
 
 
+REPORT_WITHOUT_SERVE_EXTRA = """
+import sys
+for name in ("fastapi", "uvicorn", "starlette", "httpx"):
+    sys.modules[name] = None  # the serve extra is not installed
+from podium.cli import cli
+sys.exit(cli(["shadow", "report", "--json", "--store", sys.argv[1]]))
+"""
+
+
+def test_the_report_needs_no_serve_extra_and_a_mistyped_store_creates_nothing(tmp_path: Path) -> None:
+    """A fresh user without the serve extra could not read a report of records made elsewhere;
+    and a report on a mistyped --store path created an empty store there."""
+    import subprocess
+    import sys
+
+    store = ShadowStore(tmp_path / "shadow.sqlite3")
+    store.add({"at": "2026-11-30T08:00:00.000Z", "status": "dropped", "mode": "plan", "use_case": "x"})
+    argv = [sys.executable, "-c", REPORT_WITHOUT_SERVE_EXTRA]
+    done = subprocess.run([*argv, str(tmp_path / "shadow.sqlite3")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == 1
+    typo = tmp_path / "shadw.sqlite3"
+    done = subprocess.run([*argv, str(typo)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and f"no shadow store at {typo}" in done.stderr and "Traceback" not in done.stderr
+    assert not typo.exists()
+
+
 def test_shadow_quality_uses_the_eval_loops_verifiers() -> None:
     """``shadow report`` compared math answers as floats and exact answers as whole texts, so the
     same answer could count as right in ``podium eval`` and wrong in a shadow report; both now go

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -20,38 +22,17 @@ __all__ = ["cmd_shadow"]
 
 
 def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
-    """``podium shadow --upstream URL``: serve the proxy until stopped; ``podium shadow report``:
-    print (or write) the comparison."""
+    """``podium shadow --upstream URL``: serve the proxy until stopped (needs the serve extra);
+    ``podium shadow report``: print (or write) the comparison (reads the store only)."""
+    from podium.store.shadow import ShadowStore, shadow_location
+
+    if args.shadow_command == "report":
+        return _report(args, out)
     _require_serve_extra("shadow")
     import uvicorn
 
     from podium.serve.shadow import ShadowProxy, create_shadow_app
-    from podium.serve.shadow_report import report_markdown, shadow_report
-    from podium.store.shadow import ShadowStore, shadow_location
 
-    if args.shadow_command == "report":
-        from podium.trace.query import parse_utc
-
-        since = parse_utc(args.since, flag="--since") if args.since else None
-        until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
-        if since is not None and until is not None and since >= until:
-            raise ConfigError(f"--since {args.since} is not before --until {args.until}: swap them")
-        location = shadow_location(args.report_store or args.store, default_shadow_path(), url=args.database_url)
-        store = ShadowStore(location)
-        report = shadow_report(store.rows(since=since, until=until), top=args.top)
-        markdown = report_markdown(report)
-        if args.out:
-            args.out.write_text(markdown, encoding="utf-8")
-        if args.json:
-            print(json.dumps(report, indent=2, ensure_ascii=False))
-        elif not report["rows"]:
-            if since or until:
-                out.print("no shadow records in that period")
-            else:
-                out.print("no shadow records yet: run 'podium shadow --upstream URL' and send it traffic")
-        else:
-            print(markdown, end="")
-        return 0
     if not args.upstream:
         raise ConfigError("podium shadow needs --upstream URL (the existing pipeline), or 'podium shadow report'")
     from podium.builder import build_orchestrator, build_telemetry
@@ -95,4 +76,38 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         traces.close()  # store the queued trace writes
         if telemetry is not None:
             telemetry.shutdown()
+    return 0
+
+
+def _report(args: argparse.Namespace, out: Console) -> int:
+    """``podium shadow report``."""
+    from podium.serve.shadow_report import report_markdown, shadow_report
+    from podium.store.shadow import ShadowStore, shadow_location
+    from podium.trace.query import parse_utc
+
+    since = parse_utc(args.since, flag="--since") if args.since else None
+    until = parse_utc(args.until, flag="--until", end_of_day=True) if args.until else None
+    if since is not None and until is not None and since >= until:
+        raise ConfigError(f"--since {args.since} is not before --until {args.until}: swap them")
+    explicit = args.report_store or args.store
+    location = shadow_location(explicit, default_shadow_path(), url=args.database_url)
+    if "://" not in str(location) and not Path(location).is_file():  # a report creates no store
+        if explicit is not None:
+            raise ConfigError(f"no shadow store at {location}: check the path, or run 'podium shadow --upstream URL'")
+        rows: list[dict[str, Any]] = []
+    else:
+        rows = ShadowStore(location).rows(since=since, until=until)
+    report = shadow_report(rows, top=args.top)
+    markdown = report_markdown(report)
+    if args.out:
+        args.out.write_text(markdown, encoding="utf-8")
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    elif not report["rows"]:
+        if since or until:
+            out.print("no shadow records in that period")
+        else:
+            out.print("no shadow records yet: run 'podium shadow --upstream URL' and send it traffic")
+    else:
+        print(markdown, end="")
     return 0
