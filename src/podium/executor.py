@@ -202,10 +202,13 @@ async def execute(
             raise _StepError(record.error_type or "Error", record.error, log.errors.get(index))
         finished[index].set()
 
-    tasks = [asyncio.create_task(one(i, s)) for i, s in enumerate(workflow.steps)]
+    tasks = [asyncio.create_task(one(i, s)) for i, s in enumerate(workflow.steps)] if len(workflow) > 1 else []
     try:
         async with asyncio.timeout(timeout_s):
-            await asyncio.gather(*tasks)
+            if tasks:
+                await asyncio.gather(*tasks)
+            else:  # one step runs in the request's own task: no task to create, nothing to gather
+                await one(0, workflow.steps[0])
     except (_StepError, TimeoutError) as exc:
         for task in tasks:
             task.cancel()

@@ -7,8 +7,8 @@ UTC ISO 8601 strings; durations are seconds; costs are USD.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from podium.errors import FallbackReason
@@ -29,8 +29,19 @@ __all__ = [
 
 
 def utc_now() -> str:
-    """Current time, UTC, ISO 8601 with milliseconds (e.g. ``2026-11-30T02:20:22.123Z``)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Current time, UTC, ISO 8601 with milliseconds (e.g. ``2026-11-30T02:20:22.123Z``),
+    truncated to the millisecond. A request stamps about six times; the date and time of the
+    current second are formatted once per second."""
+    global _SECOND
+    now = time.time()
+    second = int(now)
+    if second != _SECOND[0]:
+        _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
+
+
+_SECOND: tuple[int, str] = (-1, "")
+"""The second :func:`utc_now` last formatted, and its text (one tuple: replaced whole)."""
 
 
 @dataclass(frozen=True)
