@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from podium.cli import cli
 from podium.orchestrator import Fallback, Orchestrator
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
+from podium.workers.base import Call, Completion
 from tests.conftest import SHARED_DATA, read_jsonl
 
 ADVERSARIAL = {c["id"]: c for c in read_jsonl(SHARED_DATA / "adversarial" / "cases.jsonl")}
@@ -77,12 +79,29 @@ def test_a_mistyped_preset_name_gets_the_close_one(capsys: pytest.CaptureFixture
 def test_an_unknown_option_is_refused_by_its_own_command(
     argv: list[str], usage: str, hint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Not the top-level usage (a trial user saw ``usage: podium [-h] ...`` for ``run --jsn``)."""
+    """The command's own error, not the top-level usage (a trial user saw ``usage: podium [-h]
+    ...`` for ``run --jsn``), and one line with a pointer to its --help, not its usage block
+    (a later trial: the block around the hint was noise)."""
     with pytest.raises(SystemExit) as exit_:
         cli(argv)
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and f"{usage}: error: unrecognized arguments" in err and hint in err
-    assert f"usage: {usage} " in err
+    assert exit_.value.code == 2 and err.startswith(f"{usage}: error: unrecognized arguments") and hint in err
+    assert "usage:" not in err and err.endswith(f"(`{usage} --help` lists the options)\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["trac", "list"], "podium: error: unknown command 'trac'. Did you mean 'trace'?"),
+        (["shadow", "reprot"], "podium shadow: error: unknown command 'reprot'. Did you mean 'report'?"),
+        (["loop", "zzz"], "podium loop: error: unknown command 'zzz'."),
+    ],
+)
+def test_a_mistyped_command_gets_the_close_one(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.splitlines() == [said, f"(`{said.split(':')[0]} --help` lists the commands)"]
 
 
 @pytest.mark.parametrize(
@@ -120,6 +139,30 @@ def test_the_answer_is_shown_once_and_earlier_steps_in_full(capsys: pytest.Captu
     code, out, _ = run_cli(["trace", "show", record.id, "--traces", str(db)], capsys)
     assert code == 0 and out.count("final-answer-42") == 1 and out.count("draft-text-7") == 1
     assert "(the answer, shown below)" in out
+
+
+class _CutOff(ScriptedWorker):
+    """A scripted worker whose every reply stopped at max_tokens (finish_reason "length")."""
+
+    async def complete(self, call: Call) -> Completion:
+        return dataclasses.replace(await super().complete(call), finish_reason="length")
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_an_answer_cut_off_at_max_tokens_says_so_next_to_it(
+    cut: bool, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A trial user's poem looped until the worker's max_tokens; the run looked like a clean
+    answer (status ok), with "hit max_tokens" only inside the step panel."""
+    db = tmp_path / "t.sqlite3"
+    plan = 'model_id = [0]\nsubtasks = ["Write it."]\naccess_list = [[]]'
+    worker = (_CutOff if cut else ScriptedWorker)("poet", reply="a place of wonder and awe, a place of")
+    orch = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "A."), traces=TraceStore(db))
+    record = asyncio.run(orch.run("Write a poem."))
+    code, out, _ = run_cli(["trace", "show", record.id, "--traces", str(db)], capsys)
+    assert code == 0 and record.status == "ok"
+    assert ("Answer (cut off at the worker's max_tokens)" in out) is cut
+    assert ("The answer may be incomplete: poet stopped at its limit of" in out) is cut
 
 
 def test_trace_list_shows_a_plan_only_status_whole(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ nor a message in terms of an internal field.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import re
 from collections.abc import Sequence
@@ -124,14 +125,24 @@ class PositiveNumber(_Checked):
 
 
 class Parser(argparse.ArgumentParser):
-    """podium's argument parser (its subcommands' parsers are of the same class). A wrong value
-    of a named option — a choice that is not one (``--preset gpu``), a value that is missing —
-    is one line naming the option and what it takes, and a pointer to ``--help``: the option
-    already says what was wrong, and a command with thirty options would bury it under a usage
-    block of twenty lines. Every other error (an unknown option, a missing required one) shows
-    the command's usage, as argparse does. Exits with status 2 either way."""
+    """podium's argument parser (its subcommands' parsers are of the same class). An error about
+    one option or word — a wrong value (``--preset gpu``), a missing value, an unknown option
+    (with the closest one named, see podium.cli), an unknown command (with the closest one) — is
+    one line naming it and a pointer to ``--help``: the line already says what was wrong, and a
+    command with thirty options would bury it under a usage block of twenty lines. A missing
+    required argument still shows the command's usage, which is what answers it. Exit status 2."""
 
     def error(self, message: str) -> Any:  # argparse's signature says NoReturn; it exits
-        if message.startswith("argument -"):
+        invalid = _INVALID_CHOICE.match(message)
+        sub = next((a for a in self._actions if isinstance(a.choices, dict)), None)  # the subcommands
+        if invalid and sub is not None and invalid["name"] in (sub.metavar, sub.dest):
+            close = difflib.get_close_matches(invalid["value"], list(sub.choices or ()), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            self.exit(2, f"{self.prog}: error: unknown command '{invalid['value']}'.{hint}\n"
+                         f"(`{self.prog} --help` lists the commands)\n")  # fmt: skip
+        if message.startswith(("argument ", "unrecognized arguments")):
             self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the options)\n")
         super().error(message)
+
+
+_INVALID_CHOICE = re.compile(r"argument (?P<name>[^:]+): invalid choice: '(?P<value>[^']*)'")

@@ -311,8 +311,21 @@ def render_run(console: Console, record: RunRecord, *, messages: bool = False) -
             failed = Panel(Text(record.error or "no answer", style="red"), title="No answer", title_align="left")
             console.print(failed, soft_wrap=False)
         else:
-            answer = Panel(Text(record.answer), title="Answer", title_align="left", border_style="green")
+            cut = last >= 0 and record.steps[last].finish_reason == "length"  # the answer's step ran out of tokens
+            title = "Answer (cut off at the worker's max_tokens)" if cut else "Answer"
+            border = "yellow" if cut else "green"
+            answer = Panel(Text(record.answer), title=title, title_align="left", border_style=border)
             console.print(answer, soft_wrap=False)
+            if cut:
+                step = record.steps[last]
+                console.print(
+                    Text(
+                        f"The answer may be incomplete: {step.worker} stopped at its limit of "
+                        f"{step.usage.output_tokens} output tokens. Raise max_tokens for it in the pool file, "
+                        "or ask for a shorter answer.",
+                        style="yellow",
+                    )
+                )
     elif record.status == "error":
         console.print(Text(record.error or "no valid workflow", style="red"))
     console.print(_totals(record))
