@@ -85,7 +85,8 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
     def request_cmd(name: str, help_text: str) -> None:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("question", help="the question; '-' reads it from standard input")
-        p.add_argument("--pool", help="pool file (TOML) or preset name; default: the embedded local pool")
+        presets = ", ".join(sorted(f.stem for f in (Path(__file__).parent / "pools").glob("*.toml")))
+        p.add_argument("--pool", help=f"pool file (TOML) or preset name ({presets}); default: local, the embedded pool")
         p.add_argument("--json", action="store_true", help="print the whole record as JSON")
         p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
         p.add_argument("--no-trace", action="store_true", help="do not store a trace")
@@ -93,7 +94,11 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
             "--max-steps", action=WholeNumber, low=1, high=20, help="workflow step limit (default: the pool file's)"
         )
         p.add_argument(
-            "--resamples", action=WholeNumber, low=0, high=20, help="extra conductor attempts after an invalid plan"
+            "--resamples",
+            action=WholeNumber,
+            low=0,
+            high=20,
+            help="extra conductor attempts after an invalid plan (default: the pool file's, 2 unless it sets one)",
         )
         p.add_argument(
             "--deadline", action=PositiveNumber, metavar="SECONDS", help="request latency budget (default: pool's)"
@@ -105,11 +110,13 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
             low=0,
             high=5,
             metavar="N",
-            help="extra review rounds of the conductor (0..5)",
+            help="review rounds of the conductor after the first workflow, 0..5 (default: the pool file's; a "
+            "plan conductor's cascade always gets the round its escalation needs, which costs nothing when it "
+            "keeps the answer)",
         )
 
-    request_cmd("run", "Plan a workflow for a question and execute it; print the answer.")
-    request_cmd("plan", "Write the workflow for a question without executing it.")
+    request_cmd("run", "plan a workflow for a question and execute it; print the answer")
+    request_cmd("plan", "write the workflow for a question without executing it")
 
     chosen = {m for name, (m, _) in _SUBCOMMANDS.items() if every or name == command}
     for module in dict.fromkeys(m for m, _ in _SUBCOMMANDS.values()):
