@@ -240,6 +240,8 @@ def test_language_of_short_support_texts_and_text_without_language() -> None:
     assert language("Hur många äpplen har hon kvar?") == "sv"
     for no_language in ("12345 + 678", "SELECT * FROM t WHERE x = 1", "ok", "", "<PERSON_1>"):
         assert language(no_language) == "und", no_language
+    # among all 142 of py3langid's labels these were Frisian and Luxembourgish (a trial user's texts)
+    assert (language("Is it ok?"), language("Rechnung falsch")) == ("en", "de")
 
 
 def test_a_language_model_file_that_fails_its_sha256_check_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
