@@ -191,6 +191,36 @@ def test_a_cancelled_request_is_stored_saying_it_was_stopped(tmp_path: Path) -> 
     record = TraceStore(tmp_path / "t.sqlite3").get(row.id)
     assert record is not None and record.status == "error"
     assert record.error is not None and record.error.startswith("Cancelled: stopped before it finished")
+    # the step that was running is in the trace (a trial user's Ctrl-C left 0 steps and $0)
+    assert [(s.worker, s.error_type) for s in record.steps] == [("hangs", "Cancelled")]
+
+
+def test_a_cancelled_parallel_workflow_keeps_every_step_that_ran(tmp_path: Path) -> None:
+    """Two independent steps run at once; cancelling the request leaves both in its trace, the
+    one that had finished with its output, the one still running as cancelled."""
+    plan = 'model_id = [0, 1, 0]\nsubtasks = ["Fast.", "Slow.", "Join."]\naccess_list = [[], [], [0, 1]]'
+    workers = [ScriptedWorker("fast", reply="quick"), ScriptedWorker("slow", delay_s=60)]
+    orch = Orchestrator(
+        [harden(w, FAST) for w in workers],
+        ScriptedConductor([plan]),
+        Fallback(0, "Answer."),
+        OrchestratorConfig(),
+        traces=TraceStore(tmp_path / "t.sqlite3"),
+    )
+
+    async def cancel_midway() -> None:
+        task = asyncio.create_task(orch.run("Q?"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_midway())
+    [row] = TraceStore(tmp_path / "t.sqlite3").list(limit=5)
+    record = TraceStore(tmp_path / "t.sqlite3").get(row.id)
+    assert record is not None and record.status == "error"
+    steps = [(s.index, s.worker, s.output, s.error_type) for s in record.steps]
+    assert steps == [(0, "fast", "quick", None), (1, "slow", "", "Cancelled")]  # step 2 never started
 
 
 def test_when_nothing_fits_the_deadline_the_request_ends_with_a_typed_error(tmp_path: Path) -> None:

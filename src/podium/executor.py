@@ -163,6 +163,7 @@ async def execute(
     previous: Sequence[StepRecord] = (),
     stream: AnswerStream | None = None,
     context: CallContext = NO_CONTEXT,
+    log: StepLog | None = None,
 ) -> tuple[StepRecord, ...]:
     """Run every step of ``workflow`` over ``pool``; returns records in step order.
 
@@ -172,11 +173,14 @@ async def execute(
         stream: where the last step's text goes while it is generated (see
             :mod:`podium.streaming`); no other step's text ever reaches it.
         context: the request's context for every call (budget, PII vault).
+        log: where each step's record goes as it ends (default: a new one); a caller that is
+            cancelled (Ctrl-C, a client gone) reads the steps that ran from it, the cancelled
+            ones included (``error_type="Cancelled"``).
 
     Raises WorkflowFailed (with every record made) when a step's worker fails or the time
-    limit passes.
+    limit passes; CancelledError once every running step has recorded its cancellation.
     """
-    log = StepLog()
+    log = StepLog() if log is None else log
     finished: dict[int, asyncio.Event] = {i: asyncio.Event() for i in range(len(workflow))}
 
     async def one(index: int, step: Step) -> None:
@@ -209,6 +213,11 @@ async def execute(
                 await asyncio.gather(*tasks)
             else:  # one step runs in the request's own task: no task to create, nothing to gather
                 await one(0, workflow.steps[0])
+    except asyncio.CancelledError:  # let the running steps record their cancellation first
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     except (_StepError, TimeoutError) as exc:
         for task in tasks:
             task.cancel()

@@ -309,17 +309,23 @@ class Orchestrator:
         hook: StepCallback = lambda event, index, step: request.emit(  # noqa: E731 - a one-line adapter
             f"step_{event}", {"index": index, "step": step, "round": round_}
         )
-        return await execute(
-            workflow,
-            request.question,
-            self.pool,
-            on_step=hook,
-            timeout_s=_until(request.budget.workflow_deadline()),
-            round=round_,
-            previous=previous_steps,
-            stream=stream,
-            context=request.context,
-        )
+        log = StepLog()
+        try:
+            return await execute(
+                workflow,
+                request.question,
+                self.pool,
+                on_step=hook,
+                timeout_s=_until(request.budget.workflow_deadline()),
+                round=round_,
+                previous=previous_steps,
+                stream=stream,
+                context=request.context,
+                log=log,
+            )
+        except asyncio.CancelledError:  # the request's trace keeps the steps that ran, cut-off ones too
+            request.steps.extend(log.records[i] for i in sorted(log.records))
+            raise
 
     async def _recurse(self, request: RequestLog, previous: PreviousRound, previous_steps: Sequence[StepRecord]) -> str:
         """Further rounds; returns the answer to keep. A round that keeps the answer (empty
