@@ -186,9 +186,20 @@ def test_bad_flag_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--max-steps" in err
 
 
-def test_trace_commands_without_a_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_trace_commands_without_a_database(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, isolated_home: Path
+) -> None:
     code, _, err = run_cli(["trace", "list", "--traces", str(tmp_path / "none.sqlite3")], capsys)
-    assert code == 2 and "no trace database" in err
+    assert code == 2 and "no trace database" in err  # a path given and wrong: an error
+    assert not (tmp_path / "none.sqlite3").exists()
+    # nothing run yet (an empty PODIUM_HOME): an empty history, not an error, and nothing created
+    code, out, _ = run_cli(["trace", "list"], capsys)
+    assert code == 0 and "no traces yet" in out
+    code, out, _ = run_cli(["trace", "search", "apples", "--json"], capsys)
+    assert code == 0 and json.loads(out) == []
+    code, _, err = run_cli(["trace", "show", "abc"], capsys)
+    assert code == 2 and "no trace database" in err  # a request asked for by id cannot be there
+    assert not list(isolated_home.rglob("*.sqlite3"))
 
 
 def test_trace_list_and_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -171,6 +171,13 @@ def _cmd_trace(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from podium._render import print_record, render_run, render_search, render_trace_list
 
+    if args.trace_command in ("list", "search") and _no_history(args.traces, args.database_url):
+        # nothing run yet is an empty history, not an error (a mistyped --traces still is one)
+        if args.json:
+            print("[]")
+        else:
+            out.print(Text("no traces yet: 'podium run \"your question\"' stores one"))
+        return 0
     store = _existing_traces(args.traces, args.database_url)
     if args.trace_command == "purge":
         return _cmd_purge(store, args, out, err)
@@ -323,6 +330,13 @@ def _cmd_dataflow(args: argparse.Namespace, out: Console) -> int:
     else:
         render_register(out, register)
     return 0
+
+
+def _no_history(path: Path | None, url: str | None) -> bool:
+    """Whether the default trace file is to be read and does not exist yet."""
+    from podium.trace import shared_trace_url
+
+    return path is None and shared_trace_url(url) is None and not default_trace_path().exists()
 
 
 def _existing_traces(path: Path | None, url: str | None = None) -> TraceBackend:
