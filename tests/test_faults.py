@@ -26,6 +26,7 @@ from podium.errors import (
     WorkerUnavailable,
 )
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
+from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, CallContext, Completion, Message, Price
@@ -174,22 +175,28 @@ def test_a_cut_off_step_says_why_and_the_fallback_names_the_deadline() -> None:
     assert cut_steps and all(s.error == "cancelled: the steps' time ran out" for s in cut_steps)
 
 
-def test_a_cancelled_request_is_stored_saying_it_was_stopped(tmp_path: Path) -> None:
-    """Ctrl-C, a client hanging up or a shutdown cancels the request: its trace is kept and says
-    so in words (it read a bare ``CancelledError:`` before)."""
-    orch = orchestrator([ScriptedWorker("hangs", delay_s=60)], tmp_path)
+def cancelled_midway(orch: Orchestrator, tmp_path: Path) -> RunRecord:
+    """Start a request, cancel it 0.2 s in (Ctrl-C, a client gone), and read back its stored trace."""
 
-    async def cancel_midway() -> None:
+    async def cancel() -> None:
         task = asyncio.create_task(orch.run("Q?"))
         await asyncio.sleep(0.2)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(cancel_midway())
+    asyncio.run(cancel())
     [row] = TraceStore(tmp_path / "t.sqlite3").list(limit=5)
     record = TraceStore(tmp_path / "t.sqlite3").get(row.id)
-    assert record is not None and record.status == "error"
+    assert record is not None
+    return record
+
+
+def test_a_cancelled_request_is_stored_saying_it_was_stopped(tmp_path: Path) -> None:
+    """Ctrl-C, a client hanging up or a shutdown cancels the request: its trace is kept and says
+    so in words (it read a bare ``CancelledError:`` before)."""
+    record = cancelled_midway(orchestrator([ScriptedWorker("hangs", delay_s=60)], tmp_path), tmp_path)
+    assert record.status == "error"
     assert record.error is not None and record.error.startswith("Cancelled: stopped before it finished")
     # the step that was running is in the trace (a trial user's Ctrl-C left 0 steps and $0)
     assert [(s.worker, s.error_type) for s in record.steps] == [("hangs", "Cancelled")]
@@ -200,25 +207,10 @@ def test_a_cancelled_parallel_workflow_keeps_every_step_that_ran(tmp_path: Path)
     one that had finished with its output, the one still running as cancelled."""
     plan = 'model_id = [0, 1, 0]\nsubtasks = ["Fast.", "Slow.", "Join."]\naccess_list = [[], [], [0, 1]]'
     workers = [ScriptedWorker("fast", reply="quick"), ScriptedWorker("slow", delay_s=60)]
-    orch = Orchestrator(
-        [harden(w, FAST) for w in workers],
-        ScriptedConductor([plan]),
-        Fallback(0, "Answer."),
-        OrchestratorConfig(),
-        traces=TraceStore(tmp_path / "t.sqlite3"),
-    )
-
-    async def cancel_midway() -> None:
-        task = asyncio.create_task(orch.run("Q?"))
-        await asyncio.sleep(0.2)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancel_midway())
-    [row] = TraceStore(tmp_path / "t.sqlite3").list(limit=5)
-    record = TraceStore(tmp_path / "t.sqlite3").get(row.id)
-    assert record is not None and record.status == "error"
+    traces = TraceStore(tmp_path / "t.sqlite3")
+    orch = Orchestrator([harden(w, FAST) for w in workers], ScriptedConductor([plan]), Fallback(0, "A."), traces=traces)
+    record = cancelled_midway(orch, tmp_path)
+    assert record.status == "error"
     steps = [(s.index, s.worker, s.output, s.error_type) for s in record.steps]
     assert steps == [(0, "fast", "quick", None), (1, "slow", "", "Cancelled")]  # step 2 never started
 
