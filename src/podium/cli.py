@@ -239,17 +239,18 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser(_command(argv))
+    where = f"{_innermost(parser, argv).prog}: error: "  # as argparse's own errors begin: podium trace list: error:
     try:
-        parser = _parser(_command(argv))
         args, unknown = parser.parse_known_args(argv)
-        if unknown:  # refused by the (sub)command's own parser: its usage line, a close option named
+        if unknown:  # refused by the (sub)command's own parser, a close option named
             command = _innermost(parser, argv)
             command.error(_unrecognized(command, unknown))
     except ConfigError as exc:  # a bad option value (podium._args.WholeNumber): one line, exit 2
         from rich.console import Console
         from rich.text import Text
 
-        Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)
+        Console(stderr=True, soft_wrap=True).print(Text.assemble((where, "red"), str(exc)), highlight=False)
         return 2
     from rich.console import Console
     from rich.text import Text
@@ -275,10 +276,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
         code: int = module.run(args, out, err)
         return code
     except ConfigError as exc:
-        err.print(Text.assemble(("error: ", "red"), str(exc)), highlight=False)
+        err.print(Text.assemble((where, "red"), str(exc)), highlight=False)
         return 2
     except PodiumError as exc:
-        err.print(Text.assemble(("error: ", "red"), f"{type(exc).__name__}: {exc}"), highlight=False)
+        err.print(Text.assemble((where, "red"), f"{type(exc).__name__}: {exc}"), highlight=False)
         return 1
     except KeyboardInterrupt:
         err.print("interrupted")
