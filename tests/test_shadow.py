@@ -255,6 +255,22 @@ def test_the_report_needs_no_serve_extra_and_a_mistyped_store_creates_nothing(tm
     assert not typo.exists()
 
 
+def test_a_report_on_a_folder_or_a_file_that_is_no_store_says_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial user's text file drew "file is not a database; is the folder writable ...", and a
+    folder "no shadow store at ..."; a report only reads, so neither is touched."""
+    from podium.cli import cli
+
+    notes = tmp_path / "notes.sqlite3"
+    notes.write_text("my notes")
+    assert cli(["shadow", "report", "--store", str(notes)]) == 2
+    assert f"{notes} is not a shadow store (not an SQLite database file)" in capsys.readouterr().err
+    assert notes.read_text() == "my notes"
+    assert cli(["shadow", "report", "--store", str(tmp_path)]) == 2
+    assert f"{tmp_path} is a folder; --store takes the shadow store's file" in capsys.readouterr().err
+
+
 def test_shadow_quality_uses_the_eval_loops_verifiers() -> None:
     """``shadow report`` compared math answers as floats and exact answers as whole texts, so the
     same answer could count as right in ``podium eval`` and wrong in a shadow report; both now go

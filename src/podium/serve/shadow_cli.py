@@ -91,11 +91,16 @@ def _report(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"--since {args.since} is not before --until {args.until}: swap them")
     explicit = args.report_store or args.store
     location = shadow_location(explicit, default_shadow_path(), url=args.database_url)
-    if "://" not in str(location) and not Path(location).is_file():  # a report creates no store
+    local = Path(location) if "://" not in str(location) else None
+    if local is not None and local.is_dir():
+        raise ConfigError(f"{local} is a folder; --store takes the shadow store's file (e.g. {default_shadow_path()})")
+    if local is not None and not local.is_file():  # a report creates no store
         if explicit is not None:
-            raise ConfigError(f"no shadow store at {location}: check the path, or run 'podium shadow --upstream URL'")
+            raise ConfigError(f"no shadow store at {local}: check the path, or run 'podium shadow --upstream URL'")
         rows: list[dict[str, Any]] = []
     else:
+        if local is not None and not _is_sqlite(local):
+            raise ConfigError(f"{local} is not a shadow store (not an SQLite database file): check --store")
         rows = ShadowStore(location).rows(since=since, until=until)
     report = shadow_report(rows, top=args.top)
     markdown = report_markdown(report)
@@ -111,3 +116,11 @@ def _report(args: argparse.Namespace, out: Console) -> int:
     else:
         print(markdown, end="")
     return 0
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` begins as an SQLite database file does (an empty file counts: SQLite
+    makes it one)."""
+    with path.open("rb") as f:
+        head = f.read(16)
+    return head in (b"", b"SQLite format 3\x00")
