@@ -8,6 +8,7 @@ request, and cost caps that hold under concurrency.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ import pytest
 from podium.budget import Limits, PeriodBudget, RequestBudget
 from podium.errors import (
     ClientError,
+    ConfigError,
     CostCapExceeded,
     RateLimited,
     ServerError,
@@ -200,6 +202,28 @@ def test_a_cancelled_request_is_stored_saying_it_was_stopped(tmp_path: Path) -> 
     assert record.error is not None and record.error.startswith("Cancelled: stopped before it finished")
     # the step that was running is in the trace (a trial user's Ctrl-C left 0 steps and $0)
     assert [(s.worker, s.error_type) for s in record.steps] == [("hangs", "Cancelled")]
+
+
+def test_cancelled_requests_are_found_apart_from_other_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--status error`` holds both; ``--status cancelled`` only the cancelled one (a trial
+    user could not tell client hang-ups and Ctrl-C from failures)."""
+    from podium.cli import cli
+
+    cancelled = cancelled_midway(orchestrator([ScriptedWorker("hangs", delay_s=60)], tmp_path), tmp_path)
+    failing = orchestrator([ScriptedWorker("down", error=ConfigError("model not installed"))], tmp_path)
+    with pytest.raises(ConfigError):
+        asyncio.run(failing.run("Q2?"))
+    failing.close()
+
+    def listed(status: str) -> set[str]:
+        assert cli(["trace", "list", "--json", "--status", status, "--traces", str(tmp_path / "t.sqlite3")]) == 0
+        return {row["id"] for row in json.loads(capsys.readouterr().out)}
+
+    errors = listed("error")
+    assert len(errors) == 2 and cancelled.id in errors
+    assert listed("cancelled") == {cancelled.id}
 
 
 def test_a_cancelled_parallel_workflow_keeps_every_step_that_ran(tmp_path: Path) -> None:

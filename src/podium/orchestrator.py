@@ -32,7 +32,7 @@ from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyO
 from podium.executor import StepCallback, StepLog, WorkflowFailed, execute, run_step
 from podium.pii.protection import CallLog
 from podium.pii.vault import Vault
-from podium.records import FallbackInfo, RecordSink, RunRecord, StepRecord, utc_now
+from podium.records import CANCELLED, FallbackInfo, RecordSink, RunRecord, StepRecord, utc_now
 from podium.request import (
     EventHook,
     Fallback,
@@ -252,11 +252,7 @@ class Orchestrator:
             request.fallback = None
             request.end("error", error=f"CostCapExceeded: {spent.cause}", cause=spent.cause)
         except BaseException as exc:  # record the request (one trace, always), then let it surface
-            error = (
-                "Cancelled: stopped before it finished (the client went away, Ctrl-C or a shutdown)"
-                if isinstance(exc, asyncio.CancelledError)
-                else f"{type(exc).__name__}: {exc}"
-            )
+            error = CANCELLED if isinstance(exc, asyncio.CancelledError) else f"{type(exc).__name__}: {exc}"
             request.end("error", error=error, cause=exc if isinstance(exc, Exception) else None)
             self._finish(request)
             raise

@@ -16,6 +16,7 @@ from podium.workers.base import Message, Usage
 from podium.workflow import Workflow
 
 __all__ = [
+    "CANCELLED",
     "BudgetIncident",
     "Disclosure",
     "FallbackInfo",
@@ -42,6 +43,10 @@ def utc_now() -> str:
 
 _SECOND: tuple[int, str] = (-1, "")
 """The second :func:`utc_now` last formatted, and its text (one tuple: replaced whole)."""
+
+CANCELLED = "Cancelled: stopped before it finished (the client went away, Ctrl-C or a shutdown)"
+"""The error of a request that was cancelled (status ``error``); ``podium trace list --status
+cancelled`` finds these by its first word."""
 
 
 @dataclass(frozen=True)

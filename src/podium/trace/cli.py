@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _trace_parsers(sub: Any) -> None:
-    from podium.trace.query import FIELDS, STATUSES
+    from podium.trace.query import FIELDS, FILTER_STATUSES
 
     trace = sub.add_parser("trace", help=_HELP["trace"]).add_subparsers(
         dest="trace_command", required=True, metavar="SUBCOMMAND"
@@ -72,7 +72,12 @@ def _trace_parsers(sub: Any) -> None:
         f.add_argument("--since", metavar="WHEN", help="started at or after (ISO 8601 date or datetime, UTC)")
         f.add_argument("--until", metavar="WHEN", help="started before (a date alone includes that day)")
         f.add_argument("--worker", metavar="NAME", help="a step ran on this worker")
-        f.add_argument("--status", choices=STATUSES, help="request status (running: in flight or cut off)")
+        f.add_argument(
+            "--status",
+            choices=FILTER_STATUSES,
+            help="request status (running: in flight or cut off; cancelled: the errors that are a client gone, "
+            "Ctrl-C or a shutdown)",
+        )
         f.add_argument("--min-cost", type=float, metavar="USD", help="total cost at least")
         f.add_argument("--max-cost", type=float, metavar="USD", help="total cost at most")
         f.add_argument("--min-latency", type=float, metavar="SECONDS", help="wall time at least")

@@ -19,9 +19,11 @@ from functools import lru_cache
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.records import CANCELLED
 
 __all__ = [
     "FIELDS",
+    "FILTER_STATUSES",
     "LETTERS",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
@@ -43,6 +45,9 @@ __all__ = [
 STATUSES = ("ok", "fallback", "error", "running")
 """Request statuses in the store; ``running`` is a request in flight or one cut off (a killed
 process), which ``podium trace show`` reports as error ``unfinished``."""
+FILTER_STATUSES = (*STATUSES, "cancelled")
+"""What a filter's ``status`` may be: a stored status, or ``cancelled``, the requests of status
+``error`` that were cancelled (a client gone, Ctrl-C, a shutdown: :data:`podium.records.CANCELLED`)."""
 
 FIELDS = ("question", "answer", "reasoning", "subtask", "output", "error")
 """Indexed texts: the question, the answer, each conductor attempt's raw output (its reasoning
@@ -89,7 +94,8 @@ class TraceFilter:
         since, until: ``since <= started_at < until``, UTC in the store's form (see
             :func:`parse_utc`).
         worker: a worker name that ran at least one step of the request (fallback included).
-        status: ``ok``, ``fallback``, ``error`` or ``running`` (see :data:`STATUSES`).
+        status: ``ok``, ``fallback``, ``error`` or ``running`` (see :data:`STATUSES`), or
+            ``cancelled``: the errors that are a cancellation (:data:`FILTER_STATUSES`).
         min_cost_usd, max_cost_usd: total cost (conductor and workers), USD, inclusive.
         min_wall_s, max_wall_s: the request's wall time, seconds, inclusive.
         conductor: the conductor's name as stored (e.g. ``lm:qwen-1.5b``); ``*`` and ``?`` are
@@ -118,8 +124,8 @@ class TraceFilter:
     older_than: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
-        if self.status is not None and self.status not in STATUSES:
-            raise ConfigError(f"status {self.status!r} is unknown; use one of {', '.join(STATUSES)}")
+        if self.status is not None and self.status not in FILTER_STATUSES:
+            raise ConfigError(f"status {self.status!r} is unknown; use one of {', '.join(FILTER_STATUSES)}")
         for what, low, high in (
             ("cost", self.min_cost_usd, self.max_cost_usd),
             ("latency", self.min_wall_s, self.max_wall_s),
@@ -147,7 +153,9 @@ class TraceFilter:
             add("r.started_at >= ?", self.since)
         if self.until is not None:
             add("r.started_at < ?", self.until)
-        if self.status is not None:
+        if self.status == "cancelled":
+            add("r.status = 'error' AND r.error LIKE ?", CANCELLED.split(":")[0] + ":%")
+        elif self.status is not None:
             add("r.status = ?", self.status)
         if self.min_cost_usd is not None:
             add("r.total_cost_usd >= ?", self.min_cost_usd)

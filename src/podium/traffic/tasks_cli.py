@@ -169,10 +169,10 @@ def read_requests(selection: Selection) -> list[Any]:
                 f"no shadow record has use case {use_case!r}; use cases: {', '.join(sorted(cases)) or 'none'}"
             )
         return items
-    from podium.trace.query import STATUSES
+    from podium.trace.query import FILTER_STATUSES
 
-    if selection.status is not None and selection.status not in STATUSES:
-        raise ConfigError(f"--status {selection.status!r}: a trace's status is one of {', '.join(STATUSES)}")
+    if selection.status is not None and selection.status not in FILTER_STATUSES:
+        raise ConfigError(f"--status {selection.status!r}: a trace's status is one of {', '.join(FILTER_STATUSES)}")
     store = source.open_traces(selection.traces or default_trace_path())
     try:
         tags = [*selection.tags, *([f"use-case:{selection.use_case}"] if selection.use_case else [])]
