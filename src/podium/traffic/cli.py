@@ -25,7 +25,9 @@ from podium.traffic.tasks_cli import ExportOptions, cmd_tasks
 
 __all__ = ["add_parsers", "cmd_drift", "cmd_tasks", "run"]
 
-_STATUSES = "traces: ok, fallback, error, running; shadow: done, failed, over_budget, skipped_budget, dropped, error"
+_STATUSES = (
+    "traces: ok, fallback, error, running, cancelled; shadow: done, failed, over_budget, skipped_budget, dropped, error"
+)
 
 
 def add_parsers(sub: Any) -> None:
