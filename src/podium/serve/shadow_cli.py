@@ -82,6 +82,7 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
 def _report(args: argparse.Namespace, out: Console) -> int:
     """``podium shadow report``."""
     from podium.serve.shadow_report import report_markdown, shadow_report
+    from podium.store.engine import is_database_url
     from podium.store.shadow import ShadowStore, shadow_location
     from podium.trace.query import parse_utc
 
@@ -91,7 +92,7 @@ def _report(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"--since {args.since} is not before --until {args.until}: swap them")
     explicit = args.report_store or args.store
     location = shadow_location(explicit, default_shadow_path(), url=args.database_url)
-    local = Path(location) if "://" not in str(location) else None
+    local = None if is_database_url(location) else Path(location)
     if local is not None and local.is_dir():
         raise ConfigError(f"{local} is a folder; --store takes the shadow store's file (e.g. {default_shadow_path()})")
     if local is not None and not local.is_file():  # a report creates no store

@@ -28,7 +28,6 @@ All of it is deterministic and runs on the CPU without a download:
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import re
 import unicodedata
@@ -40,7 +39,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from podium.errors import ConfigError
 from podium.trace.query import fold
 
 __all__ = [
@@ -98,15 +96,11 @@ _LANGID_SHA256 = "f4f4a2c3465ca1f081541037f9cac23021d68151c2f709c55ae5eedfca5229
 def _identifier() -> Any:
     """py3langid's classifier with normalised probabilities, loaded once per process (0.45 s)
     after its model file's sha256 check. Raises ConfigError when the file does not match."""
+    from podium.local_models import check_pinned_file
+
     spec = importlib.util.find_spec("py3langid")
     folder = Path(next(iter(spec.submodule_search_locations or ()))) if spec else None
-    model = folder / "data" / "model.npz.xz" if folder else None
-    digest = hashlib.sha256(model.read_bytes()).hexdigest() if model and model.is_file() else "missing"
-    if digest != _LANGID_SHA256:
-        raise ConfigError(
-            f"{model or 'py3langid'}: sha256 {digest} does not match the pinned py3langid 0.4.0; "
-            "reinstall it: pip install --force-reinstall --no-deps py3langid==0.4.0"
-        )
+    check_pinned_file(folder / "data" / "model.npz.xz" if folder else None, _LANGID_SHA256, "py3langid", "0.4.0")
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
