@@ -28,6 +28,7 @@ from podium.budget import Limits
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
+from podium.workers.base import Call
 from podium.workers.resilience import ResiliencePolicy, harden
 
 ONE = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
@@ -57,10 +58,10 @@ async def overhead(repeats: int, db: Path) -> tuple[float, float]:
         await orch.run(f"Q{i}")
     per_step = (time.perf_counter() - started) / (repeats * 5)
     direct = ScriptedWorker("w", reply="out")
-    msgs = [{"role": "user", "content": "Q"}]
+    call = Call([{"role": "user", "content": "Q"}])
     started = time.perf_counter()
     for _ in range(repeats * 5):
-        await direct.complete(msgs)  # type: ignore[arg-type]
+        await direct.complete(call)
     return per_step, (time.perf_counter() - started) / (repeats * 5)
 
 

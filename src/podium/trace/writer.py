@@ -167,13 +167,13 @@ class WriteBehind(Generic[_T]):
                     self._queue.append(held[0])  # it goes first, and in the same batch as op
                     if not hold:
                         self._coalesced += 1
-                    self._cond.notify_all()
-                if hold:  # no wake-up: the writer looks at what is held whenever it wakes
+                if hold:  # the writer looks at what is held whenever it wakes
                     self._held[self._key(op)] = (op, time.monotonic() + self.hold_s)
                 else:
                     self._queue.append(op)
-                    if not self._gathering or len(self._queue) >= self.max_batch:
-                        self._cond.notify_all()
+                # a gathering writer wakes at its deadline or for a full batch, not for each write
+                if self._queue and (not self._gathering or len(self._queue) >= self.max_batch):
+                    self._cond.notify_all()
         if inline:
             self._store([op])
 
