@@ -22,6 +22,8 @@ from podium.traffic.drift import DEFAULT_THRESHOLDS, mmd_test, parse_thresholds,
 from podium.traffic.features import formats, language
 from tests.traffic_support import Request, at, gsm8k_questions, mbpp_questions, run_requests
 
+HUMANEVAL = Path(__file__).resolve().parent.parent / "data" / "benchmarks" / "humaneval" / "HumanEval.jsonl"
+
 WINDOWS = ["--reference-since", "2026-11-01", "--reference-until", "2026-11-07", "--since", "2026-11-08",
            "--until", "2026-11-14"]  # fmt: skip
 
@@ -228,6 +230,34 @@ def test_language_and_format_of_real_questions() -> None:
     assert formats("Steps:\n1. open\n2. close") == {"list"}
     assert formats('Parse {"a": 1}') == {"json"}
     assert formats(gsm8k_questions(0, 1)[0]) == frozenset()
+
+
+def test_code_on_one_line_is_code_and_math_notation_is_not() -> None:
+    """A first user's drift report missed code asked on one line (a code line needed a second
+    one). One unmistakable construct or an inline code span with code punctuation now flags it;
+    function notation in a word problem does not."""
+    one_line = [
+        "Why does `sorted(d.items(), key=lambda kv: kv[1])` fail?",
+        "What does print(len(set([1, 2, 2]))) output?",
+        "SELECT name FROM users WHERE age > 30 returns nothing, why?",
+        "How do I fix def add(a, b) return a + b",
+        "[x * 2 for x in range(5)] gives what?",
+        "const f = (a) => a + 1 is undefined?",
+        "df.groupby('a').sum() is slow",
+    ]
+    assert [q for q in one_line if "code" not in formats(q)] == []
+    prose = [
+        "If f(x) = 3x + 2, what is f(4)?",
+        "Use the `requests` library or `httpx`?",  # a name in backticks, no code punctuation
+        "My order #123 hasn't arrived; can you help? Total = 40 kr.",
+        "What is the print run of the first edition?",
+    ]
+    assert [q for q in prose if "code" in formats(q)] == []
+    # the shipped benchmarks: every HumanEval prompt is a Python stub (35 of 164 were flagged
+    # before: its def line and doctests were one code-like line); no GSM8K question is code
+    humaneval = [json.loads(line)["prompt"] for line in HUMANEVAL.read_text(encoding="utf-8").splitlines()]
+    assert sum("code" in formats(p) for p in humaneval) == len(humaneval) == 164
+    assert not any("code" in formats(q) for q in gsm8k_questions(0, 1319))
 
 
 def test_language_of_short_support_texts_and_text_without_language() -> None:

@@ -16,7 +16,9 @@ All of it is deterministic and runs on the CPU without a download:
   :data:`MIN_LANGUAGE_PROBABILITY` or it says ``zxx`` (no linguistic content): code, numbers,
   a table of names.
 * :func:`formats` — which of ``table`` (Markdown pipes or tab-separated columns on two or more
-  lines), ``code`` (a fence or two or more code-like lines), ``json``, ``list`` (two or more
+  lines), ``code`` (a fence, two or more code-like lines, an
+  inline code span with code punctuation, or one unmistakable construct: ``def f(``, an import
+  line, ``print(``, ``=>``, a list comprehension, ``SELECT … FROM``, a chained method call), ``json``, ``list`` (two or more
   bullet or numbered lines) and ``long`` (over 1,000 characters) a question has.
 * :class:`HashingEncoder` — character 3- to 5-gram counts of the normalised text hashed into
   512 buckets by CRC-32 (feature hashing, Weinberger et al. 2009; the hash's top bit gives the
@@ -130,6 +132,14 @@ _CODE_LINE = re.compile(
     r"^\s*(?:def |class |import |from \S+ import |return\b|for .+:\s*$|if .+:\s*$|while .+:\s*$|"
     r"#include|public |private |function |const |let |var |SELECT |print\()|[;{}]\s*$"
 )
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_CODE_PUNCTUATION = re.compile(r"[()\[\]{}=;<>]")
+_ONE_LINE_CODE = re.compile(
+    r"(?:^|`)\s*(?:import \w|from [\w.]+ import )|\bdef \w+\(|\bclass \w+[(:]|#include\s*<|\blambda \w*:|"
+    r"\b(?:print|console\.log|printf|len|range|System\.out\.println)\(|=>|\bSELECT\b.+\bFROM\b|"
+    r"\[[^\]\n]+ for \w+ in [^\]\n]+\]|\w\.\w+\([^()\n]*\)\.\w+\(",
+    re.MULTILINE,
+)
 _LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+\S")
 LONG_CHARS = 1000
 """A question longer than this (characters) has the ``long`` format flag."""
@@ -141,7 +151,12 @@ def formats(text: str) -> frozenset[str]:
     found: set[str] = set()
     if sum(1 for line in lines if _TABLE_ROW.match(line)) >= 2 or sum(1 for line in lines if _TAB_ROW.match(line)) >= 2:
         found.add("table")
-    if "```" in text or sum(1 for line in lines if _CODE_LINE.match(line)) >= 2:
+    if (
+        "```" in text
+        or sum(1 for line in lines if _CODE_LINE.match(line)) >= 2
+        or any(_CODE_PUNCTUATION.search(span) for span in _CODE_SPAN.findall(text))
+        or _ONE_LINE_CODE.search(text)
+    ):
         found.add("code")
     stripped = text.strip()
     if re.search(r"\{\s*\"[^\"\n]+\"\s*:", stripped) or (stripped.startswith("[{") and stripped.endswith("}]")):
