@@ -347,13 +347,15 @@ async def read_json(request: Request, limit: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(400, f"the body is not UTF-8 (byte {exc.start})") from None
-    if json_nesting(text) > MAX_JSON_DEPTH:
+    # no deeper than its brackets: a chat request has a handful, so the scan rarely runs
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_nesting(text) > MAX_JSON_DEPTH:
         raise ApiError(400, f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         payload = json.loads(text)
     except (ValueError, RecursionError):
         raise ApiError(400, "the body is not JSON") from None
-    where = lone_surrogate(payload)
+    # valid UTF-8 holds no surrogate: only a \ud800–\udfff escape can (a pair joins into one character)
+    where = lone_surrogate(payload) if _SURROGATE_ESCAPE.search(text) else None
     if where is not None:
         raise ApiError(400, f"{where or 'body'}: a lone surrogate escape (\\ud800–\\udfff) is not text", param=where)
     return payload
@@ -378,6 +380,7 @@ def json_nesting(text: str) -> int:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def lone_surrogate(value: Any, where: str = "") -> str | None:
