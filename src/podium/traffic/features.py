@@ -16,9 +16,9 @@ All of it is deterministic and runs on the CPU without a download:
   :data:`MIN_LANGUAGE_PROBABILITY` or it says ``zxx`` (no linguistic content): code, numbers,
   a table of names.
 * :func:`formats` — which of ``table`` (Markdown pipes or tab-separated columns on two or more
-  lines), ``code`` (a fence, two or more code-like lines, an
-  inline code span with code punctuation, or one unmistakable construct: ``def f(``, an import
-  line, ``print(``, ``=>``, a list comprehension, ``SELECT … FROM``, a chained method call), ``json``, ``list`` (two or more
+  lines), ``code`` (a fence, two or more code-like lines, an inline code span with code
+  punctuation, or one unmistakable construct: ``def f(``, an import line, ``print(``, ``=>``, a
+  list comprehension, ``SELECT … FROM``, a chained method call), ``json``, ``list`` (two or more
   bullet or numbered lines) and ``long`` (over 1,000 characters) a question has.
 * :class:`HashingEncoder` — character 3- to 5-gram counts of the normalised text hashed into
   512 buckets by CRC-32 (feature hashing, Weinberger et al. 2009; the hash's top bit gives the
