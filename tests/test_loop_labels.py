@@ -75,6 +75,7 @@ def test_the_loop_stops_for_labels_and_resumes_as_they_come(
     judge = report["stages"]["labels"]["judge"]
     assert code == 5 and (judge["confirmed"], judge["rejected"], judge["calls"]) == (2, 1, 3)
     assert fakes.judge_calls() == 3 and "1 row(s) to confirm" in err
+    assert "--judge WORKER" not in err and "--allow-unconfirmed" in err  # the judge has had its say
 
     # on with it unconfirmed: eval, matrix, and training waits for more questions
     code, report, err = loop_run([*resume, "--allow-unconfirmed"], capsys)

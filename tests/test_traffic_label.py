@@ -89,16 +89,22 @@ def test_the_judge_confirms_candidates_it_passes_and_leaves_the_rest_to_review(
     out = tmp_path / "set.jsonl"
     assert cli(["tasks", "export", "--traces", str(traces), "--out", str(out), "--allow-pii"]) == 0
     pool = pool_file(tmp_path, judge.url)
-    assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool), "--json"]) == 0
-    assert '"confirmed": 2' in capsys.readouterr().out
+    cache = ["--cache", str(tmp_path / "cache.sqlite3")]
+    assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool), *cache, "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert '"confirmed": 2' in printed and '"unscored": 1' in printed
+    assert "the judge's reply gives no score" in printed and "Hmm." in printed  # why, with the reply
     sources = [r["reference_source"] for r in read_jsonl(out)]
     assert sources == ["judge:grader", "judge:grader", "candidate:podium", "candidate:podium"]
     assert judge.uvicorn.config.app.state.seen == ["18", "3", "12", "shrug"]
     assert [t.reference_source for t in load_tasks(out)] == sources  # the eval loop reads the marks
-    # a second run sends only what is still a candidate
-    assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool)]) == 0
-    assert judge.uvicorn.config.app.state.seen[4:] == ["12", "shrug"]
+    # a second run sends only what is still a candidate, and those it judged before come from
+    # the request cache, as in the loop; --no-cache asks again
+    assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool), *cache]) == 0
+    assert judge.uvicorn.config.app.state.seen[4:] == []
     assert "confirmed 0 candidate(s)" in " ".join(capsys.readouterr().out.split())
+    assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool), "--no-cache"]) == 0
+    assert judge.uvicorn.config.app.state.seen[4:] == ["12", "shrug"]
 
 
 def test_a_judge_that_is_not_in_the_pool_is_named(

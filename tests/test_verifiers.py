@@ -24,6 +24,7 @@ from podium.eval.verifiers import (
     _MathProcess,
     build_program,
     function_under_test,
+    parse_judge_score,
     verify,
 )
 from podium.testing import ScriptedWorker
@@ -358,6 +359,22 @@ def test_judge_threshold_last_score_and_clamping() -> None:
         check(OPEN, "x", judge=ScriptedWorker("j", "Score: 3\nOn reflection it is right.\n**Score:** 9")).score == 0.9
     )
     assert check(OPEN, "x", judge=ScriptedWorker("j", "Score: 15")).score == 1.0
+
+
+def test_a_score_as_small_judges_write_it_is_read() -> None:
+    """The 1.5B worker, asked for `Score: N`, ends with "Therefore, the score is 10." — a first
+    user's judge labelling confirmed nothing because of it."""
+    replies = {
+        "It is right.\nTherefore, the score is 10.": 10,
+        "The score is 8/10.": 8,
+        "I would give it a score of 6 out of 10.": 6,
+        "Rating: 4": 4,
+        "Mostly right. 7/10": 7,
+        "Score = 9": 9,
+    }
+    assert {reply: parse_judge_score(reply) for reply in replies} == replies
+    for unscored in ("It scores 3 goals.", "The answer is 391.", "Score:\n8"):  # the grade must share the line
+        assert parse_judge_score(unscored) is None
 
 
 def test_unreadable_judge_output_is_not_parsed() -> None:

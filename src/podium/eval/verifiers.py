@@ -319,9 +319,10 @@ JUDGE_SYSTEM = (
     "complete and well supported. You do not answer the question yourself."
 )
 
-_JUDGE_SCORE = re.compile(
-    r"\bscore\b(?:\s*\*\*)?\s*[:=]\s*(?:\*\*)?\s*(\d{1,3}(?:\.\d+)?)(?:\s*/\s*10)?", re.IGNORECASE
-)
+_JUDGE_SCORE = re.compile(r"\b(?:score|rating|grade)\b[^\d\n]{0,24}?(\d{1,3}(?:\.\d+)?)", re.IGNORECASE)
+"""A grade as judges write it: "Score: 7", "**Score:** 7", "the score is 7", "a rating of 7/10"."""
+_OUT_OF_TEN = re.compile(r"(?<![\d.])(\d{1,2}(?:\.\d+)?)\s*(?:/|out of)\s*10\b", re.IGNORECASE)
+"""A bare "7/10" or "7 out of 10", read when no line names the score."""
 
 
 def judge_messages(task: Task, answer: str) -> list[Message]:
@@ -348,8 +349,11 @@ def judge_messages(task: Task, answer: str) -> list[Message]:
 
 
 def parse_judge_score(text: str) -> float | None:
-    """The last ``Score: N`` of a judge's reply, clamped to 1–10, or None."""
-    matches = _JUDGE_SCORE.findall(text)
+    """The judge's grade, clamped to 1–10, or None: the last number after the word score,
+    rating or grade on its line (``Score: N`` as asked, also "the score is N", "a score of
+    N/10"), else the last bare "N/10" or "N out of 10". Small judges seldom keep the format:
+    the 1.5B worker ends its reply with "Therefore, the score is 10."."""
+    matches = _JUDGE_SCORE.findall(text) or _OUT_OF_TEN.findall(text)
     if not matches:
         return None
     return min(10.0, max(1.0, float(matches[-1])))
@@ -362,7 +366,8 @@ async def _verify_open(task: Task, answer: str, judge: Worker) -> Verdict:
     score = parse_judge_score(completion.text)
     if score is None:
         return _wrong(
-            f"the judge's reply has no 'Score: N' line: {_short(completion.text.strip(), 80)!r}", parsed=False
+            f"the judge's reply gives no score (asked for 'Score: N'): {_short(completion.text.strip(), 80)!r}",
+            parsed=False,
         )
     return Verdict(
         score=score / 10,

@@ -47,7 +47,8 @@ def _labels(d: Mapping[str, Any]) -> str:
     if j := d.get("judge"):
         calls = f", {j['calls']} call(s)" if j.get("calls") is not None else ""
         counts = f"{j['confirmed']} confirmed, {j['rejected']} rejected, {j['unscored']} unscored"
-        parts.append(f"judge {j['worker']}: {counts}{calls}")
+        why = f" (first: {j['unscored_example']})" if j.get("unscored_example") else ""
+        parts.append(f"judge {j['worker']}: {counts}{why}{calls}")
     parts.append(f"{d['candidates_left']} unconfirmed candidate(s) ({d['status']})")
     return " · ".join(parts)
 

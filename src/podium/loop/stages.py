@@ -416,6 +416,8 @@ def _judge(ctx: Context, records: list[dict[str, Any]]) -> tuple[dict[str, Any],
         "unscored": result.unscored,
         "calls": cache.misses if cache is not None else None,
     }
+    if result.unscored_example:
+        summary["unscored_example"] = result.unscored_example
     return summary, result.records
 
 
@@ -432,5 +434,10 @@ def _stop_message(ctx: Context, left: Sequence[str]) -> str:
         f"upstream's own answer, which would measure agreement, not quality):\n{files}\n"
         "fill in verdict (accept / fix / drop) and reference there, then resume with: "
         f"podium loop run --dir {ctx.folder.root}\n"
-        "(or let a judge confirm what it can: --judge WORKER; or go on with them unconfirmed: --allow-unconfirmed)"
+        + (
+            "(or go on with them unconfirmed: --allow-unconfirmed)"
+            if ctx.settings.judge is not None  # the judge has had its say on them
+            else "(or let a judge confirm what it can: --judge WORKER; "
+            "or go on with them unconfirmed: --allow-unconfirmed)"
+        )
     )

@@ -124,6 +124,14 @@ def add_parsers(sub: Any) -> None:
     lb.add_argument("--judge", required=True, metavar="WORKER", help="the pool worker that judges")
     lb.add_argument("--pool", help="pool file or preset (default: the embedded local pool)")
     lb.add_argument("--out", type=Path, metavar="OUT.jsonl", help="write the result here (default: update the set)")
+    lb.add_argument(
+        "--cache",
+        type=store_location,
+        metavar="FILE|URL",
+        help="request cache, as podium eval's and the loop's: a candidate judged before costs no call "
+        "(default: ~/.cache/podium/eval/requests.sqlite3)",
+    )
+    lb.add_argument("--no-cache", action="store_true", help="call the judge afresh (nothing read or stored)")
     lb.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     d = sub.add_parser(

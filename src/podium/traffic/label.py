@@ -39,9 +39,11 @@ class LabelResult:
         records: every record, in order; confirmed ones with ``reference_source: judge:<name>``.
         confirmed: candidates the judge passed.
         rejected: candidates the judge scored below the pass mark (left as candidates).
-        unscored: replies without a ``Score: N`` line (left as candidates).
+        unscored: replies that give no score (left as candidates).
         skipped: tasks that were no candidates (not sent).
         scores: judge score (1–10) per task id sent.
+        unscored_example: why the first unscored reply was not read, with its start ("" when
+            every reply was scored).
     """
 
     records: list[dict[str, Any]]
@@ -50,6 +52,7 @@ class LabelResult:
     unscored: int
     skipped: int
     scores: dict[str, float]
+    unscored_example: str = ""
 
 
 async def judge_label(
@@ -65,12 +68,14 @@ async def judge_label(
     out = [dict(r) for r in records]
     scores: dict[str, float] = {}
     confirmed = rejected = unscored = 0
+    example = ""
     for done, index in enumerate(todo, 1):
         record = out[index]
         task = Task(id=str(record["id"]), question=str(record["question"]), task_type="open")
         verdict = await verify(task, str(record["reference"]), judge=judge)
         if not verdict.parsed:
             unscored += 1
+            example = example or verdict.detail
         else:
             scores[task.id] = float(verdict.extracted or 0)
             if verdict.correct:
@@ -80,7 +85,7 @@ async def judge_label(
                 rejected += 1
         if on_done is not None:
             on_done(done, len(todo))
-    return LabelResult(out, confirmed, rejected, unscored, len(records) - len(todo), scores)
+    return LabelResult(out, confirmed, rejected, unscored, len(records) - len(todo), scores, example)
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class JudgedAnswers:
     Attributes:
         scores: ``origin`` → 1.0 when the judge's score (1–10) reached
             :data:`~podium.eval.verifiers.JUDGE_PASS_SCORE`, else 0.0.
-        unscored: origins whose judge reply had no ``Score: N`` line (left out of ``scores``).
+        unscored: origins whose judge reply gave no score (left out of ``scores``).
     """
 
     scores: dict[str, float]

@@ -295,6 +295,7 @@ def _cmd_import(args: argparse.Namespace, out: Console) -> int:
         "dropped": result.dropped,
         "unchanged": result.unchanged,
         "retyped": result.retyped,
+        "already_dropped": result.gone,
         "candidates_left": sum(
             1 for r in result.records if str(r.get("reference_source", "")).startswith("candidate:")
         ),
@@ -305,7 +306,9 @@ def _cmd_import(args: argparse.Namespace, out: Console) -> int:
     out.print(
         Text(
             f"{target}: {result.accepted} accepted, {result.fixed} fixed, {result.dropped} dropped, "
-            f"{result.unchanged} unchanged, {result.retyped} retyped; {len(result.records)} task(s), "
+            f"{result.unchanged} unchanged, {result.retyped} retyped"
+            + (f", {result.gone} dropped before" if result.gone else "")
+            + f"; {len(result.records)} task(s), "
             f"{summary['candidates_left']} candidate reference(s) still unconfirmed"
         )
     )
@@ -336,7 +339,14 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.set_path.is_file():
         raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
     records = read_set(args.set_path)
-    judge = judge_worker(args.pool, args.judge)
+    cache = None
+    if not args.no_cache:
+        from podium.eval.session import EvalSpec
+        from podium.store.request_cache import RequestCache
+
+        location = args.cache if args.cache is not None else EvalSpec().cache
+        cache = RequestCache(location) if location is not None else None
+    judge = judge_worker(args.pool, args.judge, cache=cache)
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 10 == 0:
@@ -352,6 +362,7 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
         "rejected": result.rejected,
         "unscored": result.unscored,
         "skipped": result.skipped,
+        "unscored_example": result.unscored_example,
     }
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -363,6 +374,8 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"to review; {result.skipped} task(s) had no candidate"
         )
     )
+    if result.unscored_example:
+        err.print(Text(f"first unscored reply: {result.unscored_example}"), style="yellow")
     return 0
 
 
