@@ -105,7 +105,14 @@ def test_verdicts_come_back_as_human_references_and_a_second_import_changes_noth
     assert records["Summa"]["reference_source"] == "candidate:podium"  # no verdict: unchanged
     assert len(load_tasks(out)) == 4
     before = out.read_bytes()
-    assert cli(["tasks", "import", str(review), "--set", str(out)]) == 2  # Josh is gone: the file is stale
+    # the same file again (as a reviewer who filled more rows would): Josh's row, dropped by the
+    # first import, changes nothing; a first user got "no task with this id … another set?"
+    assert cli(["tasks", "import", str(review), "--set", str(out), "--json"]) == 0
+    assert '"already_dropped": 1' in capsys.readouterr().out
+    assert out.read_bytes() == before
+    rows = fill(rows, header, {"Josh": ("fix", "70000")})  # but a verdict for a task no longer there
+    write_review(review, header, rows)
+    assert cli(["tasks", "import", str(review), "--set", str(out)]) == 2
     assert "no task with this id" in capsys.readouterr().err
     assert out.read_bytes() == before
 

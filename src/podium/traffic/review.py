@@ -87,8 +87,8 @@ class ImportResult:
         dropped: tasks removed.
         unchanged: rows with no verdict and no reference.
         retyped: tasks whose type the reviewer changed.
-        gone: rows of tasks an earlier import dropped (``gone`` of :func:`import_review`),
-            whose verdict is still drop or empty: nothing left to do.
+        gone: rows of tasks already out of the set that say drop (or, for the ``gone`` of
+            :func:`import_review`, nothing): nothing left to do.
     """
 
     records: list[dict[str, Any]]
@@ -180,10 +180,11 @@ def import_review(
     """``records`` (a regression set's) with the review file at ``path`` applied (see the
     module docstring). Nothing is changed unless every row is good.
 
-    ``gone`` names tasks the file was made for that an earlier import of it dropped: their rows
-    are not in ``records`` any more, and a row that still says drop (or nothing) is counted in
-    :attr:`ImportResult.gone` instead of being an unknown id — so applying a file again is a
-    no-op, which :mod:`podium.loop` relies on. Any other verdict for such a row is an error.
+    A row that says drop for a task no longer in ``records`` changes nothing and is counted in
+    :attr:`ImportResult.gone`, so importing a file again after its drops were applied is a
+    no-op. ``gone`` names tasks the file was made for that an earlier import of it dropped: a
+    row of theirs may also leave the verdict empty (:mod:`podium.loop` relies on it); any other
+    verdict for such a row is an error.
 
     Raises ReviewFileError listing every problem (missing or repeated columns, rows of the wrong
     width, unknown or repeated ids, unknown verdicts, a verdict without what it needs, an
@@ -244,6 +245,9 @@ def import_review(
                 )
             continue
         if task is None:
+            if verdict == "drop" and not reference:  # already out of the set: nothing to do
+                gone_rows += 1
+                continue
             errors.append(
                 f"{where}: no task with this id in {set_name}; was the file made for another set? "
                 "Import it into the set it was exported with"
