@@ -80,3 +80,18 @@ def test_a_window_of_fractional_days_still_parses_to_the_same_query(tmp_path: Pa
     )
     assert drift_request(ctx).days == 2.25
     assert drift_query(parsed(drift_argv(ctx))) == drift_request(ctx)
+
+
+def test_a_fixed_setting_given_anew_names_what_the_folder_keeps() -> None:
+    """A folder started on the default pool keeps pool None; ``--pool local-light`` later must name
+    the default pool, not ``None`` (a first user's report)."""
+    import argparse
+
+    from podium.errors import ConfigError
+    from podium.loop.settings import resolve_settings
+
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings({"pool": None}, argparse.Namespace(pool="local-light"))
+    assert "--pool local-light: this loop folder uses the embedded local pool (the default)" in str(caught.value)
+    with pytest.raises(ConfigError, match="this loop folder uses 0 "):
+        resolve_settings({"seed": 0}, argparse.Namespace(seed=3))

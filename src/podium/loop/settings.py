@@ -153,8 +153,10 @@ def resolve_settings(stored: dict[str, Any], given: argparse.Namespace) -> Setti
                 value = None
             if f.name in FIXED and f.name in stored and stored[f.name] != value:
                 flag = "--" + f.name.replace("_", "-")
+                kept = stored[f.name]
+                shown = "the embedded local pool (the default)" if f.name == "pool" and kept is None else repr(kept)
                 raise ConfigError(
-                    f"{flag} {value}: this loop folder uses {stored[f.name]!r} ({FIXED[f.name]}); drop the option, "
+                    f"{flag} {value}: this loop folder uses {shown} ({FIXED[f.name]}); drop the option, "
                     "or start another loop in a new --dir"
                 )
             values[f.name] = value
