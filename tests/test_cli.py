@@ -255,3 +255,23 @@ def test_pool_check_reports_each_worker(capsys: pytest.CaptureFixture[str], tmp_
     assert code == 1
     assert rows["py"]["ok"] and "OK" in rows["py"]["reply"]
     assert not rows["http"]["ok"] and rows["http"]["error"].startswith("TransportError")
+
+
+def test_a_run_is_tagged_for_the_loop_and_drift(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--tag`` and ``--use-case`` reach the trace, so 'trace list --tag', 'tasks export
+    --use-case' and 'drift --use-case' find command-line traffic (a first user's runs carried
+    no tags, and slicing by use case found nothing). Each tag is stored once."""
+    pool = tmp_path / "py.toml"
+    pool.write_text(
+        "[conductor]\nworker = 'py'\n[fallback]\nworker = 'py'\n[[workers]]\nname = 'py'\nbackend = 'python'\n"
+    )
+    traces = tmp_path / "t.sqlite3"
+    argv = ["run", "print(6*7)", "--pool", str(pool), "--traces", str(traces)]
+    code, _, _ = run_cli([*argv, "--tag", "team:billing", "--use-case", "support", "--tag", "team:billing"], capsys)
+    assert code in (0, 1)  # the answer is not the point here
+    code, out, _ = run_cli(["trace", "list", "--traces", str(traces), "--tag", "use-case:support", "--json"], capsys)
+    assert code == 0 and json.loads(out)[0]["tags"] == ["team:billing", "use-case:support"]
+    for bad in (["--tag", " "], ["--use-case", ""], ["--tag", "a\nb"]):
+        code, _, err = run_cli([*argv, *bad], capsys)
+        assert code == 2 and "a tag is a non-empty line of text" in err
+    assert len(json.loads(run_cli(["trace", "list", "--traces", str(traces), "--json"], capsys)[1])) == 1

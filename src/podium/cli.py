@@ -92,6 +92,17 @@ def _parser(command: str | None = None, *, every: bool = False) -> argparse.Argu
         p.add_argument("--traces", type=Path, help=f"trace database (default: {default_trace_path()})")
         p.add_argument("--no-trace", action="store_true", help="do not store a trace")
         p.add_argument(
+            "--tag",
+            action="append",
+            default=[],
+            metavar="TAG",
+            help="store TAG with the trace (repeatable), as 'podium trace list --tag', 'tasks export' and 'drift' "
+            "filter by it",
+        )
+        p.add_argument(
+            "--use-case", metavar="NAME", help="the tag use-case:NAME, the use case 'tasks export' and 'drift' slice by"
+        )
+        p.add_argument(
             "--max-steps", action=WholeNumber, low=1, high=20, help="workflow step limit (default: the pool file's)"
         )
         p.add_argument(
@@ -192,6 +203,17 @@ def _progress(console: Console) -> Any:
     return status, on_event
 
 
+def _request_tags(tags: list[str], use_case: str | None) -> tuple[str, ...]:
+    """``--tag`` values and ``--use-case`` as the trace's tags, in order, each once. Raises
+    ConfigError for an empty one or one with a control character."""
+    given = [*tags, *([f"use-case:{use_case}"] if use_case is not None else [])]
+    for tag in given:
+        if not tag.strip() or tag == "use-case:" or any(ord(c) < 32 or ord(c) == 127 for c in tag):
+            flag = "--use-case" if tag.startswith("use-case:") and use_case is not None else "--tag"
+            raise ConfigError(f"{flag} {tag!r}: a tag is a non-empty line of text, e.g. --tag team:billing")
+    return tuple(dict.fromkeys(t.strip() for t in given))
+
+
 def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     import asyncio
 
@@ -203,6 +225,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.pool import load_pool
     from podium.workers.offload import main_thread_wanted, run_on_loop_thread
 
+    tags = _request_tags(args.tag, args.use_case)
     config = load_pool(args.pool)
     question = validate_question(_read_question(args.question), max_chars=config.max_question_chars)
     config.require_api_keys()
@@ -221,9 +244,11 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         with status:
             if main_thread_wanted():  # the model's computation on the main thread (podium.workers.offload)
-                record = run_on_loop_thread(lambda: orchestrator.run(question, mode=args.command, on_event=on_event))
+                record = run_on_loop_thread(
+                    lambda: orchestrator.run(question, mode=args.command, on_event=on_event, tags=tags)
+                )
             else:
-                record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event))
+                record = asyncio.run(orchestrator.run(question, mode=args.command, on_event=on_event, tags=tags))
     finally:
         if traces is not None:  # store the queued trace writes before exit; losses are reported
             traces.close()
