@@ -118,6 +118,11 @@ def test_bad_selections_are_errors_that_name_the_fix(
     assert "no trace database" in capsys.readouterr().err
     assert export(traces, out, "--task-type", "poem") == 2
     assert not out.exists()  # nothing written by any of them
+    typo = tmp_path / "typo" / "set.jsonl"  # a mistyped folder is not created (a first user got /nonexistent)
+    assert export(traces, typo) == 2
+    assert f"folder {typo.parent} does not exist; create it first" in capsys.readouterr().err
+    assert export(traces, out, "--review", str(typo.with_suffix(".csv"))) == 2
+    assert not typo.parent.exists() and not out.exists()
 
 
 def test_append_adds_only_new_requests_and_is_idempotent(traces: Path, tmp_path: Path) -> None:
