@@ -367,3 +367,15 @@ def test_drift_over_shadow_records_scores_quality_with_the_clients_references(
     assert "shadow slices are use cases: use-case:math" in capsys.readouterr().err
     assert cli(["drift", "--store", str(store), *WINDOWS]) == 2  # a shadow store without --source shadow
     assert "add --source shadow" in capsys.readouterr().err
+
+
+def test_the_plot_bucket_follows_the_windows_span() -> None:
+    """Ten-minute windows drawn by the day were one point at midnight, outside both shaded
+    windows (a first user's plot); auto picks hours under 3 days, weeks over 90."""
+    from podium.traffic.drift_cli import DriftQuery, plot_bucket
+
+    def windows(days: float) -> dict[str, tuple[str, str]]:
+        return windows_for(since=None, until="2026-11-14", reference_since=None, reference_until=None, days=days)
+
+    assert [plot_bucket(windows(d)) for d in (10 / 1440, 1, 7, 30, 60)] == ["hour", "hour", "day", "day", "week"]
+    assert DriftQuery().bucket == "auto"

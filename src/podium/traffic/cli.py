@@ -252,9 +252,9 @@ def add_parsers(sub: Any) -> None:
     o.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the metrics over time")
     o.add_argument(
         "--bucket",
-        choices=["hour", "day", "week"],
+        choices=["auto", "hour", "day", "week"],
         default=DriftQuery.bucket,
-        help="plot bucket (default: %(default)s)",
+        help="plot bucket (default: auto — hours when both windows span under 3 days, weeks over 90, else days)",
     )
 
 

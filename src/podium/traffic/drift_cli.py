@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from podium.traffic.source import TrafficItem
     from podium.workers.base import Worker
 
-__all__ = ["DriftQuery", "cmd_drift", "drift_query", "drift_run"]
+__all__ = ["DriftQuery", "cmd_drift", "drift_query", "drift_run", "plot_bucket"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ class DriftQuery:
             local pool); cache: the request cache its calls go through (None: the default).
         options: thresholds, minimum counts, the permutation test's settings.
         out: also write the Markdown report here; plot: draw the metrics over time here, with
-            ``bucket`` (``hour``, ``day`` or ``week``) per point.
+            ``bucket`` (``hour``, ``day`` or ``week``) per point; ``auto`` picks by the span of
+            both windows (:func:`plot_bucket`).
     """
 
     source: Literal["traces", "shadow"] = "traces"
@@ -75,7 +77,7 @@ class DriftQuery:
     options: DriftOptions = field(default_factory=DriftOptions)
     out: Path | None = None
     plot: Path | None = None
-    bucket: Literal["hour", "day", "week"] = "day"
+    bucket: Literal["auto", "hour", "day", "week"] = "auto"
 
 
 def drift_query(args: argparse.Namespace) -> DriftQuery:
@@ -217,11 +219,20 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
 
         questions = sorted({i.question for i in (*reference, *recent)})
         vectors = dict(zip(questions, embedder.embed(questions), strict=True)) if embedder is not None else {}
-        drift_plot(
-            query.plot, reference, recent, windows=windows, vectors=vectors, slices=query.tags, bucket=query.bucket
-        )
+        bucket = plot_bucket(windows) if query.bucket == "auto" else query.bucket
+        drift_plot(query.plot, reference, recent, windows=windows, vectors=vectors, slices=query.tags, bucket=bucket)
         report["plot"] = str(query.plot)
     return report
+
+
+def plot_bucket(windows: dict[str, tuple[str, str]]) -> Literal["hour", "day", "week"]:
+    """The plot's bucket for ``windows`` (``reference`` and ``recent``: UTC bounds as
+    :func:`~podium.traffic.drift_options.windows_for` gives them): hours when both span under 3
+    days (a day's buckets would put a short window in one point, outside its own shading),
+    weeks over 90 days, else days."""
+    bounds = [datetime.fromisoformat(b.replace("Z", "+00:00")) for w in windows.values() for b in w]
+    span = max(bounds) - min(bounds)
+    return "hour" if span < timedelta(days=3) else "week" if span > timedelta(days=90) else "day"
 
 
 def _judge_worker(query: DriftQuery) -> Worker:

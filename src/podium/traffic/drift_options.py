@@ -165,7 +165,11 @@ def windows_for(
     )
     ref_start = moment(parse_utc(reference_since, flag="--reference-since")) if reference_since else ref_end - span
     if start >= end:
-        raise ConfigError(f"the recent window {form(start)} → {form(end)} is empty; --since must be before --until")
+        given = " ".join(f"{flag} {value}" for flag, value in (("--since", since), ("--until", until)) if value)
+        raise ConfigError(
+            f"the recent window {form(start)} → {form(end)} is empty ({given or f'--days {days:g}'}; a date alone "
+            "as --until includes that day); --since must be before --until"
+        )
     if ref_start >= ref_end:
         raise ConfigError(
             f"the reference window {form(ref_start)} → {form(ref_end)} is empty; "
