@@ -326,3 +326,19 @@ def test_conductor_list_marks_a_training_that_stopped_before_storing_its_result(
     assert cli(["conductor", "list"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "stopped before its first checkpoint" in text and "podium train --resume lm@v2" in text
+
+
+def test_training_without_cma_names_the_install_before_any_work(
+    matrix: OutcomeMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first user saw the missing-cma error only after the progress bar had started."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cma" else real(name, *a))
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    assert cli(["train", "--replay", str(matrix.path)]) == 2
+    captured = capsys.readouterr()
+    assert "training a light conductor needs cma:" in captured.err and "[train]" in captured.err
+    assert "CMA-ES generations" not in captured.err  # no bar was drawn
+    assert not (tmp_path / "home").exists()  # nothing stored

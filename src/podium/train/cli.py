@@ -253,7 +253,7 @@ def _light_config(args: argparse.Namespace) -> LightTrainConfig:
 
 
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from podium.train.light import Generation, train_light_version
+    from podium.train.light import Generation, require_cma, train_light_version
 
     if args.lam < 0:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
@@ -271,9 +271,12 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         from podium.train.plans_cli import train_plans_command
 
         return train_plans_command(args, out, err)
+    require_cma()
     progress = progress_bar("train", err)
     with progress:
-        bar = progress.add_task("embedding questions", total=args.generations)
+        bar = progress.add_task(
+            f"embedding the questions, then {args.generations} CMA-ES generations", total=args.generations
+        )
 
         def on_generation(g: Generation) -> None:
             progress.update(

@@ -47,6 +47,7 @@ __all__ = [
     "TrainResult",
     "critical_path",
     "replay_reward",
+    "require_cma",
     "train_light",
     "train_light_version",
 ]
@@ -172,6 +173,17 @@ def critical_path(workers: npt.NDArray[np.intp], roles: npt.NDArray[np.intp], la
 OnGeneration = Callable[[Generation], None]
 
 
+def require_cma() -> None:
+    """Raises ConfigError with the install command when CMA-ES (``cma``, the train extra) is
+    missing: checked before any work starts."""
+    import importlib.util
+
+    if importlib.util.find_spec("cma") is None:
+        from podium.extras import install_command
+
+        raise ConfigError(f"training a light conductor needs cma: {install_command('train')} (or cma==4.5.0)")
+
+
 def train_light(
     matrix: OutcomeMatrix,
     embedder: Embedder,
@@ -184,10 +196,8 @@ def train_light(
 
     Raises ConfigError for too few questions (< :data:`MIN_QUESTIONS`), a split with none, or a
     bad configuration; each message names the fix."""
-    try:
-        import cma
-    except ImportError as exc:
-        raise ConfigError("training a light conductor needs cma: pip install -e '.[train]' (or cma==4.5.0)") from exc
+    require_cma()
+    import cma
 
     if config.mu:
         matrix.require_latency("a latency penalty (μ > 0)")
