@@ -150,3 +150,14 @@ def test_example_regression_set_is_consistent_with_its_verifiers() -> None:
             answer = f"The correct answer is ({task.reference})."
         verdict = asyncio.run(verify(task, answer))
         assert verdict.correct, (task.id, verdict)
+
+
+def test_a_review_csv_given_as_the_set_is_named_and_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    """A first user passed the review CSV as --set and read about a UTF-8 BOM in invalid JSON."""
+    review = tmp_path / "review.csv"
+    review.write_bytes("\ufeffid,question,candidate,verdict,reference\ntraffic/1,q,18,accept,\n".encode())
+    with pytest.raises(TaskSetError, match=r"is a CSV file \(a review file\?\), not a task set"):
+        load_tasks(review)
+    marked = tmp_path / "set.jsonl"  # the same JSONL a Windows editor saved with a BOM
+    marked.write_bytes('\ufeff{"id": "a", "question": "q", "task_type": "exact", "reference": "x"}\n'.encode())
+    assert [t.id for t in load_tasks(marked)] == ["a"]

@@ -153,9 +153,13 @@ def mbpp_split(task_id: int) -> str:
     return "train"
 
 
+_CSV_HEADER = re.compile(r"^\s*\"?id\"?\s*[,;\t]", re.IGNORECASE)
+"""The header of a CSV file whose first column is id (a review file's)."""
+
+
 def _read_jsonl(file: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors write, is skipped
     except UnicodeDecodeError as exc:
         raise TaskSetError(
             f"task set {file} is not UTF-8 text (byte {exc.start}); pass a JSONL file, one JSON object per line"
@@ -168,6 +172,12 @@ def _read_jsonl(file: Path) -> Iterable[tuple[int, dict[str, Any]]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
+            if line_no == 1 and (file.suffix.lower() in (".csv", ".tsv") or _CSV_HEADER.match(line)):
+                raise TaskSetError(
+                    f"{file} is a CSV file (a review file?), not a task set: a task set is JSONL, one JSON object "
+                    "per line ('podium tasks export' writes one); a filled review file is imported with "
+                    "'podium tasks import REVIEW.csv --set SET.jsonl'"
+                ) from exc
             raise TaskSetError(f"{file}:{line_no}: invalid JSON ({exc.msg}); one JSON object per line") from exc
         if not isinstance(record, dict):
             raise TaskSetError(f"{file}:{line_no}: expected a JSON object, got {type(record).__name__}")
