@@ -183,3 +183,18 @@ def test_open_tasks_without_a_judge_are_refused_before_any_call(
 
 def vars_of(task: Task) -> dict[str, object]:
     return {"id": task.id, "question": task.question, "task_type": task.task_type, "reference": task.reference}
+
+
+def test_a_rich_table_into_a_closed_pipe_ends_with_141_too() -> None:
+    """rich's console handles a broken pipe itself by exiting 1, a failure with no word, as a
+    first user saw from 'podium trace show ID | head'; piped, podium's console hands it on."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "podium", "pool", "show"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before podium writes
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and b"Traceback" not in err

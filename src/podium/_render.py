@@ -49,7 +49,16 @@ def output_console() -> Console:
     probe = Console()
     if probe.is_terminal:
         return probe
-    return Console(width=max(probe.width, PIPED_WIDTH), soft_wrap=True)
+    return _PipedConsole(width=max(probe.width, PIPED_WIDTH), soft_wrap=True)
+
+
+class _PipedConsole(Console):
+    """A console whose reader may stop early (``| head``): the broken pipe reaches
+    :func:`podium.cli.main`, which ends quietly with 141 as other Unix tools do (rich's own
+    handler would exit 1, a failure, with no word)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
 
 
 def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Progress | PlainProgress:
