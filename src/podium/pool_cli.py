@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import ConfigError, PodiumError
@@ -174,15 +175,17 @@ def _cmd_pool(args: argparse.Namespace, out: Console) -> int:
             where = ", ".join(filter(None, [w.provider, w.region]))
             out.print(Text(f"      external{f' ({where})' if where else ''}: {policy}", style="yellow"))
     c = config.conductor
+    plans = c.light is not None and _is_plan_policy(c.light)
     conductor = (
         c.worker
         or (c.model and f"{c.model} (own, llama_cpp)")
         or (c.version and f"{c.version} (trained, llama_cpp + LoRA)")
-        or f"{c.light_name} (trained light conductor)"
+        or f"{c.light_name} ({'trained plan conductor' if plans else 'trained light conductor'})"
     )
     out.print(f"  conductor: {conductor} · fallback: {config.fallback.worker}")
+    cascade = "; a cascade the plan conductor chooses gets 1 more" if plans else ""
     out.print(
-        f"  conductor recursion_rounds {c.recursion_rounds} (extra review rounds) · resamples {c.resamples}",
+        f"  conductor recursion_rounds {c.recursion_rounds} (extra review rounds{cascade}) · resamples {c.resamples}",
         highlight=False,
     )
     out.print(f"  limits per request (--deadline / --cost-cap override): {_limits_line(config)}", highlight=False)
@@ -204,3 +207,18 @@ def _limits_line(config: PoolConfig) -> str:
         f"deadline {given(lim.deadline_s, 's')}{reserve} · step timeout {given(lim.step_timeout_s, 's')} · "
         f"cost cap {given(lim.cost_cap_usd, '$')} · daily budget {given(lim.daily_budget_usd, '$')} (pool, UTC day)"
     )
+
+
+def _is_plan_policy(ref: str) -> bool:
+    """Whether the light conductor file or registry ref ``ref`` is a plan conductor (a
+    composition per question); False when it cannot be read (``pool check`` says why)."""
+    from podium.conductor.plans import is_plan_policy
+
+    try:
+        if ref.endswith(".npz"):
+            return is_plan_policy(Path(ref))
+        from podium.registry import Registry
+
+        return is_plan_policy(Registry().get(ref).policy_path)
+    except (PodiumError, OSError, ValueError):
+        return False
