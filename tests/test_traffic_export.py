@@ -117,6 +117,9 @@ def test_bad_selections_are_errors_that_name_the_fix(
     assert export(tmp_path / "nothing.sqlite3", out) == 2
     assert "no trace database" in capsys.readouterr().err
     assert export(traces, out, "--task-type", "poem") == 2
+    assert "use one of open, math, choice, exact" in capsys.readouterr().err
+    assert export(traces, out, "--task-type", "code") == 2  # was accepted, and every task came out open
+    assert "a code task is graded by its tests, and traffic has none" in capsys.readouterr().err
     assert not out.exists()  # nothing written by any of them
     typo = tmp_path / "typo" / "set.jsonl"  # a mistyped folder is not created (a first user got /nonexistent)
     assert export(traces, typo) == 2

@@ -70,7 +70,8 @@ def add_parsers(sub: Any) -> None:
     how.add_argument(
         "--task-type",
         default=ExportOptions.task_type,
-        help="task type of requests whose client and tags name none (default: %(default)s; math, choice, exact)",
+        help="task type of requests whose client and tags name none (default: %(default)s; math, choice, exact; "
+        "code needs tests: retype rows in the review file)",
     )
     how.add_argument(
         "--candidate",

@@ -129,11 +129,16 @@ def build_set(
             (in (0, 1]); None compares normalised text only.
         limit: keep the newest ``limit`` new tasks.
 
-    Raises ConfigError for an unknown task type or candidate, a similarity outside (0, 1], or a
-    similarity without an embedder.
+    Raises ConfigError for an unknown task type or candidate, ``code`` (no tests to grade it by),
+    a similarity outside (0, 1], or a similarity without an embedder.
     """
+    if task_type == "code":
+        raise ConfigError(
+            "--task-type code: a code task is graded by its tests, and traffic has none; export as open, then "
+            "retype rows to code in the review file with their tests in the reference column"
+        )
     if task_type not in TASK_TYPES:
-        raise ConfigError(f"--task-type {task_type!r}: use one of {', '.join(TASK_TYPES)}")
+        raise ConfigError(f"--task-type {task_type!r}: use one of open, math, choice, exact")
     if candidate not in ("auto", "podium", "upstream"):
         raise ConfigError(f"--candidate {candidate!r}: use auto, podium or upstream")
     if similarity is not None and not 0 < similarity <= 1:
