@@ -251,12 +251,15 @@ def test_bad_limits_are_refused(flag: str, value: str, capsys: pytest.CaptureFix
 
 
 def test_pool_check_reports_each_worker(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """A pool of one Python tool and one unreachable HTTP worker: one ok, one clear error."""
+    """A pool of a Python tool, the vote tool and an unreachable HTTP worker: two ok, one clear
+    error. The vote tool is given two answers to vote on (it used to get a prompt with none and
+    was "ok" with an error text as its reply)."""
     pool = tmp_path / "check.toml"
     port = 9  # discard port on loopback: nothing listens there
     pool.write_text(
         "[conductor]\nworker = 'py'\n[fallback]\nworker = 'py'\n"
         "[[workers]]\nname = 'py'\nbackend = 'python'\n"
+        "[[workers]]\nname = 'vote'\nbackend = 'vote'\n"
         f"[[workers]]\nname = 'http'\nbackend = 'openai'\nmodel = 'm'\nbase_url = 'http://127.0.0.1:{port}/v1'\n"
         "price = { input = 1.0, output = 2.0 }\n"
     )
@@ -264,6 +267,7 @@ def test_pool_check_reports_each_worker(capsys: pytest.CaptureFixture[str], tmp_
     rows = {r["worker"]: r for r in json.loads(out)}
     assert code == 1
     assert rows["py"]["ok"] and "OK" in rows["py"]["reply"]
+    assert rows["vote"]["ok"] and rows["vote"]["reply"] == "OK"
     assert not rows["http"]["ok"] and rows["http"]["error"].startswith("TransportError")
 
 

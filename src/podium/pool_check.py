@@ -23,7 +23,7 @@ from typing import Any
 
 from podium.errors import PodiumError
 from podium.pool import PoolConfig
-from podium.workers.base import Call, Worker
+from podium.workers.base import Call, Message, Worker
 from podium.workers.openai_compat import OpenAICompatWorker
 
 __all__ = ["check_pool", "same_model"]
@@ -71,13 +71,23 @@ def _row(name: str, role: str, model: str | None) -> dict[str, Any]:
     }
 
 
+def _check_messages(worker: Worker) -> list[Message]:
+    """What the check sends: a vote tool, two earlier answers to vote on (it answers the
+    majority, ``OK``); another tool, a program printing ``OK``; a model, a request to say it."""
+    if worker.info.backend == "vote":
+        from podium.messages import GrantedStep, worker_messages
+
+        answers = [GrantedStep(0, "Answer.", "OK"), GrantedStep(1, "Answer.", "OK")]
+        return worker_messages("Say OK.", answers, "Return the majority answer.")
+    return [{"role": "user", "content": _TOOL_PROMPT if worker.info.is_tool else _PROMPT}]
+
+
 async def _check_worker(worker: Worker, model: str | None) -> dict[str, Any]:
     row = _row(worker.info.name, "worker", model or None)
-    prompt = _TOOL_PROMPT if worker.info.is_tool else _PROMPT
     settings = dataclasses.replace(worker.info.settings, max_tokens=8)
     started = time.perf_counter()
     try:
-        result = await worker.complete(Call([{"role": "user", "content": prompt}], settings))
+        result = await worker.complete(Call(_check_messages(worker), settings))
         row.update(reply=result.text.strip()[:60], input_tokens=result.usage.input_tokens,
                    output_tokens=result.usage.output_tokens)  # fmt: skip
     except PodiumError as exc:
