@@ -33,15 +33,18 @@ RIGHT, WRONG, CODE = "The answer is 18.", "The answer is 5.", "def f():\n    ret
 
 
 def scoring_app() -> FastAPI:
+    """Scores the answer in the judge's prompt; "shrug" gets no score, not even when asked again
+    for the number alone (a follow-up after the judge's reply: kept apart, in ``asked_again``)."""
     app = FastAPI()
     app.state.seen = []
+    app.state.asked_again = []
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> dict[str, object]:
         body = await request.json()
-        shown = re.search(r"<answer>\n(.*?)\n</answer>", body["messages"][-1]["content"], re.DOTALL)
+        shown = re.search(r"<answer>\n(.*?)\n</answer>", body["messages"][1]["content"], re.DOTALL)
         answer = shown.group(1) if shown else ""
-        app.state.seen.append(answer)
+        (app.state.asked_again if len(body["messages"]) > 2 else app.state.seen).append(answer)
         reply = "Hmm." if answer == "shrug" else "Score: 9" if "18" in answer or "def " in answer else "Score: 2"
         message = {"role": "assistant", "content": reply}
         return {"id": "1", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -214,6 +217,7 @@ def test_references_a_judge_confirmed_are_graded_again_not_counted_as_labels(
     code, printed = drift(traces, judge, tmp_path, capsys, "--json", "--judge-sample", "100", "--labels", str(path))
     report = json.loads(printed.out)
     assert code == 4 and len(judge.uvicorn.config.app.state.seen) == 50  # every answer, as without labels
+    assert judge.uvicorn.config.app.state.asked_again == ["shrug", "shrug"]  # no score: asked once more, each
     outcome = report["slices"]["use-case:math"]["outcome"]
     assert (outcome["reference"]["labelled"], outcome["recent"]["labelled"]) == (0, 0)
     alert = [a for a in report["slices"]["use-case:math"]["alerts"] if a["metric"] == "quality_drop"]

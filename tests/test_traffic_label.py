@@ -24,14 +24,15 @@ JANET, ROBE, HOUSE = gsm8k_questions(0, 3)
 
 
 def scoring_app() -> FastAPI:
-    """Scores the answer in the judge's prompt: 18 or 3 pass (9), "shrug" gets no score, else 2."""
+    """Scores the answer in the judge's prompt: 18 or 3 pass (9), "shrug" gets no score, not even
+    when asked again for the number alone (a follow-up message after its reply), else 2."""
     app = FastAPI()
     app.state.seen = []
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> dict[str, object]:
         body = await request.json()
-        prompt = body["messages"][-1]["content"]
+        prompt = body["messages"][1]["content"]  # the judge's prompt (after the system message)
         answer = re.search(r"<answer>\n(.*?)\n</answer>", prompt, re.DOTALL)
         shown = answer.group(1) if answer else ""
         app.state.seen.append(shown)
@@ -96,15 +97,15 @@ def test_the_judge_confirms_candidates_it_passes_and_leaves_the_rest_to_review(
     assert "the judge's reply gives no score" in printed and "Hmm." in printed  # why, with the reply
     sources = [r["reference_source"] for r in read_jsonl(out)]
     assert sources == ["judge:grader", "judge:grader", "candidate:podium", "candidate:podium"]
-    assert judge.uvicorn.config.app.state.seen == ["18", "3", "12", "shrug"]
+    assert judge.uvicorn.config.app.state.seen == ["18", "3", "12", "shrug", "shrug"]  # asked twice
     assert [t.reference_source for t in load_tasks(out)] == sources  # the eval loop reads the marks
     # a second run sends only what is still a candidate, and those it judged before come from
     # the request cache, as in the loop; --no-cache asks again
     assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool), *cache]) == 0
-    assert judge.uvicorn.config.app.state.seen[4:] == []
+    assert judge.uvicorn.config.app.state.seen[5:] == []
     assert "confirmed 0 candidate(s)" in " ".join(capsys.readouterr().out.split())
     assert cli(["tasks", "label", str(out), "--judge", "grader", "--pool", str(pool), "--no-cache"]) == 0
-    assert judge.uvicorn.config.app.state.seen[4:] == ["12", "shrug"]
+    assert judge.uvicorn.config.app.state.seen[5:] == ["12", "shrug", "shrug"]
 
 
 def test_a_judge_that_is_not_in_the_pool_is_named(

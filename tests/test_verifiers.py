@@ -8,6 +8,7 @@ prompt sent and the score parsing, not a model's grading).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import textwrap
@@ -28,7 +29,7 @@ from podium.eval.verifiers import (
     verify,
 )
 from podium.testing import ScriptedWorker
-from podium.workers.base import Call, Completion, WorkerSettings
+from podium.workers.base import Call, Completion, Usage, WorkerSettings
 from tests.conftest import SHARED_DATA, read_jsonl
 
 BENCH = SHARED_DATA / "benchmarks"
@@ -375,6 +376,33 @@ def test_a_score_as_small_judges_write_it_is_read() -> None:
     assert {reply: parse_judge_score(reply) for reply in replies} == replies
     for unscored in ("It scores 3 goals.", "The answer is 391.", "Score:\n8"):  # the grade must share the line
         assert parse_judge_score(unscored) is None
+
+
+def test_a_judge_that_names_no_score_is_asked_once_more_for_the_number() -> None:
+    """The 1.5B judge often ends after its reasons ("The answer is correct and complete. The
+    product of 17 and 23 is indeed 391."): a model that continues text under a grammar writes
+    the number after "Score: " on its own reply; any other judge gets a follow-up message."""
+
+    class GrammarJudge(ScriptedWorker):
+        def __init__(self) -> None:
+            super().__init__("j", "The answer is correct and complete.")
+            self.info = dataclasses.replace(self.info, grammar=True)
+            self.continued: list[tuple[str | None, str | None]] = []
+
+        async def complete(self, call: Call) -> Completion:
+            if call.prefix is None:
+                return await super().complete(call)
+            self.continued.append((call.prefix, call.grammar))
+            return Completion("8", Usage(1, 1), 0.0, 0.0)
+
+    judge = GrammarJudge()
+    assert check(OPEN, "Rayleigh scattering.", judge=judge).score == 0.8
+    ((prefix, grammar),) = judge.continued
+    assert prefix == "The answer is correct and complete.\nScore: " and grammar and '"10"' in grammar
+    follow = ScriptedWorker("j", lambda m: "6" if m[-1]["role"] == "user" and len(m) > 2 else "Fine answer.")
+    assert check(OPEN, "x", judge=follow).score == 0.6
+    assert [m["role"] for m in follow.calls[1]] == ["system", "user", "assistant", "user"]
+    assert follow.calls[1][2]["content"] == "Fine answer."  # its own reply, then the question for the number
 
 
 def test_unreadable_judge_output_is_not_parsed() -> None:

@@ -57,9 +57,12 @@
     that line is dropped).
 ``open``
     A judge worker grades the answer against a rubric (question, reference if any, answer)
-    and ends with ``Score: N``, N from 1 to 10; the last such line is read and clamped to
-    1–10; score = N / 10; correct when N >= :data:`JUDGE_PASS_SCORE`. Unreadable judge output
-    gives parsed False and score 0; so does an empty answer, which is not sent. The judge is
+    and is asked to end with ``Score: N``, N from 1 to 10; its grade is read as
+    :func:`parse_judge_score` says and clamped to 1–10; score = N / 10; correct when N >=
+    :data:`JUDGE_PASS_SCORE`. A reply with no grade is asked once more for the number alone (a
+    llama.cpp judge continues its own reply after ``Score: `` under a grammar; another gets a
+    follow-up message). Still none gives parsed False and score 0; so does an empty answer,
+    which is not sent. The judge is
     called with ``max_tokens=256, temperature=0``; its provider errors propagate (the caller's
     retry policy applies). The answer shown to the judge is cut to 12,000 characters.
 
@@ -75,6 +78,7 @@ import ast
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import re
 import textwrap
 from dataclasses import dataclass
@@ -359,11 +363,43 @@ def parse_judge_score(text: str) -> float | None:
     return min(10.0, max(1.0, float(matches[-1])))
 
 
+_SCORE_GRAMMAR = 'root ::= [1-9] | "10"'
+"""What a llama.cpp judge may write after ``Score: `` when asked again."""
+_SCORE_FOLLOW_UP = "Now give your score alone: one integer from 1 to 10, nothing else."
+_BARE_NUMBER = re.compile(r"^\D{0,12}?(\d{1,2})\b")
+
+
+async def _score_asked_again(judge: Worker, messages: list[Message], reply: str) -> float | None:
+    """The score of a judge whose reply named none, asked for once more: a judge that can
+    continue text under a grammar (llama.cpp) continues its own reply after ``Score: `` with a
+    number from 1 to 10; any other gets a follow-up message and its reply's leading number is
+    read. None when it still gives none."""
+    settings = dataclasses.replace(JUDGE_SETTINGS, max_tokens=4)
+    if judge.info.grammar:
+        prefix = reply.rstrip() + "\nScore: "
+        completion = await judge.complete(Call(messages, settings, prefix=prefix, grammar=_SCORE_GRAMMAR))
+        text = completion.text.strip()
+        return float(text) if text.isdigit() and 1 <= int(text) <= 10 else None
+    asked: list[Message] = [
+        *messages,
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": _SCORE_FOLLOW_UP},
+    ]
+    completion = await judge.complete(Call(asked, settings))
+    found = parse_judge_score(completion.text)
+    if found is None and (bare := _BARE_NUMBER.match(completion.text.strip())) is not None:
+        found = float(bare.group(1))
+    return None if found is None else min(10.0, max(1.0, found))
+
+
 async def _verify_open(task: Task, answer: str, judge: Worker) -> Verdict:
     if not answer.strip():
         return _wrong("empty answer (not sent to the judge)", parsed=False)
-    completion = await judge.complete(Call(judge_messages(task, answer), JUDGE_SETTINGS))
+    messages = judge_messages(task, answer)
+    completion = await judge.complete(Call(messages, JUDGE_SETTINGS))
     score = parse_judge_score(completion.text)
+    if score is None:  # small judges often stop after their reasons: ask for the number alone
+        score = await _score_asked_again(judge, messages, completion.text)
     if score is None:
         return _wrong(
             f"the judge's reply gives no score (asked for 'Score: N'): {_short(completion.text.strip(), 80)!r}",
