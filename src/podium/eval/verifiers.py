@@ -62,9 +62,9 @@
     :data:`JUDGE_PASS_SCORE`. A reply with no grade is asked once more for the number alone (a
     llama.cpp judge continues its own reply after ``Score: `` under a grammar; another gets a
     follow-up message). Still none gives parsed False and score 0; so does an empty answer,
-    which is not sent. The judge is
-    called with ``max_tokens=256, temperature=0``; its provider errors propagate (the caller's
-    retry policy applies). The answer shown to the judge is cut to 12,000 characters.
+    which is not sent. The judge is called with ``max_tokens=256, temperature=0`` (4 tokens
+    when asked again); its provider errors propagate (the caller's retry policy applies). The
+    answer shown to the judge is cut to 12,000 characters.
 
 Verifiers never raise on a bad answer (empty, garbage, huge); they raise
 :class:`~podium.errors.ConfigError` on configuration errors only: an unknown task type, a

@@ -349,13 +349,9 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
     _check_folder(args.out, "--out")
     records = read_set(args.set_path)
-    cache = None
-    if not args.no_cache:
-        from podium.eval.session import EvalSpec
-        from podium.store.request_cache import RequestCache
+    from podium.store.request_cache import RequestCache, default_cache_path
 
-        location = args.cache if args.cache is not None else EvalSpec().cache
-        cache = RequestCache(location) if location is not None else None
+    cache = None if args.no_cache else RequestCache(args.cache or default_cache_path())
     judge = judge_worker(args.pool, args.judge, cache=cache)
 
     def progress(done: int, total: int) -> None:
