@@ -429,3 +429,14 @@ def test_a_cluster_policy_reaches_each_clusters_best_plan_and_its_fallback(bank_
     assert policy.reachable([True] * 4) == [0, 1, 2]
     assert policy.reachable([False, True, True, True]) == [1, 2, 3]  # cluster 0's best not runnable: all tie at 0
     assert dataclasses.replace(policy, fallback=-1).reachable([True] * 4) == [0, 1]
+
+
+def test_the_plan_conductor_keeps_the_answer_of_a_plan_that_is_no_cascade(bank_dir: Path) -> None:
+    """What lets the default serve model stream: a review round can replace only a cascade's
+    first-round answer, so any other plan's answer streams live."""
+    solve = Plan("solve@1.5b", ("solve@1.5b",))
+    conductor = PlanConductor(_policy(bank_dir, np.zeros((1, 2, 1)), [solve, MOT]), _Embed())
+    pool = [*_pool()[:3], PythonToolWorker("python"), VoteToolWorker("vote")]
+    direct, cascade = conductor._workflows(pool, 10)
+    assert direct is not None and cascade is not None
+    assert conductor.keeps_answer(direct, pool, 10) and not conductor.keeps_answer(cascade, pool, 10)

@@ -54,6 +54,22 @@ def test_with_review_rounds_nothing_streams_live_and_close_sends_the_answer() ->
     assert deltas == [] and rest == answer == "better answer"
 
 
+def test_a_conductor_that_keeps_its_answer_streams_live_despite_review_rounds() -> None:
+    """The default serve model (a plan conductor, one review round for its cascades) sent every
+    answer whole at the end, a first user found: a conductor that keeps the answer of the
+    workflow it wrote (a single worker; a plan that is no cascade) now streams it live."""
+    from podium.conductor.baselines import SingleWorker
+
+    orch = Orchestrator(
+        [ScriptedWorker("w0", reply="the final answer is 42")],
+        SingleWorker(0),
+        Fallback(0, "Answer."),
+        config=OrchestratorConfig(recursion_rounds=1),
+    )
+    deltas, answer, rest = run_streamed(orch)
+    assert "".join(deltas) == answer == "the final answer is 42" and len(deltas) == 5 and rest == ""
+
+
 def test_the_fallback_streams_when_the_workflow_failed_before_streaming() -> None:
     orch = Orchestrator(
         [

@@ -207,9 +207,10 @@ class Orchestrator:
                 server can hand the id out before the request ends.
             tags, subject: stored with the trace (see :class:`~podium.records.RunRecord`).
             stream: receives the answer's text while it is generated: the last step of the
-                first round when no review rounds follow (a review round may replace the
-                answer, so with rounds > 0 nothing streams live), or the fallback pipeline
-                when nothing was streamed before it. The caller completes it from the record's
+                first round when no review round follows or the conductor keeps its answer
+                in them (:meth:`~podium.conductor.base.Conductor.keeps_answer`; a review
+                round that may replace the answer streams nothing live), or the fallback
+                pipeline when nothing was streamed before it. The caller completes it from the record's
                 answer with :meth:`~podium.streaming.AnswerStream.close`.
 
         Returns the request's RunRecord, also handed to the trace store (which stores it
@@ -233,7 +234,7 @@ class Orchestrator:
             emit=on_event or (lambda _e, _d: None),
             tags=tuple(tags),
             subject=subject,
-            stream=stream if self.config.recursion_rounds == 0 else None,  # a review round may replace the answer
+            stream=stream,
         )
         if self.traces:
             self.traces.begin(
@@ -276,8 +277,12 @@ class Orchestrator:
                 request.end("error", error=f"no valid workflow after {len(request.attempts)} attempt(s)")
             return
         if workflow is not None:
+            # a review round may replace the answer: it streams live only if the conductor keeps it
+            live = self.config.recursion_rounds == 0 or self.conductor.keeps_answer(
+                workflow, self.pool, self.config.max_steps
+            )
             try:
-                done = await self._execute_round(request, workflow, 0, (), request.stream)
+                done = await self._execute_round(request, workflow, 0, (), request.stream if live else None)
                 request.steps.extend(done)
                 answer = done[-1].output
                 if not answer:

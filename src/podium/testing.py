@@ -29,6 +29,7 @@ from podium.workers.base import (
     WorkerInfo,
     WorkerSettings,
 )
+from podium.workflow import Workflow
 
 __all__ = ["KEEP_ANSWER", "ScriptedConductor", "ScriptedWorker", "ThreadedUvicorn", "fake_tokens"]
 
@@ -122,6 +123,10 @@ class ScriptedConductor:
         self.cost_usd = cost_usd
         self.questions: list[str] = []
         self.previous: list[PreviousRound | None] = []
+
+    def keeps_answer(self, workflow: Workflow, pool: Sequence[Worker], max_steps: int) -> bool:
+        """False: its script may hold a review round's workflow."""
+        return False
 
     async def plan(
         self,

@@ -74,6 +74,13 @@ class Conductor(Protocol):
         model passes it on its calls (``Call(..., context=context)``)."""
         ...
 
+    def keeps_answer(self, workflow: Workflow, pool: Sequence[Worker], max_steps: int) -> bool:
+        """Whether every review round keeps the answer of ``workflow``, a first-round workflow
+        this conductor wrote for ``pool``: then its answering step streams to the client as it
+        is written even when review rounds follow (their workflow is empty). False whenever a
+        review may replace the answer."""
+        ...
+
 
 StepsFn = Callable[[str, Sequence[Worker], int], Sequence[Step]]
 """(question, pool, max_steps) → the workflow's steps."""
@@ -94,6 +101,10 @@ class DirectConductor:
     def __init__(self, name: str, steps: StepsFn | None = None) -> None:
         self.name = name
         self._steps = steps
+
+    def keeps_answer(self, workflow: Workflow, pool: Sequence[Worker], max_steps: int) -> bool:
+        """True: it keeps the answer in every recursion round."""
+        return True
 
     def steps(self, question: str, pool: Sequence[Worker], max_steps: int) -> Sequence[Step]:
         """The workflow's steps for ``question`` over ``pool``."""

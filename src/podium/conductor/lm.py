@@ -32,6 +32,7 @@ from podium.records import PlanAttempt
 from podium.roles import ROLES, expand
 from podium.workers.base import NO_CONTEXT, Call, CallContext, Completion, Message, Usage, Worker, WorkerSettings
 from podium.workers.budget_guard import budget_guarded
+from podium.workflow import Workflow
 
 __all__ = ["LMConductor", "LMConductorSettings"]
 
@@ -93,6 +94,10 @@ class LMConductor:
         self.model = budget_guarded(model)  # the conductor's calls count against the request's cap
         self.settings = settings or LMConductorSettings()
         self.name = name or f"lm:{model.info.name}"
+
+    def keeps_answer(self, workflow: Workflow, pool: Sequence[Worker], max_steps: int) -> bool:
+        """False: a review round asks the model again, which may replace the answer."""
+        return False
 
     async def plan(
         self,

@@ -396,6 +396,15 @@ class PlanConductor:
             latency_s=time.perf_counter() - started,
         )
 
+    def keeps_answer(self, workflow: Workflow, pool: Sequence[Worker], max_steps: int) -> bool:
+        """True unless ``workflow`` is the first round of a cascade (whose second round
+        escalates when the first disagrees)."""
+        try:
+            workflows = self._workflows(pool, max_steps)
+        except ConfigError:
+            return False
+        return all(w != workflow for w, plan in zip(workflows, self.policy.plans, strict=True) if plan.is_cascade)
+
     def _round_one(self, plan: Plan, previous: PreviousRound) -> Tally:
         """Round 1's vote, recounted from its members' outputs."""
         order = layout(plan.members, self.policy.columns)

@@ -51,6 +51,7 @@ from podium.workers.base import (
     WorkerInfo,
     WorkerSettings,
 )
+from podium.workflow import Workflow
 
 __all__ = [
     "OracleRouter",
@@ -271,6 +272,10 @@ class OracleRouter:
     def __init__(self, choose: Callable[[str], int], name: str = "oracle") -> None:
         self.name = name
         self.choose = choose
+
+    def keeps_answer(self, workflow: Workflow, pool: Sequence[Worker], max_steps: int) -> bool:
+        """True: it writes one-step workflows and keeps their answer."""
+        return True
 
     async def plan(
         self,
