@@ -393,3 +393,17 @@ def test_requests_cut_off_by_the_grace_period_still_write_their_traces(traces: T
     for row in rows:
         record = traces.get(row.id)
         assert record is not None and record.error is not None and "Cancelled" in record.error
+
+
+def test_a_revoked_keys_name_is_not_reused_and_the_message_says_why(tmp_path: Path) -> None:
+    """A first user rotating a team's key was told the revoked key 'exists; revoke it'."""
+    from podium.errors import ConfigError
+
+    keys = KeyStore(tmp_path / "keys.sqlite3")
+    keys.create("support-team")
+    with pytest.raises(ConfigError, match="a key named 'support-team' exists; revoke it"):
+        keys.create("support-team")
+    keys.revoke("support-team")
+    with pytest.raises(ConfigError, match=r"was revoked \(.*\); a name is never reused.*e\.g\. support-team-2"):
+        keys.create("support-team")
+    assert keys.create("support-team-2").startswith("pk-podium-")

@@ -135,6 +135,15 @@ class KeyStore:
                     )
                 )
         except IntegrityError:
+            from sqlalchemy import select
+
+            with self._db.connect() as connection:
+                revoked = connection.scalar(select(keys.c.revoked_at).where(keys.c.name == name))
+            if revoked is not None:  # names stay taken: traces and budgets are booked under key:NAME
+                raise ConfigError(
+                    f"a key named {name!r} was revoked ({revoked}); a name is never reused, since traces and "
+                    f"budgets are booked under it: pick another, e.g. {name}-2"
+                ) from None
             raise ConfigError(f"a key named {name!r} exists; revoke it or pick another name") from None
         self._forget()
         return secret
