@@ -210,3 +210,18 @@ def test_a_budget_already_used_up_says_so_instead_of_a_zero_dollar_call() -> Non
     first.settle(None, 0.02, by="conductor", role="conductor")
     with pytest.raises(CostCapExceeded, match=r"the pool day budget is used up \(\$0\.000000 of \$0\.010000 left\)"):
         RequestBudget(Limits(), periods=[day]).check_room()
+
+
+def test_a_budget_smaller_than_one_call_says_no_new_period_helps() -> None:
+    """A key budget of $0.0001 against a $0.0006 worst case refused every request with a 429 and
+    Retry-After of two hours, a first user found: a new period cannot fit it either."""
+    day = PeriodBudget(0.0001, scope="key:support-team/day")
+    budget = RequestBudget(Limits(), [day])
+    with pytest.raises(CostCapExceeded) as too_big:
+        budget.reserve(0.000604)
+    assert too_big.value.retry_after_s is None
+    assert "it never will: raise the budget above $0.000604, one call's worst case" in str(too_big.value)
+    budget.reserve(0.00006)  # fits: the budget is not used up by the refusal
+    with pytest.raises(CostCapExceeded) as later:
+        budget.reserve(0.00006)  # fits the cap, not what is left: a new period helps
+    assert later.value.retry_after_s is not None and "never" not in str(later.value)

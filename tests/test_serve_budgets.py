@@ -79,12 +79,17 @@ def test_an_exhausted_pool_day_budget_is_429_with_retry_after(tmp_path: Path) ->
         running.stop()
 
 
-def test_a_key_budget_refusing_a_call_inside_the_request_is_429_with_retry_after(tmp_path: Path) -> None:
+def test_a_key_budget_smaller_than_one_call_is_429_without_retry_after(tmp_path: Path) -> None:
+    """Nothing spent, but no call fits the whole budget: a new period cannot help, so no
+    Retry-After (it was the two hours to midnight), and the message says what to raise."""
     keys = KeyStore(tmp_path / "keys.sqlite3")
-    secret = keys.create("team-a", budget_usd=0.001, period="day")  # nothing spent, but no call fits
+    secret = keys.create("team-a", budget_usd=0.001, period="day")
     running, _ = serve(tmp_path, keys=keys)
     try:
-        assert_quota_refusal(post(running.url, secret))
+        response = post(running.url, secret)
+        assert response.status_code == 429 and response.json()["error"]["code"] == "insufficient_quota"
+        assert "retry-after" not in response.headers
+        assert "it never will: raise the budget above $" in response.json()["error"]["message"]
     finally:
         running.stop()
 
@@ -106,7 +111,8 @@ def test_the_status_follows_the_refusing_budget_not_the_message(scope: str) -> N
     plan = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
     orchestrator = Orchestrator([worker], ScriptedConductor([plan]), Fallback(0, "Answer."))
     clock = [86_400 * 10 + 3_600.0]  # one hour into a day: 23 h to go
-    period = PeriodBudget(1e-9, period_s=86_400, scope=scope, clock=lambda: clock[0])
+    period = PeriodBudget(1.0, period_s=86_400, scope=scope, clock=lambda: clock[0])
+    period.spent_usd = 1.0 - 1e-9  # a call would fit a new period, not what is left of this one
     record = asyncio.run(orchestrator.run("2+2?", budget=RequestBudget(periods=[period])))
     assert isinstance(record.cause, CostCapExceeded) and record.cause.scope == scope
     refusal = _failure(record)

@@ -167,12 +167,18 @@ class CostLedger:
             else f"a call needing up to ${amount_usd:.6f} (its worst case: the prompt and max_tokens) does not fit "
             f"the {self.scope} budget ({left})"
         )
+        if self.never_fits(amount_usd):
+            what += f"; it never will: raise the budget above ${amount_usd:.6f}, one call's worst case"
         return CostCapExceeded(
             what,
             needed_usd=amount_usd,
             remaining_usd=max(remaining_usd, 0.0),
             scope=self.scope,
         )
+
+    def never_fits(self, amount_usd: float) -> bool:
+        """Whether a call needing up to ``amount_usd`` exceeds the whole cap: no wait helps."""
+        return self.cap_usd is not None and amount_usd > self.cap_usd
 
     def _remaining(self) -> float:
         self._roll()
@@ -218,7 +224,8 @@ class PeriodBudget(CostLedger):
 
     def no_room(self, amount_usd: float, remaining_usd: float) -> CostCapExceeded:
         refusal = super().no_room(amount_usd, remaining_usd)
-        refusal.retry_after_s = self.until_next_period_s()
+        if not self.never_fits(amount_usd):  # a new period cannot help a call larger than the cap
+            refusal.retry_after_s = self.until_next_period_s()
         return refusal
 
     def exhausted(self) -> bool:
