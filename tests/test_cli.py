@@ -289,3 +289,23 @@ def test_a_run_is_tagged_for_the_loop_and_drift(capsys: pytest.CaptureFixture[st
         code, _, err = run_cli([*argv, *bad], capsys)
         assert code == 2 and "a tag is a non-empty line of text" in err
     assert len(json.loads(run_cli(["trace", "list", "--traces", str(traces), "--json"], capsys)[1])) == 1
+
+
+@pytest.mark.parametrize("command", ["serve", "shadow", "ui"])
+def test_a_server_on_a_taken_port_says_so_before_it_starts(
+    command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`podium serve --port N` with N in use announced "podium serving … on N", then failed in
+    uvicorn with exit 3 (a first user's report); a bad --host did the same."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        extra = ["--upstream", "http://127.0.0.1:9"] if command == "shadow" else []
+        code, out, err = run_cli([command, "--port", str(port), *extra], capsys)
+    assert code == 2 and f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in err
+    assert "podium serving" not in out and "on http://" not in out
+    code, _, err = run_cli([command, "--host", "999.1.1.1", "--port", "8000", *extra], capsys)
+    assert code == 2 and "--host 999.1.1.1: not an address this machine can listen on" in err

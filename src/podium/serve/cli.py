@@ -22,7 +22,7 @@ from rich.console import Console
 
 from podium._args import MANY, PositiveNumber, WholeNumber
 from podium.serve.keys_cli import cmd_keys, cmd_kill_switch
-from podium.serve.options import default_key_path, default_shadow_path, key_store, serving_stack
+from podium.serve.options import check_address, default_key_path, default_shadow_path, key_store, serving_stack
 from podium.serve.options import require_serve_extra as _require_serve_extra
 from podium.serve.shadow_cli import cmd_shadow
 from podium.trace import default_trace_path, open_traces
@@ -269,6 +269,7 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
         "keys": str(args.keys) if args.keys else None,
         "database_url": args.database_url,
     }
+    check_address(args.host, args.port)  # before any model loads, and before "serving" is printed
     server = _server(options)  # errors in the configuration surface here, once, before any worker starts
     loaded = server.current
     if args.workers == 1:  # each --workers process loads its own when it builds its server
@@ -316,6 +317,7 @@ def cmd_ui(args: argparse.Namespace, out: Console) -> int:
     from podium.serve.ui import ReportSources, UIHeaders, ui_router
     from podium.store.shadow import shadow_location
 
+    check_address(args.host, args.port)
     traces = open_traces(args.traces, url=args.database_url)
     keys = key_store(args)
     defaults = ReportSources.defaults()

@@ -16,7 +16,14 @@ from podium.errors import ConfigError
 from podium.extras import install_command
 from podium.trace import data_dir
 
-__all__ = ["default_key_path", "default_shadow_path", "key_store", "require_serve_extra", "serving_stack"]
+__all__ = [
+    "check_address",
+    "default_key_path",
+    "default_shadow_path",
+    "key_store",
+    "require_serve_extra",
+    "serving_stack",
+]
 
 
 def default_key_path() -> Path:
@@ -67,3 +74,23 @@ def require_serve_extra(command: str) -> None:
             raise ConfigError(
                 f"podium {command} needs the serve extra ({module} is missing): {install_command('serve')}"
             )
+
+
+def check_address(host: str, port: int) -> None:
+    """Raises ConfigError when this machine cannot listen on ``host``:``port`` (an address it
+    does not have, a port in use), so ``podium serve`` says so instead of announcing that it
+    serves and then failing in uvicorn."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"--host {host}: not an address this machine can listen on ({exc})") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port, or stop what uses it"
+            ) from None

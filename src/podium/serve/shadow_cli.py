@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 
 from podium.errors import ConfigError
-from podium.serve.options import default_shadow_path, serving_stack
+from podium.serve.options import check_address, default_shadow_path, serving_stack
 from podium.serve.options import require_serve_extra as _require_serve_extra
 from podium.trace import open_traces
 
@@ -63,6 +63,7 @@ def cmd_shadow(args: argparse.Namespace, out: Console) -> int:
         if args.mode == "execute"
         else ""
     )
+    check_address(args.host, args.port)
     out.print(
         f"podium shadow on http://{args.host}:{args.port}/v1 → {proxy.upstream} (mode: {args.mode}, pool "
         f"{config.name!r}{budget})",
