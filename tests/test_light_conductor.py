@@ -170,6 +170,9 @@ def test_train_eval_promote_commands(
     # (nearly) all, for less than the expensive worker: promoted
     assert cli(["conductor", "promote", "light@v1", "--replay", path]) == 0
     assert "promoted" in capsys.readouterr().out
+    # again: said at once, before any evaluation (a first user waited minutes to read it)
+    assert cli(["conductor", "promote", "light@v1", "--replay", str(tmp_path / "gone.csv")]) == 0
+    assert "light@v1 is already the promoted version; nothing evaluated" in capsys.readouterr().out
     # a second version trained without the cost penalty (λ = 0: more steps, more cost) does not
     # beat v1 on cost, and v1 is right on (nearly) everything: refused, exit 3
     assert cli(["train", "--replay", path, "--generations", "5", "--lam", "0", "--dims", "8"]) == 0

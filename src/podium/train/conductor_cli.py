@@ -77,6 +77,11 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
             _summary(report, out)
             out.print(Text(f"report: {folder}", style="dim"))
         return 0
+    candidate = registry.get(args.ref, bare="latest")
+    current = registry.promoted(candidate.name)
+    if current is not None and current.number == candidate.number:  # before minutes of evaluation
+        out.print(f"{candidate.ref} is already the promoted version; nothing evaluated")
+        return 0
     promotion = promote_version(registry, args.ref, _gate(args), status=err.status)
     _summary(promotion.report, out)
     if promotion.already:
