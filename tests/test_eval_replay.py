@@ -183,3 +183,17 @@ def test_cli_conductor_of_another_pool_needs_the_same_workers(
     assert cli(args) == 2
     err = capsys.readouterr().err
     assert "pool 'frontier' has workers" in err and "conductor:POOL compares conductors over the same workers" in err
+
+
+def test_a_method_whose_requests_all_failed_is_named_with_the_first_error(
+    matrix_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan conductor replayed on a matrix of other workers scored 0.000 with no word in the
+    terminal (its error rate was only in eval.json), a first user found."""
+    plans = Path(__file__).resolve().parent.parent / "src" / "podium" / "pools" / "local-plans.npz"
+    method = f"light:{plans}"
+    args = ["eval", "--replay", str(matrix_path), "--methods", f"single,{method}", "--out", str(tmp_path / "o")]
+    assert cli([*args, "--no-plot"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"{method}: 4 of 4 request(s) ended in error: ConfigError: plan conductor" in printed
+    assert "single:big:" not in printed  # a method that answered gets no such line

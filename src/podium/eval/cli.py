@@ -198,6 +198,14 @@ def _print_summary(report: dict[str, Any], out: Console) -> None:
         )
     out = _wide(out)
     out.print(table)
+    for name, method in report["methods"].items():  # a method whose requests failed scores 0: say why
+        failed = [r for r in (report.get("results") or {}).get(name, []) if r.get("status") == "error"]
+        if failed:
+            first = str(failed[0].get("error") or "")[:200]
+            out.print(
+                Text(f"{name}: {len(failed)} of {method['summary']['n']} request(s) ended in error: {first}"),
+                style="yellow",
+            )
     groups = {m["group"] for m in report["methods"].values() if m["group"]}
     if len(curves) > len(groups):  # one line per sweep; single methods' curve figures are in eval.md
         out.print(f"AIQ / APGR / CPT of the {len(curves) - len(groups)} single-point method(s): see eval.md")
