@@ -38,6 +38,7 @@ def test_list_filter_search_open_and_purge(server: Server) -> None:
     client = TestClient(create_app(server))
     page = client.get("/ui")
     assert page.status_code == 200 and page.text.count('class="request"') == 4
+    assert '<option value="cancelled"' in page.text  # every status the store filters by, as trace list
     assert "Are volcanoes still running?" in page.text and "<td>checker, drafter</td>" in page.text
     fallback = client.post("/ui", data={"status": "fallback"})
     assert fallback.text.count('class="request"') == 1 and "sourdough" in fallback.text

@@ -111,7 +111,10 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     from fastapi import APIRouter
     from fastapi.templating import Jinja2Templates
 
+    from podium.trace.query import FILTER_STATUSES
+
     templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+    templates.env.globals["statuses"] = FILTER_STATUSES  # the list's filter offers what the store filters by
     router = APIRouter(prefix="/ui", include_in_schema=False)
     where = sources or ReportSources.defaults()
 
