@@ -309,3 +309,21 @@ def test_a_server_on_a_taken_port_says_so_before_it_starts(
     assert "podium serving" not in out and "on http://" not in out
     code, _, err = run_cli([command, "--host", "999.1.1.1", "--port", "8000", *extra], capsys)
     assert code == 2 and "--host 999.1.1.1: not an address this machine can listen on" in err
+
+
+def test_db_check_on_the_embedded_default_lists_every_store_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first user read only the key file's tables (a 'shadow 0 rows' beside a shadow.sqlite3
+    of 3 records) and nothing about traces: with no database URL each store is its own file."""
+    monkeypatch.delenv("PODIUM_DATABASE_URL", raising=False)
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
+    assert run_cli(["db", "upgrade"], capsys)[0] == 0
+    (tmp_path / "home" / "traces.sqlite3").write_bytes(b"\0" * 2_000_000)
+    code, out, _ = run_cli(["db", "check"], capsys)
+    lines = " ".join(out.split())
+    assert code == 0 and "with no --database-url each store is a SQLite file of its own" in lines
+    assert f"traces: {tmp_path / 'home' / 'traces.sqlite3'} (2.0 MB)" in lines
+    assert f"shadow: {tmp_path / 'home' / 'shadow.sqlite3'} (not created yet)" in lines
+    assert "0 rows" in lines and "1 rows" not in lines

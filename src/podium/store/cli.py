@@ -77,6 +77,27 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         behind = "" if report.current else "  (behind: run 'podium db upgrade')"
         table.add_row("schema", f"{report.revision or 'none'} (this podium: {report.head}){behind}")
         for name, count in report.rows.items():
-            table.add_row(f"  {name}", f"{count} rows")
+            table.add_row(f"  {name}", f"{count} row{'' if count == 1 else 's'}")
     out.print(table)
+    from podium.store.engine import database_url
+
+    if database_url(args.database_url) is None:  # the embedded default: each store is a file of its own
+        out.print(_embedded_files(), style="dim", highlight=False)
     return 0 if report.current else 1
+
+
+def _embedded_files() -> str:
+    """Where the other embedded stores are: with no database URL, traces, shadow records and
+    the request cache are SQLite files of their own, not tables of the key file checked above
+    (whose shadow table only a shared database uses)."""
+    from podium.serve.options import default_shadow_path
+    from podium.store.request_cache import default_cache_path
+    from podium.trace import default_trace_path
+
+    def state(path: Any) -> str:
+        return f"{path} ({path.stat().st_size / 1e6:.1f} MB)" if path.exists() else f"{path} (not created yet)"
+
+    files = [("traces", default_trace_path()), ("shadow", default_shadow_path()), ("cache", default_cache_path())]
+    return "with no --database-url each store is a SQLite file of its own:\n" + "\n".join(
+        f"  {name}: {state(path)}" for name, path in files
+    )
