@@ -118,3 +118,12 @@ def test_a_baseline_that_is_not_a_report_is_named_with_the_fix(
     assert cli(["eval", "--from", str(new), "--baseline", str(baseline)]) == 2
     err = capsys.readouterr().err
     assert message in err and "eval.json" in err and "Traceback" not in err
+
+
+def test_a_negative_margin_is_refused_with_from_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--from … --max-quality-drop -1` gated identical reports as a regression (a first user's
+    report): the margins are checked whatever the report's source."""
+    new = _report(tmp_path, "new", SCORES, "--summary-only")
+    capsys.readouterr()
+    assert cli(["eval", "--from", str(new), "--baseline", str(new), "--max-quality-drop", "-1"]) == 2
+    assert "--max-quality-drop must be ≥ 0, got -1.0" in capsys.readouterr().err

@@ -47,12 +47,17 @@ def _lambdas(text: str | None) -> tuple[float, ...] | None:
     return values
 
 
-def eval_spec(args: argparse.Namespace) -> EvalSpec:
-    """The :class:`EvalSpec` of ``podium eval``'s options; ConfigError for a negative gate margin."""
+def _check_margins(args: argparse.Namespace) -> None:
+    """ConfigError for a negative gate margin (identical reports would regress)."""
     for flag, value in (("--max-quality-drop", args.max_quality_drop), ("--max-cost-rise", args.max_cost_rise),
                         ("--max-p95-rise", args.max_p95_rise)):  # fmt: skip
         if value < 0:
             raise ConfigError(f"{flag} must be ≥ 0, got {value}")
+
+
+def eval_spec(args: argparse.Namespace) -> EvalSpec:
+    """The :class:`EvalSpec` of ``podium eval``'s options; ConfigError for a negative gate margin."""
+    _check_margins(args)
     spec = EvalSpec(
         tasks=args.tasks[0] if args.tasks else None,
         more_tasks=tuple(args.tasks[1:]) if args.tasks else (),
@@ -102,6 +107,7 @@ def cmd_eval(args: argparse.Namespace, out: Console, err: Console) -> int:
 
         assign_splits((), args.matrix_split)  # a bad share fails before any work
     baseline = load_report(args.baseline) if args.baseline is not None else None  # fail before hours of work
+    _check_margins(args)  # with --from too
     if args.from_report is not None:
         if args.tasks or args.replay:
             raise ConfigError("--from re-renders a stored report; drop --tasks/--replay")

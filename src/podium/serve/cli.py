@@ -128,7 +128,9 @@ def add_parsers(sub: Any) -> None:
     create.add_argument(
         "--budget", action=PositiveNumber, metavar="USD", help="spending cap per period, USD (default: none)"
     )
-    create.add_argument("--period", default="day", choices=["hour", "day", "week", "month"])
+    create.add_argument(
+        "--period", default="day", choices=["hour", "day", "week", "month"], help="the budget's period (default: day)"
+    )
     create.add_argument(
         "--scope",
         default="api",

@@ -60,7 +60,9 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
                 out.print(f"  evals: {', '.join(info['evals']) or 'none'}")
             else:
                 evals = ", ".join(info["evals"]) or "none"
-                out.print(f"  kept generation {info.get('best_generation')}; evals: {evals}")
+                kept = info.get("best_generation")
+                kept_line = f"kept generation {kept}; " if kept is not None else ""
+                out.print(f"  {kept_line}evals: {evals}")
         return 0
     if args.conductor_command == "export":
         return _export(registry, args, out, err)
@@ -97,6 +99,8 @@ def _gate(args: argparse.Namespace) -> GateSpec:
     gate = GateSpec(replay=args.replay, split=args.split, tags=tuple(args.tag), limit=args.limit)
     if args.conductor_command != "promote":
         return gate
+    if args.max_quality_drop is not None and args.max_quality_drop < 0:
+        raise ConfigError(f"--max-quality-drop must be ≥ 0, got {args.max_quality_drop}")
     strictness = {"lam": args.lam, "max_quality_drop": args.max_quality_drop}
     return dataclasses.replace(gate, **strictness, allow_quality_drop=args.allow_quality_drop)
 
