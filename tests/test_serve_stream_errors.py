@@ -95,16 +95,17 @@ def test_a_streamed_refusal_before_any_text_is_the_unstreamed_http_error(tmp_pat
             assert response.headers["content-type"] == "application/json"
             error = response.json()["error"]
             assert error["code"] == code and response.headers["x-request-id"] in error["message"]
-            assert ("retry-after" in response.headers) == (status == 429)
-        assert abs(int(plain.headers.get("retry-after", 0)) - int(streamed.headers.get("retry-after", 0))) <= 1
+            # these budgets fit no call at all: no new period helps, so no Retry-After (the budget
+            # tests cover a used-up one's); streamed or not, the same headers
+            assert "retry-after" not in response.headers
+            assert status != 429 or "it never will: raise the budget above $" in error["message"]
         record = finished(traces, streamed.headers["x-request-id"])  # one trace, status error
         assert record.status == "error" and record.answer == ""
         for stream in (False, True):  # the SDK raises the same exception, streamed or not
             exc = sdk_error(running.url, stream, secret, headers)
             assert type(exc) is sdk, (stream, exc)
             assert isinstance(exc, openai.APIStatusError) and exc.status_code == status
-            if status == 429:
-                assert int(exc.response.headers["retry-after"]) >= 1
+            assert "retry-after" not in exc.response.headers
     finally:
         running.stop()
 
