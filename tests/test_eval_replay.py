@@ -197,3 +197,9 @@ def test_a_method_whose_requests_all_failed_is_named_with_the_first_error(
     printed = " ".join(capsys.readouterr().out.split())
     assert f"{method}: 4 of 4 request(s) ended in error: ConfigError: plan conductor" in printed
     assert "single:big:" not in printed  # a method that answered gets no such line
+
+
+def test_an_unknown_split_lists_the_splits_there_are(matrix_path: Path) -> None:
+    """`--split nosplit` said only that nothing was in it (a first user's report)."""
+    with pytest.raises(TaskSetError, match=r"no row in split 'nosplit'; its splits: test \(4\), train \(4\)"):
+        OutcomeMatrix.load(matrix_path).tasks(split="nosplit")

@@ -109,7 +109,7 @@ def test_duplicate_ids_missing_file_and_empty_split(tmp_path: Path) -> None:
         load_tasks(_write(tmp_path, [row, row]))
     with pytest.raises(TaskSetError, match="does not exist"):
         load_tasks(tmp_path / "nope.jsonl")
-    with pytest.raises(TaskSetError, match="no task in split 'train'"):
+    with pytest.raises(TaskSetError, match=r"no task in split 'train'; its splits: \(none\) \(1\)"):
         load_tasks(_write(tmp_path, [row]), split="train")
     with pytest.raises(TaskSetError, match="unknown task set format"):
         load_tasks(_write(tmp_path, ['{"prompt": "x"}']))

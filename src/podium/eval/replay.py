@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,7 +163,9 @@ class OutcomeMatrix:
             if split is None or row.split == split
         ]
         if not tasks:
-            raise TaskSetError(f"{self.path}: no row in split {split!r}")
+            have = Counter(row.split or "(none)" for row in self.rows.values())
+            splits = ", ".join(f"{name} ({n})" for name, n in sorted(have.items()))
+            raise TaskSetError(f"{self.path}: no row in split {split!r}; its splits: {splits}")
         return tasks
 
     def outcome(self, sample_id: str, model: str) -> Outcome:

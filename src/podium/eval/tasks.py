@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,9 +126,12 @@ def load_tasks(path: str | Path, *, split: str | None = None) -> list[Task]:
             raise TaskSetError(f"{file}: duplicate task id {task.id!r}; ids must be unique")
         seen.add(task.id)
     if split is not None:
-        tasks = [t for t in tasks if t.split == split]
-        if not tasks:
-            raise TaskSetError(f"{file}: no task in split {split!r}")
+        chosen = [t for t in tasks if t.split == split]
+        if not chosen:
+            have = Counter(t.split or "(none)" for t in tasks)
+            splits = ", ".join(f"{name} ({n})" for name, n in sorted(have.items()))
+            raise TaskSetError(f"{file}: no task in split {split!r}; its splits: {splits}")
+        tasks = chosen
     return tasks
 
 
