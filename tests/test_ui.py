@@ -56,7 +56,10 @@ def test_list_filter_search_open_and_purge(server: Server) -> None:
     request = client.get("/ui/requests/" + "b" * 32)
     assert request.status_code == 200 and "<svg" in request.text and 'id="purge"' in request.text
     assert "Tell me about glaciers?" in request.text
-    assert client.get("/ui/requests/" + "0" * 32).status_code == 404
+    gone = client.get("/ui/requests/" + "0" * 32)
+    assert gone.status_code == 404 and 'id="nav-requests"' in gone.text and "(purged, or never stored)" in gone.text
+    nowhere = client.get("/ui/nope")  # a page with the navigation, not a bare line (a first user's report)
+    assert nowhere.status_code == 404 and 'id="nav-requests"' in nowhere.text and "no page /ui/nope" in nowhere.text
 
     confirm = client.post(f"/ui/requests/{'b' * 32}/purge", data={})
     assert 'id="confirm"' in confirm.text and server.traces.get("b" * 32) is not None  # asked first

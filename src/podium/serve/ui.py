@@ -32,7 +32,6 @@ external resource, so they work offline.
 from __future__ import annotations
 
 import dataclasses
-import html
 import ipaddress
 import math
 from pathlib import Path
@@ -141,6 +140,10 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         return templates.TemplateResponse(request, name, context, status_code=status)  # headers: UIHeaders
 
+    def missing(request: Request, request_id: str) -> Response:
+        message = f"no request {request_id!r} here (purged, or never stored)"
+        return page(request, "error.html", status=404, message=message)
+
     @router.get("/logout", response_class=HTMLResponse)
     @router.post("/logout", response_class=HTMLResponse)
     async def logout(request: Request) -> Response:
@@ -208,7 +211,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
             if full is not None:
                 return RedirectResponse(f"/ui/requests/{full}", status_code=303)
         if record is None:
-            return HTMLResponse("no such request (purged, or never stored)", status_code=404)
+            return missing(request, request_id)
         actions = templates.get_template("request_actions.html").render(request_id=record.id)
         return HTMLResponse(render_html(record, header=actions, forms_to_self=True))
 
@@ -220,7 +223,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         if server.traces is None:
             return HTMLResponse("no trace store", status_code=503)
         if await _thread(server.traces.get, request_id) is None:
-            return HTMLResponse("no such request (purged, or never stored)", status_code=404)
+            return missing(request, request_id)
         if form.get("confirm") != request_id:
             return page(request, "purge.html", request_id=request_id)
         return await purged(request, await _thread(server.traces.purge, request_ids=[request_id]))
@@ -258,7 +261,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
     async def not_found(request: Request, rest: str) -> Response:  # last: every other /ui route wins
         if (answer := refused(request)) is not None:
             return answer
-        return HTMLResponse(f'no page /ui/{html.escape(rest)} here; start at <a href="/ui">/ui</a>', status_code=404)
+        return page(request, "error.html", status=404, message=f"no page /ui/{rest} here; the list is at /ui")
 
     return router
 
