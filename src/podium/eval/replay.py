@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from pathlib import Path
 from podium.conductor.base import PreviousRound
 from podium.conductor.baselines import SingleWorker
 from podium.errors import ConfigError
-from podium.eval.tasks import Task, TaskSetError, TaskType
+from podium.eval.tasks import Task, TaskSetError, TaskType, split_sizes
 from podium.records import PlanAttempt
 from podium.workers.base import (
     NO_CONTEXT,
@@ -163,8 +162,7 @@ class OutcomeMatrix:
             if split is None or row.split == split
         ]
         if not tasks:
-            have = Counter(row.split or "(none)" for row in self.rows.values())
-            splits = ", ".join(f"{name} ({n})" for name, n in sorted(have.items()))
+            splits = split_sizes(row.split for row in self.rows.values())
             raise TaskSetError(f"{self.path}: no row in split {split!r}; its splits: {splits}")
         return tasks
 

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from podium.errors import ConfigError
 
-__all__ = ["TASK_TYPES", "Task", "TaskSetError", "TaskType", "load_tasks", "mbpp_split", "select"]
+__all__ = ["TASK_TYPES", "Task", "TaskSetError", "TaskType", "load_tasks", "mbpp_split", "select", "split_sizes"]
 
 TaskType = Literal["math", "code", "choice", "exact", "open"]
 TASK_TYPES: tuple[str, ...] = ("math", "code", "choice", "exact", "open")
@@ -128,8 +128,7 @@ def load_tasks(path: str | Path, *, split: str | None = None) -> list[Task]:
     if split is not None:
         chosen = [t for t in tasks if t.split == split]
         if not chosen:
-            have = Counter(t.split or "(none)" for t in tasks)
-            splits = ", ".join(f"{name} ({n})" for name, n in sorted(have.items()))
+            splits = split_sizes(t.split for t in tasks)
             raise TaskSetError(f"{file}: no task in split {split!r}; its splits: {splits}")
         tasks = chosen
     return tasks
@@ -159,6 +158,12 @@ def mbpp_split(task_id: int) -> str:
 
 _CSV_HEADER = re.compile(r"^\s*\"?id\"?\s*[,;\t]", re.IGNORECASE)
 """The header of a CSV file whose first column is id (a review file's)."""
+
+
+def split_sizes(splits: Iterable[str | None]) -> str:
+    """The splits named, with how many of each, for an error message: ``test (4), train (10)``."""
+    have = Counter(s or "(none)" for s in splits)
+    return ", ".join(f"{name} ({n})" for name, n in sorted(have.items()))
 
 
 def _read_jsonl(file: Path) -> Iterable[tuple[int, dict[str, Any]]]:
