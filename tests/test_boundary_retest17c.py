@@ -256,6 +256,24 @@ def test_malformed_numbers_in_option_headers_are_refused() -> None:
     assert (options.deadline_s, options.cost_cap_usd, options.rounds) == (2.5, 0.01, 1)
 
 
+def test_non_finite_options_and_a_non_boolean_stream_are_refused_by_name() -> None:
+    """JSON bodies parsed by Python carry ``NaN`` and ``Infinity`` as bare words: each is named
+    as not finite (NaN used to fail the range check as "greater than 0"). ``stream`` must be a
+    boolean, as OpenAI's API has it: ``"yes"`` or ``1`` used to turn streaming on."""
+    from pydantic import ValidationError
+
+    from podium.serve.wire import ApiError, ChatRequest, request_options
+
+    body = ChatRequest(messages=[{"role": "user", "content": "q"}])
+    for raw in ({"deadline_s": float("nan")}, {"cost_cap_usd": float("inf")}, {"deadline_s": float("-inf")}):
+        with pytest.raises(ApiError, match=r"^podium\.\w+: must be a finite number \(got -?(nan|inf)\)"):
+            request_options(body, raw, {})
+    for stream in ("yes", 1, "true"):
+        with pytest.raises(ValidationError, match="valid boolean"):
+            ChatRequest.model_validate({"messages": [{"role": "user", "content": "q"}], "stream": stream})
+    assert ChatRequest.model_validate({"messages": [{"role": "user", "content": "q"}], "stream": True}).stream
+
+
 _POOL = """name = "x"
 {top}
 [conductor]

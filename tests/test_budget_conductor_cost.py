@@ -225,3 +225,14 @@ def test_a_budget_smaller_than_one_call_says_no_new_period_helps() -> None:
     with pytest.raises(CostCapExceeded) as later:
         budget.reserve(0.00006)  # fits the cap, not what is left: a new period helps
     assert later.value.retry_after_s is not None and "never" not in str(later.value)
+
+
+def test_a_tiny_cap_keeps_its_digits_in_the_refusal() -> None:
+    """A first user's ``--cost-cap 1e-9`` was refused with "$0.000000 of $0.000000 left": amounts
+    under half a millionth now keep two significant digits, zero still reads $0.000000."""
+    from podium.budget import usd
+
+    assert (usd(0.0), usd(0.000604), usd(1e-9), usd(4.2e-7)) == ("$0.000000", "$0.000604", "$1e-09", "$4.2e-07")
+    budget = RequestBudget(Limits(cost_cap_usd=1e-9))
+    with pytest.raises(CostCapExceeded, match=r"up to \$0\.000604 .* \(\$1e-09 of \$1e-09 left\)"):
+        budget.reserve(0.000604)

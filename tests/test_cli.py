@@ -327,3 +327,14 @@ def test_db_check_on_the_embedded_default_lists_every_store_file(
     assert f"traces: {tmp_path / 'home' / 'traces.sqlite3'} (2.0 MB)" in lines
     assert f"shadow: {tmp_path / 'home' / 'shadow.sqlite3'} (not created yet)" in lines
     assert "0 rows" in lines and "1 rows" not in lines
+
+
+def test_shadow_help_lists_its_report_subcommand_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """``podium shadow --help`` printed "report" twice under "positional arguments" (the
+    subparsers' metavar, then the entry), a first user found; it now reads as the other commands'
+    SUBCOMMAND listings, marked optional since ``podium shadow`` alone runs the proxy."""
+    with pytest.raises(SystemExit) as done:
+        cli(["shadow", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "[SUBCOMMAND] ..." in out
+    assert [line.split()[0] for line in out.splitlines() if line.strip().startswith("report")] == ["report"]

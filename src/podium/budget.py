@@ -136,6 +136,12 @@ class Limits:
         )
 
 
+def usd(amount: float) -> str:
+    """A dollar amount for a message: ``$0.000123``, six decimals; a nonzero amount under half a
+    millionth keeps two significant digits (``$2e-09``) instead of reading as ``$0.000000``."""
+    return f"${amount:.6f}" if amount == 0 or abs(amount) >= 5e-7 else f"${amount:.2g}"
+
+
 class CostLedger:
     """Reserve-then-settle accounting against a cap, USD.
 
@@ -159,16 +165,16 @@ class CostLedger:
 
     def no_room(self, amount_usd: float, remaining_usd: float) -> CostCapExceeded:
         """The refusal of a call needing up to ``amount_usd`` when ``remaining_usd`` is left."""
-        held = f"; ${self.reserved_usd:.6f} more is held by calls in flight" if self.reserved_usd > 1e-9 else ""
-        left = f"${max(remaining_usd, 0):.6f} of ${self.cap_usd or 0:.6f} left{held}"
+        held = f"; {usd(self.reserved_usd)} more is held by calls in flight" if self.reserved_usd > 1e-9 else ""
+        left = f"{usd(max(remaining_usd, 0.0))} of {usd(self.cap_usd or 0)} left{held}"
         what = (  # nothing to fit: the check before planning, on a budget already past its cap
             f"the {self.scope} budget is used up ({left})"
             if amount_usd <= 0
-            else f"a call needing up to ${amount_usd:.6f} (its worst case: the prompt and max_tokens) does not fit "
+            else f"a call needing up to {usd(amount_usd)} (its worst case: the prompt and max_tokens) does not fit "
             f"the {self.scope} budget ({left})"
         )
         if self.never_fits(amount_usd):
-            what += f"; it never will: raise the budget above ${amount_usd:.6f}, one call's worst case"
+            what += f"; it never will: raise the budget above {usd(amount_usd)}, one call's worst case"
         return CostCapExceeded(
             what,
             needed_usd=amount_usd,
@@ -401,7 +407,7 @@ class RequestBudget:
             against = "what was left" if first.role == "conductor" else "a reservation"
             raise CostCapExceeded(
                 f"the request made no further call after {first.role} {first.worker!r} cost "
-                f"${first.actual_usd:.6f} against {against} of ${first.reserved_usd:.6f}",
+                f"{usd(first.actual_usd)} against {against} of {usd(first.reserved_usd)}",
                 needed_usd=amount_usd,
                 remaining_usd=0.0,
                 scope="request",

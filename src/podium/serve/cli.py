@@ -181,7 +181,7 @@ def add_parsers(sub: Any) -> None:
     )
     _database_argument(sh)
     _stack_arguments(sh)
-    reports = sh.add_subparsers(dest="shadow_command", metavar="report")
+    reports = sh.add_subparsers(dest="shadow_command", metavar="[SUBCOMMAND]", title="subcommand (optional)")
     rep = reports.add_parser("report", help="compare shadow runs with the upstream per use case")
     rep.add_argument(
         "--since", metavar="WHEN", help="from this date/time (ISO 8601, e.g. 2026-11-01; UTC unless an offset)"

@@ -87,7 +87,7 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = ""
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: bool = Field(default=False, strict=True)  # "yes" or 1 is refused, as OpenAI does
     stream_options: dict[str, Any] | None = None
     user: str | None = None
     podium: Any = None  # validated by _options, so errors name the field as the client wrote it
@@ -169,18 +169,17 @@ def request_options(body: ChatRequest, raw_podium: Any, headers: Mapping[str, st
         else:
             merged[name] = value
         given_as[name] = where
+    for name in ("deadline_s", "cost_cap_usd"):  # before the range check, which NaN fails confusingly
+        value = merged.get(name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ApiError(400, f"{given_as[name]}: must be a finite number (got {value})", param=given_as[name])
     try:
-        options = RequestOptions.model_validate(merged)
+        return RequestOptions.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
         where = given_as.get(field, f"podium.{field}")
         raise ApiError(400, f"{where}: {first['msg']}", param=where) from None
-    for name in ("deadline_s", "cost_cap_usd"):
-        value = getattr(options, name)
-        if value is not None and not math.isfinite(value):
-            raise ApiError(400, f"{given_as.get(name, name)}: must be a finite number", param=given_as.get(name))
-    return options
 
 
 _NUMBERS: dict[str, type] = {"deadline_s": float, "cost_cap_usd": float, "rounds": int}
