@@ -99,6 +99,11 @@ def test_paging_goes_to_older_requests_and_skips_none_that_started_together(tmp_
     shown = re.findall(r'data-id="([0-9a-f]{32})"', first.text + older.text)
     assert sorted(shown) == sorted(f"{i:032x}" for i in range(60))
     assert client.post("/ui", data={"before": "2026-11-01T10:00:10.000Z"}).status_code == 400  # not a cursor
+    linked = client.get("/ui", params={"before": html.unescape(cursor.group(1))})  # a shared "older" URL
+    assert re.findall(r'data-id="([0-9a-f]{32})"', linked.text) == re.findall(r'data-id="([0-9a-f]{32})"', older.text)
+    for private in ({"q": "paging"}, {"subject": "customer-7"}):  # never read from a URL, and says so
+        refused = client.get("/ui", params=private)
+        assert refused.status_code == 400 and "never in URLs" in refused.text, refused.text
 
 
 def test_only_loopback_clients_and_with_keys_only_admin_ones(server: Server) -> None:

@@ -61,7 +61,12 @@ _REMOTE_REFUSED = (
     "podium's UI answers clients on 127.0.0.1, or anywhere to an admin key (sign in at /ui/login; "
     f"create one with '{_ADMIN_HINT}'); without one, use an SSH tunnel"
 )
-_FILTERS = ("status", "worker", "conductor", "since", "until", "min_cost", "max_cost", "min_latency", "max_latency")
+_FILTERS = (
+    *("status", "worker", "conductor", "since", "until", "min_cost", "max_cost", "min_latency", "max_latency"),
+    "before",  # the "older" page's cursor (started_at|id), so an older page's URL can be shared
+)
+_PRIVATE = ("q", "subject")
+"""Request-list fields taken from a form only, never from a URL."""
 
 
 def _loopback(request: Request) -> bool:
@@ -182,6 +187,12 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         form = {k: v for k, v in request.query_params.items() if k in _FILTERS}
         if request.method == "POST":
             form = await _form(request)
+        elif private := sorted(k for k in _PRIVATE if k in request.query_params):
+            error = (  # silently listing everything instead would look like a search with no effect
+                f"{' and '.join(private)} in a URL: search words and subjects go in the page's form (a POST "
+                "body), never in URLs, which access logs and browser history keep"
+            )
+            return page(request, "list.html", status=400, rows=[], hits={}, form=form, error=error)
         try:
             where = _filter(form)
             query = form.get("q", "").strip()
