@@ -177,7 +177,7 @@ def test_the_report_compares_per_use_case_against_hand_counted_values() -> None:
     assert math_case["cost_usd"]["podium_mean"] == pytest.approx(0.002)
     assert math_case["largest_disagreements"][0]["podium_answer"] == "it is 41"
     assert report["use_cases"]["support"]["agreement"] == 1.0  # identical texts
-    assert "| math | 3 | 2 | 0.500 |" in report_markdown(report)
+    assert "| math | 3 | done 2, skipped_budget 1 | 0.500 |" in report_markdown(report)  # every status shown
 
 
 def test_purging_shadow_rows_leaves_none_of_their_text_in_the_files(tmp_path: Path) -> None:

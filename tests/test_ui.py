@@ -301,7 +301,7 @@ def test_shadow_page_renders_the_report_per_use_case(reports: TestClient) -> Non
     assert day.text.count('class="use-case"') == 1 and 'data-case="billing"' in day.text
     markdown = reports.get("/ui/shadow.md")
     assert markdown.headers["content-type"].startswith("text/markdown")
-    assert "| support | 3 | 3 | 0.667 |" in markdown.text  # report_markdown's table
+    assert "| support | 3 | done 3 | 0.667 |" in markdown.text  # report_markdown's table
 
 
 @pytest.mark.slow

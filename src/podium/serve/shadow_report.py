@@ -150,7 +150,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
         return "–" if value is None else format(value, spec)
 
     lines = [
-        "| use case | requests | done | agreement | quality upstream | quality podium | cost upstream | "
+        "| use case | requests | by status | agreement | quality upstream | quality podium | cost upstream | "
         "cost podium | p50 / p95 upstream (s) | p50 / p95 podium (s) | podium's workers |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -159,7 +159,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
         cells = [
             case,
             str(c["requests"]),
-            str(c["statuses"].get("done", 0)),
+            ", ".join(f"{status} {n}" for status, n in c["statuses"].items()),  # failed and skipped runs too
             f(c["agreement"]),
             f(c["quality"]["upstream"]),
             f(c["quality"]["podium"]),
