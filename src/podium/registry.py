@@ -302,9 +302,13 @@ class Registry:
         """Undo the latest promotion: the version promoted before it is current again.
         Raises ConfigError when there is nothing to roll back to."""
         stack = self._stack(name)
-        if len(stack) < 2:
+        if len(stack) < 2:  # before a first promotion a bare NAME served the latest version anyway
             state = f"v{stack[-1]} is the only promoted version" if stack else "it was never promoted"
-            raise ConfigError(f"cannot roll back {name}: {state}")
+            raise ConfigError(
+                f"cannot roll back {name}: {state}, and an unpromoted {name!r} serves its latest version; to "
+                f"serve another, name it in the serving config: a pinned version (light:{name}@vN or "
+                f"lm:{name}@vN), fallback or pipeline"
+            )
         target = self.get(f"{name}@v{stack[-2]}")
         self._log(name, {"action": "rollback", "version": target.number, "from": stack[-1], "at": utc_now()})
         return target
