@@ -69,7 +69,9 @@ def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
 
     args = ["train", "--policy", "plans", "--replay", str(routellm_slice), "--sweep", "--name", "sweep"]
     assert cli([*args, "--dims", "2", "--ensemble", "1", "--steps", "40", "--json"]) == 0
-    trained = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    trained = json.loads(captured.out)
+    assert "train: 60/60 embedding" in captured.err  # its progress (the cache is empty: 60 texts to encode)
     assert trained["span"] == "sweep@v1..v23" and len(trained["versions"]) == 23
     lambdas = [v["config"]["lam"] for v in trained["versions"]]
     assert lambdas[0] == 0.0 and lambdas == sorted(lambdas) and len(set(lambdas)) == 23

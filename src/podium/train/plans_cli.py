@@ -77,8 +77,12 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(args.embedder))
     progress = progress_bar("train", err)
     with progress:
-        progress.add_task(f"embedding {len(rows)} questions ({embedder.name})", total=None)
-        vectors = embedder.embed([r["prompt"] for r in rows])
+        task = progress.add_task(f"embedding {len(rows)} questions ({embedder.name})", total=None)
+
+        def embedded(done: int, todo: int) -> None:  # the texts not yet in the embedding cache
+            progress.update(task, total=todo, completed=done)
+
+        vectors = embedder.embed([r["prompt"] for r in rows], on_progress=embedded)
     trained = []
     for config in configs:
         trained.append(
