@@ -110,6 +110,25 @@ def test_a_streamed_refusal_before_any_text_is_the_unstreamed_http_error(tmp_pat
         running.stop()
 
 
+def test_a_streamed_refusal_by_a_used_up_key_budget_keeps_its_retry_after(tmp_path: Path) -> None:
+    """A key budget that one call fits but today's spending has used up: a new period helps, so
+    the refusal is 429 with Retry-After until midnight UTC, streamed as unstreamed (the SDK backs
+    off by that header)."""
+    keys = KeyStore(tmp_path / "keys.sqlite3")
+    secret = keys.create("spent", budget_usd=0.05, period="day")  # a call reserves about $0.02
+    keys.record("spent", "earlier-request", 0.05)  # today's budget is gone
+    running, _ = serve(tmp_path, "", keys)
+    try:
+        sent = {"Authorization": f"Bearer {secret}"}
+        for response in (post(running.url, False, sent), post(running.url, True, sent)):
+            assert response.status_code == 429 and response.headers["content-type"] == "application/json"
+            assert response.json()["error"]["code"] == "insufficient_quota"
+            assert 1 <= int(response.headers["retry-after"]) <= 86_400, response.headers
+            assert "never" not in response.json()["error"]["message"]
+    finally:
+        running.stop()
+
+
 def test_a_streamed_deadline_before_any_text_is_504(tmp_path: Path) -> None:
     workers = [ScriptedWorker(n, reply, delay_s=2.0) for n in ("smol-a", "smol-b", "smol-c")]
     running, _ = serve(tmp_path, workers=workers)
