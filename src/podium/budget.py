@@ -67,6 +67,7 @@ __all__ = [
     "Reservation",
     "checked_cost",
     "prompt_token_bound",
+    "usd",
     "worst_case_cost",
 ]
 
@@ -137,8 +138,7 @@ class Limits:
 
 
 def usd(amount: float) -> str:
-    """A dollar amount for a message: ``$0.000123``, six decimals; a nonzero amount under half a
-    millionth keeps two significant digits (``$2e-09``) instead of reading as ``$0.000000``."""
+    """A dollar amount for a message: ``$0.000123``; under half a millionth, ``$2e-09``."""
     return f"${amount:.6f}" if amount == 0 or abs(amount) >= 5e-7 else f"${amount:.2g}"
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "RunRecord",
     "StepRecord",
     "Totals",
+    "plain_json",
     "utc_now",
 ]
 
@@ -317,7 +318,7 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         """Plain-JSON form (workflows in their storage form)."""
-        data: dict[str, Any] = _plain(self)
+        data: dict[str, Any] = plain_json(self)
         data["workflows"] = [w.to_json() for w in self.workflows]
         for attempt, raw in zip(self.attempts, data["attempts"], strict=False):
             raw["workflow"] = attempt.workflow.to_json() if attempt.workflow is not None else None
@@ -328,7 +329,7 @@ _LEAVES = (str, int, float, bool, type(None))
 
 _STORED: dict[type, tuple[str, ...] | None] = {}
 """Per class: its stored fields' names (a dataclass; a field with ``metadata={"stored": False}``
-is left out), or None (not a dataclass). Filled on first use: ``_plain`` runs for every record
+is left out), or None (not a dataclass). Filled on first use: ``plain_json`` runs for every record
 written, and reading the fields of every object each time cost more than the rest of it."""
 
 
@@ -343,17 +344,19 @@ def _stored_fields(cls: type) -> tuple[str, ...] | None:
         return names
 
 
-def _plain(obj: Any) -> Any:
+def plain_json(obj: Any) -> Any:
+    """A record or any part of one (a dataclass, tuple, list, dict or leaf) as plain JSON values:
+    dataclasses as dicts of their stored fields, tuples as lists; leaves unchanged."""
     cls = type(obj)
     if cls in _LEAVES:
         return obj
     names = _stored_fields(cls)  # a dataclass instance (a dataclass itself is a type: not one)
     if names is not None:
-        return {name: _plain(getattr(obj, name)) for name in names}
+        return {name: plain_json(getattr(obj, name)) for name in names}
     if isinstance(obj, (list, tuple)):
-        return [_plain(x) for x in obj]
+        return [plain_json(x) for x in obj]
     if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
+        return {k: plain_json(v) for k, v in obj.items()}
     return obj
 
 

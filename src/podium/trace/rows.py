@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
+from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals, plain_json
 from podium.trace.query import TraceSummary
 from podium.trace.writer import WriteBehind
 from podium.unicode import valid_text
@@ -169,7 +169,6 @@ def trace_writer(
 
 def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """A finished record's ``requests`` row, ``plan_attempts`` rows and ``steps`` rows."""
-    data = record.to_json()
     request = {
         "id": record.id,
         "started_at": record.started_at,
@@ -182,10 +181,10 @@ def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], li
         "question": record.question,
         "answer": record.answer,
         "error": record.error,
-        "workflows": dumps(data["workflows"]),
+        "workflows": dumps([w.to_json() for w in record.workflows]),
         "fallback_reason": record.fallback.reason if record.fallback else None,
         "fallback_detail": record.fallback.detail if record.fallback else None,
-        "totals": dumps(data["totals"]),
+        "totals": dumps(plain_json(record.totals)),
         "total_cost_usd": record.totals.total_cost_usd,
         "wall_time_s": record.totals.wall_time_s,
         "tags": dumps(list(record.tags)),
@@ -211,9 +210,9 @@ def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], li
             "constrained": int(a.constrained),
             "started_at": a.started_at or None,
             "finished_at": a.finished_at or None,
-            "disclosures": dumps(data_attempt["disclosures"]),
+            "disclosures": dumps(plain_json(a.disclosures)),
         }
-        for a, data_attempt in zip(record.attempts, data["attempts"], strict=True)
+        for a in record.attempts
     ]
     steps = [
         {
@@ -241,9 +240,9 @@ def rows_of(record: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]], li
             "error_type": s.error_type,
             "started_at": s.started_at,
             "finished_at": s.finished_at,
-            "disclosures": dumps(data_step["disclosures"]),
+            "disclosures": dumps(plain_json(s.disclosures)),
         }
-        for s, data_step in zip(record.steps, data["steps"], strict=True)
+        for s in record.steps
     ]
     return _valid(request), [_valid(a) for a in attempts], [_valid(s) for s in steps]
 
