@@ -148,7 +148,7 @@ def test_registry_promotion_is_a_stack(tmp_path: Path) -> None:
     assert registry.get("light").ref == "light@v3"
     assert registry.rollback("light").ref == "light@v2"
     assert registry.rollback("light").ref == "light@v1"
-    with pytest.raises(ConfigError, match="only promoted version.* serves its latest version; to serve another"):
+    with pytest.raises(ConfigError, match=r"only promoted version.* serves its latest version; to serve another"):
         registry.rollback("light")  # a first promotion has nothing before it: says what to do instead
     with pytest.raises(ConfigError, match="has no v9"):
         registry.get("light@v9")
