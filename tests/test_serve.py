@@ -401,9 +401,36 @@ def test_a_revoked_keys_name_is_not_reused_and_the_message_says_why(tmp_path: Pa
 
     keys = KeyStore(tmp_path / "keys.sqlite3")
     keys.create("support-team")
-    with pytest.raises(ConfigError, match="a key named 'support-team' exists; revoke it"):
+    with pytest.raises(ConfigError, match=r"a key named 'support-team' exists; .*podium keys rotate support-team"):
         keys.create("support-team")
     keys.revoke("support-team")
     with pytest.raises(ConfigError, match=r"was revoked \(.*\); a name is never reused.*e\.g\. support-team-2"):
         keys.create("support-team")
     assert keys.create("support-team-2").startswith("pk-podium-")
+
+
+def test_rotating_a_key_replaces_its_secret_and_keeps_its_name_budget_and_spending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A team whose secret leaked wants a new one under the same name, budget and this period's
+    spending (a revoked name is never reused): ``podium keys rotate NAME`` on a real key file."""
+    from podium.cli import cli
+    from podium.errors import ConfigError
+
+    file = tmp_path / "keys.sqlite3"
+    keys = KeyStore(file)
+    old = keys.create("support-team", budget_usd=0.5, period="week", scope="admin")
+    keys.record("support-team", "r1", 0.125)
+    assert cli(["keys", "rotate", "support-team", "--keys", str(file)]) == 0
+    new = capsys.readouterr().out.strip().splitlines()[-1]  # the secret, on a line of its own
+    fresh = KeyStore(file)  # another process: nothing remembered
+    assert new.startswith("pk-podium-") and new != old
+    assert fresh.verify(old) is None
+    key = fresh.verify(new)
+    assert key is not None and (key.name, key.budget_usd, key.period) == ("support-team", 0.5, "week")
+    assert key.admin  # its scope too
+    assert fresh.spent_since("support-team", 0) == pytest.approx(0.125)
+    keys.revoke("support-team")
+    with pytest.raises(ConfigError, match="no active key named 'support-team'"):
+        keys.rotate("support-team")  # a revoked key stays revoked
+    assert cli(["keys", "rotate", "nobody", "--keys", str(file)]) == 2

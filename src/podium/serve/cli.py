@@ -139,9 +139,13 @@ def add_parsers(sub: Any) -> None:
     )
     k_list = k.add_parser("list", help="keys, budgets and this period's spending")
     k_list.add_argument("--json", action="store_true")
+    rotate = k.add_parser(
+        "rotate", help="give a key a new secret, printed once; the old one stops working (name, budget, spending stay)"
+    )
+    rotate.add_argument("name")
     revoke = k.add_parser("revoke", help="revoke a key (its usage record stays)")
     revoke.add_argument("name")
-    for p in (create, k_list, revoke):
+    for p in (create, k_list, rotate, revoke):
         p.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
         _database_argument(p)
 

@@ -121,7 +121,7 @@ class KeyStore:
             raise ConfigError(f"scope {scope!r}: use one of {', '.join(SCOPES)}")
         if budget_usd is not None and not budget_usd > 0:
             raise ConfigError(f"budget {budget_usd!r}: give a positive USD amount, or no budget")
-        secret = _PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
+        secret = _new_secret()
         try:
             with self._db.begin() as connection:
                 connection.execute(
@@ -144,8 +144,27 @@ class KeyStore:
                     f"a key named {name!r} was revoked ({revoked}); a name is never reused, since traces and "
                     f"budgets are booked under it: pick another, e.g. {name}-2"
                 ) from None
-            raise ConfigError(f"a key named {name!r} exists; revoke it or pick another name") from None
+            raise ConfigError(
+                f"a key named {name!r} exists; for a new secret under that name: podium keys rotate {name}"
+            ) from None
         self._forget()
+        return secret
+
+    def rotate(self, name: str) -> str:
+        """A new secret for active key ``name``, returned (shown once); the old secret stops
+        working (on other replicas within :attr:`CACHE_S`). Name, scope, budget and this
+        period's spending stay: a leaked or departing secret is replaced without a new name
+        (a revoked name is never reused). Raises ConfigError when no active key has the name."""
+        from sqlalchemy import update
+
+        secret = _new_secret()
+        with self._db.begin() as connection:
+            changed = connection.execute(
+                update(keys).where(keys.c.name == name, keys.c.revoked_at.is_(None)).values(digest=_digest(secret))
+            ).rowcount
+        self._forget()
+        if not changed:
+            raise ConfigError(f"no active key named {name!r}; see 'podium keys list'")
         return secret
 
     def revoke(self, name: str) -> None:
@@ -289,6 +308,10 @@ class KeyStore:
     def close(self) -> None:
         """Close the store's connections."""
         self._db.dispose()
+
+
+def _new_secret() -> str:
+    return _PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
 
 
 def _digest(secret: str) -> str:

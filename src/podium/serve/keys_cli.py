@@ -1,4 +1,4 @@
-"""``podium keys create | list | revoke`` and ``podium kill-switch on | off | status``: the API keys
+"""``podium keys create | list | rotate | revoke`` and ``podium kill-switch on | off | status``: the API keys
 of ``podium serve`` and the kill switch, both kept in the key store
 (:class:`podium.serve.keys.KeyStore`: the key file of one host, or the shared store of every
 replica).
@@ -18,7 +18,7 @@ __all__ = ["cmd_keys", "cmd_kill_switch"]
 
 
 def cmd_keys(args: argparse.Namespace, out: Console) -> int:
-    """``podium keys``: create a key (printed once), revoke one, or list them with this period's
+    """``podium keys``: create a key (printed once), give one a new secret, revoke one, or list them with this period's
     spending (USD)."""
     store = key_store(args)
     if args.keys_command == "create":
@@ -26,6 +26,12 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
         budget = f"${args.budget:g} per {args.period}" if args.budget else "no budget"
         scope = "; admin: opens the web UI" if args.scope == "admin" else ""
         out.print(f"key {args.name!r} created ({budget}{scope}); it is shown only now:", highlight=False)
+        print(secret)
+        return 0
+    if args.keys_command == "rotate":
+        secret = store.rotate(args.name)
+        out.print(f"key {args.name!r} has a new secret (the old one no longer works); it is shown only now:",
+                  highlight=False)  # fmt: skip
         print(secret)
         return 0
     if args.keys_command == "revoke":
