@@ -144,6 +144,7 @@ def test_eval_replays_plans_on_a_bank_and_pairs_them_with_the_baseline(tmp_path:
     scores = {m: [r["score"] for r in report["results"][m]] for m in ("single:solve@0.5b", "single:solve@1.5b")}
     assert small["diff"] == pytest.approx(sum(scores["single:solve@0.5b"]) / 25 - sum(scores["single:solve@1.5b"]) / 25)
     assert report["config"]["bank"] is True
+    assert report["config"]["tasks"] == f"{BANK} (test)"  # the bank folder names it (the plot title), not matrix.csv
 
 
 def test_bad_eval_options_on_a_bank_fail_before_any_work(tmp_path: Path) -> None:

@@ -488,6 +488,6 @@ def _replay(
         "mode": "replay",
         "bank": bank is not None,
         "calibration_rows": len(calibration),
-        "tasks": f"{matrix.path.name} ({split})",
+        "tasks": f"{spec.replay if bank is not None else matrix.path.name} ({split})",  # a bank: its folder
     }
     return build_report(methods, results, replay=True, config=config_json, replay_latency=matrix.has_latency)
