@@ -1,5 +1,5 @@
-"""``podium keys create | list | rotate | revoke`` and ``podium kill-switch on | off | status``: the API keys
-of ``podium serve`` and the kill switch, both kept in the key store
+"""``podium keys create | list | rotate | revoke`` and ``podium kill-switch on | off | status``:
+the API keys of ``podium serve`` and the kill switch, both kept in the key store
 (:class:`podium.serve.keys.KeyStore`: the key file of one host, or the shared store of every
 replica).
 """
@@ -18,8 +18,8 @@ __all__ = ["cmd_keys", "cmd_kill_switch"]
 
 
 def cmd_keys(args: argparse.Namespace, out: Console) -> int:
-    """``podium keys``: create a key (printed once), give one a new secret, revoke one, or list them with this period's
-    spending (USD)."""
+    """``podium keys``: create a key (printed once), give one a new secret (printed once), revoke
+    one, or list them with this period's spending (USD)."""
     store = key_store(args)
     if args.keys_command == "create":
         secret = store.create(args.name, budget_usd=args.budget, period=args.period, scope=args.scope)
