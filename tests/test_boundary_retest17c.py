@@ -259,7 +259,8 @@ def test_malformed_numbers_in_option_headers_are_refused() -> None:
 def test_non_finite_options_and_a_non_boolean_stream_are_refused_by_name() -> None:
     """JSON bodies parsed by Python carry ``NaN`` and ``Infinity`` as bare words: each is named
     as not finite (NaN used to fail the range check as "greater than 0"). ``stream`` must be a
-    boolean, as OpenAI's API has it: ``"yes"`` or ``1`` used to turn streaming on."""
+    boolean (or null: not streamed), as OpenAI's API has it: ``"yes"`` or ``1`` used to turn
+    streaming on."""
     from pydantic import ValidationError
 
     from podium.serve.wire import ApiError, ChatRequest, request_options
@@ -272,6 +273,7 @@ def test_non_finite_options_and_a_non_boolean_stream_are_refused_by_name() -> No
         with pytest.raises(ValidationError, match="valid boolean"):
             ChatRequest.model_validate({"messages": [{"role": "user", "content": "q"}], "stream": stream})
     assert ChatRequest.model_validate({"messages": [{"role": "user", "content": "q"}], "stream": True}).stream
+    assert not ChatRequest.model_validate({"messages": [{"role": "user", "content": "q"}], "stream": None}).stream
 
 
 _POOL = """name = "x"

@@ -148,8 +148,10 @@ def test_registry_promotion_is_a_stack(tmp_path: Path) -> None:
     assert registry.get("light").ref == "light@v3"
     assert registry.rollback("light").ref == "light@v2"
     assert registry.rollback("light").ref == "light@v1"
-    with pytest.raises(ConfigError, match=r"only promoted version.* serves its latest version; to serve another"):
-        registry.rollback("light")  # a first promotion has nothing before it: says what to do instead
+    with pytest.raises(ConfigError, match=r"v1 is its first promotion, .*conductor = \"light:light@vN\""):
+        registry.rollback("light")  # a first promotion has nothing before it: says what to pin instead
+    with pytest.raises(ConfigError, match="no conductor named 'nosuch'"):
+        registry.rollback("nosuch")  # not "never promoted", as if it existed
     with pytest.raises(ConfigError, match="has no v9"):
         registry.get("light@v9")
     with pytest.raises(ConfigError, match="conductor name"):

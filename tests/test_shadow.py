@@ -269,6 +269,15 @@ def test_a_report_on_a_folder_or_a_file_that_is_no_store_says_which(
     assert notes.read_text() == "my notes"
     assert cli(["shadow", "report", "--store", str(tmp_path)]) == 2
     assert f"{tmp_path} is a folder; --store takes the shadow store's file" in capsys.readouterr().err
+    traces = tmp_path / "traces.sqlite3"  # a reviewer's find: another podium database got a shadow table
+    TraceStore(traces).close()
+    before = traces.read_bytes()
+    assert cli(["shadow", "report", "--store", str(traces)]) == 2
+    assert f"{traces} is not a shadow store (it holds meta, " in capsys.readouterr().err
+    assert traces.read_bytes() == before  # nothing written
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    assert cli(["shadow", "report", "--store", str(empty)]) == 0 and empty.stat().st_size == 0  # no rows, no table
 
 
 def test_shadow_quality_uses_the_eval_loops_verifiers() -> None:

@@ -93,7 +93,7 @@ def test_paging_goes_to_older_requests_and_skips_none_that_started_together(tmp_
     first = client.get("/ui")
     assert first.text.count('class="request"') == 50 and 'id="older"' in first.text
     cursor = re.search(r'name="before" value="([^"]+)"', first.text)
-    assert cursor is not None
+    assert cursor is not None and '<form method="get" action="/ui">' in first.text  # a link one can share
     older = client.post("/ui", data={"before": html.unescape(cursor.group(1))})
     assert older.text.count('class="request"') == 10 and 'id="older"' not in older.text
     shown = re.findall(r'data-id="([0-9a-f]{32})"', first.text + older.text)

@@ -300,14 +300,20 @@ class Registry:
 
     def rollback(self, name: str) -> Version:
         """Undo the latest promotion: the version promoted before it is current again.
-        Raises ConfigError when there is nothing to roll back to."""
+        Raises ConfigError for an unknown name, or when there is no earlier promotion to
+        return to (the message names the version to pin instead)."""
+        latest = self.get(name, bare="latest")  # an unknown name: "no conductor named …; known: …"
         stack = self._stack(name)
-        if len(stack) < 2:  # before a first promotion a bare NAME served the latest version anyway
-            state = f"v{stack[-1]} is the only promoted version" if stack else "it was never promoted"
+        if len(stack) < 2:
+            kind = "lm" if latest.training().policy == "lm" else "light"
+            state = (
+                f"v{stack[-1]} is its first promotion, so there is no earlier one to return to"
+                if stack
+                else f"it was never promoted (a serving configuration naming it serves its latest, v{latest.number})"
+            )
             raise ConfigError(
-                f"cannot roll back {name}: {state}, and an unpromoted {name!r} serves its latest version; to "
-                f"serve another, name it in the serving config: a pinned version (light:{name}@vN or "
-                f"lm:{name}@vN), fallback or pipeline"
+                f"cannot roll back {name}: {state}; to serve another version, pin it in the serving configuration "
+                f'(serve.toml: conductor = "{kind}:{name}@vN"), or serve "fallback" or "pipeline"'
             )
         target = self.get(f"{name}@v{stack[-2]}")
         self._log(name, {"action": "rollback", "version": target.number, "from": stack[-1], "at": utc_now()})

@@ -142,9 +142,9 @@ def add_parsers(sub: Any) -> None:
     rotate = k.add_parser(
         "rotate", help="give a key a new secret, printed once; the old one stops working (name, budget, spending stay)"
     )
-    rotate.add_argument("name")
+    rotate.add_argument("name", help="the key's name (podium keys list)")
     revoke = k.add_parser("revoke", help="revoke a key (its usage record stays)")
-    revoke.add_argument("name")
+    revoke.add_argument("name", help="the key's name (podium keys list)")
     for p in (create, k_list, rotate, revoke):
         p.add_argument("--keys", type=Path, help=f"API key file (default: {default_key_path()})")
         _database_argument(p)

@@ -164,7 +164,7 @@ class KeyStore:
             ).rowcount
         self._forget()
         if not changed:
-            raise ConfigError(f"no active key named {name!r}; see 'podium keys list'")
+            raise self._no_active(name)
         return secret
 
     def revoke(self, name: str) -> None:
@@ -177,7 +177,17 @@ class KeyStore:
             ).rowcount
         self._forget()
         if not changed:
-            raise ConfigError(f"no active key named {name!r}; see 'podium keys list'")
+            raise self._no_active(name)
+
+    def _no_active(self, name: str) -> ConfigError:
+        """The error for a rotation or revocation of ``name`` when no active key has it."""
+        from sqlalchemy import select
+
+        with self._db.connect() as connection:
+            revoked = connection.scalar(select(keys.c.revoked_at).where(keys.c.name == name))
+        if revoked is not None:
+            return ConfigError(f"key {name!r} was revoked ({revoked}) and stays so; create a key under a new name")
+        return ConfigError(f"no active key named {name!r}; see 'podium keys list'")
 
     def list(self) -> list[ApiKey]:
         """Every key, oldest first."""

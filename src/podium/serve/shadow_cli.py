@@ -103,7 +103,13 @@ def _report(args: argparse.Namespace, out: Console) -> int:
     else:
         if local is not None and not _is_sqlite(local):
             raise ConfigError(f"{local} is not a shadow store (not an SQLite database file): check --store")
-        rows = ShadowStore(location).rows(since=since, until=until)
+        tables = _tables(local) if local is not None else {"shadow"}
+        if tables and "shadow" not in tables:  # e.g. the trace database: opening it would add a table
+            raise ConfigError(
+                f"{local} is not a shadow store (it holds {', '.join(sorted(tables)[:4])}: another podium database?); "
+                f"nothing was changed: check --store (the default is {default_shadow_path()})"
+            )
+        rows = ShadowStore(location).rows(since=since, until=until) if tables else []
     report = shadow_report(rows, top=args.top)
     markdown = report_markdown(report)
     if args.out:
@@ -126,3 +132,14 @@ def _is_sqlite(path: Path) -> bool:
     with path.open("rb") as f:
         head = f.read(16)
     return head in (b"", b"SQLite format 3\x00")
+
+
+def _tables(path: Path) -> set[str]:
+    """The tables of the SQLite file at ``path``, read without writing anything."""
+    import sqlite3
+
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        db.close()

@@ -187,7 +187,7 @@ def ui_router(server: Server, sources: ReportSources | None = None) -> APIRouter
         form = {k: v for k, v in request.query_params.items() if k in _FILTERS}
         if request.method == "POST":
             form = await _form(request)
-        elif private := sorted(k for k in _PRIVATE if k in request.query_params):
+        elif private := sorted(k for k in _PRIVATE if request.query_params.get(k, "").strip()):
             error = (  # silently listing everything instead would look like a search with no effect
                 f"{' and '.join(private)} in a URL: search words and subjects go in the page's form (a POST "
                 "body), never in URLs, which access logs and browser history keep"

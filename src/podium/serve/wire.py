@@ -87,7 +87,7 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = ""
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = Field(default=False, strict=True)  # "yes" or 1 is refused, as OpenAI does
+    stream: bool | None = Field(default=False, strict=True)  # "yes" or 1 is refused; null is false, as OpenAI has it
     stream_options: dict[str, Any] | None = None
     user: str | None = None
     podium: Any = None  # validated by _options, so errors name the field as the client wrote it
