@@ -117,14 +117,19 @@ def test_a_streamed_refusal_by_a_used_up_key_budget_keeps_its_retry_after(tmp_pa
     keys = KeyStore(tmp_path / "keys.sqlite3")
     secret = keys.create("spent", budget_usd=0.05, period="day")  # a call reserves about $0.02
     keys.record("spent", "earlier-request", 0.05)  # today's budget is gone
-    running, _ = serve(tmp_path, "", keys)
+    running, traces = serve(tmp_path, "", keys)
     try:
         sent = {"Authorization": f"Bearer {secret}"}
-        for response in (post(running.url, False, sent), post(running.url, True, sent)):
+        # the first is refused by the ledger's reservation (this process had not read it yet), the
+        # second before any work by the key check: each is traced, its id in the header and message
+        for response in (post(running.url, False, sent), post(running.url, True, sent), post(running.url, True, sent)):
             assert response.status_code == 429 and response.headers["content-type"] == "application/json"
-            assert response.json()["error"]["code"] == "insufficient_quota"
+            error = response.json()["error"]
+            assert error["code"] == "insufficient_quota" and "never" not in error["message"]
             assert 1 <= int(response.headers["retry-after"]) <= 86_400, response.headers
-            assert "never" not in response.json()["error"]["message"]
+            assert response.headers["x-request-id"] in error["message"]
+            record = finished(traces, response.headers["x-request-id"])
+            assert record.status == "error" and "key:spent" in record.tags
     finally:
         running.stop()
 

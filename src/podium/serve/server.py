@@ -257,30 +257,37 @@ class Server:
                 raise ApiError(400, str(exc), param="workers") from None
         limits = orchestrator.config.limits.tightened(deadline_s=options.deadline_s, cost_cap_usd=options.cost_cap_usd)
         periods = list(orchestrator.config.periods)
-        if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
-            if ledger.exhausted():
-                raise ApiError(
-                    429,
-                    f"key {key.name!r} has used its budget of ${ledger.cap_usd:g} per {key.period}",
-                    type="insufficient_quota",
-                    code="insufficient_quota",
-                    headers={"Retry-After": str(max(1, math.ceil(ledger.until_next_period_s())))},
-                )
-            periods.append(ledger)
         try:
             question = question_from_messages([m.model_dump() for m in body.messages])
             question = validate_question(question, max_chars=orchestrator.config.max_question_chars)
         except InvalidQuestion as exc:
             raise ApiError(400, str(exc), param="messages") from None
         tags = [f"model:{model}", *options.tags] + ([f"key:{key.name}"] if key else [])
+        request_id, subject = uuid.uuid4().hex, options.subject or body.user
+        if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
+            if ledger.exhausted():  # refused before any work, traced as a busy server's 503 is
+                reason = f"key {key.name!r} has used its budget of ${ledger.cap_usd:g} per {key.period}"
+                orchestrator.refuse(question, f"CostCapExceeded: {reason}", request_id=request_id, tags=tags,
+                                    subject=subject)  # fmt: skip
+                raise ApiError(
+                    429,
+                    f"{reason} (trace {request_id})",
+                    type="insufficient_quota",
+                    code="insufficient_quota",
+                    headers={
+                        "Retry-After": str(max(1, math.ceil(ledger.until_next_period_s()))),
+                        "X-Request-Id": request_id,
+                    },
+                )
+            periods.append(ledger)
         return Prepared(
             model=model,
             orchestrator=orchestrator,
             budget=RequestBudget(limits, periods),
             question=question,
-            request_id=uuid.uuid4().hex,
+            request_id=request_id,
             tags=tuple(tags),
-            subject=options.subject or body.user,
+            subject=subject,
             key=key,
             include_usage=bool((body.stream_options or {}).get("include_usage")),
         )
