@@ -135,11 +135,7 @@ class KeyStore:
                     )
                 )
         except IntegrityError:
-            from sqlalchemy import select
-
-            with self._db.connect() as connection:
-                revoked = connection.scalar(select(keys.c.revoked_at).where(keys.c.name == name))
-            if revoked is not None:  # names stay taken: traces and budgets are booked under key:NAME
+            if (revoked := self._revoked_at(name)) is not None:  # taken for good: traces and budgets name it
                 raise ConfigError(
                     f"a key named {name!r} was revoked ({revoked}); a name is never reused, since traces and "
                     f"budgets are booked under it: pick another, e.g. {name}-2"
@@ -179,13 +175,17 @@ class KeyStore:
         if not changed:
             raise self._no_active(name)
 
-    def _no_active(self, name: str) -> ConfigError:
-        """The error for a rotation or revocation of ``name`` when no active key has it."""
+    def _revoked_at(self, name: str) -> str | None:
+        """When key ``name`` was revoked (UTC ISO 8601); None when it is active or unknown."""
         from sqlalchemy import select
 
         with self._db.connect() as connection:
-            revoked = connection.scalar(select(keys.c.revoked_at).where(keys.c.name == name))
-        if revoked is not None:
+            revoked: str | None = connection.scalar(select(keys.c.revoked_at).where(keys.c.name == name))
+        return revoked
+
+    def _no_active(self, name: str) -> ConfigError:
+        """The error for a rotation or revocation of ``name`` when no active key has it."""
+        if (revoked := self._revoked_at(name)) is not None:
             return ConfigError(f"key {name!r} was revoked ({revoked}) and stays so; create a key under a new name")
         return ConfigError(f"no active key named {name!r}; see 'podium keys list'")
 

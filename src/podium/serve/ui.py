@@ -61,10 +61,10 @@ _REMOTE_REFUSED = (
     "podium's UI answers clients on 127.0.0.1, or anywhere to an admin key (sign in at /ui/login; "
     f"create one with '{_ADMIN_HINT}'); without one, use an SSH tunnel"
 )
-_FILTERS = (
-    *("status", "worker", "conductor", "since", "until", "min_cost", "max_cost", "min_latency", "max_latency"),
-    "before",  # the "older" page's cursor (started_at|id), so an older page's URL can be shared
-)
+_FILTERS = ("status", "worker", "conductor", "since", "until", "min_cost", "max_cost", "min_latency", "max_latency",
+            "before")  # fmt: skip
+"""Request-list fields read from a URL too; ``before`` is the "older" page's cursor (started_at|id),
+so an older page can be linked."""
 _PRIVATE = ("q", "subject")
 """Request-list fields taken from a form only, never from a URL."""
 
