@@ -8,6 +8,9 @@ written interleaved, two GSM8K then one MBPP, so any prefix keeps that mix.
 
     python3 scripts/draw-fresh-ids.py --seed 2028 --out data/banks/local/ids/fresh2.txt
 
+``--also DIR`` counts the ids of the files under another folder as used too: the shift data of
+``bench/shift_data.py``, which lives outside the repository.
+
 Refuses to overwrite an existing list (a spent held-out set stays as it was drawn).
 """
 
@@ -55,11 +58,19 @@ def main() -> int:
     parser.add_argument("--mbpp", type=int, default=40, help="MBPP test questions (default 40)")
     parser.add_argument("--out", type=Path, required=True, help="the id list to write")
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "benchmarks")
+    parser.add_argument(
+        "--also",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose files' ids count as used too (e.g. the shift data of bench/shift_data.py); repeatable",
+    )
     args = parser.parse_args()
     if args.out.exists():
         print(f"error: {args.out} exists; a drawn list is never redrawn — pick another --out", file=sys.stderr)
         return 2
-    used = used_ids([ROOT / "data" / "banks", ROOT / "docs" / "eval"])
+    used = used_ids([ROOT / "data" / "banks", ROOT / "docs" / "eval", *args.also])
     gsm8k, mbpp = candidates(args.data)
     gsm8k = [i for i in gsm8k if i not in used]
     mbpp = [i for i in mbpp if i not in used]
@@ -72,10 +83,11 @@ def main() -> int:
     while g or m:
         order += [g.pop(0) for _ in range(2) if g]
         order += [m.pop(0)] if m else []
+    also = "".join(f"# nor under {d.name}/ (given with --also)\n" for d in args.also)
     header = (
         f"# {args.out.stem}: a held-out set drawn (random.Random({args.seed}), scripts/draw-fresh-ids.py) from the\n"
         f"# GSM8K test and MBPP test questions in no id list under data/banks/ and no file under docs/eval/\n"
-        f"# ({len(used)} ids excluded), two GSM8K then one MBPP\n"
+        f"{also}# ({len(used)} ids excluded), two GSM8K then one MBPP\n"
     )
     args.out.write_text(header + "\n".join(order) + "\n", encoding="utf-8")
     print(f"{args.out}: {args.gsm8k} GSM8K + {args.mbpp} MBPP ids ({len(gsm8k)} + {len(mbpp)} were unused)")
