@@ -198,3 +198,73 @@ def test_a_rich_table_into_a_closed_pipe_ends_with_141_too() -> None:
     proc.stdout.close()  # the reader is gone before podium writes
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141 and b"Traceback" not in err
+
+
+def _piece(folder: Path, rows: Sequence[dict[str, str]]) -> Path:
+    """A bank at ``folder`` holding ``rows`` of the shipped bank (same catalogue)."""
+    bank = read_bank(SHIPPED)
+    folder.mkdir()
+    (folder / "workflows.json").write_text((SHIPPED / "workflows.json").read_text())
+    with (folder / "matrix.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=bank.catalogue.header())
+        writer.writeheader()
+        writer.writerows(rows)
+    return folder
+
+
+def test_merge_keeps_each_question_once_with_its_split_and_leaves_out_listed_ids(tmp_path: Path) -> None:
+    from podium.eval.bank import merge_banks
+
+    rows = read_bank(SHIPPED).rows
+    train = [r for r in rows if r["split"] == "train"][:3]
+    test = [r for r in rows if r["split"] == "test"][:3]
+    # the second bank names its questions as a regression set does: a prefix before the benchmark's id
+    renamed = [{**r, "sample_id": f"shift/kind/{r['sample_id']}", "prompt": r["prompt"] + " "} for r in test]
+    a, b = _piece(tmp_path / "a", train + test[:1]), _piece(tmp_path / "b", [*renamed, train[0]])
+    result = merge_banks([a, b], tmp_path / "out", exclude={test[1]["sample_id"]})
+    merged = read_bank(tmp_path / "out")
+    # a's 4 rows; of b's: test[1] listed (by its suffix), train[0] already kept (same text)
+    assert [r["sample_id"] for r in merged.rows] == [
+        *(r["sample_id"] for r in train + test[:1]),
+        renamed[0]["sample_id"],
+        renamed[2]["sample_id"],
+    ]
+    assert result.rows == 6 and result.left_out == {"split": 0, "excluded": 1, "duplicate": 1}
+    assert [r["split"] for r in merged.rows] == ["train"] * 3 + ["test"] * 3
+    assert merged.rows[0] == train[0]  # every field as recorded
+    only = merge_banks([a, b], tmp_path / "train", split="train")
+    assert only.rows == 3 and only.left_out["split"] == 4 and only.left_out["duplicate"] == 1
+
+
+def test_merge_refuses_other_catalogues_an_existing_bank_and_an_empty_result(tmp_path: Path) -> None:
+    from podium.eval.bank import merge_banks
+
+    rows = read_bank(SHIPPED).rows[:2]
+    a = _piece(tmp_path / "a", rows)
+    with pytest.raises(ConfigError, match="exists: merge into a new folder"):
+        merge_banks([a], a)
+    other = _piece(tmp_path / "other", rows)
+    sidecar = json.loads((other / "workflows.json").read_text())
+    sidecar["columns"]["solve@135m"]["worker"] = "another-model"  # same matrix columns, another step
+    (other / "workflows.json").write_text(json.dumps(sidecar))
+    with pytest.raises(ConfigError, match="has other columns than"):
+        merge_banks([a, other], tmp_path / "out")
+    with pytest.raises(ConfigError, match=r"no row left to merge \(2 split"):
+        merge_banks([a], tmp_path / "none", split="dev")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "none").exists()
+
+
+def test_bank_merge_command_reads_exclusion_lists_and_names_a_bad_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from podium.cli import cli
+
+    rows = read_bank(SHIPPED).rows[:3]
+    a = _piece(tmp_path / "a", rows)
+    ids = tmp_path / "held-out.txt"
+    ids.write_text(f"# a held-out set\n{rows[1]['sample_id']}\n")
+    assert cli(["bank", "merge", str(a), "--exclude", str(ids), "--out", str(tmp_path / "out")]) == 0
+    assert "2 question(s) (left out: 1 excluded)" in capsys.readouterr().err
+    assert [r["sample_id"] for r in read_bank(tmp_path / "out").rows] == [rows[0]["sample_id"], rows[2]["sample_id"]]
+    assert cli(["bank", "merge", str(a), "--exclude", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "x")]) == 2
+    assert "cannot read --exclude" in capsys.readouterr().err

@@ -26,8 +26,10 @@ so a bank grows, resumes after an interruption and can be committed in pieces.
 from __future__ import annotations
 
 import csv
+import io
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,11 @@ __all__ = [
     "STEP_FIELDS",
     "Bank",
     "Catalogue",
+    "MergeResult",
     "column_order",
     "is_bank",
     "local_catalogue",
+    "merge_banks",
     "read_bank",
     "read_rows",
     "write_sidecar",
@@ -243,3 +247,70 @@ def read_bank(path: Path) -> Bank:
     if header != catalogue.header():
         raise ConfigError(f"{folder / 'matrix.csv'}: its columns do not match {sidecar}")
     return Bank(folder, catalogue, rows)
+
+
+def _listed(sample_id: str, ids: Collection[str]) -> bool:
+    """Whether ``sample_id`` is one of ``ids`` or ends in one of them after a ``/`` (a regression
+    set's ``shift/math/gsm8k/test/7`` is the benchmark's ``gsm8k/test/7``)."""
+    parts = sample_id.split("/")
+    return any("/".join(parts[i:]) in ids for i in range(len(parts)))
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What :func:`merge_banks` wrote: ``rows`` kept, and per reason the rows left out
+    (``split``: another split; ``excluded``: an id in the exclusion lists; ``duplicate``: the same
+    question, by its text, as a row kept before it)."""
+
+    rows: int
+    left_out: dict[str, int]
+
+
+def merge_banks(
+    banks: Sequence[Path], out: Path, *, split: str | None = None, exclude: Collection[str] = ()
+) -> MergeResult:
+    """Write a new bank at ``out`` whose rows are those of ``banks``, in order, each with its split
+    as recorded: only rows of ``split`` when given, none whose id is listed in ``exclude`` (or
+    ends with a listed id after a ``/``), and each question once (by its text; the first row wins).
+
+    Every bank must have the same catalogue (the sidecars' columns); ``out`` gets that sidecar and
+    its ``matrix.csv``, written atomically. Raises ConfigError when a bank cannot be read, the
+    catalogues differ, ``out`` already holds a matrix (a merge never appends to or overwrites a
+    bank) or no row is left."""
+    if not banks:
+        raise ConfigError("give at least one bank to merge")
+    read = [read_bank(path) for path in banks]
+    first = read[0]
+    for bank in read[1:]:
+        if bank.catalogue.sidecar()["columns"] != first.catalogue.sidecar()["columns"]:
+            raise ConfigError(
+                f"{bank.path} has other columns than {first.path}: banks merge only when recorded with one catalogue"
+            )
+    target = out / "matrix.csv"
+    if target.exists():
+        raise ConfigError(f"{target} exists: merge into a new folder (a merge never changes a bank)")
+    kept: list[dict[str, str]] = []
+    seen: set[str] = set()
+    left_out = {"split": 0, "excluded": 0, "duplicate": 0}
+    for bank in read:
+        for row in bank.rows:
+            if split is not None and row["split"] != split:
+                left_out["split"] += 1
+            elif exclude and _listed(row["sample_id"], exclude):
+                left_out["excluded"] += 1
+            elif row["prompt"] in seen:
+                left_out["duplicate"] += 1
+            else:
+                seen.add(row["prompt"])
+                kept.append(row)
+    if not kept:
+        raise ConfigError(f"no row left to merge ({', '.join(f'{n} {k}' for k, n in left_out.items())} left out)")
+    write_sidecar(out, first.catalogue)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=first.catalogue.header())
+    writer.writeheader()
+    writer.writerows(kept)
+    tmp = target.with_name(f".{target.name}.merge")
+    tmp.write_text(text.getvalue(), encoding="utf-8", newline="")
+    os.replace(tmp, target)
+    return MergeResult(len(kept), left_out)

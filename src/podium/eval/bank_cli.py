@@ -2,7 +2,8 @@
 
 ``podium bank record`` executes a catalogue on a task set, live, appending one row per question
 (resumable: rerun the same command to continue); ``podium bank show`` summarises a bank: per
-column the mean score, cost and latency over the recorded questions.
+column the mean score, cost and latency over the recorded questions; ``podium bank merge`` writes
+a new bank from the rows of several (e.g. more training rows, a held-out set left out).
 
 Exit codes: 0 done, 2 bad options or input.
 """
@@ -89,6 +90,25 @@ def add_parsers(sub: Any) -> None:
         "--pool", default="local-tools", help="the pool the bank was recorded on (default local-tools)"
     )
     restore.add_argument("--cache", type=store_location, help=_CACHE_HELP)
+    merge = bank.add_parser(
+        "merge",
+        help="combine banks recorded with one catalogue into a new bank (e.g. more training rows)",
+        description=(
+            "Write a new bank at --out from the rows of BANK..., in order, each keeping its split: only one "
+            "split with --split, none whose id an --exclude list names (a held-out set), each question once."
+        ),
+    )
+    merge.add_argument("banks", type=Path, nargs="+", metavar="BANK", help="a bank's folder (or its matrix.csv)")
+    merge.add_argument("--out", type=Path, required=True, help="the new bank's folder (must not hold a bank)")
+    merge.add_argument("--split", help="keep only the rows of this split (e.g. train)")
+    merge.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="IDS",
+        help="leave out the task ids this file lists (one per line; repeat for several)",
+    )
     show = bank.add_parser("show", help="per column: mean score, cost and latency of a bank")
     show.add_argument("bank", type=Path, help="the bank's folder (or its matrix.csv)")
     show.add_argument("--split", help="only the questions of this split (e.g. train or test)")
@@ -96,11 +116,13 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_bank(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Run ``podium bank record`` / ``show``."""
+    """Run ``podium bank record`` / ``restore-cache`` / ``merge`` / ``show``."""
     if args.bank_command == "record":
         return record_command(args, err)
     if args.bank_command == "restore-cache":
         return _restore(args, err)
+    if args.bank_command == "merge":
+        return _merge(args, err)
     return _show(args, out)
 
 
@@ -118,18 +140,28 @@ def _restore(args: argparse.Namespace, err: Console) -> int:
     return 0
 
 
-def _read_ids(path: Path) -> list[str]:
+def _merge(args: argparse.Namespace, err: Console) -> int:
+    from podium.eval.bank import merge_banks
+
+    exclude = {i for path in args.exclude for i in _read_ids(path, "--exclude")}
+    result = merge_banks(args.banks, args.out, split=args.split, exclude=exclude)
+    left = ", ".join(f"{n} {why}" for why, n in result.left_out.items() if n) or "none"
+    err.print(Text(f"bank {args.out}: {result.rows} question(s) (left out: {left})", style="green"))
+    return 0
+
+
+def _read_ids(path: Path, option: str = "--ids") -> list[str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(
-            f"cannot read --ids {path}: {exc.strerror or exc}; give a text file, one task id per line"
+            f"cannot read {option} {path}: {exc.strerror or exc}; give a text file, one task id per line"
         ) from None
     except UnicodeDecodeError:
-        raise ConfigError(f"--ids {path} is not UTF-8 text; give a text file, one task id per line") from None
+        raise ConfigError(f"{option} {path} is not UTF-8 text; give a text file, one task id per line") from None
     ids = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     if not ids:
-        raise ConfigError(f"--ids {path} lists no task id (one per line)")
+        raise ConfigError(f"{option} {path} lists no task id (one per line)")
     return ids
 
 
