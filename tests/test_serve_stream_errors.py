@@ -120,12 +120,13 @@ def test_a_streamed_refusal_by_a_used_up_key_budget_keeps_its_retry_after(tmp_pa
     running, traces = serve(tmp_path, "", keys)
     try:
         sent = {"Authorization": f"Bearer {secret}"}
-        # the first is refused by the ledger's reservation (this process had not read it yet), the
-        # second before any work by the key check: each is traced, its id in the header and message
+        # each is refused before any work by the key check (the first too: the key's ledger is read
+        # when the server first meets the key), traced, its id in the header and message
         for response in (post(running.url, False, sent), post(running.url, True, sent), post(running.url, True, sent)):
             assert response.status_code == 429 and response.headers["content-type"] == "application/json"
             error = response.json()["error"]
             assert error["code"] == "insufficient_quota" and "never" not in error["message"]
+            assert "key 'spent' has used its budget of $0.05 per day (trace " in error["message"], error
             assert 1 <= int(response.headers["retry-after"]) <= 86_400, response.headers
             assert response.headers["x-request-id"] in error["message"]
             record = finished(traces, response.headers["x-request-id"])

@@ -268,7 +268,10 @@ class KeyStore:
     def budget(self, key: ApiKey) -> PeriodBudget | None:
         """The key's period budget (None without one): a ledger in this store's database, so
         every process using the store draws on one cap; its first period starts from what the
-        usage table says the key spent."""
+        usage table says the key spent. Its state is read from the database once, when this
+        process first asks (later requests of other replicas are seen at the next reservation)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
         from podium.store.ledger import SharedPeriodBudget
 
         if key.budget_usd is None:
@@ -283,6 +286,10 @@ class KeyStore:
                     scope=f"key:{key.name}/{key.period}",
                     seed=functools.partial(self._seed, key.name),
                 )
+                try:  # this period's spending, read once, so the first request on a used-up key
+                    ledger.refresh()  # is refused by the key check as every later one is
+                except SQLAlchemyError:
+                    pass  # unreachable: the first reservation fails closed and says so
                 self._budgets[key.name] = ledger
             return ledger
 
@@ -304,7 +311,9 @@ class KeyStore:
         return float(total or 0.0)
 
     def record(self, name: str, request_id: str, cost_usd: float) -> None:
-        """Record a finished request's cost against key ``name``."""
+        """Record a finished request's cost against key ``name`` in the usage table (reports, and
+        the seed of the key's budget ledger when a period's ledger row is first made; the ledger,
+        which each request's reservation settles, is what the budget enforces)."""
         from sqlalchemy import insert
 
         with self._db.begin() as connection:
