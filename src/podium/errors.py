@@ -32,7 +32,7 @@
     ├── BudgetError            a limit the caller set was reached
     │   ├── CostCapExceeded    a call's worst-case cost does not fit the remaining budget   cost_cap
     │   ├── DeadlineExceeded   the request's deadline passed (seconds)      deadline
-    │   └── Busy               the server's admission limit: no slot and no room to wait
+    │   └── ServerBusy         the server's admission limit: no slot and no room to wait
     │                          (podium.serve.admission; answered 503 and traced, never a fallback)
     ├── PIIProtectionError     podium refused a third-party call or its reply   pii_protection
     │                          (fail closed): PII detection failed, or a reply names a

@@ -116,21 +116,22 @@ class Orchestrator:
     def refuse(
         self,
         question: str,
-        reason: str,
+        refusal: Exception,
         *,
         request_id: str | None = None,
         tags: Sequence[str] = (),
         subject: str | None = None,
     ) -> RunRecord:
-        """The trace of a request refused before any work (e.g. a busy server's HTTP 503):
-        status ``error`` with ``reason`` as its error, no conductor attempt, no step, no cost;
+        """The trace of a request refused before any work (e.g. a busy server's HTTP 503, a key
+        whose budget is used up): status ``error``, its error ``Type: message`` of ``refusal``
+        as a failed step's is, no conductor attempt, no step, no cost;
         stored and exported like any other request, so refusals are counted where requests are.
 
         Raises ConfigError for a request id that is not 32 lowercase hex characters."""
         context = CallContext(budget=RequestBudget())
         request = RequestLog(_request_id(request_id), question, "run", context, lambda _e, _d: None)
         request.tags, request.subject = tuple(tags), subject
-        request.end("error", error=reason)
+        request.end("error", error=f"{type(refusal).__name__}: {refusal}")
         return self._finish(request)
 
     def close(self) -> None:

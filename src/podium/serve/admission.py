@@ -1,6 +1,6 @@
 """Admission of ``podium serve``: at most ``max_in_flight`` requests run; later ones wait for a
 slot, first come first served (at most ``max_queued`` waiting, each at most ``queue_timeout_s``);
-one that gets no slot is :class:`Busy` (the server answers 503 and traces it)."""
+one that gets no slot is :class:`ServerBusy` (the server answers 503 and traces it)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,20 @@ from collections import deque
 
 from podium.errors import BudgetError
 
-__all__ = ["Admission", "Busy"]
+__all__ = ["Admission", "ServerBusy"]
 
 
-class Busy(BudgetError):
-    """No slot for a request: every one is taken and the wait queue is full or timed out."""
+class ServerBusy(BudgetError):
+    """No slot for a request: every one is taken and the wait queue is full or timed out.
+
+    Attributes:
+        reason: why, for the client (``N requests in flight (max_in_flight M) and K waiting``).
+        waited_s: seconds the request waited for a slot (0.0 when refused at once).
+
+    Its text (the trace's error) is the reason and the wait."""
 
     def __init__(self, reason: str, waited_s: float) -> None:
-        super().__init__(reason)
+        super().__init__(f"{reason}; waited {waited_s:.3f} s")
         self.reason, self.waited_s = reason, waited_s
 
 
@@ -36,12 +42,13 @@ class Admission:
         return len(self._waiters)
 
     async def enter(self, limit: int, max_queued: int, timeout_s: float) -> float:
-        """Take a slot, waiting at most ``timeout_s``; returns the seconds waited. Raises Busy."""
+        """Take a slot, waiting at most ``timeout_s``; returns the seconds waited. Raises ServerBusy."""
         if self.running < limit and not self._waiters:
             self.running += 1
             return 0.0
         if timeout_s <= 0 or len(self._waiters) >= max_queued:
-            raise Busy(f"{self.running} requests in flight (max_in_flight {limit}) and {self.waiting} waiting", 0.0)
+            reason = f"{self.running} requests in flight (max_in_flight {limit}) and {self.waiting} waiting"
+            raise ServerBusy(reason, 0.0)
         started = time.monotonic()
         slot = asyncio.get_running_loop().create_future()
         self._waiters.append(slot)
@@ -50,7 +57,7 @@ class Admission:
         except TimeoutError:
             if not (slot.done() and not slot.cancelled()):  # handed a slot just as the time ran out: keep it
                 slot.cancel()
-                raise Busy(
+                raise ServerBusy(
                     f"no slot within queue_timeout_s {timeout_s:g} s ({self.running} requests in flight, "
                     f"max_in_flight {limit})",
                     time.monotonic() - started,

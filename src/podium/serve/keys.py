@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -286,10 +286,11 @@ class KeyStore:
                     scope=f"key:{key.name}/{key.period}",
                     seed=functools.partial(self._seed, key.name),
                 )
-                try:  # this period's spending, read once, so the first request on a used-up key
-                    ledger.refresh()  # is refused by the key check as every later one is
-                except SQLAlchemyError:
-                    pass  # unreachable: the first reservation fails closed and says so
+                # this period's spending, read once, so that the first request on a used-up key is
+                # refused by the key check as every later one is (unreachable: the first
+                # reservation fails closed and says so)
+                with suppress(SQLAlchemyError):
+                    ledger.refresh()
                 self._budgets[key.name] = ledger
             return ledger
 

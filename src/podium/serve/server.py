@@ -22,11 +22,11 @@ from podium.conductor.base import Conductor
 from podium.conductor.baselines import FallbackOnly
 from podium.conductor.lm import LMConductor
 from podium.conductor.named import named_conductor
-from podium.errors import ConfigError, InvalidQuestion
+from podium.errors import ConfigError, CostCapExceeded, InvalidQuestion
 from podium.orchestrator import Orchestrator, validate_question
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord
-from podium.serve.admission import Admission, Busy
+from podium.serve.admission import Admission, ServerBusy
 from podium.serve.config import ModelPreset, ServeConfig, load_serve_config
 from podium.serve.keys import ApiKey, KeyStore
 from podium.serve.wire import (
@@ -267,8 +267,8 @@ class Server:
         if key is not None and self.keys is not None and (ledger := self.keys.budget(key)) is not None:
             if ledger.exhausted():  # refused before any work, traced as a busy server's 503 is
                 reason = f"key {key.name!r} has used its budget of ${ledger.cap_usd:g} per {key.period}"
-                orchestrator.refuse(question, f"CostCapExceeded: {reason}", request_id=request_id, tags=tags,
-                                    subject=subject)  # fmt: skip
+                refusal = CostCapExceeded(reason, needed_usd=0.0, remaining_usd=0.0, scope=ledger.scope)
+                orchestrator.refuse(question, refusal, request_id=request_id, tags=tags, subject=subject)
                 raise ApiError(
                     429,
                     f"{reason} (trace {request_id})",
@@ -304,11 +304,10 @@ class Server:
         config = self.current.config
         try:
             await self.admission.enter(config.max_in_flight, config.max_queued, config.queue_timeout_s)
-        except Busy as busy:
+        except ServerBusy as busy:
             self.refused_busy += 1
-            reason = f"ServerBusy: {busy.reason}; waited {busy.waited_s:.3f} s"
             prepared.orchestrator.refuse(
-                prepared.question, reason, request_id=prepared.request_id, tags=prepared.tags, subject=prepared.subject
+                prepared.question, busy, request_id=prepared.request_id, tags=prepared.tags, subject=prepared.subject
             )
             now = time.monotonic()
             if now - self._busy_logged_at >= 10.0:  # at most one line per 10 s under a burst
