@@ -268,3 +268,28 @@ def test_bank_merge_command_reads_exclusion_lists_and_names_a_bad_one(
     assert [r["sample_id"] for r in read_bank(tmp_path / "out").rows] == [rows[0]["sample_id"], rows[2]["sample_id"]]
     assert cli(["bank", "merge", str(a), "--exclude", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "x")]) == 2
     assert "cannot read --exclude" in capsys.readouterr().err
+
+
+def test_bank_record_estimates_the_time_left_only_after_three_questions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A resumed recording's first question came from the cache in 20 s and the line read "ETA
+    38m57s" for about 4 hours of work. The progress lines come from the real command; the
+    recording itself is replaced by one that reports four questions (a fake, this test only)."""
+    import podium.eval.record as record
+    from podium.cli import cli
+
+    def fake(tasks, out, *, on_start, on_progress, **_):  # type: ignore[no-untyped-def]
+        on_start(len(tasks), 0)
+        for n, task in enumerate(tasks, 1):
+            on_progress(record.RecordProgress(task.id, 20.0, 24, n, len(tasks)))
+        return len(tasks)
+
+    monkeypatch.setattr(record, "record_local_bank", fake)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(vars_of(t) | {"id": f"t/{i}"}) + "\n" for i, t in enumerate(TASKS * 2)))
+    assert cli(["bank", "record", "--tasks", str(tasks), "--out", str(tmp_path / "bank")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
+    assert [line.split(" ")[0] for line in lines] == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
+    assert all(line.endswith("ETA after 3 questions") for line in lines[:2])
+    assert "ETA after" not in lines[2] and "ETA 0m" in lines[2]

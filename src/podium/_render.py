@@ -85,7 +85,8 @@ def progress_bar(label: str, console: Console, *, remaining: bool = False) -> Pr
 class PlainProgress:
     """Progress as plain lines for a console that is no terminal: a line when a task starts or
     changes what it is doing, and one at every tenth of its total or every ``every_s`` seconds,
-    with done/total, elapsed time and the estimated time left. The subset of rich's
+    with done/total, elapsed time and the estimated time left (once at least 3 units, and 2 % of
+    the total, have finished after the first). The subset of rich's
     ``Progress`` interface that podium's commands use."""
 
     def __init__(self, label: str, console: Console, *, every_s: float = 30.0) -> None:
@@ -153,7 +154,9 @@ class PlainProgress:
         elapsed = now - task["started"]
         left = ""
         base = task.get("base")
-        if total and base is not None and done > base[1]:
+        if total and base is not None and done - base[1] >= max(3, total / 50):
+            # a rate over fewer units is mostly which units came first (an eval's first
+            # questions may be its slowest): 2h41m was shown for a run that took 1h30m
             rate = (now - base[0]) / (done - base[1])
             left = f", about {_duration(rate * (total - done))} left"
         count = f"{int(done)}/{int(total)} " if total else ""

@@ -214,10 +214,11 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
 
     def on_progress(p: RecordProgress) -> None:
         elapsed = time.perf_counter() - started
-        eta = elapsed / p.done * (p.total - p.done)
+        # an estimate over fewer than 3 questions is mostly whether they were cached
+        eta = _hms(elapsed / p.done * (p.total - p.done)) if p.done >= 3 else "after 3 questions"
         line = (
             f"[{p.done}/{p.total}] {p.task_id}: {p.seconds:.0f} s ({p.cache_hits} cache hits) · "
-            f"elapsed {_hms(elapsed)} · ETA {_hms(eta)}"
+            f"elapsed {_hms(elapsed)} · ETA {eta}"
         )
         if plain:
             print(line, file=sys.stderr, flush=True)
