@@ -51,6 +51,7 @@ __all__ = [
     "merge_banks",
     "read_bank",
     "read_rows",
+    "write_rows",
     "write_sidecar",
 ]
 
@@ -165,6 +166,18 @@ def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
             return list(reader.fieldnames or []), rows
     except (OSError, csv.Error, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read bank matrix {path}: {exc}") from None
+
+
+def write_rows(path: Path, header: Sequence[str], rows: Sequence[Mapping[str, str]]) -> None:
+    """Write a whole bank matrix at ``path`` atomically (a temporary file beside it, then
+    renamed over it): a reader sees the old file or the new one, never half of one."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(header))
+    writer.writeheader()
+    writer.writerows(rows)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text.getvalue(), encoding="utf-8", newline="")
+    os.replace(tmp, path)
 
 
 def write_sidecar(folder: Path, catalogue: Catalogue) -> None:
@@ -306,11 +319,5 @@ def merge_banks(
     if not kept:
         raise ConfigError(f"no row left to merge ({', '.join(f'{n} {k}' for k, n in left_out.items())} left out)")
     write_sidecar(out, first.catalogue)
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=first.catalogue.header())
-    writer.writeheader()
-    writer.writerows(kept)
-    tmp = target.with_name(f".{target.name}.merge")
-    tmp.write_text(text.getvalue(), encoding="utf-8", newline="")
-    os.replace(tmp, target)
+    write_rows(target, first.catalogue.header(), kept)
     return MergeResult(len(kept), left_out)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import io
-import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from typing import Any
 
 from podium.conductor.compose import plan_workflow, sub_workflow
 from podium.errors import ConfigError
-from podium.eval.bank import Bank, Catalogue, column_order, read_rows, write_sidecar
+from podium.eval.bank import Bank, Catalogue, column_order, read_rows, write_rows, write_sidecar
 from podium.eval.tasks import Task
 from podium.executor import WorkflowFailed, execute
 from podium.messages import GrantedStep, worker_messages
@@ -202,13 +200,7 @@ def revise_bank(
     asyncio.run(all_rows())
     rescored = sum(1 for r in kept if r["sample_id"] in by_id)
     if rescored or len(kept) < len(rows):
-        text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=header)
-        writer.writeheader()
-        writer.writerows(kept)
-        tmp = path.with_name(f".{path.name}.revise")
-        tmp.write_text(text.getvalue(), encoding="utf-8", newline="")
-        os.replace(tmp, path)
+        write_rows(path, header, kept)
     return rescored, len(rows) - len(kept)
 
 
