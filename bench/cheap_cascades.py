@@ -36,6 +36,10 @@ CANDIDATES = [
     # the same pairs, the second round voting over all three answers
     Plan(f"cascade(vote({P15},{P05})→+{S15})", (P15, P05), None, 1.0, (S15,)),
     Plan(f"cascade(vote({S05},{P05})→+{S15},{P15})", (S05, P05), None, 1.0, (S15, P15)),
+    # checked cascades: a program's printed answer when it is a whole number, else the 1.5B's
+    Plan(f"check({P15})→{S15}", (P15,), S15, gate="whole-number"),
+    Plan(f"check({P05})→{S15}", (P05,), S15, gate="whole-number"),
+    Plan(f"check({P15})→+{S15},sample×2@1.5b", (P15,), adds=(S15, "sample1@1.5b", "sample2@1.5b"), gate="whole-number"),
 ]
 
 

@@ -43,7 +43,8 @@ NAMES = ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m", "python", "
 
 class _Fake(ScriptedWorker):
     """Answers depend on the worker, the subtask and the sample seed: the 1.5B is right on even
-    questions, samples vary with their seed, programs compute the product (unit-test double)."""
+    questions, samples vary with their seed, programs compute the product — the 0.5B's prints
+    half of it, not a whole number, on odd questions (unit-test double)."""
 
     async def complete(self, call: Call) -> Completion:
         text = call.messages[-1]["content"]
@@ -52,8 +53,10 @@ class _Fake(ScriptedWorker):
         subtask = text.rsplit("<your_subtask>", 1)[1]
         seed = call.settings_for(self).seed
         strong = self.name.endswith("1.5b")
-        if "Python program" in subtask or "assert statements" in subtask:
+        if "assert statements" in subtask:
             reply = f"```python\nprint({a} * 7)\n```"
+        elif "Python program" in subtask:  # the 0.5B's program halves odd questions' answers
+            reply = f"```python\nprint({a} * 7{' / 2' if a % 2 and not strong else ''})\n```"
         elif "program above was run" in subtask:
             reply = f"The program printed {a * 7}. The final answer is {a * 7}."
         else:
@@ -190,10 +193,15 @@ class _Embed:
         return np.array([[float(len(t)), 1.0, 0.0] for t in texts])
 
 
+CHECKED = Plan("checked", ("run(program@0.5b)",), "solve@1.5b", gate="whole-number")
+"""A checked cascade: the 0.5B's program's printed answer when it is a whole number, else the
+1.5B's direct answer."""
+
+
 @pytest.mark.parametrize(
     "cascade",
-    [Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0), MOT],
-    ids=["escalates", "adds-answers"],
+    [Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0), MOT, CHECKED],
+    ids=["escalates", "adds-answers", "checked"],
 )
 def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(
     bank_dir: Path, tmp_path: Path, cascade: Plan
@@ -227,6 +235,29 @@ def test_a_cascade_escalates_on_disagreeing_answers_but_not_on_free_text() -> No
     texts = tally(["Crisp leaves drift and fall", "Autumn wind, bare trees"])
     assert texts.kind == "text" and texts.agreement == 0.5 and not MOT.escalates(texts)
     assert not Plan("one", ("solve@1.5b",)).escalates(tally(["12", "13"]))  # not a cascade
+
+
+def test_a_checked_cascade_escalates_unless_round_one_answers_a_whole_number(bank_dir: Path) -> None:
+    """Gate whole-number: a program that printed 56.0 or -3 has answered; one that printed 10.5
+    or 1/2, failed (its traceback's line numbers are no answer) or printed text has not. Replay
+    escalates exactly on the fake 0.5B's halved odd questions and scores the 1.5B's answer there."""
+    ran = "[python: exit code {}]\nstdout:\n{}\n\nstderr:\n{}"
+    for printed in ("56.0", "-3", "The total is 1,200"):
+        assert not CHECKED.escalates(tally([ran.format(0, printed, "")])), printed
+    failed = (1, "", 'File "x.py", line 3')
+    for code, printed, err in [(0, "10.5", ""), (0, "1/2", ""), (0, "", ""), failed, (0, "done", "")]:
+        assert CHECKED.escalates(tally([ran.format(code, printed, err)])), (code, printed)
+    assert not dataclasses.replace(CHECKED, escalate=None).escalates(tally(["10.5"]))  # not a cascade
+    bank = read_bank(bank_dir)
+    out = plan_outcomes([CHECKED], bank.catalogue.columns, bank.rows)
+    for i, (row, task) in enumerate(zip(bank.rows, TASKS, strict=True)):
+        odd = int(task.question.split()[2]) % 2 == 1
+        assert bool(out.escalated[i, 0]) == odd
+        assert out.score[i, 0] == float(row["solve@1.5b" if odd else "run(program@0.5b)"])
+    assert Plan.from_json(CHECKED.to_json()) == CHECKED
+    assert Plan.from_json({"id": "c", "members": ["x"], "escalate": "y"}).gate == "agreement"  # files before gates
+    with pytest.raises(ValueError, match="unknown gate"):
+        Plan("x", ("solve@0.5b",), "solve@1.5b", gate="confidence")  # type: ignore[arg-type]
 
 
 def test_an_open_question_runs_one_round_of_a_cascade(bank_dir: Path) -> None:

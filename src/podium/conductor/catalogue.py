@@ -67,7 +67,8 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     cascades (Yue et al. 2024, "Large Language Model Cascades with Mixture of Thoughts
     Representations", ICLR): a worker's direct answer and its program's answer agree → keep it,
     else further answers (1, 3 or 5 samples of the 1.5B; or the 1.5B's direct answer, program and a
-    sample after the 0.5B's pair) and a vote over both rounds'.
+    sample after the 0.5B's pair) and a vote over both rounds'; and checked cascades: a
+    program's printed answer when it is a whole number, else the 1.5B worker's.
 
     Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
     s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
@@ -115,6 +116,10 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
             1.0,
             (s15, pal15, samples15[0]),
         ),
+        # checked cascades: the program's printed answer when it is a whole number, else the
+        # 1.5B's direct answer (or a vote of it, two samples and the program's output)
+        *(Plan(f"check({pal})→{s15}", (pal,), s15, gate="whole-number") for pal in (pal15, pal05)),
+        Plan(f"check({pal15})→+{s15},sample×2@1.5b", (pal15,), None, adds=(s15, *samples15[:2]), gate="whole-number"),
     ]
     missing = sorted({c for p in plans for c in (*p.members, *p.second_round) if c not in columns})
     if missing:

@@ -15,6 +15,10 @@ A **plan** composes columns into one request:
   ``threshold``, round 2 escalates to the ``escalate`` column (a recursion round that starts
   fresh, access ``[]``), else the conductor keeps round 1's answer (three empty lists); it also
   keeps it when the answers are free text, which a vote cannot compare (:meth:`Plan.escalates`);
+* a **checked cascade** (``gate="whole-number"``): round 2 runs when round 1's answer is not a
+  whole number — the program failed or printed nothing, a fraction, or text — a sanity check
+  of the answer's form that costs no call (program-aided answers to word problems are whole
+  numbers when the program is right far more often than when it is wrong);
 * a **cascade that adds answers** (``adds``; Yue et al. 2024's mixture-of-thought cascade,
   whose round 1 is a direct solve and a program of the same model): when round 1 disagrees,
   round 2 runs the ``adds`` columns and a ``vote`` step with access ``all`` that counts round 1's
@@ -30,9 +34,10 @@ scored in replay by the recorded score of the answer it selects.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from podium.answers import Tally
 from podium.errors import ConfigError
@@ -40,15 +45,23 @@ from podium.roles import ROLES, RoleName
 from podium.workflow import ALL, Access, Step, Workflow
 
 __all__ = [
+    "GATES",
     "Column",
+    "Gate",
     "NotReplayable",
     "Plan",
+    "is_whole_number",
     "layout",
     "plan_workflow",
     "second_round_workflow",
     "sub_workflow",
     "vote_order",
 ]
+
+Gate = Literal["agreement", "whole-number"]
+"""What decides a cascade's second round (:meth:`Plan.escalates`)."""
+GATES: tuple[Gate, ...] = get_args(Gate)
+_INTEGER = re.compile(r"-?\d+")
 
 
 class NotReplayable(ConfigError):
@@ -108,8 +121,11 @@ class Plan:
             winning group) is below this.
         adds: for a cascade that adds answers, the columns round 2 runs; its vote counts
             round 1's answers too. At most one of ``escalate`` and ``adds``.
+        gate: what decides a cascade's second round: ``"agreement"`` (round 1's vote agreement
+            below ``threshold``) or ``"whole-number"`` (round 1's answer is not a whole number;
+            ``threshold`` unused).
 
-    Raises ValueError for a plan with both ``escalate`` and ``adds``.
+    Raises ValueError for a plan with both ``escalate`` and ``adds``, or an unknown ``gate``.
     """
 
     id: str
@@ -117,10 +133,13 @@ class Plan:
     escalate: str | None = None
     threshold: float = 1.0
     adds: tuple[str, ...] = ()
+    gate: Gate = "agreement"
 
     def __post_init__(self) -> None:
         if self.escalate is not None and self.adds:
             raise ValueError(f"plan {self.id!r}: a cascade either escalates or adds answers, not both")
+        if self.gate not in GATES:
+            raise ValueError(f"plan {self.id!r}: unknown gate {self.gate!r} (one of {', '.join(GATES)})")
 
     @property
     def is_cascade(self) -> bool:
@@ -128,11 +147,19 @@ class Plan:
         return self.escalate is not None or bool(self.adds)
 
     def escalates(self, round_one: Tally) -> bool:
-        """Whether a cascade runs its second round after round 1's vote ``round_one``: its
-        agreement is below ``threshold`` and its answers are comparable — a vote over free text
-        (kind ``text``: no number, letter or code block to compare) keeps round 1's answer, as
-        more samples of an open question would not make the vote any surer."""
-        return self.is_cascade and round_one.kind != "text" and round_one.agreement < self.threshold
+        """Whether a cascade runs its second round after round 1's vote ``round_one``.
+
+        Gate ``agreement``: round 1's agreement is below ``threshold`` and its answers are
+        comparable — a vote over free text (kind ``text``: no number, letter or code block to
+        compare) keeps round 1's answer, as more samples of an open question would not make the
+        vote any surer. Gate ``whole-number``: round 1's winning answer is not a whole number
+        (:func:`is_whole_number`), free text included — a program that prints no number has not
+        answered."""
+        if not self.is_cascade:
+            return False
+        if self.gate == "whole-number":
+            return not is_whole_number(round_one)
+        return round_one.kind != "text" and round_one.agreement < self.threshold
 
     @property
     def second_round(self) -> tuple[str, ...]:
@@ -145,6 +172,8 @@ class Plan:
             data |= {"escalate": self.escalate, "threshold": self.threshold}
         if self.adds:
             data |= {"adds": list(self.adds), "threshold": self.threshold}
+        if self.gate != "agreement":  # files before gates have none
+            data["gate"] = self.gate
         return data
 
     @classmethod
@@ -155,7 +184,22 @@ class Plan:
             None if data.get("escalate") is None else str(data["escalate"]),
             float(data.get("threshold", 1.0)),
             tuple(str(a) for a in data.get("adds", ())),
+            _gate(data.get("gate", "agreement")),
         )
+
+
+def is_whole_number(round_one: Tally) -> bool:
+    """Whether a vote's winning answer is a whole number: kind ``math`` and its key an integer
+    (``18``, ``-3``; not ``1/2``, ``50%`` or an expression). A failed program's sandbox report
+    answers nothing (:func:`podium.answers.sandbox_answer`), so it is not one."""
+    key = round_one.keys[round_one.winner] if round_one.keys else None
+    return round_one.kind == "math" and key is not None and _INTEGER.fullmatch(key) is not None
+
+
+def _gate(value: object) -> Gate:
+    if value not in GATES:
+        raise ValueError(f"unknown cascade gate {value!r} (one of {', '.join(GATES)})")
+    return value
 
 
 def plan_workflow(

@@ -382,7 +382,14 @@ class PlanConductor:
                     names = [w.info.name for w in pool]
                     vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
                     workflow = second_round_workflow(chosen, self.policy.columns, names, vote_worker=vote)
-                    note = f"Plan: {chosen.id}; round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}: escalate"
+                    why = (
+                        "round 1's answer is not a whole number"
+                        if chosen.gate == "whole-number"
+                        else f"round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}"
+                    )
+                    note = f"Plan: {chosen.id}; {why}: escalate"
+                elif chosen.gate == "whole-number":
+                    note = f"Plan: {chosen.id}; round 1's answer is a whole number: keep it"
                 elif round_one.kind == "text":
                     note = f"Plan: {chosen.id}; round 1's answers are free text (no vote can compare them): keep it"
                 else:
