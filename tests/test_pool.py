@@ -57,6 +57,20 @@ def test_local_light_keeps_the_routing_light_conductor() -> None:
     assert LightPolicy.load(pool.conductor.light).workers == tuple(w.name for w in pool.workers)
 
 
+def test_local_lean_runs_the_plan_table_the_fourth_fresh_test_ran() -> None:
+    """The preset's policy is byte for byte the one frozen before docs/eval/fresh4 ran, and it
+    reaches the checked cascade (math) and the tested code (code), as that test reports."""
+    from podium.conductor.plans import PlanPolicy
+
+    pool = load_pool("local-lean")
+    assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-lean"
+    frozen = Path(__file__).parents[1] / "docs" / "eval" / "fresh4" / "check-policy.npz"
+    assert Path(pool.conductor.light).read_bytes() == frozen.read_bytes()
+    policy = PlanPolicy.load(pool.conductor.light)
+    reached = {policy.plans[i].id for i in policy.reachable([True] * len(policy.plans))}
+    assert {"check(run(program@1.5b))→solve@1.5b", "test@1.5b"} <= reached
+
+
 def test_a_copied_local_pool_file_still_finds_the_packaged_policy(tmp_path: Path) -> None:
     from podium.pool import packaged_pools
 
