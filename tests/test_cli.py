@@ -165,6 +165,24 @@ def test_an_answer_cut_off_at_max_tokens_says_so_next_to_it(
     assert ("The answer may be incomplete: poet stopped at its limit of" in out) is cut
 
 
+@pytest.mark.parametrize("mode", ["run", "plan"])
+def test_a_request_without_a_stored_trace_does_not_offer_a_trace_id(mode: str) -> None:
+    """`podium run --no-trace` printed "trace ID" — an id that `podium trace show` cannot find."""
+    from rich.console import Console
+
+    from podium._render import print_record
+
+    plan = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'
+    record = asyncio.run(
+        Orchestrator([ScriptedWorker("w0")], ScriptedConductor([plan]), Fallback(0, "A.")).run("Q?", mode=mode)
+    )
+    for stored, said in [(True, f"trace {record.id}"), (False, f"request {record.id} (no trace stored: --no-trace)")]:
+        console = Console(record=True, width=200)
+        print_record(record, False, console, stored=stored)
+        text = console.export_text()
+        assert said in text and (f"trace {record.id}" in text) is stored
+
+
 def test_trace_list_shows_a_plan_only_status_whole(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     db = tmp_path / "t.sqlite3"
     plan = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'

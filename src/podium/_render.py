@@ -304,7 +304,7 @@ def render_plan(console: Console, record: RunRecord) -> None:
             console.print(_plan_table(accepted.workflow, record.workers, round_))
 
 
-def render_run(console: Console, record: RunRecord, *, messages: bool = False) -> None:
+def render_run(console: Console, record: RunRecord, *, messages: bool = False, stored: bool = True) -> None:
     """A whole record: plan, each step's output (shortened; with ``messages`` also the exact
     messages the step's worker received), fallback, answer, totals."""
     render_plan(console, record)
@@ -341,7 +341,7 @@ def render_run(console: Console, record: RunRecord, *, messages: bool = False) -
     elif record.status == "error":
         console.print(Text(record.error or "no valid workflow", style="red"))
     console.print(_totals(record))
-    console.print(Text(f"trace {record.id} · {record.started_at} · status {record.status}", style="dim"))
+    console.print(Text(f"{_record_name(record, stored)} · {record.started_at} · status {record.status}", style="dim"))
     console.print(Text(f"pool {record.pool} · conductor {record.conductor}", style="dim"))
     if record.tags or record.subject:
         tags = f"tags {', '.join(record.tags)}" if record.tags else "no tags"
@@ -431,8 +431,15 @@ def render_register(console: Console, register: Register) -> None:
     console.print(table)
 
 
-def print_record(record: RunRecord, as_json: bool, out: Console) -> None:
-    """``record`` as JSON, or as the plan / run view ``podium plan`` and ``podium run`` print."""
+def _record_name(record: RunRecord, stored: bool) -> str:
+    """``trace ID`` for a stored trace; a request that stored none (``--no-trace``) says so, as
+    ``podium trace show ID`` would not find it."""
+    return f"trace {record.id}" if stored else f"request {record.id} (no trace stored: --no-trace)"
+
+
+def print_record(record: RunRecord, as_json: bool, out: Console, *, stored: bool = True) -> None:
+    """``record`` as JSON, or as the plan / run view ``podium plan`` and ``podium run`` print;
+    ``stored``: whether its trace was stored (False under ``--no-trace``)."""
     import json
 
     from rich.text import Text
@@ -443,6 +450,6 @@ def print_record(record: RunRecord, as_json: bool, out: Console) -> None:
         render_plan(out, record)
         if record.status == "error":
             out.print(Text(record.error or "no valid workflow", style="red"))
-        out.print(f"[dim]trace {record.id}[/]")
+        out.print(Text(_record_name(record, stored), style="dim"))
     else:
-        render_run(out, record)
+        render_run(out, record, stored=stored)

@@ -258,7 +258,7 @@ def _cmd_request(args: argparse.Namespace, out: Console, err: Console) -> int:
             sent = telemetry.shutdown(report=False)
             if sent.spans_lost or sent.spans_unconfirmed:  # a timed-out export is reported too
                 err.print(Text(sent.summary(), style="yellow"), highlight=False)
-    print_record(record, args.json, out)
+    print_record(record, args.json, out, stored=traces is not None)
     return 1 if record.status == "error" else 0
 
 
