@@ -40,34 +40,10 @@ CANDIDATES = [
     Plan(f"check({P15})→{S15}", (P15,), S15, gate="whole-number"),
     Plan(f"check({P05})→{S15}", (P05,), S15, gate="whole-number"),
     Plan(f"check({P15})→+{S15},sample×2@1.5b", (P15,), adds=(S15, "sample1@1.5b", "sample2@1.5b"), gate="whole-number"),
+    # tested cascades: the 1.5B's code written with its tests when they pass, else a direct answer
+    Plan(f"check(run(test@1.5b))→{S15}", ("run(test@1.5b)",), S15, gate="tests-pass"),
+    Plan(f"check(run(test@1.5b))→{S05}", ("run(test@1.5b)",), S05, gate="tests-pass"),
 ]
-
-
-TESTED, TEST_RUN = "test@1.5b", "run(test@1.5b)"
-
-
-def tested_code_gate(rows: list[dict[str, str]], fallback: str, base_cost: float) -> list[dict[str, Any]]:
-    """A gate no plan can express yet (docs/learned-workflows.md, "The fourth fresh test"): keep
-    ``test@1.5b``'s code when its own tests, run in the sandbox, pass (exit code 0); else answer
-    with ``fallback`` (one more call). Scored from the recorded cells: the code's score where the
-    tests passed, the fallback's elsewhere; cost: the tested code, its run, and the fallback where
-    it ran. Also how often the code is right when its tests pass and when they fail."""
-    passed = [r[f"{TEST_RUN}|model_response"].startswith("[python: exit code 0]") for r in rows]
-    right = [float(r[TESTED]) == 1.0 for r in rows]
-    score = [float(r[TESTED] if ok else r[fallback]) for r, ok in zip(rows, passed, strict=True)]
-    cost = [
-        float(r[f"{TEST_RUN}|total_cost"]) + (0.0 if ok else float(r[f"{fallback}|total_cost"]))
-        for r, ok in zip(rows, passed, strict=True)
-    ]
-    n_pass = sum(passed)
-    right_pass = sum(ok and good for ok, good in zip(passed, right, strict=True))
-    right_fail = sum(good and not ok for ok, good in zip(passed, right, strict=True))
-    return [{
-        "plan": f"[no plan yet] {TESTED} if its tests pass, else {fallback}",
-        "quality": round(sum(score) / len(rows), 4), "cost_x": round(sum(cost) / len(rows) / base_cost, 3),
-        "escalated": round(1 - n_pass / len(rows), 3),
-        "tests_pass": n_pass, "right_when_pass": right_pass, "right_when_fail": right_fail,
-    }]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,9 +77,6 @@ def main(argv: list[str] | None = None) -> int:
             }
             table.append(entry)
             print(f"  {entry['quality']:.3f}  {entry['cost_x']:5.2f}×  esc {entry['escalated']:.2f}  {plan.id}")
-        for entry in (*tested_code_gate(part, S15, base), *tested_code_gate(part, S05, base)):
-            table.append({"kind": kind, **entry})
-            print(f"  {entry['quality']:.3f}  {entry['cost_x']:5.2f}×  esc {entry['escalated']:.2f}  {entry['plan']}")
     if args.json:
         args.json.write_text(json.dumps({"bank": str(args.bank), "split": args.split, "rows": table}, indent=1) + "\n")
     return 0

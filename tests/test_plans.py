@@ -27,6 +27,7 @@ from podium.eval.record import record_bank, restore_cache
 from podium.eval.tasks import Task
 from podium.eval.verifiers import verify
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
+from podium.roles import ROLES
 from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
 from podium.workers.base import Call, Completion, Price, Worker
@@ -53,8 +54,8 @@ class _Fake(ScriptedWorker):
         subtask = text.rsplit("<your_subtask>", 1)[1]
         seed = call.settings_for(self).seed
         strong = self.name.endswith("1.5b")
-        if "assert statements" in subtask:
-            reply = f"```python\nprint({a} * 7)\n```"
+        if "assert statements" in subtask:  # its own test fails on multiples of 3
+            reply = f"```python\nprint({a} * 7)\nassert {a} % 3 != 0\n```"
         elif "Python program" in subtask:  # the 0.5B's program halves odd questions' answers
             reply = f"```python\nprint({a} * 7{' / 2' if a % 2 and not strong else ''})\n```"
         elif "program above was run" in subtask:
@@ -198,10 +199,15 @@ CHECKED = Plan("checked", ("run(program@0.5b)",), "solve@1.5b", gate="whole-numb
 1.5B's direct answer."""
 
 
+TESTED = Plan("tested", ("run(test@1.5b)",), "solve@0.5b", gate="tests-pass")
+"""A tested cascade: the 1.5B's code written with its tests when they pass, else the 0.5B's
+direct answer."""
+
+
 @pytest.mark.parametrize(
     "cascade",
-    [Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0), MOT, CHECKED],
-    ids=["escalates", "adds-answers", "checked"],
+    [Plan("c", ("sample1@0.5b", "sample2@0.5b", "sample3@0.5b"), "solve@1.5b", 1.0), MOT, CHECKED, TESTED],
+    ids=["escalates", "adds-answers", "checked", "tested"],
 )
 def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(
     bank_dir: Path, tmp_path: Path, cascade: Plan
@@ -218,7 +224,8 @@ def test_the_plan_conductor_runs_a_cascade_through_a_recursion_round(
     out = plan_outcomes([cascade], bank.catalogue.columns, bank.rows)
     for i, task in enumerate(TASKS):
         record = asyncio.run(orchestrator.run(task.question))
-        escalated = len(record.workflows) == 2 and len(record.workflows[1]) > 0
+        second = record.workflows[1].steps if len(record.workflows) == 2 else ()
+        escalated = any(step.subtask != ROLES["vote"].subtask for step in second)  # a tested keep votes
         assert escalated == bool(out.escalated[i, 0])
         assert asyncio.run(verify(task, record.answer)).score == out.score[i, 0]
         if escalated and cascade.adds:
@@ -258,6 +265,27 @@ def test_a_checked_cascade_escalates_unless_round_one_answers_a_whole_number(ban
     assert Plan.from_json({"id": "c", "members": ["x"], "escalate": "y"}).gate == "agreement"  # files before gates
     with pytest.raises(ValueError, match="unknown gate"):
         Plan("x", ("solve@0.5b",), "solve@1.5b", gate="confidence")  # type: ignore[arg-type]
+
+
+def test_a_tested_cascade_keeps_the_code_whose_tests_pass_and_escalates_the_rest(bank_dir: Path) -> None:
+    """Gate tests-pass: the fake's code fails its own assertion on multiples of 3 (3 and 6); there
+    replay scores the escalation (the 0.5B's answer), elsewhere the tested code — not the run's
+    printed output — and pays for the code and its run only."""
+    bank = read_bank(bank_dir)
+    out = plan_outcomes([TESTED], bank.catalogue.columns, bank.rows)
+    for i, (row, task) in enumerate(zip(bank.rows, TASKS, strict=True)):
+        failed = int(task.question.split()[2]) % 3 == 0
+        assert bool(out.escalated[i, 0]) == failed
+        assert out.score[i, 0] == float(row["solve@0.5b" if failed else "test@1.5b"])
+        paid = ["test@1.5b", "run(test@1.5b)"] + (["solve@0.5b"] if failed else [])
+        assert out.cost[i, 0] == pytest.approx(sum(float(row[f"{c}|step_cost"]) for c in paid))
+    ran = "[python: exit code {}]\nstdout:\n21\n\nstderr:\n{}"
+    assert not TESTED.escalates(tally([ran.format(0, "")]), [ran.format(0, "")])
+    assert TESTED.escalates(tally([ran.format(1, "AssertionError")]), [ran.format(1, "AssertionError")])
+    assert TESTED.escalates(tally(["21"]), ["21"])  # no sandbox report: no test ran
+    wrong = Plan("w", ("test@1.5b",), "solve@0.5b", gate="tests-pass")
+    with pytest.raises(ConfigError, match="no run of code"):
+        plan_outcomes([wrong], bank.catalogue.columns, bank.rows)
 
 
 def test_an_open_question_runs_one_round_of_a_cascade(bank_dir: Path) -> None:

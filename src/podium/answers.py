@@ -43,6 +43,7 @@ __all__ = [
     "extract_math_answer",
     "normalize_exact",
     "sandbox_answer",
+    "sandbox_passed",
     "tally",
 ]
 
@@ -244,6 +245,14 @@ def normalize_exact(text: str) -> str:
 # --- keys and the vote ------------------------------------------------------------------------
 
 _SANDBOX_REPORT = re.compile(r"\A\[python: (?:exit code (-?\d+)|[^\]\n]*)\]\nstdout:\n")
+
+
+def sandbox_passed(text: str) -> bool:
+    """Whether ``text`` is a Python sandbox report of a program that exited with code 0 (a
+    test run whose assertions all held); False for a failed, killed or timed-out run and for
+    any other text."""
+    match = _SANDBOX_REPORT.match(text)
+    return match is not None and match.group(1) == "0"
 
 
 def sandbox_answer(text: str) -> str:

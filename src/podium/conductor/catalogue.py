@@ -67,8 +67,10 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     cascades (Yue et al. 2024, "Large Language Model Cascades with Mixture of Thoughts
     Representations", ICLR): a worker's direct answer and its program's answer agree → keep it,
     else further answers (1, 3 or 5 samples of the 1.5B; or the 1.5B's direct answer, program and a
-    sample after the 0.5B's pair) and a vote over both rounds'; and checked cascades: a
-    program's printed answer when it is a whole number, else the 1.5B worker's.
+    sample after the 0.5B's pair) and a vote over both rounds'; checked cascades: a
+    program's printed answer when it is a whole number, else the 1.5B worker's; and tested
+    cascades: the 1.5B worker's code when its own tests pass, else the 1.5B's or the 0.5B's
+    direct answer.
 
     Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
     s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
@@ -120,6 +122,11 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
         # 1.5B's direct answer (or a vote of it, two samples and the program's output)
         *(Plan(f"check({pal})→{s15}", (pal,), s15, gate="whole-number") for pal in (pal15, pal05)),
         Plan(f"check({pal15})→+{s15},sample×2@1.5b", (pal15,), None, adds=(s15, *samples15[:2]), gate="whole-number"),
+        # tested cascades: the 1.5B's code written with its tests when they pass, else a direct answer
+        *(
+            Plan(f"check(run(test@1.5b))→{solve}", ("run(test@1.5b)",), solve, gate="tests-pass")
+            for solve in (s15, s05)
+        ),
     ]
     missing = sorted({c for p in plans for c in (*p.members, *p.second_round) if c not in columns})
     if missing:

@@ -19,6 +19,10 @@ A **plan** composes columns into one request:
   whole number — the program failed or printed nothing, a fraction, or text — a sanity check
   of the answer's form that costs no call (program-aided answers to word problems are whole
   numbers when the program is right far more often than when it is wrong);
+* a **tested cascade** (``gate="tests-pass"``): round 1 is the run of code written with its
+  tests (one member, a ``run`` column); when the run exits cleanly — every assertion held — the
+  code it ran is the answer (round 2 is one ``vote`` step with access ``all``, which returns
+  that code: the run's empty output has nothing to vote for), else round 2 escalates;
 * a **cascade that adds answers** (``adds``; Yue et al. 2024's mixture-of-thought cascade,
   whose round 1 is a direct solve and a program of the same model): when round 1 disagrees,
   round 2 runs the ``adds`` columns and a ``vote`` step with access ``all`` that counts round 1's
@@ -39,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from podium.answers import Tally
+from podium.answers import Tally, sandbox_passed
 from podium.errors import ConfigError
 from podium.roles import ROLES, RoleName
 from podium.workflow import ALL, Access, Step, Workflow
@@ -50,7 +54,10 @@ __all__ = [
     "Gate",
     "NotReplayable",
     "Plan",
+    "check_tested",
     "is_whole_number",
+    "keep_workflow",
+    "kept_column",
     "layout",
     "plan_workflow",
     "second_round_workflow",
@@ -58,7 +65,7 @@ __all__ = [
     "vote_order",
 ]
 
-Gate = Literal["agreement", "whole-number"]
+Gate = Literal["agreement", "whole-number", "tests-pass"]
 """What decides a cascade's second round (:meth:`Plan.escalates`)."""
 GATES: tuple[Gate, ...] = get_args(Gate)
 _INTEGER = re.compile(r"-?\d+")
@@ -122,8 +129,9 @@ class Plan:
         adds: for a cascade that adds answers, the columns round 2 runs; its vote counts
             round 1's answers too. At most one of ``escalate`` and ``adds``.
         gate: what decides a cascade's second round: ``"agreement"`` (round 1's vote agreement
-            below ``threshold``) or ``"whole-number"`` (round 1's answer is not a whole number;
-            ``threshold`` unused).
+            below ``threshold``), ``"whole-number"`` (round 1's answer is not a whole number) or
+            ``"tests-pass"`` (the one member, a ``run`` of code with its tests, did not exit
+            cleanly); ``threshold`` is read by ``"agreement"`` only.
 
     Raises ValueError for a plan with both ``escalate`` and ``adds``, or an unknown ``gate``.
     """
@@ -146,17 +154,21 @@ class Plan:
         """Whether the plan may run a second round (it escalates or adds answers)."""
         return self.escalate is not None or bool(self.adds)
 
-    def escalates(self, round_one: Tally) -> bool:
-        """Whether a cascade runs its second round after round 1's vote ``round_one``.
+    def escalates(self, round_one: Tally, outputs: Sequence[str] = ()) -> bool:
+        """Whether a cascade runs its second round after round 1's vote ``round_one`` over its
+        members' ``outputs`` (in member order; read by the ``tests-pass`` gate).
 
         Gate ``agreement``: round 1's agreement is below ``threshold`` and its answers are
         comparable — a vote over free text (kind ``text``: no number, letter or code block to
         compare) keeps round 1's answer, as more samples of an open question would not make the
         vote any surer. Gate ``whole-number``: round 1's winning answer is not a whole number
         (:func:`is_whole_number`), free text included — a program that prints no number has not
-        answered."""
+        answered. Gate ``tests-pass``: the member's run did not exit with code 0
+        (:func:`podium.answers.sandbox_passed`)."""
         if not self.is_cascade:
             return False
+        if self.gate == "tests-pass":
+            return not (len(outputs) == 1 and sandbox_passed(outputs[0]))
         if self.gate == "whole-number":
             return not is_whole_number(round_one)
         return round_one.kind != "text" and round_one.agreement < self.threshold
@@ -254,6 +266,40 @@ def second_round_workflow(
     if plan.escalate is not None:
         return plan_workflow([plan.escalate], columns, pool)
     return plan_workflow(plan.adds, columns, pool, vote_worker=vote_worker, vote_all=True)
+
+
+def kept_column(plan: Plan, columns: Mapping[str, Column]) -> str | None:
+    """The column whose answer a tested cascade keeps when round 1's tests pass (the code its
+    run ran), or None for any other plan, which keeps round 1's last step."""
+    if plan.gate != "tests-pass":
+        return None
+    (member,) = plan.members
+    return columns[member].sees[-1]
+
+
+def check_tested(plan: Plan, columns: Mapping[str, Column]) -> None:
+    """Raise ConfigError unless a ``tests-pass`` plan has one member, a ``run`` column that
+    sees the code it runs."""
+    if plan.gate != "tests-pass":
+        return
+    if len(plan.members) != 1 or plan.members[0] not in columns:
+        raise ConfigError(f"plan {plan.id!r}: a tested cascade has one member, a run step of the bank")
+    column = columns[plan.members[0]]
+    if column.role != "run" or not column.sees:
+        raise ConfigError(f"plan {plan.id!r}: its member {column.id!r} is no run of code (role {column.role!r})")
+
+
+def keep_workflow(plan: Plan, pool: Sequence[str], *, vote_worker: str | None = None) -> Workflow:
+    """Round 2 of a cascade that keeps round 1's answer: nothing (three empty lists) — or, for
+    a tested cascade, one ``vote`` step with access ``all``, which returns the tested code
+    (the run's output, empty when the tests pass, names no code).
+
+    Raises ConfigError for a tested cascade and a pool without the vote tool."""
+    if plan.gate != "tests-pass":
+        return Workflow(())
+    if vote_worker is None or vote_worker not in pool:
+        raise ConfigError("a tested cascade needs a vote tool worker in the pool (backend = 'vote')")
+    return Workflow((Step(pool.index(vote_worker), ROLES["vote"].subtask, ALL),))
 
 
 def vote_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:

@@ -42,7 +42,15 @@ import numpy.typing as npt
 
 from podium.answers import Tally, tally
 from podium.conductor.base import PreviousRound
-from podium.conductor.compose import Column, NotReplayable, Plan, layout, plan_workflow, second_round_workflow
+from podium.conductor.compose import (
+    Column,
+    NotReplayable,
+    Plan,
+    keep_workflow,
+    layout,
+    plan_workflow,
+    second_round_workflow,
+)
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.records import PlanAttempt
@@ -376,18 +384,20 @@ class PlanConductor:
         if previous is not None:  # a recursion round: escalate a cascade whose vote disagreed
             workflow, note = Workflow(()), f"Plan: {chosen.id}; keep the answer"
             if chosen.is_cascade and previous.round == 0:
-                round_one = self._round_one(chosen, previous)
+                round_one, outputs = self._round_one(chosen, previous)
                 agreement = round_one.agreement
-                if chosen.escalates(round_one):
+                vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
+                if chosen.escalates(round_one, outputs):
                     names = [w.info.name for w in pool]
-                    vote = next((w.info.name for w in pool if w.info.backend == "vote"), None)
                     workflow = second_round_workflow(chosen, self.policy.columns, names, vote_worker=vote)
-                    why = (
-                        "round 1's answer is not a whole number"
-                        if chosen.gate == "whole-number"
-                        else f"round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}"
-                    )
+                    why = {
+                        "whole-number": "round 1's answer is not a whole number",
+                        "tests-pass": "the code's tests did not pass",
+                    }.get(chosen.gate, f"round 1 agreed {agreement:.0%} < {chosen.threshold:.0%}")
                     note = f"Plan: {chosen.id}; {why}: escalate"
+                elif chosen.gate == "tests-pass":
+                    workflow = keep_workflow(chosen, [w.info.name for w in pool], vote_worker=vote)
+                    note = f"Plan: {chosen.id}; the code's tests passed: keep the tested code"
                 elif chosen.gate == "whole-number":
                     note = f"Plan: {chosen.id}; round 1's answer is a whole number: keep it"
                 elif round_one.kind == "text":
@@ -412,8 +422,8 @@ class PlanConductor:
             return False
         return all(w != workflow for w, plan in zip(workflows, self.policy.plans, strict=True) if plan.is_cascade)
 
-    def _round_one(self, plan: Plan, previous: PreviousRound) -> Tally:
-        """Round 1's vote, recounted from its members' outputs."""
+    def _round_one(self, plan: Plan, previous: PreviousRound) -> tuple[Tally, list[str]]:
+        """Round 1's vote, recounted from its members' outputs, and those outputs."""
         order = layout(plan.members, self.policy.columns)
         outputs = [previous.outputs[i] if (i := order.index(m)) < len(previous.outputs) else "" for m in plan.members]
-        return tally(outputs)
+        return tally(outputs), outputs

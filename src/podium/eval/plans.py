@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from podium.answers import Tally, tally
 from podium.conductor.catalogue import local_plans
-from podium.conductor.compose import Column, Plan, layout, sub_workflow, vote_order
+from podium.conductor.compose import Column, Plan, check_tested, kept_column, layout, sub_workflow, vote_order
 from podium.errors import ConfigError
 from podium.roles import ROLES, role_of
 from podium.workflow import Workflow
@@ -105,6 +105,7 @@ def plan_outcomes(
         for cid in (*plan.members, *plan.second_round):
             if cid not in columns:
                 raise ConfigError(f"plan {plan.id!r} uses column {cid!r}, which the bank does not have")
+        check_tested(plan, columns)
         if shared := set(layout(plan.members, columns)) & set(layout(plan.adds, columns)):
             raise ConfigError(f"plan {plan.id!r} would run {', '.join(sorted(shared))} again in its second round")
     n, m = len(rows), len(plans)
@@ -116,7 +117,10 @@ def plan_outcomes(
         step_latency = {cid: _number(row, cid, "step_latency_s", "latency_s") for cid in columns}
         for j, plan in enumerate(plans):
             s, c, lat, round_one = _round(plan.members, row, columns, subs, step_cost, step_latency)
-            if plan.escalates(round_one):
+            outputs = [row.get(f"{m}|model_response", "") for m in plan.members]
+            if (kept := kept_column(plan, columns)) is not None and not plan.escalates(round_one, outputs):
+                s = float(row[kept])  # round 2's vote returns the tested code (a tool step: no cost)
+            if plan.escalates(round_one, outputs):
                 e_s, e_c, e_lat, _ = _round(plan.second_round, row, columns, subs, step_cost, step_latency)
                 if plan.adds:  # the second vote counts round 1's answers and round 2's
                     voters = vote_order(plan, columns)
