@@ -118,9 +118,10 @@ def plan_outcomes(
         for j, plan in enumerate(plans):
             s, c, lat, round_one = _round(plan.members, row, columns, subs, step_cost, step_latency)
             outputs = [row.get(f"{m}|model_response", "") for m in plan.members]
-            if (kept := kept_column(plan, columns)) is not None and not plan.escalates(round_one, outputs):
+            escalates = plan.escalates(round_one, outputs)
+            if (kept := kept_column(plan, columns)) is not None and not escalates:
                 s = float(row[kept])  # round 2's vote returns the tested code (a tool step: no cost)
-            if plan.escalates(round_one, outputs):
+            if escalates:
                 e_s, e_c, e_lat, _ = _round(plan.second_round, row, columns, subs, step_cost, step_latency)
                 if plan.adds:  # the second vote counts round 1's answers and round 2's
                     voters = vote_order(plan, columns)
