@@ -13,14 +13,18 @@ every task tagged with its kind (``use-case:KIND``):
   (``use-case:support-da``, :func:`danish_table`, a rewrite of yet other GSM8K questions), a
   quarter each;
 * ``heldout.jsonl`` — more "after" questions of the same four kinds, never served or trained
-  on, for the final comparison (at least 100 at full size).
+  on, for the final comparison (at least 100 at full size);
+* ``heldout2.jsonl`` (only with ``--heldout2 N``) — a second held-out set, dealt after all the
+  others, so the three sets above stay byte for byte what they are without it: fresh questions
+  for checking a recipe that was chosen after the first held-out set had been seen.
 
 Which questions: GSM8K test questions, MBPP test and validation problems (task ids 11–600,
 without ``test_setup_code``: the regression-set format has no setup field) and all HumanEval
 problems, minus every question of ``docs/eval/local-pool/outcomes.csv`` (the matrix the old
 conductor is trained on, so that nothing served or held out was trained on). Each source's
 questions are shuffled by ``random.Random(seed)`` and dealt out in order: before, after,
-held-out (GSM8K: math before, after, held-out, then the Danish rewrites after, held-out).
+held-out (GSM8K: math before, after, held-out, then the Danish rewrites after, held-out), then
+the second held-out set (GSM8K: math, then Danish).
 
 References are the datasets' own: GSM8K's ``####`` number; MBPP's asserts; HumanEval's
 ``check`` made self-contained (:func:`humaneval_tests`); the Danish question's total is the sum
@@ -124,10 +128,16 @@ def _record(task: Task, kind: str, *, question: str | None = None, reference: st
 
 
 def build(
-    before: int = 200, after: int = 200, heldout: int = 120, seed: int = 0, trained_on: Path = TRAINED_ON
+    before: int = 200,
+    after: int = 200,
+    heldout: int = 120,
+    seed: int = 0,
+    trained_on: Path = TRAINED_ON,
+    heldout2: int = 0,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The three sets (``before``, ``after``, ``heldout``: lists of regression-set records), of
-    the given sizes, dealt from the shipped benchmarks as the module docstring says.
+    """The sets (``before``, ``after``, ``heldout`` and, when ``heldout2`` > 0, ``heldout2``:
+    lists of regression-set records), of the given sizes, dealt from the shipped benchmarks as
+    the module docstring says.
 
     Raises ValueError when a source has too few questions for the sizes asked."""
     skip = _trained_on(trained_on)
@@ -151,6 +161,9 @@ def build(
     }
     # GSM8K feeds two kinds: math first (before, after, held-out), then the Danish rewrites
     order = [(name, kind) for kind in KINDS for name in ("before", "after", "heldout") if kind in plan[name]]
+    if heldout2 > 0:  # dealt last: the sets above do not change
+        plan["heldout2"] = _sizes(heldout2, AFTER_KINDS)
+        order += [("heldout2", kind) for kind in KINDS]
     sets: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
     offset = {"math": 0, "code": 0, "humaneval": 0}
     for name, kind in order:
@@ -203,11 +216,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before", type=int, default=200, help="before-traffic questions (default 200)")
     parser.add_argument("--after", type=int, default=200, help="after-traffic questions, the loop's pool (default 200)")
     parser.add_argument("--heldout", type=int, default=120, help="held-out after questions (default 120)")
+    parser.add_argument(
+        "--heldout2", type=int, default=0, help="a second held-out set, dealt after the others (default 0: none)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if min(args.before, args.after, args.heldout) < 1:
-        parser.error("every set needs at least one question")
-    manifest = write(args.out, build(args.before, args.after, args.heldout, args.seed), args.seed)
+    if min(args.before, args.after, args.heldout) < 1 or args.heldout2 < 0:
+        parser.error("every set needs at least one question (--heldout2: 0 or more)")
+    sets = build(args.before, args.after, args.heldout, args.seed, heldout2=args.heldout2)
+    manifest = write(args.out, sets, args.seed)
     for name, info in manifest["sets"].items():
         kinds = ", ".join(f"{k} {v}" for k, v in info["kinds"].items())
         print(f"{name}: {info['questions']} questions ({kinds}) -> {args.out / info['file']}")

@@ -61,3 +61,15 @@ def test_the_danish_rewrite_is_a_table_whose_total_is_the_reference() -> None:
     assert "| vare 1 | 16 |" in text and "| vare 3 | 4 |" in text and "(sag 7)" in text
     assert danish_reference(question) == "23"
     assert danish_reference("No numbers here.") == "12"  # the 3, 4, 5 table
+
+
+def test_a_second_held_out_set_is_fresh_and_leaves_the_other_sets_as_they_were() -> None:
+    without = build(before=20, after=16, heldout=12)
+    sets = build(before=20, after=16, heldout=12, heldout2=8)
+    assert {name: sets[name] for name in without} == without  # dealt last: nothing else moves
+    second = [r["id"].split("/", 2)[2] for r in sets["heldout2"]]
+    earlier = {r["id"].split("/", 2)[2] for name in without for r in without[name]}
+    assert len(second) == 8 and not earlier & set(second)
+    assert {r["tags"][0] for r in sets["heldout2"]} == {
+        "use-case:math", "use-case:code", "use-case:humaneval", "use-case:support-da"
+    }  # fmt: skip
