@@ -10,12 +10,15 @@ the same way, with the functions here (rules in :mod:`podium.eval.verifiers`' do
 * :func:`normalize_exact` — text as the exact-match verifier compares it.
 
 :func:`sandbox_answer` reads a Python sandbox report as the program's output (nothing when it
-failed); :func:`answer_key` turns one answer into a comparable key (numbers as exact fractions, code as its
-normalised syntax tree); :func:`tally` is the majority vote over several answers
-(self-consistency, Wang et al. 2023, "Self-Consistency Improves Chain of Thought Reasoning in
-Language Models", ICLR): the largest group of equal keys wins, ties go to the group whose first
+failed); :func:`checked_code` reads a ``check`` step's report (the code it ran, by fingerprint,
+when the question's tests passed); :func:`answer_key` turns one answer into a comparable key
+(numbers as exact fractions, code as its normalised syntax tree); :func:`tally` is the majority
+vote over several answers (self-consistency, Wang et al. 2023, "Self-Consistency Improves Chain
+of Thought Reasoning in Language Models", ICLR): the largest group of equal keys wins, ties go to the group whose first
 answer came earliest, and the winner is that group's earliest answer — a worker's own answer
 before a sandbox report that says the same, since the winner is what a person reads.
+:func:`vote` is the vote tool's choice: the tally over the answers whose code passed a check it
+sees, when any did, else over all.
 
 Everything here is pure Python, linear-time on any text, and never raises on a bad answer.
 """
@@ -23,6 +26,7 @@ Everything here is pure Python, linear-time on any text, and never raises on a b
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 import textwrap
 import unicodedata
@@ -31,20 +35,26 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from podium.messages import neutralise
+
 __all__ = [
     "MAX_MATH_CHARS",
     "AnswerKind",
     "Tally",
     "answer_key",
     "answer_kind",
+    "checked_code",
+    "code_fingerprint",
     "defines",
     "extract_choice",
     "extract_code_answer",
     "extract_math_answer",
+    "last_code_block",
     "normalize_exact",
     "sandbox_answer",
     "sandbox_passed",
     "tally",
+    "vote",
 ]
 
 MAX_MATH_CHARS = 500
@@ -395,3 +405,43 @@ def tally(answers: Sequence[str], kind: AnswerKind | None = None) -> Tally:
     group = [i for i, key in enumerate(keys) if key == best]
     winner = next((i for i in group if not _SANDBOX_REPORT.match(answers[i])), group[0])
     return Tally(chosen, keys, winner, counts[best])
+
+
+# --- checks: code run with the question's own tests -------------------------------------------
+
+_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_CHECKED = re.compile(r"\n\[checked code sha256:([0-9a-f]{16})\]\Z")
+
+
+def last_code_block(text: str) -> str | None:
+    """The last fenced Python (or unlabelled) code block of ``text``, without its fences, or
+    None — the code the Python tool runs and a ``check`` step checks."""
+    blocks = _BLOCK.findall(text)
+    return blocks[-1].strip("\n") if blocks else None
+
+
+def code_fingerprint(code: str) -> str:
+    """16 hex digits of the SHA-256 of ``code`` as a worker's message shows it (framing
+    look-alikes neutralised, :func:`podium.messages.neutralise`), so the code a ``check`` step
+    ran and the same answer read from a recorded response get one fingerprint."""
+    return hashlib.sha256(neutralise(code).strip("\n").encode("utf-8")).hexdigest()[:16]
+
+
+def checked_code(report: str) -> str | None:
+    """The fingerprint of the code a ``check`` step's ``report`` ran when the question's tests
+    passed on it (exit code 0); None for a failed check and for any other text."""
+    match = _CHECKED.search(report)
+    return match.group(1) if match is not None and sandbox_passed(report) else None
+
+
+def vote(answers: Sequence[str], checks: Sequence[str] = ()) -> int:
+    """Index into ``answers`` of the answer the vote tool returns: :func:`tally` over the answers
+    whose code (:func:`last_code_block`) a passed check in ``checks`` ran, when there are any
+    (generate, then filter by the stated tests; ties go to the earliest), else over all.
+    Raises ValueError for no answers."""
+    passed = {fp for report in checks if (fp := checked_code(report)) is not None}
+    if passed:
+        kept = [i for i, a in enumerate(answers) if (code := last_code_block(a)) and code_fingerprint(code) in passed]
+        if kept:
+            return kept[tally([answers[i] for i in kept]).winner]
+    return tally(answers).winner

@@ -15,6 +15,11 @@ role            what the step does                                              
 ``test``        write the requested code followed by the question's tests as      none
                 asserts (for coding tasks)
 ``run``         a **tool** step: the Python sandbox runs the program it sees       the program
+``check``       a **tool** step: the sandbox runs the code it sees followed by     the code
+                the question's own tests — its ``assert`` lines, else its ``>>>``
+                examples (generate, then filter by the stated tests: Li et al.
+                2022, "AlphaCode", Science; Chen et al. 2023, "CodeT", ICLR); a
+                vote that sees checks counts only answers whose check passed
 ``state``       state the final answer from a program and its output               program, run
 ``fix``         correct code that its run shows failing (self-debugging, Chen     code, run
                 et al. 2024, "Teaching LLMs to Self-Debug", ICLR)
@@ -22,9 +27,9 @@ role            what the step does                                              
 ``aggregate``   combine the answers it sees into one (Mixture-of-Agents)           all
 ``vote``        a **tool** step: the majority answer of the steps it sees          the voters
                 (self-consistency, Wang et al. 2023; :func:`podium.answers.tally`);
-                it counts every step but a ``program`` (its ``run`` is the answer)
-                and an earlier ``vote`` (a copy), so with access ``all`` it counts
-                each answer once (:func:`counts_in_vote`)
+                it counts every step but a ``program`` (its ``run`` is the answer),
+                a ``check`` and an earlier ``vote`` (a copy), so with access ``all``
+                it counts each answer once (:func:`counts_in_vote`)
 ==============  =================================================================  ============
 
 A step *has* a role when its subtask is that role's template (whitespace-insensitive); any
@@ -57,7 +62,7 @@ __all__ = [
     "subtask",
 ]
 
-RoleName = Literal["solve", "sample", "program", "test", "run", "state", "fix", "verify", "aggregate", "vote"]
+RoleName = Literal["solve", "sample", "program", "test", "run", "check", "state", "fix", "verify", "aggregate", "vote"]
 
 SAMPLE_TEMPERATURE = 0.7
 """Temperature of a ``sample`` step (self-consistency samples at 0.5–0.7 in Wang et al. 2023)."""
@@ -74,7 +79,8 @@ class Role:
             else None (a model step).
         brief: what the step does, in a few words (the LM conductor's prompt lists the roles).
         answer: whether a vote counts the step's output as an answer: not a ``program`` (code
-            whose sandbox ``run`` is the answer) nor a ``vote`` (a copy of an answer it saw).
+            whose sandbox ``run`` is the answer), a ``check`` (a verdict on an answer) nor a
+            ``vote`` (a copy of an answer it saw).
     """
 
     name: RoleName
@@ -114,6 +120,13 @@ ROLES: dict[RoleName, Role] = {
             "Run the Python program of the step above and report what it printed.",
             tool="python",
             brief="Python tool only: run the program of the one step it sees",
+        ),
+        Role(
+            "check",
+            "Run the code of the step above with the tests the question states, and report the result.",
+            tool="python",
+            brief="Python tool only: run the code of the one step it sees with the question's own tests",
+            answer=False,
         ),
         Role(
             "state",
@@ -164,7 +177,7 @@ def role_of(text: str) -> Role | None:
 
 def counts_in_vote(text: str) -> bool:
     """Whether a vote counts the output of a step with subtask ``text`` as an answer: every
-    step but a ``program`` and a ``vote`` (:attr:`Role.answer`); free text counts."""
+    step but a ``program``, a ``check`` and a ``vote`` (:attr:`Role.answer`); free text counts."""
     role = role_of(text)
     return role is None or role.answer
 

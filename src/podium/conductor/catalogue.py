@@ -15,7 +15,7 @@ from podium.errors import ConfigError
 from podium.roles import role_of
 from podium.workflow import Workflow
 
-__all__ = ["local_columns", "local_plans", "plan_lists", "plan_workflows", "written"]
+__all__ = ["CHECKED", "local_columns", "local_plans", "plan_lists", "plan_workflows", "written"]
 
 
 _ALIAS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b", "smollm2-135m": "135m"}
@@ -23,7 +23,11 @@ _ALIAS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b", "smollm2-1
 (:func:`local_plans` names its columns by them, so the catalogue is of these workers only)."""
 
 
-def local_columns(samples: tuple[int, int] = (5, 3)) -> dict[str, Column]:
+CHECKED = ("sample1@1.5b", "sample2@1.5b", "sample3@1.5b", "solve@0.5b")
+"""The answers the ``local-checked`` catalogue checks against the question's own tests."""
+
+
+def local_columns(samples: tuple[int, int] = (5, 3), *, checks: bool = False) -> dict[str, Column]:
     """The steps (bank columns, by id, in recording order) of the catalogue recorded on the
     embedded local pool (docs/learned-workflows.md; :func:`podium.eval.bank.local_catalogue`).
 
@@ -33,7 +37,9 @@ def local_columns(samples: tuple[int, int] = (5, 3)) -> dict[str, Column]:
     0.5B worker (program-aided reasoning); the 1.5B worker's code with tests, run, then fixed by
     it (self-debugging); and the 1.5B worker verifying the 1.5B's and the 0.5B's answers. Every
     question gets every step, so a conductor learns from what each composition does on every kind
-    of question. Votes and cascades over these steps cost no further call.
+    of question. Votes and cascades over these steps cost no further call. With ``checks``
+    (the catalogue ``local-checked``), 4 more tool steps: a ``check`` of each answer in
+    :data:`CHECKED` (its code run with the question's own tests).
     """
     strong, mid, tiny = _ALIAS
     python = "python"
@@ -54,6 +60,8 @@ def local_columns(samples: tuple[int, int] = (5, 3)) -> dict[str, Column]:
     for solver in (strong, mid):
         base = f"solve@{_ALIAS[solver]}"
         cols.append(Column(f"verify@{_ALIAS[strong]}({base})", strong, "verify", sees=(base,)))
+    if checks:
+        cols += [Column(f"check({answer})", python, "check", sees=(answer,)) for answer in CHECKED]
     return {c.id: c for c in cols}
 
 
@@ -70,7 +78,10 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
     sample after the 0.5B's pair) and a vote over both rounds'; checked cascades: a
     program's printed answer when it is a whole number, else the 1.5B worker's; and tested
     cascades: the 1.5B worker's code when its own tests pass, else the 1.5B's or the 0.5B's
-    direct answer.
+    direct answer — or, on a bank with ``check`` steps (``local-checked``), further answers
+    (a sample of the 1.5B and the 0.5B's answer, or three samples of the 1.5B), each run with the
+    question's own tests, and a vote among those that pass them (generate, then filter: Li et al. 2022,
+    "AlphaCode", Science; Chen et al. 2023, "CodeT", ICLR).
 
     Raises ConfigError when ``columns`` lack one of them (another catalogue)."""
     s15, s05, s135 = "solve@1.5b", "solve@0.5b", "solve@135m"
@@ -128,6 +139,16 @@ def local_plans(columns: Mapping[str, Any]) -> list[Plan]:
             for solve in (s15, s05)
         ),
     ]
+    if all(f"check({answer})" in columns for answer in CHECKED):
+        plans += [
+            Plan(
+                f"check(run(test@1.5b))→checked({','.join(answers)})",
+                ("run(test@1.5b)",),
+                adds=tuple(f"check({a})" for a in answers),
+                gate="tests-pass",
+            )
+            for answers in ((samples15[0], s05), tuple(samples15[:3]))  # round 2: 5 and 7 steps
+        ]
     missing = sorted({c for p in plans for c in (*p.members, *p.second_round) if c not in columns})
     if missing:
         raise ConfigError(f"the bank lacks columns {', '.join(missing)} of the local plans (another catalogue?)")

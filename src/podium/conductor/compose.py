@@ -54,6 +54,7 @@ __all__ = [
     "Gate",
     "NotReplayable",
     "Plan",
+    "check_order",
     "check_tested",
     "is_whole_number",
     "keep_workflow",
@@ -239,7 +240,9 @@ def plan_workflow(
     for index, cid in enumerate(order):
         col = columns[cid]
         alone = sub_workflow(cid, columns)
-        if col.sees and [order.index(s) for s in col.sees] != [alone.index(s) for s in col.sees]:
+        # a model step's request names the indices it sees; a tool step's output does not
+        moved = [order.index(s) for s in col.sees] != [alone.index(s) for s in col.sees]
+        if moved and ROLES[col.role].tool is None:
             raise NotReplayable(f"column {cid!r} would see other step indices than it recorded")
         if col.role == "sample":
             mine = [c for c in order[:index] if columns[c].worker == col.worker and columns[c].role == "sample"]
@@ -305,10 +308,17 @@ def keep_workflow(plan: Plan, pool: Sequence[str], *, vote_worker: str | None = 
 def vote_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
     """The answers the second-round vote of a cascade that adds answers counts, in the order it
     sees them: every step of round 1 then of round 2 (:func:`layout` order) that a vote counts
-    (:func:`podium.roles.counts_in_vote`: not a ``program``, not a ``vote``). The bank replay
-    tallies exactly these recorded responses, so replay and live choose the same answer."""
+    (:func:`podium.roles.counts_in_vote`: not a ``program``, ``check`` or ``vote``). The bank
+    replay tallies exactly these recorded responses, so replay and live choose the same answer."""
     steps = [*layout(plan.members, columns), *layout(plan.adds, columns)]
     return [cid for cid in steps if ROLES[columns[cid].role].answer]
+
+
+def check_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
+    """The ``check`` steps that vote sees, in the same order (:func:`podium.answers.vote` counts
+    only answers whose check passed, when one did)."""
+    steps = [*layout(plan.members, columns), *layout(plan.adds, columns)]
+    return [cid for cid in steps if columns[cid].role == "check"]
 
 
 def layout(members: Sequence[str], columns: Mapping[str, Column]) -> list[str]:

@@ -133,7 +133,7 @@ def plan_conductor(plan_id: str) -> Conductor:
     from podium.conductor.catalogue import local_columns, local_plans
     from podium.conductor.plans import fixed_plan
 
-    columns = local_columns()
+    columns = local_columns(checks=True)  # every plan, those with checks too
     plans = {p.id: p for p in local_plans(columns)}
     if plan_id not in plans:
         raise ConfigError(f"plan:{plan_id}: no such plan; known: {', '.join(plans)}")

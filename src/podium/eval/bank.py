@@ -40,6 +40,7 @@ from podium.errors import ConfigError
 from podium.roles import ROLES
 
 __all__ = [
+    "CATALOGUES",
     "FIXED",
     "STEP_FIELDS",
     "Bank",
@@ -146,10 +147,18 @@ class Catalogue:
             raise ConfigError(f"{where}: malformed bank sidecar ({exc})") from None
 
 
-def local_catalogue(samples: tuple[int, int] = (5, 3)) -> Catalogue:
-    """The catalogue recorded on the embedded local pool: the steps of
-    :func:`podium.conductor.catalogue.local_columns` (same argument) as the catalogue ``local``."""
-    return Catalogue("local", local_columns(samples))
+CATALOGUES = ("local", "local-checked")
+"""The catalogues ``podium bank record`` knows: ``local-checked`` is ``local`` and a ``check``
+step of four answers (:data:`podium.conductor.catalogue.CHECKED`)."""
+
+
+def local_catalogue(samples: tuple[int, int] = (5, 3), name: str = "local") -> Catalogue:
+    """The catalogue ``name`` (one of :data:`CATALOGUES`) recorded on the embedded local pool:
+    the steps of :func:`podium.conductor.catalogue.local_columns` (``samples``; checks for
+    ``local-checked``). Raises ConfigError for another name."""
+    if name not in CATALOGUES:
+        raise ConfigError(f"unknown catalogue {name!r}; known: {', '.join(CATALOGUES)}")
+    return Catalogue(name, local_columns(samples, checks=name == "local-checked"))
 
 
 def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:

@@ -64,7 +64,12 @@ def add_parsers(sub: Any) -> None:
     rec.add_argument(
         "--pool", default="local-tools", help="pool file or preset with the catalogue's workers (default local-tools)"
     )
-    rec.add_argument("--catalogue", default="local", choices=["local"], help="which catalogue (default: local)")
+    rec.add_argument(
+        "--catalogue",
+        default="local",
+        choices=["local", "local-checked"],
+        help="which catalogue (default: local; local-checked adds a check of 4 answers with the question's tests)",
+    )
     rec.add_argument("--cache", type=store_location, help=_CACHE_HELP)
     rec.add_argument(
         "--step-timeout", action=PositiveNumber, default=600.0, metavar="SECONDS", help="per step (default 600)"
@@ -193,7 +198,8 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
         from podium.pool_workers import judge_index
 
         judge_index(load_pool(args.judge_pool or args.pool), args.judge)
-    columns = len(local_catalogue().columns)
+    catalogue = local_catalogue(name=args.catalogue)
+    columns = len(catalogue.columns)
     cache = RequestCache(args.cache or default_cache_path())
     judge = None
     if args.judge is not None:
@@ -228,6 +234,7 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     total = record_local_bank(
         tasks,
         args.out,
+        catalogue=catalogue,
         pool=args.pool,
         cache=cache,
         step_timeout_s=args.step_timeout,

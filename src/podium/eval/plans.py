@@ -10,7 +10,8 @@ several; a cascade that escalates when the vote's agreement is low). Replayed on
   tool makes the same choice live, so live and replay agree); for a cascade, the escalation
   column's score when round 1's agreement is below the threshold — or, for a cascade that adds
   answers, the score of the answer the second vote selects among round 1's and round 2's
-  (:func:`podium.conductor.compose.vote_order`);
+  (:func:`podium.conductor.compose.vote_order`; among those whose recorded ``check`` passed,
+  when one did: :func:`podium.answers.vote`);
 * **cost** — USD of every distinct step the plan runs (shared steps once: five samples and a vote
   over the first three share three calls), plus the escalation's when it happens;
 * **latency** — the critical path of those steps from their recorded seconds (independent steps
@@ -29,9 +30,18 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from podium.answers import Tally, tally
+from podium.answers import Tally, tally, vote
 from podium.conductor.catalogue import local_plans
-from podium.conductor.compose import Column, Plan, check_tested, kept_column, layout, sub_workflow, vote_order
+from podium.conductor.compose import (
+    Column,
+    Plan,
+    check_order,
+    check_tested,
+    kept_column,
+    layout,
+    sub_workflow,
+    vote_order,
+)
 from podium.errors import ConfigError
 from podium.roles import ROLES, role_of
 from podium.workflow import Workflow
@@ -123,13 +133,18 @@ def plan_outcomes(
                 s = float(row[kept])  # round 2's vote returns the tested code (a tool step: no cost)
             if escalates:
                 e_s, e_c, e_lat, _ = _round(plan.second_round, row, columns, subs, step_cost, step_latency)
-                if plan.adds:  # the second vote counts round 1's answers and round 2's
-                    voters = vote_order(plan, columns)
-                    e_s = float(row[voters[tally([row.get(f"{v}|model_response", "") for v in voters]).winner]])
+                if plan.adds:  # the second vote counts round 1's answers and round 2's (checked ones, if any)
+                    voters, checks = vote_order(plan, columns), check_order(plan, columns)
+                    winner = vote([_response(row, v) for v in voters], [_response(row, c) for c in checks])
+                    e_s = float(row[voters[winner]])
                 s, c, lat = e_s, c + e_c, lat + e_lat
                 escalated[i, j] = True
             score[i, j], cost[i, j], latency[i, j] = s, c, lat
     return PlanOutcomes(tuple(r["sample_id"] for r in rows), tuple(plans), score, cost, latency, escalated)
+
+
+def _response(row: Mapping[str, str], cid: str) -> str:
+    return row.get(f"{cid}|model_response", "")
 
 
 def _number(row: Mapping[str, str], cid: str, field: str, fallback: str) -> float:
@@ -197,9 +212,10 @@ def replay_workflow(
     some step is not a recorded one — a subtask that is no role's template, a role on a worker
     or with an access list the bank never recorded, or a model step that would see other step
     indices than its recording (its request would differ). A ``vote`` step on the vote tool
-    selects among the answers it sees as the tool would (:func:`podium.answers.tally`, not
-    counting programs and earlier votes: :func:`podium.roles.counts_in_vote`); a ``run`` step
-    replays the recorded run of the program it sees (the sandbox is deterministic). Cost counts
+    selects among the answers it sees as the tool would (:func:`podium.answers.vote`, not
+    counting programs, checks and earlier votes: :func:`podium.roles.counts_in_vote`; only
+    answers a visible check passed, when one did); a ``run`` or ``check`` step replays the
+    recorded run of the code it sees (the sandbox is deterministic). Cost counts
     every step (a repeated step is a repeated call); latency follows access lists."""
     index = index if index is not None else column_index(columns)
     chosen: list[str] = []
@@ -217,9 +233,10 @@ def replay_workflow(
         start = max((finish[j] for j in visible), default=0.0)
         if role.name == "vote":
             voters = [chosen[j] for j in visible if j not in votes and ROLES[columns[chosen[j]].role].answer]
+            checks = [chosen[j] for j in visible if j not in votes and columns[chosen[j]].role == "check"]
             if worker != vote_worker or not voters:
                 return None
-            winner = tally([row.get(f"{c}|model_response", "") for c in voters]).winner
+            winner = vote([_response(row, c) for c in voters], [_response(row, c) for c in checks])
             votes.add(i)
             chosen.append(voters[winner])
             finish.append(start)
@@ -246,12 +263,12 @@ def load_source(path: Path) -> tuple[str, dict[str, Column], list[dict[str, str]
     """(name, columns, rows, plans) of a bank folder or an outcome-matrix CSV.
 
     Raises ConfigError for a missing or malformed source."""
-    from podium.eval.bank import read_bank
+    from podium.eval.bank import CATALOGUES, read_bank
 
     if path.is_dir() or (path.name == "matrix.csv" and (path.parent / "workflows.json").is_file()):
         bank = read_bank(path)
         columns = bank.catalogue.columns
-        plans = local_plans(columns) if bank.catalogue.name == "local" else matrix_plans(list(columns))
+        plans = local_plans(columns) if bank.catalogue.name in CATALOGUES else matrix_plans(list(columns))
         return f"bank {bank.path}", columns, bank.rows, plans
     from podium.eval.replay import OutcomeMatrix
 

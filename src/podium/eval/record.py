@@ -286,12 +286,13 @@ def record_local_bank(
     judge: Worker | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_progress: Callable[[RecordProgress], None] | None = None,
+    catalogue: Catalogue | None = None,
 ) -> int:
-    """``podium bank record``: record the local catalogue (:func:`podium.eval.bank.local_catalogue`)
-    of ``tasks`` not yet in the bank at ``out``, live on the pool file ``pool``, every call
-    through ``cache`` and scored by the verifiers; ``judge`` grades the answers of ``open``
-    tasks (:func:`podium.eval.verifiers.verify`: the 1-10 rubric's score over 10). Returns the
-    number of questions in the bank.
+    """``podium bank record``: record ``catalogue`` (default: the local catalogue,
+    :func:`podium.eval.bank.local_catalogue`) of ``tasks`` not yet in the bank at ``out``, live
+    on the pool file ``pool``, every call through ``cache`` and scored by the verifiers;
+    ``judge`` grades the answers of ``open`` tasks (:func:`podium.eval.verifiers.verify`: the
+    1-10 rubric's score over 10). Returns the number of questions in the bank.
 
     Raises ConfigError for a step timeout that is not positive, open tasks without a judge
     (before any call), an unknown pool, and what :func:`record_bank` raises."""
@@ -306,7 +307,7 @@ def record_local_bank(
     check_open_tasks(tasks, judged=judge is not None)
     workers = [stack(w, cache=cache) for w in build_pool_workers(load_pool(pool))]  # as called: no budget guard
     return record_bank(
-        local_catalogue(),
+        catalogue or local_catalogue(),
         tasks,
         workers,
         out,

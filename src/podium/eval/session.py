@@ -336,7 +336,7 @@ def _plan_methods(method: MethodName) -> list[Method]:
     from podium.eval.bank import local_catalogue
     from podium.eval.plans import local_plans
 
-    columns = local_catalogue().columns
+    columns = local_catalogue(name="local-checked").columns  # every plan, those with checks too
     plans = local_plans(columns)
     if method.kind == "plan":
         plans = [p for p in plans if p.id == method.arg]

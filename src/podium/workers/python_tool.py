@@ -3,7 +3,12 @@
 With it the conductor can plan program-aided workflows — a model writes code, the tool runs it,
 a model states the answer from the printed output. "What it can see" is what the executor put
 in its message after the question: the steps its access list grants and its own subtask. Code
-inside the question itself is the user's data and is never run.
+inside the question itself is the user's data and is never run — with one exception, on
+purpose: a ``check`` step (:mod:`podium.roles`) runs the code it sees followed by the tests the
+question states (:func:`question_tests`: its ``assert`` lines, else its ``>>>`` examples as a
+doctest), the tests a user gives so that the code is checked against them. Its report ends with
+a line naming the code it ran by fingerprint (:func:`podium.answers.code_fingerprint`), which
+is how a vote that sees the check knows which answer passed.
 
 The sandbox is :func:`podium.sandbox.run_python`: a separate ``python -I`` process in a fresh
 temporary directory with a wall-time limit, address-space, CPU-time and file-size limits, no
@@ -17,21 +22,62 @@ from __future__ import annotations
 import re
 import time
 
+from podium.answers import code_fingerprint, last_code_block
+from podium.roles import role_of
 from podium.sandbox import SandboxResult, run_python
 from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
 
-__all__ = ["PythonToolWorker", "extract_code"]
+__all__ = ["PythonToolWorker", "extract_code", "question_tests"]
 
-_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_QUESTION = "<question>\n"
 _QUESTION_END = "</question>"
+_SUBTASK = "<your_subtask>\n"
+_SUBTASK_END = "\n</your_subtask>"
+_ASSERT = re.compile(r"^[ \t]*assert\b.*$", re.MULTILINE)
 
 
 def extract_code(message: str) -> str | None:
     """The last fenced Python code block after the question section of a worker message
     (or anywhere, for text without one), or None."""
     visible = message.split(_QUESTION_END, 1)[1] if _QUESTION_END in message else message
-    blocks = _BLOCK.findall(visible)
-    return blocks[-1].strip("\n") if blocks else None
+    return last_code_block(visible)
+
+
+def question_tests(question: str) -> str | None:
+    """A program that tests code against what ``question`` states, or None when it states no
+    test: its ``assert`` lines (MBPP's "Your code should pass these tests"), else its ``>>>``
+    examples, each with the expected output on the lines after it (HumanEval's docstrings), run
+    by :mod:`doctest` (exit code 1 when one fails)."""
+    asserts = [line.strip() for line in _ASSERT.findall(question)]
+    if asserts:
+        return "\n".join(asserts)
+    lines = question.splitlines()
+    doc: list[str] = []
+    for i, line in enumerate(lines):
+        if not line.strip().startswith(">>>"):
+            continue
+        doc.append(line.strip())
+        for after in lines[i + 1 :]:
+            said = after.strip()
+            if not said or said.startswith(">>>") or '"""' in said or "'''" in said:
+                break
+            doc.append(said)
+    if not doc:
+        return None
+    text = "\n".join(doc) + "\n"
+    return (
+        "import doctest as _doctest, sys as _sys\n"
+        f"_test = _doctest.DocTestParser().get_doctest({text!r}, dict(globals()), 'question', None, 0)\n"
+        "_sys.exit(1 if _doctest.DocTestRunner(verbose=False).run(_test, out=lambda _: None).failed else 0)\n"
+    )
+
+
+def _section(message: str, start: str, end: str, *, last: bool = False) -> str:
+    at = message.rfind(start) if last else message.find(start)
+    if at < 0:
+        return ""
+    stop = message.find(end, at + len(start))
+    return message[at + len(start) : stop if stop >= 0 else len(message)]
 
 
 class PythonToolWorker:
@@ -71,12 +117,27 @@ class PythonToolWorker:
     async def complete(self, call: Call) -> Completion:
         messages = call.messages
         started = time.perf_counter()
-        code = extract_code(messages[-1]["content"] if messages else "")
+        message = messages[-1]["content"] if messages else ""
+        code = extract_code(message)
+        role = role_of(_section(message, _SUBTASK, _SUBTASK_END, last=True))
         if code is None:
             text = "error: no ```python code block found in the subtask or the steps this tool can see"
+        elif role is not None and role.name == "check":
+            text = await self.check(code, _section(message, _QUESTION, "\n" + _QUESTION_END))
         else:
             text = await self.run(code)
         return Completion(text=text, usage=Usage(), cost_usd=0.0, latency_s=time.perf_counter() - started)
+
+    async def check(self, code: str, question: str) -> str:
+        """Run ``code`` followed by the tests ``question`` states (:func:`question_tests`);
+        returns the run's report and a last line ``[checked code sha256:…]`` naming ``code``
+        (:func:`podium.answers.checked_code` reads it), or a report of no run when the question
+        states no test."""
+        tests = question_tests(question)
+        if tests is None:
+            return "[python: not run: the question states no tests]\nstdout:\n\nstderr:"
+        report = await self.run(f"{code}\n\n{tests}\n")
+        return f"{report}\n[checked code sha256:{code_fingerprint(code)}]"
 
     async def run(self, code: str) -> str:
         """Run ``code``; returns a report with the exit status, stdout and stderr."""

@@ -12,6 +12,10 @@ cascade's second round, which sees the first round too — counts each answer on
 (:func:`podium.roles.counts_in_vote`). Returning a whole earlier output, never a new text, is what makes a vote replay
 exactly on any outcome matrix that records responses: its score is the selected response's.
 
+When it also sees ``check`` steps (the code of an answer run with the question's own tests), it
+counts only the answers whose code passed one, when any did (:func:`podium.answers.vote`):
+generate, then filter by the stated tests, then vote.
+
 What it sees is what the executor put in its message: the steps its access list grants, framed
 by :func:`podium.messages.worker_messages`, whose neutralisation guarantees that an output
 cannot close its own ``<output>`` section, so the outputs are read back exactly.
@@ -21,8 +25,8 @@ from __future__ import annotations
 
 import time
 
-from podium.answers import tally
-from podium.roles import counts_in_vote
+from podium.answers import vote
+from podium.roles import counts_in_vote, role_of
 from podium.workers.base import Call, Completion, Price, Usage, WorkerInfo, WorkerSettings
 
 __all__ = ["VoteToolWorker", "granted_outputs", "granted_steps"]
@@ -78,8 +82,9 @@ class VoteToolWorker:
         started = time.perf_counter()
         shown = granted_steps(messages[-1]["content"] if messages else "")
         outputs = [output for subtask, output in shown if counts_in_vote(subtask)]
+        checks = [output for subtask, output in shown if (role := role_of(subtask)) and role.name == "check"]
         if not outputs:
             text = "error: no earlier answer to vote on (give the vote step access to the answers)"
         else:
-            text = outputs[tally(outputs).winner]
+            text = outputs[vote(outputs, checks)]
         return Completion(text=text, usage=Usage(), cost_usd=0.0, latency_s=time.perf_counter() - started)
