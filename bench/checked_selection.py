@@ -5,9 +5,10 @@ The idea (generate, then filter by the tests the question states — Li et al. 2
 Science; Chen et al. 2023, "CodeT", ICLR): the tested cascade answers with the 1.5B worker's code
 when its own tests pass; when they fail it falls back to one direct answer. Instead, run further
 candidates (samples of the 1.5B, the 0.5B's answer) against the question's tests and answer with
-the first that passes, else the fallback. The question's tests here are its ``assert`` lines
-(MBPP states them) or, without any, its docstring examples (``>>> f(1)`` followed by the
-expected value, as HumanEval writes them), run through :mod:`doctest`.
+the first that passes, else the fallback. The question's tests are what a ``check`` step runs
+(:func:`podium.workers.python_tool.question_tests`): its ``assert`` lines (MBPP states them) or,
+without any, its docstring examples (``>>> f(1)`` and the expected value, as HumanEval writes
+them), through :mod:`doctest`.
 
 Every candidate is really run in podium's sandbox (:func:`podium.sandbox.run_python`); its
 score is the bank's recorded score of that candidate (the grader's verdict). No model is called.
@@ -25,7 +26,6 @@ import argparse
 import asyncio
 import csv
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,37 +33,10 @@ from typing import Any
 
 from podium.answers import extract_code_answer, sandbox_passed
 from podium.sandbox import run_python
+from podium.workers.python_tool import question_tests
 
 CANDIDATES = ("sample1@1.5b", "sample2@1.5b", "sample3@1.5b", "sample4@1.5b", "sample5@1.5b")
 FALLBACK = "solve@0.5b"
-_ASSERT = re.compile(r"^\s*assert\b.*$", re.MULTILINE)
-
-
-def question_tests(question: str) -> str | None:
-    """A program that checks code against what ``question`` states: its assert lines, else
-    its ``>>>`` examples as a doctest; None when it states neither."""
-    asserts = _ASSERT.findall(question)
-    if asserts:
-        return "\n".join(line.strip() for line in asserts)
-    lines = question.splitlines()
-    doc: list[str] = []
-    for i, line in enumerate(lines):
-        if not line.strip().startswith(">>>"):
-            continue
-        doc.append(line.strip())
-        for after in lines[i + 1 :]:
-            said = after.strip()
-            if not said or said.startswith(">>>") or '"""' in said or "'''" in said:
-                break
-            doc.append(said)
-    if not doc:
-        return None
-    text = "\n".join(doc) + "\n"
-    return (
-        "import doctest as _d, sys as _s\n"
-        f"_t = _d.DocTestParser().get_doctest({text!r}, dict(globals()), 'question', None, 0)\n"
-        "_s.exit(1 if _d.DocTestRunner(verbose=False).run(_t, out=lambda _: None).failed else 0)\n"
-    )
 
 
 async def passes(code: str | None, tests: str) -> bool:
