@@ -107,6 +107,13 @@ def add_parsers(sub: Any) -> None:
         "questions' embeddings; auto picks K by silhouette (default 0: the linear head)",
     )
     t.add_argument(
+        "--max-cost-ratio",
+        type=float,
+        metavar="R",
+        help="plans, with --clusters: the table of highest training reward whose mean training cost is at most R × "
+        "the best single worker's (an operating point set by budget instead of λ; reaches plans no λ picks)",
+    )
+    t.add_argument(
         "--sweep",
         action="store_true",
         help="plans: train one version per λ of a sweep over the plans' cost range (23 values; --lam is ignored) "
@@ -259,6 +266,14 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
     if args.mu < 0:
         raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
+    if getattr(args, "max_cost_ratio", None) is not None and (
+        args.policy != "plans" or not getattr(args, "clusters", 0)
+    ):
+        raise ConfigError(
+            "--max-cost-ratio caps a plan conductor's cluster table: use it with --policy plans --clusters"
+        )
+    if getattr(args, "max_cost_ratio", None) is not None and getattr(args, "sweep", False):
+        raise ConfigError("--max-cost-ratio sets one operating point and --sweep many: give one of them")
     if getattr(args, "sweep", False) and args.policy != "plans":
         raise ConfigError("--sweep trains the plan conductor over λ: use it with --policy plans")
     if getattr(args, "clusters", 0) and args.policy != "plans":

@@ -23,6 +23,14 @@ AUTO`` picks k in 2..8 by the silhouette of the clustering (Rousseeuw 1987), fro
 questions' embeddings alone, before any outcome is looked at: the number of natural groups of
 questions, not the number that fits the outcomes best.
 
+A cluster table may instead be trained to a **cost cap** (``max_cost_ratio = R``): the table of
+highest total training reward whose mean training cost is at most R × the strongest one-column
+plan's (the best single worker's) — an operating point set by budget rather than by λ. λ only
+reaches the tables on the upper convex hull of cost vs quality; a cap reaches every table on the
+Pareto front, e.g. a cheaper code plan that no λ picks because a dearer one buys more per dollar.
+The choice is exact: a multiple-choice knapsack over clusters, solved by merging the clusters'
+Pareto fronts of (cost, reward) one cluster at a time (:func:`capped_choice`).
+
 Every policy that reads the question also keeps the training questions' embeddings and a
 **radius**: the largest cosine distance of a training question to its nearest other one. A live
 question farther than that from all of them is unlike anything the outcomes were recorded on,
@@ -55,6 +63,7 @@ __all__ = [
     "AUTO",
     "PlanTrainConfig",
     "PlanTrainResult",
+    "capped_choice",
     "cluster_count",
     "cross_validate",
     "cv_curve",
@@ -83,6 +92,9 @@ class PlanTrainConfig:
         clusters: 0 for the linear head; k ≥ 1 for a cluster table of k clusters (``dims``,
             ``ensemble``, ``steps``, ``learning_rate``, ``l2``, ``temperature`` then unused);
             :data:`AUTO` (−1) to pick k by silhouette.
+        max_cost_ratio: None, or for a cluster table the cost cap R > 0: the table of highest
+            training reward whose mean training cost is ≤ R × the strongest one-column plan's
+            (module docstring).
     """
 
     lam: float = 0.0
@@ -95,6 +107,7 @@ class PlanTrainConfig:
     temperature: float = 0.05
     seed: int = 0
     clusters: int = 0
+    max_cost_ratio: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("lam", "mu", "l2"):
@@ -104,6 +117,11 @@ class PlanTrainConfig:
             raise ConfigError(f"clusters must be ≥ 0 (or AUTO), got {self.clusters}")
         if self.dims < 0 or self.ensemble < 1 or self.steps < 0 or not self.temperature > 0:
             raise ConfigError("dims ≥ 0, ensemble ≥ 1, steps ≥ 0 and temperature > 0 are required")
+        if self.max_cost_ratio is not None:
+            if not self.max_cost_ratio > 0:
+                raise ConfigError(f"the cost cap must be a ratio > 0, got {self.max_cost_ratio!r}")
+            if not self.clusters:
+                raise ConfigError("a cost cap trains a cluster table: give clusters (a number, or AUTO) too")
 
 
 @dataclass(frozen=True)
@@ -262,6 +280,8 @@ def _cluster_table(
         # the cluster's mean rewards (a plan the pool cannot run gives way to the next best);
         # equal rewards go to the cheaper plan — rewards differ by at least 1/(2·questions) ≫ 1e-6
         table[0, :, c] = mean - 1e-6 * cost / (cost.max() + 1e-300)
+    if config.max_cost_ratio is not None:
+        _cap(table, fitted.labels_, outcomes, r, config.max_cost_ratio)
     e = v.shape[1]
     policy = PlanPolicy(
         outcomes.plans,
@@ -276,6 +296,65 @@ def _cluster_table(
     )
     chosen = table[0, :, :k].argmax(axis=0)[fitted.labels_]
     return PlanTrainResult(policy, [(0, float(r[np.arange(len(v)), chosen].mean()))])
+
+
+def _cap(table: _Array, labels: npt.NDArray[np.integer], outcomes: PlanOutcomes, r: _Array, ratio: float) -> None:
+    """Make each cluster's entry of :func:`capped_choice`'s table the cluster's highest in
+    ``table`` (in place): the capped choice first; then, where the pool cannot run it, the rest by
+    their uncapped rank."""
+    k = table.shape[2] - 1
+    single = _strongest_single(outcomes)
+    budget = ratio * float(outcomes.cost[:, single].sum())
+    members = [labels == c for c in range(k)]
+    rewards = np.array([r[m].sum(axis=0) for m in members])
+    costs = np.array([outcomes.cost[m].sum(axis=0) for m in members])
+    chosen = capped_choice(rewards, costs, budget)
+    for c, p in enumerate(chosen):
+        table[0, p, c] = table[0, :, c].max() + 1.0
+
+
+def _singles(outcomes: PlanOutcomes) -> list[int]:
+    """The indices of the one-column plans (a single worker's answer)."""
+    return [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
+
+
+def _strongest_single(outcomes: PlanOutcomes) -> int:
+    """The one-column plan of highest mean score (ties: the cheaper): the best single worker.
+    Raises ConfigError when the plans hold none."""
+    single = _singles(outcomes)
+    if not single:
+        raise ConfigError("a cost cap is a ratio to the best single worker's cost: the plans hold no one-column plan")
+    return max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()))
+
+
+def capped_choice(rewards: _Array, costs: _Array, budget: float) -> list[int]:
+    """One plan per group maximising the total reward with total cost ≤ ``budget``.
+
+    Args:
+        rewards, costs: shape (groups, plans): each group's summed reward and cost (USD) per plan.
+        budget: the most the chosen plans may cost together, USD.
+
+    Returns the plan index per group; of equal totals, the cheaper. When even the cheapest
+    plan of every group exceeds the budget, those cheapest plans (the closest to it). Exact: the
+    groups' Pareto fronts of (cost, reward) are merged one group at a time, each merge keeping
+    only the undominated partial choices (a multiple-choice knapsack; Kellerer et al. 2004, ch. 11).
+    """
+    rewards, costs = np.asarray(rewards, dtype=np.float64), np.asarray(costs, dtype=np.float64)
+    front: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, ())]  # (cost, reward, choice)
+    for g in range(rewards.shape[0]):
+        merged = [
+            (c + costs[g, p], v + rewards[g, p], (*choice, p))
+            for c, v, choice in front
+            for p in range(rewards.shape[1])
+        ]
+        merged.sort(key=lambda t: (t[0], -t[1]))
+        front = []
+        for item in merged:  # cheapest first: keep each that rewards more than every cheaper one
+            if not front or item[1] > front[-1][1]:
+                front.append(item)
+    within = [item for item in front if item[0] <= budget * (1 + 1e-12)]
+    best = max(within, key=lambda t: (t[1], -t[0])) if within else front[0]
+    return list(best[2])
 
 
 def _ascend(
@@ -380,7 +459,7 @@ def cross_validate(
             )
         )
     values = np.array(per_fold)
-    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
+    single = _singles(outcomes)
     base = max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()), default=None)
     paired = None
     if base is not None:
@@ -402,7 +481,7 @@ def cv_curve(outcomes: PlanOutcomes, points: list[tuple[float, float]]) -> dict[
     plans that differ in cost and quality."""
     from podium.eval.metrics import Point, aiq, apgr
 
-    single = [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
+    single = _singles(outcomes)
     means = [(float(outcomes.cost[:, j].mean()), float(outcomes.score[:, j].mean())) for j in single]
     if len(means) < 2:
         return None

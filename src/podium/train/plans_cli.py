@@ -71,6 +71,7 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
             steps=args.steps or 400,
             seed=args.seed,
             clusters=getattr(args, "clusters", 0),
+            max_cost_ratio=getattr(args, "max_cost_ratio", None),
         )
         for lam in lambdas
     ]
@@ -122,7 +123,8 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
         return 0
     cv1 = record["cross_validation"]
     q, c = cv1["quality"], cv1["cost_usd"]
-    out.print(f"[green]trained {ref}[/] on {len(rows)} questions of {name} ({len(plans)} plans, λ = {args.lam:g})")
+    cap = f", cost ≤ {args.max_cost_ratio:g}× the best single worker's" if args.max_cost_ratio is not None else ""
+    out.print(f"[green]trained {ref}[/] on {len(rows)} questions of {name} ({len(plans)} plans, λ = {args.lam:g}{cap})")
     if record["clusters"]:
         how = "picked by silhouette" if args.clusters < 0 else "as given"
         out.print(f"cluster table: {record['clusters']} clusters of the training questions ({how})")
