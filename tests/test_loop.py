@@ -284,15 +284,18 @@ def test_open_tasks_enter_the_bank_graded_by_the_judge(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("recipe", [("--dims", "8"), ("--clusters", "auto", "--max-cost-ratio", "1")])
 def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], recipe: tuple[str, ...]
 ) -> None:
     """``--policy plans --bank``: the bank's rows carry their question's split in set.csv, the
     plan conductor trains on the bank's training rows, and the gate replays its held-out rows.
     The bank's 1.5B fake is right on GSM8K and wrong on the Danish tables, its 0.5B fake the
     other way round, so the plan that answers best depends on the question, which the model-free
     encoder tells apart: the trained version must beat every single column on the held-out rows
-    (it is promoted, against the best single worker). A second run changes nothing."""
+    (it is promoted, against the best single worker). A second run changes nothing. Both the
+    linear head and a cluster table capped at the best single worker's cost do so: the best
+    table answers math with the 1.5B and tables with the cheaper 0.5B, within the cap."""
     import podium.pool_workers
     from podium.eval.bank import read_bank
     from podium.testing import ScriptedWorker
@@ -322,7 +325,7 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     loop = tmp_path / "loop"
     loop.mkdir()
     argv = ["loop", "run", "--dir", str(loop), "--traces", str(traces), "--pool", str(tmp_path / "pool.toml")]
-    argv += ["--allow-pii", "--allow-unconfirmed", "--bank", "--policy", "plans", "--name", "plans", "--dims", "8"]
+    argv += ["--allow-pii", "--allow-unconfirmed", "--bank", "--policy", "plans", "--name", "plans", *recipe]
     window = ["--since", "2026-11-01", "--until", "2026-11-07", "--json"]
     assert cli([*argv, *window]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -335,6 +338,9 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     assert (train["status"], train["policy"], train["questions"]) == ("done", "plans", n_train)
     info = Registry().get(train["version"]).training()
     assert info.policy == "plans" and info.data["bank_sha256"]
+    capped = "--max-cost-ratio" in recipe
+    assert (info.config["clusters"], info.config["max_cost_ratio"]) == ((-1, 1.0) if capped else (0, None))
+    assert ("--clusters auto --max-cost-ratio 1" in report["commands"]["train"][0]) == capped
     assert stages["promote"]["status"] == "promoted", stages["promote"]["reason"]
     assert f"--replay {loop / 'bank'}" in report["commands"]["promote"][0]
     assert cli([*argv[:4], "--allow-unconfirmed", *window]) == 0  # nothing new: nothing trained again
@@ -382,6 +388,12 @@ def test_plans_without_the_bank_and_another_policy_later_are_refused(
     assert "add --bank" in capsys.readouterr().err
     assert cli([*argv, "--model", "smollm2-135m-instruct", "--steps", "5"]) == 2  # the light policy takes neither
     assert "--model, --steps: options of the LM conductor's training" in capsys.readouterr().err
+    assert cli([*argv, "--clusters", "auto"]) == 2  # the light policy has no table
+    assert "use them with --policy plans" in capsys.readouterr().err
+    assert cli([*argv, "--policy", "plans", "--bank", "--max-cost-ratio", "1.1"]) == 2
+    assert "add --clusters" in capsys.readouterr().err
+    assert cli([*argv, "--policy", "plans", "--bank", "--clusters", "auto", "--max-cost-ratio", "0"]) == 2
+    assert "--max-cost-ratio must be a number above 0" in capsys.readouterr().err
     assert files(loop) == {}
     assert cli([*argv, "--since", "2026-11-01", "--until", "2026-11-07"]) == 0
     capsys.readouterr()

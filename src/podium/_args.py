@@ -21,9 +21,11 @@ from typing import Any
 from podium.errors import ConfigError
 
 __all__ = [
+    "AUTO_CLUSTERS",
     "DECIMAL_HINT",
     "MANY",
     "SEED",
+    "ClusterCount",
     "Parser",
     "PositiveNumber",
     "WholeNumber",
@@ -122,6 +124,22 @@ class PositiveNumber(_Checked):
 
     def read(self, flag: str, text: str) -> float:
         return positive_number(flag, text)
+
+
+AUTO_CLUSTERS = -1
+"""What :class:`ClusterCount` reads ``auto`` as (the plan trainer's ``AUTO``)."""
+
+
+class ClusterCount(_Checked):
+    """An argparse action for ``--clusters``: a whole number ≥ 0, or ``auto`` (read as
+    :data:`AUTO_CLUSTERS`)."""
+
+    def read(self, flag: str, text: str) -> int:
+        if text.strip().lower() == "auto":
+            return AUTO_CLUSTERS
+        if not _DIGITS.fullmatch(text.strip()) or int(text) < 0:
+            raise ConfigError(f"{flag} {text!r} is not a cluster count: give a whole number ≥ 0, or auto")
+        return whole_number(flag, text, 0, 100_000)
 
 
 class Parser(argparse.ArgumentParser):

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from podium._args import MANY, SEED, WholeNumber
+from podium._args import MANY, SEED, ClusterCount, PositiveNumber, WholeNumber
 
 __all__ = ["add_parsers", "run"]
 
@@ -107,6 +107,19 @@ def add_parsers(sub: Any) -> None:
     t.add_argument("--generations", action=WholeNumber, low=0, high=MANY, help="CMA-ES generations (60)")
     t.add_argument("--popsize", action=WholeNumber, low=2, high=100_000, help="candidates per generation")
     t.add_argument("--dims", action=WholeNumber, low=1, high=100_000, help="PCA dimensions (16)")
+    t.add_argument(
+        "--clusters",
+        action=ClusterCount,
+        metavar="K|auto",
+        help="--policy plans: a cluster table (one plan per k-means cluster of the questions; auto picks K) instead "
+        "of the linear head (0, the default)",
+    )
+    t.add_argument(
+        "--max-cost-ratio",
+        action=PositiveNumber,
+        metavar="R",
+        help="--policy plans --clusters: the best table whose training cost is ≤ R × the best single worker's",
+    )
     t.add_argument("--embedder", help="the light conductor's encoder: minilm (default) or an embedded model id")
     t.add_argument("--max-steps", action=WholeNumber, low=1, high=20, help="workflow length limit (3)")
     t.add_argument("--max-quality-drop", type=float, metavar="Q", help="the gate's quality margin")

@@ -382,7 +382,7 @@ def _train_plans(ctx: Context) -> dict[str, Any]:
     from podium.eval.bank import read_rows
     from podium.eval.plans import load_source, plan_outcomes
     from podium.eval.session import EvalSpec
-    from podium.train.plans import PlanTrainConfig
+    from podium.train.plans import AUTO, PlanTrainConfig
     from podium.train.plans_cli import MIN_QUESTIONS, train_plans_version
 
     s, folder = ctx.settings, ctx.folder
@@ -409,8 +409,14 @@ def _train_plans(ctx: Context) -> dict[str, Any]:
         return {"status": "waiting", "reason": reason}
     argv = ["train", "--policy", "plans", "--replay", str(folder.bank), "--name", s.name, "--lam", f"{s.lam:g}"]
     argv += ["--mu", f"{s.mu:g}", "--dims", str(s.dims), "--embedder", s.embedder, "--seed", str(s.seed)]
+    if s.clusters:
+        argv += ["--clusters", "auto" if s.clusters == AUTO else str(s.clusters)]
+    if s.max_cost_ratio is not None:
+        argv += ["--max-cost-ratio", f"{s.max_cost_ratio:g}"]
     ctx.ran("train", argv)
-    config = PlanTrainConfig(lam=s.lam, mu=s.mu, dims=s.dims, seed=s.seed)
+    config = PlanTrainConfig(
+        lam=s.lam, mu=s.mu, dims=s.dims, seed=s.seed, clusters=s.clusters, max_cost_ratio=s.max_cost_ratio
+    )
     outcomes = plan_outcomes(plans, columns, rows)
     embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(s.embedder))
     ctx.say(f"train: the plan conductor on {len(rows)} training question(s) of the bank ({len(plans)} plans)")

@@ -70,6 +70,8 @@ class Settings:
     generations: int = 60
     popsize: int | None = None
     dims: int = 16
+    clusters: int = 0
+    max_cost_ratio: float | None = None
     embedder: str = "minilm"
     max_steps: int = 3
     model: str | None = None
@@ -113,6 +115,12 @@ class Settings:
                 "--policy plans trains the plan conductor on the workflow bank's outcomes: add --bank, which records "
                 "the set's questions into DIR/bank"
             )
+        if (self.clusters or self.max_cost_ratio is not None) and self.policy != "plans":
+            raise ConfigError(
+                "--clusters and --max-cost-ratio shape the plan conductor's table: use them with --policy plans"
+            )
+        if self.max_cost_ratio is not None and not self.clusters:
+            raise ConfigError("--max-cost-ratio caps a cluster table: add --clusters (a number, or auto)")
         if self.similar is not None and not 0 < self.similar <= 1:
             raise ConfigError(f"--similar {self.similar}: give a cosine similarity in (0, 1], e.g. 0.95")
         assign_splits((), self.matrix_split)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from podium._args import MANY, SEED, WholeNumber
+from podium._args import MANY, SEED, ClusterCount, PositiveNumber, WholeNumber
 from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.train.conductor_cli import EXIT_REFUSED, cmd_conductor
@@ -27,19 +27,6 @@ if TYPE_CHECKING:
     from podium.train.light import LightTrainConfig
 
 __all__ = ["EXIT_REFUSED", "add_parsers", "cmd_conductor", "cmd_train", "run"]
-
-
-def _clusters(text: str) -> int:
-    """``--clusters``: a whole number ≥ 0 or ``auto``."""
-    if text.strip().lower() == "auto":
-        return -1
-    try:
-        value = int(text)
-    except ValueError:
-        value = -2
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a cluster count: give a whole number ≥ 0, or auto")
-    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -100,7 +87,7 @@ def add_parsers(sub: Any) -> None:
     )
     t.add_argument(
         "--clusters",
-        type=_clusters,
+        action=ClusterCount,
         default=0,
         metavar="K|auto",
         help="plans: a cluster table instead of the linear head — one plan per k-means cluster of the training "
@@ -108,7 +95,7 @@ def add_parsers(sub: Any) -> None:
     )
     t.add_argument(
         "--max-cost-ratio",
-        type=float,
+        action=PositiveNumber,
         metavar="R",
         help="plans, with --clusters: the table of highest training reward whose mean training cost is at most R × "
         "the best single worker's (an operating point set by budget instead of λ; reaches plans no λ picks)",

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from podium._args import AUTO_CLUSTERS
 from podium.conductor.compose import Column
 from podium.conductor.plans import PlanPolicy
 from podium.errors import ConfigError
@@ -74,7 +75,7 @@ __all__ = [
 
 _Array = npt.NDArray[np.float64]
 
-AUTO = -1
+AUTO = AUTO_CLUSTERS
 """``PlanTrainConfig.clusters`` value: pick the number of clusters by silhouette."""
 
 
