@@ -70,6 +70,7 @@ __all__ = [
     "cv_curve",
     "lambda_sweep",
     "reward",
+    "strongest_single",
     "train_plans",
 ]
 
@@ -304,7 +305,7 @@ def _cap(table: _Array, labels: npt.NDArray[np.integer], outcomes: PlanOutcomes,
     ``table`` (in place): the capped choice first; then, where the pool cannot run it, the rest by
     their uncapped rank."""
     k = table.shape[2] - 1
-    single = _strongest_single(outcomes)
+    single = strongest_single(outcomes)
     budget = ratio * float(outcomes.cost[:, single].sum())
     members = [labels == c for c in range(k)]
     rewards = np.array([r[m].sum(axis=0) for m in members])
@@ -319,8 +320,8 @@ def _singles(outcomes: PlanOutcomes) -> list[int]:
     return [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
 
 
-def _strongest_single(outcomes: PlanOutcomes) -> int:
-    """The one-column plan of highest mean score (ties: the cheaper): the best single worker.
+def strongest_single(outcomes: PlanOutcomes) -> int:
+    """The index of the one-column plan of highest mean score (ties: the cheaper): the best single worker.
     Raises ConfigError when the plans hold none."""
     single = _singles(outcomes)
     if not single:
@@ -460,8 +461,7 @@ def cross_validate(
             )
         )
     values = np.array(per_fold)
-    single = _singles(outcomes)
-    base = max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()), default=None)
+    base = strongest_single(outcomes) if _singles(outcomes) else None
     paired = None
     if base is not None:
         against = outcomes.score[:, base].tolist()

@@ -28,7 +28,7 @@ from podium._render import progress_bar
 from podium.conductor.compose import Column
 from podium.errors import ConfigError
 from podium.eval.plans import PlanOutcomes, load_source, plan_outcomes
-from podium.train.plans import cross_validate, cv_curve
+from podium.train.plans import cross_validate, cv_curve, strongest_single
 
 __all__ = ["MIN_QUESTIONS", "SWEEP_POINTS", "train_plans_command", "train_plans_version"]
 
@@ -128,6 +128,13 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     if record["clusters"]:
         how = "picked by silhouette" if args.clusters < 0 else "as given"
         out.print(f"cluster table: {record['clusters']} clusters of the training questions ({how})")
+    if args.max_cost_ratio is not None:
+        base = strongest_single(outcomes)
+        ratio = record["train"]["cost_usd"] / max(float(outcomes.cost[:, base].mean()), 1e-300)
+        out.print(
+            f"training questions: quality {record['train']['quality']:.3f} at {ratio:.2f}× the cost of "
+            f"{outcomes.plans[base].id} (quality {outcomes.score[:, base].mean():.3f})"
+        )
     out.print(
         f"cross-validated ({cv1['folds']} folds): quality {q['mean']:.3f} ± {q['std']:.3f}, "
         f"cost ${c['mean']:.6f} ± {c['std']:.6f} per request"
