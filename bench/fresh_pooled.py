@@ -30,7 +30,7 @@ def load(path: Path) -> list[Row]:
     plan = {r["task_id"]: r for r in results[next(k for k in results if k.startswith("light:"))]}
     rows = []
     for i in (i for i in single if i in plan):
-        kind = "gsm8k" if "gsm8k" in i else "mbpp"
+        kind = "gsm8k" if "gsm8k" in i else "humaneval" if i.startswith("HumanEval/") else "mbpp"
         scores = float(plan[i]["score"]), float(single[i]["score"])
         rows.append((i, kind, *scores, float(plan[i]["cost_usd"]), float(single[i]["cost_usd"])))
     return rows
@@ -58,7 +58,10 @@ def main() -> int:
     tests = {str(p): load(p) for p in args.reports}
     pooled = [r for rows in tests.values() for r in rows]
     result = {
-        name: {"all": summary(rows), **{k: summary([r for r in rows if r[1] == k]) for k in ("gsm8k", "mbpp")}}
+        name: {
+            "all": summary(rows),
+            **{k: summary([r for r in rows if r[1] == k]) for k in sorted({r[1] for r in rows})},
+        }
         for name, rows in [*tests.items(), ("pooled", pooled)]
     }
     for name, parts in result.items():
