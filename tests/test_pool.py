@@ -57,18 +57,21 @@ def test_local_light_keeps_the_routing_light_conductor() -> None:
     assert LightPolicy.load(pool.conductor.light).workers == tuple(w.name for w in pool.workers)
 
 
-def test_local_lean_runs_the_plan_table_the_fourth_fresh_test_ran() -> None:
-    """The preset's policy is byte for byte the one frozen before docs/eval/fresh4 ran, and it
-    reaches the checked cascade (math) and the tested code (code), as that test reports."""
+def test_local_lean_runs_the_capped_table_the_seventh_fresh_test_ran() -> None:
+    """The preset's policy is byte for byte the one frozen before docs/eval/fresh7 ran, and it
+    reaches the checked cascade (math) and the one-sample checked code cascade, as that test
+    reports; its longest plan fits the pool's step limit."""
     from podium.conductor.plans import PlanPolicy
 
     pool = load_pool("local-lean")
     assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-lean"
-    frozen = Path(__file__).parents[1] / "docs" / "eval" / "fresh4" / "check-policy.npz"
+    frozen = Path(__file__).parents[1] / "docs" / "eval" / "fresh7" / "capped-policy.npz"
     assert Path(pool.conductor.light).read_bytes() == frozen.read_bytes()
     policy = PlanPolicy.load(pool.conductor.light)
     reached = {policy.plans[i].id for i in policy.reachable([True] * len(policy.plans))}
-    assert {"check(run(program@1.5b))→solve@1.5b", "test@1.5b"} <= reached
+    code = "check(run(test@1.5b))→checked(sample1@1.5b,solve@0.5b)"
+    assert {"check(run(program@1.5b))→solve@1.5b", code} <= reached
+    assert pool.max_steps >= 5  # the code cascade's second round has five steps
 
 
 def test_a_copied_local_pool_file_still_finds_the_packaged_policy(tmp_path: Path) -> None:
