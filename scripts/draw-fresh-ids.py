@@ -2,7 +2,7 @@
 """Draw a fresh held-out id list for the workflow bank's tests (docs/learned-workflows.md).
 
 Every GSM8K test question (``gsm8k/test/N``), MBPP test question (``mbpp/N``, task ids
-11–510) and HumanEval question (``HumanEval/N``) that appears in no id list under
+11–510; with ``--mbpp-all-splits`` 11–974) and HumanEval question (``HumanEval/N``) that appears in no id list under
 ``data/banks/`` and in no file under ``docs/eval/`` is a candidate; ``--gsm8k``, ``--mbpp`` and
 ``--humaneval`` of them are drawn with ``random.Random(seed)`` and written interleaved, two
 GSM8K, one MBPP, one HumanEval, so any prefix keeps that mix. (HumanEval is drawn after the
@@ -42,8 +42,9 @@ def used_ids(roots: list[Path], skip: frozenset[Path] = frozenset()) -> set[str]
     return seen
 
 
-def candidates(data: Path) -> tuple[list[str], list[str], list[str]]:
-    """(GSM8K test ids, MBPP test ids, HumanEval ids) in file order."""
+def candidates(data: Path, mbpp_all: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """(GSM8K test ids, MBPP ids, HumanEval ids) in file order: MBPP's test split (task ids
+    11–510), or with ``mbpp_all`` every split but the 10 few-shot prompts (11–974)."""
     with (data / "gsm8k" / "test.jsonl").open(encoding="utf-8") as f:
         gsm8k = [f"gsm8k/test/{i}" for i, line in enumerate(f) if line.strip()]
     mbpp = []
@@ -51,7 +52,7 @@ def candidates(data: Path) -> tuple[list[str], list[str], list[str]]:
         for line in f:
             if line.strip():
                 task = json.loads(line)["task_id"]
-                if 11 <= task <= 510:
+                if 11 <= task <= (974 if mbpp_all else 510):
                     mbpp.append(f"mbpp/{task}")
     with (data / "humaneval" / "HumanEval.jsonl").open(encoding="utf-8") as f:
         humaneval = [json.loads(line)["task_id"] for line in f if line.strip()]
@@ -63,6 +64,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, required=True, help="the draw's seed (use one never used before)")
     parser.add_argument("--gsm8k", type=int, default=80, help="GSM8K test questions (default 80)")
     parser.add_argument("--mbpp", type=int, default=40, help="MBPP test questions (default 40)")
+    parser.add_argument(
+        "--mbpp-all-splits",
+        action="store_true",
+        help="draw MBPP questions from its test, validation and train splits (one pool of problems, split at "
+        "random; the test split is nearly spent), not the test split alone",
+    )
     parser.add_argument("--humaneval", type=int, default=0, help="HumanEval questions (default 0)")
     parser.add_argument("--out", type=Path, required=True, help="the id list to write")
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "benchmarks")
@@ -90,7 +97,7 @@ def main() -> int:
     used = used_ids(
         [ROOT / "data" / "banks", ROOT / "docs" / "eval", *args.also], frozenset(p.resolve() for p in args.skip)
     )
-    gsm8k, mbpp, humaneval = ([i for i in ids if i not in used] for ids in candidates(args.data))
+    gsm8k, mbpp, humaneval = ([i for i in ids if i not in used] for ids in candidates(args.data, args.mbpp_all_splits))
     if len(gsm8k) < args.gsm8k or len(mbpp) < args.mbpp or len(humaneval) < args.humaneval:
         print(
             f"error: only {len(gsm8k)} GSM8K, {len(mbpp)} MBPP and {len(humaneval)} HumanEval questions are unused",
@@ -109,7 +116,8 @@ def main() -> int:
     also += "".join(f"# ({p.name} not counted: --skip)\n" for p in args.skip)
     header = (
         f"# {args.out.stem}: a held-out set drawn (random.Random({args.seed}), scripts/draw-fresh-ids.py) from the\n"
-        f"# GSM8K test, MBPP test and HumanEval questions in no id list under data/banks/ and no file under\n"
+        f"# GSM8K test, MBPP {'(every split)' if args.mbpp_all_splits else 'test'} and HumanEval questions in no id "
+        f"list under data/banks/ and no file under\n"
         f"# docs/eval/\n{also}# ({len(used)} ids excluded), two GSM8K, one MBPP, one HumanEval\n"
     )
     args.out.write_text(header + "\n".join(order) + "\n", encoding="utf-8")
