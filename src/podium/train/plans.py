@@ -301,9 +301,9 @@ def _cluster_table(
 
 
 def _cap(table: _Array, labels: npt.NDArray[np.integer], outcomes: PlanOutcomes, r: _Array, ratio: float) -> None:
-    """Make each cluster's entry of :func:`capped_choice`'s table the cluster's highest in
-    ``table`` (in place): the capped choice first; then, where the pool cannot run it, the rest by
-    their uncapped rank."""
+    """Put each cluster's capped choice (:func:`capped_choice`) at the top of its column of
+    ``table``, in place; the other plans keep their uncapped order below it, for a pool that
+    cannot run the choice."""
     k = table.shape[2] - 1
     single = strongest_single(outcomes)
     budget = ratio * float(outcomes.cost[:, single].sum())
