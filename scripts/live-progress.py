@@ -17,8 +17,8 @@ from podium.conductor.baselines import ANSWER
 from podium.eval.tasks import load_tasks, select
 from podium.messages import worker_messages
 from podium.pool import load_pool
-from podium.store.request_cache import RequestCache
 from podium.pool_workers import build_pool_workers
+from podium.store.request_cache import RequestCache
 from podium.workers.cache import request_key
 
 
