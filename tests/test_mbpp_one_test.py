@@ -1,0 +1,36 @@
+"""bench/mbpp_one_test.py: MBPP with one assert shown and all graded, read back by podium's own
+task loader, so a check can run only the shown test while the grader runs all three."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.mbpp_one_test import main, record, wanted
+
+from podium.eval.tasks import load_tasks
+from podium.workers.python_tool import question_tests
+
+
+def test_the_question_shows_the_first_assert_and_the_grader_keeps_all(tmp_path: Path) -> None:
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# a list\ngsm8k/test/3\nmbpp/12\nmbpp/17/one-test\n", encoding="utf-8")
+    out = tmp_path / "one.jsonl"
+    assert main(["--ids", str(ids), "--out", str(out)]) == 0
+    tasks = {t.id: t for t in load_tasks(out)}
+    assert list(tasks) == ["mbpp/12/one-test", "mbpp/17/one-test"]
+    original = {t.id: t for t in load_tasks(Path(__file__).parents[1] / "data" / "benchmarks" / "mbpp" / "mbpp.jsonl")}
+    for task_id, task in tasks.items():
+        graded = original[task_id.removesuffix("/one-test")].tests
+        assert task.task_type == "code" and task.tests == graded  # the grader's three asserts
+        assert graded is not None and len(graded.splitlines()) == 3
+        shown = question_tests(task.question)  # what a check step runs
+        assert shown is not None and shown.strip() == graded.splitlines()[0]
+
+
+def test_problems_with_setup_code_are_left_out_and_unknown_ids_refused(tmp_path: Path) -> None:
+    assert record({"task_id": 9, "text": "t", "test_list": ["assert f()"], "test_setup_code": "import x"}) is None
+    assert wanted(["mbpp/4", "mbpp/4/one-test", "HumanEval/2", "mbpp/x"]) == [4, 4]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("mbpp/99999\n", encoding="utf-8")
+    assert main(["--ids", str(ids), "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert not (tmp_path / "o.jsonl").exists()
