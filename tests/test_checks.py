@@ -131,6 +131,7 @@ def test_the_vote_counts_only_answers_whose_check_passed_when_one_did() -> None:
     assert code_fingerprint(neutralise(tagged)) == code_fingerprint(tagged)
 
 
+@pytest.mark.slow  # the recorded bank runs ~100 sandboxed programs (~10 s)
 def test_checked_plans_exist_only_on_a_bank_with_checks(bank_dir) -> None:  # type: ignore[no-untyped-def]
     checked = read_bank(bank_dir).catalogue.columns
     assert {c for c in checked if ROLES[checked[c].role].name == "check"} == {
@@ -155,6 +156,7 @@ def _checked_plans(bank_dir) -> list[Plan]:  # type: ignore[no-untyped-def]
     return [p for p in local_plans(columns) if "checked(" in p.id]
 
 
+@pytest.mark.slow  # the recorded bank runs ~100 sandboxed programs (~10 s)
 def test_a_checked_cascade_keeps_passing_tested_code_else_votes_among_checked_answers(bank_dir) -> None:  # type: ignore[no-untyped-def]
     """k = 3 and 6 fail the tested code's own asserts. k = 3: sample 1 (seed 1: 3 + 1 even) is
     right and passes, so both plans answer right. k = 6: sample 1 and the 0.5B are wrong and no
@@ -175,6 +177,7 @@ def test_a_checked_cascade_keeps_passing_tested_code_else_votes_among_checked_an
     assert out.cost[by_k[6], 0] == pytest.approx(sum(float(row[f"{c}|step_cost"]) for c in paid))
 
 
+@pytest.mark.slow  # the recorded bank runs ~100 sandboxed programs (~10 s)
 def test_live_and_replay_agree_on_checked_cascades(bank_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Live over the restored cache (no model call may miss it), the plan conductor's recursion
     round runs the samples, their checks and a vote with access ``all``, and ends with the answer

@@ -377,6 +377,7 @@ def test_an_lm_conductor_is_trained_by_grpo_on_the_matrix_and_gated_on_its_held_
     assert report["stages"]["train"]["status"] == "skipped" and report["stages"]["train"]["version"] == "lmc@v1"
 
 
+@pytest.mark.slow  # runs a whole light loop (~8 s)
 def test_plans_without_the_bank_and_another_policy_later_are_refused(
     world: tuple[Path, FakePool, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
