@@ -246,7 +246,7 @@ def test_pool_show_names_the_plan_conductor_and_its_cascade_round(capsys: pytest
     """A first user read "trained light conductor" and "recursion_rounds 0", then saw every run
     of the default pool show a conductor round 1 (the cascade's escalation)."""
     code, out, _ = run_cli(["pool", "show"], capsys)
-    assert code == 0 and "light:local-plans (trained plan conductor)" in out
+    assert code == 0 and "light:local (trained plan conductor)" in out
     assert "recursion_rounds 0 (extra review rounds; a cascade the plan conductor chooses gets 1 more)" in out
     code, out, _ = run_cli(["pool", "show", "--pool", "local-light"], capsys)
     assert code == 0 and "(trained light conductor)" in out and "cascade" not in out

@@ -30,9 +30,17 @@ def test_packaged_default_is_the_local_pool() -> None:
     from podium.conductor.compose import plan_workflow, second_round_workflow
     from podium.conductor.plans import PlanPolicy, is_plan_policy
 
-    assert pool.conductor.light is not None and pool.conductor.light_name == "light:local-plans"
+    assert pool.conductor.light is not None and pool.conductor.light_name == "light:local"
     assert is_plan_policy(pool.conductor.light)
+    # byte for byte the table frozen before docs/eval/fresh8 ran (the figures the README quotes)
+    frozen = Path(__file__).parents[1] / "docs" / "eval" / "fresh8" / "capped-policy.npz"
+    assert Path(pool.conductor.light).read_bytes() == frozen.read_bytes()
     policy = PlanPolicy.load(pool.conductor.light)
+    reached = {policy.plans[i].id for i in policy.reachable([True] * len(policy.plans))}
+    assert reached >= {
+        "cascade(vote(solve@1.5b,run(program@1.5b))→+sample×3@1.5b)",
+        "check(run(test@1.5b))→checked(sample1@1.5b,solve@0.5b)",
+    }
     assert policy.embedder == "llama.cpp-mean:qwen2.5-coder-0.5b-instruct"
     names = [w.name for w in pool.workers]
     for plan in policy.plans:
