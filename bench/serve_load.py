@@ -28,7 +28,8 @@ machine it resolves differences of a few percent that the ways run one after ano
 Every server is a real process (uvicorn) started as a user starts it. Reported per way and
 level: throughput (requests/s, answered ones), latency p50/p95/p99 (ms), the latency added to
 direct's, answered / refused (503) / failed requests, the server process's CPU milliseconds per
-request (user + system, from /proc, over the level's requests), the throughput ratio to direct
+request (user + system, from /proc, over the level's requests) and its main thread's alone (the
+event loop; the rest is the trace writer and thread pools), the throughput ratio to direct
 (and serve/base), and for serve and base that every request — 503s included — left exactly one
 trace, every answered one complete.
 
@@ -83,9 +84,12 @@ def start(
     raise SystemExit(f"{args[0]} did not start")
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_s(pid: int, *, main_thread: bool = False) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc), or of its main thread alone
+    (the one whose id is the process's: for a server, its event loop; the rest is the trace
+    writer and thread pools)."""
+    stat = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -207,7 +211,7 @@ def paired(ways: dict[str, tuple[int, int | None, Path | None]], clients: int, r
     }
 
 
-def summary(run: dict[str, Any], cpu: float | None) -> dict[str, Any]:
+def summary(run: dict[str, Any], cpu: float | None, main_cpu: float | None = None) -> dict[str, Any]:
     ms = np.array(run["latencies"] or [float("nan")]) * 1000
     sent = len(run["latencies"]) + len(run["refused"]) + run["failures"]
     return {
@@ -221,6 +225,7 @@ def summary(run: dict[str, Any], cpu: float | None) -> dict[str, Any]:
         "p95_ms": round(float(np.percentile(ms, 95)), 1),
         "p99_ms": round(float(np.percentile(ms, 99)), 1),
         "cpu_ms_per_request": None if cpu is None else round(cpu * 1000 / sent, 2),
+        "main_thread_cpu_ms_per_request": None if main_cpu is None else round(main_cpu * 1000 / sent, 2),
     }
 
 
@@ -314,10 +319,10 @@ def main() -> None:
                 for name in names[k % len(names) :] + names[: k % len(names)]:  # rotate the order
                     port, pid, trace_file = ways[name]
                     url = f"http://127.0.0.1:{port}"
-                    cpu0 = cpu_s(pid) if pid else None
+                    cpu0 = (cpu_s(pid), cpu_s(pid, main_thread=True)) if pid else None
                     run = asyncio.run(load(url, clients, per_client))
-                    cpu = cpu_s(pid) - cpu0 if pid and cpu0 is not None else None
-                    level[name] = summary(run, cpu)
+                    cpu = (cpu_s(pid) - cpu0[0], cpu_s(pid, main_thread=True) - cpu0[1]) if pid and cpu0 else None
+                    level[name] = summary(run, *(cpu or (None, None)))
                     if trace_file is not None:
                         level[name] |= traced(trace_file, run, url + "/healthz")
                 for name in names[1:]:
