@@ -131,6 +131,49 @@ def test_the_vote_counts_only_answers_whose_check_passed_when_one_did() -> None:
     assert code_fingerprint(neutralise(tagged)) == code_fingerprint(tagged)
 
 
+def test_a_checked_cascade_never_votes_for_the_code_that_failed_its_own_asserts() -> None:
+    """Round 2 runs only when round 1's code failed its own asserts, which it carries, so as
+    delivered it raises: the second vote counts round 2's answers alone (live: its access list;
+    replay: :func:`vote_order`). Here no check can run (the question states no tests) and the
+    three codes differ: a vote over both rounds would take the earliest, the failed code (score 0);
+    this one takes the 1.5B's new sample (score 1). The mixture-of-thought cascade still votes
+    over both rounds."""
+    from podium.conductor.compose import second_round_workflow, vote_order
+    from podium.workflow import ALL
+
+    columns = local_catalogue(name="local-checked").columns
+    plans = {p.id: p for p in local_plans(columns)}
+    checked = plans["check(run(test@1.5b))→checked(sample1@1.5b,solve@0.5b)"]
+    mot = plans["cascade(vote(solve@1.5b,run(program@1.5b))→+sample×3@1.5b)"]
+    second = second_round_workflow(checked, columns, NAMES, vote_worker="vote")
+    assert [s.access for s in second.steps][-1] == (0, 1, 2, 3)  # sample, its check, 0.5B, its check
+    assert vote_order(checked, columns) == ["sample1@1.5b", "solve@0.5b"]
+    assert second_round_workflow(mot, columns, NAMES, vote_worker="vote").steps[-1].access == ALL
+    assert set(vote_order(mot, columns)[:2]) == {"solve@1.5b", "run(program@1.5b)"}  # round 1 counts
+
+    def code(body: str) -> str:
+        return f"```python\ndef f(x):\n    return {body}\n```"
+
+    not_run = "[python: not run: the question states no tests]\nstdout:\n\nstderr:\n"
+    row = {
+        "sample_id": "toy/1",
+        "test@1.5b": "0",
+        "test@1.5b|model_response": code("x * 2") + "\nassert f(1) == 3",
+        "run(test@1.5b)": "0",
+        "run(test@1.5b)|model_response": "[python: exit code 1]\nstdout:\n\nstderr:\nAssertionError",
+        "sample1@1.5b": "1",
+        "sample1@1.5b|model_response": code("x * 3"),
+        "check(sample1@1.5b)": "0",
+        "check(sample1@1.5b)|model_response": not_run,
+        "solve@0.5b": "0",
+        "solve@0.5b|model_response": code("x + 3"),
+        "check(solve@0.5b)": "0",
+        "check(solve@0.5b)|model_response": not_run,
+    }
+    out = plan_outcomes([checked], columns, [row])
+    assert bool(out.escalated[0, 0]) and out.score[0, 0] == 1.0
+
+
 @pytest.mark.slow  # the recorded bank runs ~100 sandboxed programs (~10 s)
 def test_checked_plans_exist_only_on_a_bank_with_checks(bank_dir) -> None:  # type: ignore[no-untyped-def]
     checked = read_bank(bank_dir).catalogue.columns
@@ -180,7 +223,7 @@ def test_a_checked_cascade_keeps_passing_tested_code_else_votes_among_checked_an
 @pytest.mark.slow  # the recorded bank runs ~100 sandboxed programs (~10 s)
 def test_live_and_replay_agree_on_checked_cascades(bank_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Live over the restored cache (no model call may miss it), the plan conductor's recursion
-    round runs the samples, their checks and a vote with access ``all``, and ends with the answer
+    round runs the samples, their checks and a vote over them, and ends with the answer
     the replay scores; replaying the live round-2 workflow step by step picks the same column.
     The tools run for real: a check sees its answer at another step index than it was recorded
     with (its request differs), and the sandbox gives the same report."""

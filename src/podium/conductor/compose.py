@@ -26,7 +26,9 @@ A **plan** composes columns into one request:
 * a **cascade that adds answers** (``adds``; Yue et al. 2024's mixture-of-thought cascade,
   whose round 1 is a direct solve and a program of the same model): when round 1 disagrees,
   round 2 runs the ``adds`` columns and a ``vote`` step with access ``all`` that counts round 1's
-  answers and the new ones together (:func:`vote_order` gives the order the vote tool sees them).
+  answers and the new ones together (:func:`vote_order` gives the order the vote tool sees them);
+  a tested cascade that adds answers (a *checked* one) counts round 2's alone, since it escalates
+  only when round 1's code failed its own asserts, which it carries: as delivered it raises.
 
 Exact replay: a worker's request depends on the question, its subtask, the indices and outputs of
 the steps it sees and its decoding settings (a ``sample`` step's seed is its ordinal among the
@@ -263,12 +265,25 @@ def second_round_workflow(
     plan: Plan, columns: Mapping[str, Column], pool: Sequence[str], *, vote_worker: str | None = None
 ) -> Workflow:
     """The workflow of a cascade's second round over ``pool`` (worker names): the escalation
-    column alone (a fresh start), or the added columns and a vote over both rounds' answers.
+    column alone (a fresh start), or the added columns and a vote over both rounds' answers —
+    over this round's alone for a tested cascade (:func:`votes_round_one`).
 
     Raises NotReplayable (a ConfigError) when the pool cannot run it."""
     if plan.escalate is not None:
         return plan_workflow([plan.escalate], columns, pool)
-    return plan_workflow(plan.adds, columns, pool, vote_worker=vote_worker, vote_all=True)
+    workflow = plan_workflow(plan.adds, columns, pool, vote_worker=vote_worker, vote_all=True)
+    if votes_round_one(plan):
+        return workflow
+    *steps, last = workflow.steps
+    return Workflow((*steps, Step(last.worker, last.subtask, tuple(range(len(steps))))))
+
+
+def votes_round_one(plan: Plan) -> bool:
+    """Whether the second-round vote of a cascade that adds answers counts round 1's answers
+    too: yes for a mixture-of-thought cascade, whose round 1 answered but disagreed; no for a
+    tested cascade, whose round 1 is code that failed its own asserts (they stay in the code,
+    so it raises wherever it is run: never a right answer as delivered)."""
+    return plan.gate != "tests-pass"
 
 
 def kept_column(plan: Plan, columns: Mapping[str, Column]) -> str | None:
@@ -307,17 +322,18 @@ def keep_workflow(plan: Plan, pool: Sequence[str], *, vote_worker: str | None = 
 
 def vote_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
     """The answers the second-round vote of a cascade that adds answers counts, in the order it
-    sees them: every step of round 1 then of round 2 (:func:`layout` order) that a vote counts
-    (:func:`podium.roles.counts_in_vote`: not a ``program``, ``check`` or ``vote``). The bank
-    replay tallies exactly these recorded responses, so replay and live choose the same answer."""
-    steps = [*layout(plan.members, columns), *layout(plan.adds, columns)]
+    sees them: every step of round 1 (unless :func:`votes_round_one` says no), then of round 2
+    (:func:`layout` order), that a vote counts (:func:`podium.roles.counts_in_vote`: not a
+    ``program``, ``check`` or ``vote``). The bank replay tallies exactly these recorded
+    responses, so replay and live choose the same answer."""
+    steps = [*(layout(plan.members, columns) if votes_round_one(plan) else ()), *layout(plan.adds, columns)]
     return [cid for cid in steps if ROLES[columns[cid].role].answer]
 
 
 def check_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
     """The ``check`` steps that vote sees, in the same order (:func:`podium.answers.vote` counts
     only answers whose check passed, when one did)."""
-    steps = [*layout(plan.members, columns), *layout(plan.adds, columns)]
+    steps = [*(layout(plan.members, columns) if votes_round_one(plan) else ()), *layout(plan.adds, columns)]
     return [cid for cid in steps if columns[cid].role == "check"]
 
 
