@@ -66,6 +66,7 @@ __all__ = [
     "second_round_workflow",
     "sub_workflow",
     "vote_order",
+    "votes_round_one",
 ]
 
 Gate = Literal["agreement", "whole-number", "tests-pass"]
@@ -326,15 +327,18 @@ def vote_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
     (:func:`layout` order), that a vote counts (:func:`podium.roles.counts_in_vote`: not a
     ``program``, ``check`` or ``vote``). The bank replay tallies exactly these recorded
     responses, so replay and live choose the same answer."""
-    steps = [*(layout(plan.members, columns) if votes_round_one(plan) else ()), *layout(plan.adds, columns)]
-    return [cid for cid in steps if ROLES[columns[cid].role].answer]
+    return [cid for cid in _voted_steps(plan, columns) if ROLES[columns[cid].role].answer]
 
 
 def check_order(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
     """The ``check`` steps that vote sees, in the same order (:func:`podium.answers.vote` counts
     only answers whose check passed, when one did)."""
-    steps = [*(layout(plan.members, columns) if votes_round_one(plan) else ()), *layout(plan.adds, columns)]
-    return [cid for cid in steps if columns[cid].role == "check"]
+    return [cid for cid in _voted_steps(plan, columns) if columns[cid].role == "check"]
+
+
+def _voted_steps(plan: Plan, columns: Mapping[str, Column]) -> list[str]:
+    """The steps the second-round vote sees, in order (round 1's only if :func:`votes_round_one`)."""
+    return [*(layout(plan.members, columns) if votes_round_one(plan) else ()), *layout(plan.adds, columns)]
 
 
 def layout(members: Sequence[str], columns: Mapping[str, Column]) -> list[str]:
