@@ -34,3 +34,22 @@ def test_problems_with_setup_code_are_left_out_and_unknown_ids_refused(tmp_path:
     ids.write_text("mbpp/99999\n", encoding="utf-8")
     assert main(["--ids", str(ids), "--out", str(tmp_path / "o.jsonl")]) == 2
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_with_no_test_shown_a_check_finds_nothing_to_run_and_the_grader_keeps_all(tmp_path: Path) -> None:
+    """``--shown 0``: the question names the function by the first assert's call without its
+    expected value, so a check step has no test to run; the grader still runs all three."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text("mbpp/12\nmbpp/17/no-test\n", encoding="utf-8")
+    out = tmp_path / "none.jsonl"
+    assert main(["--ids", str(ids), "--out", str(out), "--shown", "0"]) == 0
+    tasks = {t.id: t for t in load_tasks(out)}
+    assert list(tasks) == ["mbpp/12/no-test", "mbpp/17/no-test"]
+    original = {t.id: t for t in load_tasks(Path(__file__).parents[1] / "data" / "benchmarks" / "mbpp" / "mbpp.jsonl")}
+    for task_id, task in tasks.items():
+        graded = original[task_id.removesuffix("/no-test")].tests
+        assert task.tests == graded and graded is not None
+        assert question_tests(task.question) is None  # nothing for a check to run
+        first = graded.splitlines()[0]
+        call = task.question.split("Call it like this: ", 1)[1].split("\n", 1)[0]
+        assert call in first and call.endswith(")") and "==" not in call
