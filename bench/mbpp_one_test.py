@@ -23,6 +23,7 @@ out. A check step then finds nothing to run, as with most code questions users w
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -61,20 +62,27 @@ def record(problem: dict[str, Any], shown: int = 1) -> dict[str, Any] | None:
 
 
 def first_call(problem: dict[str, Any]) -> str | None:
-    """The first assert's call of the reference solution's last defined function (its name and
-    argument text, brackets balanced), or None."""
+    """The first assert's first call of a function the reference solution defines (the last
+    defined one first), as written in the assert (read with ``ast``, so brackets inside strings
+    are no end), or None."""
     names = _DEF.findall(str(problem.get("code", "")).replace("\r\n", "\n"))
     test = str(problem["test_list"][0])
-    for name in reversed(names):
-        start = test.find(f"{name}(")
-        if start < 0:
-            continue
-        depth = 0
-        for end in range(start + len(name), len(test)):
-            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(test[end], 0)
-            if depth == 0:
-                return test[start : end + 1]
+    try:
+        tree = ast.parse(test)
+    except SyntaxError:
         return None
+    calls = sorted(
+        (
+            (n.lineno, n.col_offset, n.func.id, n)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        ),
+        key=lambda c: c[:2],
+    )
+    for name in reversed(names):
+        for *_, called, call in calls:
+            if called == name:
+                return ast.get_source_segment(test, call)
     return None
 
 

@@ -3,9 +3,10 @@ task loader, so a check can run only the shown test while the grader runs all th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from bench.mbpp_one_test import main, record, wanted
+from bench.mbpp_one_test import first_call, main, record, wanted
 
 from podium.eval.tasks import load_tasks
 from podium.workers.python_tool import question_tests
@@ -53,3 +54,15 @@ def test_with_no_test_shown_a_check_finds_nothing_to_run_and_the_grader_keeps_al
         first = graded.splitlines()[0]
         call = task.question.split("Call it like this: ", 1)[1].split("\n", 1)[0]
         assert call in first and call.endswith(")") and "==" not in call
+
+
+def test_a_bracket_inside_a_string_does_not_end_the_shown_call() -> None:
+    """MBPP 386's first assert is ``assert swap_count("[]][][") == 2``: the call shown is the whole
+    ``swap_count("[]][][")`` (a bracket counter stopped at ``swap_count("[]]``); MBPP 77's
+    ``is_Diff (12345)`` keeps its space."""
+    problems = {
+        int(p["task_id"]): p
+        for p in map(json.loads, (Path(__file__).parents[1] / "data/benchmarks/mbpp/mbpp.jsonl").open(encoding="utf-8"))
+    }
+    assert first_call(problems[386]) == 'swap_count("[]][][")'
+    assert first_call(problems[77]) == "is_Diff (12345)"
