@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from podium.errors import InvalidQuestion, ModelNotInstalled, ProviderError
+from podium.errors import ContextOverflow, InvalidQuestion, ModelNotInstalled, ProviderError
 from podium.messages import worker_messages
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
@@ -203,6 +203,22 @@ def test_a_fallback_worker_that_is_not_set_up_raises_and_its_step_stays_in_the_t
     stored = TraceStore(tmp_path / "traces.sqlite3").get(summary.id)
     assert stored is not None and stored.status == "error"
     assert [(s.phase, s.error_type) for s in stored.steps] == [("fallback", "ModelNotInstalled")]
+
+
+def test_a_workflow_step_over_its_window_falls_back_but_a_missing_model_in_a_step_is_raised(tmp_path: Path) -> None:
+    """The rule is on the error classes (``fallback_reason``): a ContextOverflow is a ConfigError
+    yet a step failure (the plan granted a step more than its worker holds: ``worker_error``),
+    while any other ConfigError in a step, such as a model that is not installed, is raised."""
+    overflow = ContextOverflow("w1: the prompt is 5000 tokens", worker="w1", prompt_tokens=5000, n_ctx=4096)
+    w = [ScriptedWorker("w0"), ScriptedWorker("w1", error=overflow), ScriptedWorker("w2")]
+    record = asyncio.run(make(ScriptedConductor([VALID_3]), w, tmp_path).run("Q?"))
+    assert record.status == "fallback" and record.fallback is not None
+    assert record.fallback.reason == "worker_error"
+    assert "ContextOverflow" in {s.error_type for s in record.steps}
+    missing = ModelNotInstalled("model w1 is not installed", model="w1", install_command="podium models install")
+    w = [ScriptedWorker("w0"), ScriptedWorker("w1", error=missing), ScriptedWorker("w2")]
+    with pytest.raises(ModelNotInstalled):
+        asyncio.run(make(ScriptedConductor([VALID_3]), w).run("Q?"))
 
 
 def test_an_unexpected_crash_still_leaves_a_trace(tmp_path: Path) -> None:

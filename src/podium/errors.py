@@ -99,14 +99,18 @@ class PodiumError(Exception):
 
     Attributes:
         fallback_reason: the fallback reason a trace records when this error sends a request to
-            the fallback pipeline (class attribute; see the tree above).
+            the fallback pipeline (class attribute; see the tree above); None for an error
+            that is never a fallback but raised to the caller, wherever it happens.
     """
 
-    fallback_reason: FallbackReason = "worker_error"
+    fallback_reason: FallbackReason | None = "worker_error"
 
 
 class ConfigError(PodiumError):
-    """Configuration or usage error: the caller's input is wrong and names the fix."""
+    """Configuration or usage error: the caller's input is wrong and names the fix (raised,
+    never a fallback: ``fallback_reason`` is None)."""
+
+    fallback_reason: FallbackReason | None = None
 
 
 class InvalidQuestion(ConfigError):
@@ -134,6 +138,8 @@ class ContextOverflow(ConfigError):
     prompt (fix the pool file). Inside a workflow it is a step failure instead (the plan granted
     a step more than its worker holds): the executor records it and the fallback pipeline runs
     with reason ``worker_error``."""
+
+    fallback_reason: FallbackReason | None = "worker_error"
 
     def __init__(self, message: str, *, worker: str, prompt_tokens: int, n_ctx: int) -> None:
         super().__init__(message)
@@ -326,6 +332,8 @@ class WorkflowFailed(PodiumError):
             for a cause outside podium's tree, e.g. an OSError).
     """
 
+    fallback_reason: FallbackReason = "worker_error"
+
     def __init__(
         self,
         message: str,
@@ -340,7 +348,7 @@ class WorkflowFailed(PodiumError):
         self.error_type = error_type
         self.cause = cause
         self.timed_out = timed_out
-        if isinstance(cause, PodiumError):
+        if isinstance(cause, PodiumError) and cause.fallback_reason is not None:
             self.fallback_reason = cause.fallback_reason
         elif timed_out:
             self.fallback_reason = DeadlineExceeded.fallback_reason

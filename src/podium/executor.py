@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from podium.errors import ConfigError, ContextOverflow, DeadlineExceeded, PodiumError, WorkflowFailed
+from podium.errors import DeadlineExceeded, PodiumError, WorkflowFailed
 from podium.messages import GrantedStep, worker_messages
 from podium.pii.protection import CallLog
 from podium.records import StepRecord, utc_now
@@ -105,12 +105,10 @@ async def run_step(
         result = await worker.complete(Call(messages, settings, context=context.replace(calls=calls)))
     except (asyncio.CancelledError, PodiumError, OSError) as exc:
         failed = record(Completion(""), exc)
-        # a setup problem (missing model or key) is to fix, not to fall back from; a ContextOverflow
-        # is a step failure: the plan granted this step more than its worker's window holds
+        # a setup problem (missing model or key) is to fix, not to fall back from: its class has no
+        # fallback reason (a ContextOverflow has one: the plan granted more than the window holds)
         log.add(failed, exc)
-        if isinstance(exc, asyncio.CancelledError) or (
-            isinstance(exc, ConfigError) and not isinstance(exc, ContextOverflow)
-        ):
+        if isinstance(exc, asyncio.CancelledError) or (isinstance(exc, PodiumError) and exc.fallback_reason is None):
             raise
         return failed
     return log.add(record(result, None))

@@ -423,7 +423,7 @@ class Orchestrator:
                 _stop_if_period_budget(exc)
                 # a provider or model failure of the conductor's own call is a conductor error;
                 # budgets and PII protection keep their own reasons
-                reason = "conductor_error" if exc.fallback_reason == "worker_error" else exc.fallback_reason
+                reason = "conductor_error" if exc.fallback_reason in ("worker_error", None) else exc.fallback_reason
                 cost = tally.settled_usd  # e.g. its first pass ran, the second did not fit
                 error = f"{type(exc).__name__}: {exc}"
                 if calls.disclosures or cost > 0:  # data left, or money was spent: keep it on record

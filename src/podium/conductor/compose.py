@@ -224,13 +224,13 @@ def plan_workflow(
     pool: Sequence[str],
     *,
     vote_worker: str | None = None,
-    vote_all: bool = False,
+    vote_access: Access | None = None,
 ) -> Workflow:
     """The workflow of round 1 of a plan with these ``members`` over ``pool`` (worker names in
     pool order): the members' sub-workflows merged, then a ``vote`` step on ``vote_worker``
-    (the pool's vote tool) when there are several members. With ``vote_all`` (the second round
-    of a cascade that adds answers) the vote step always comes, with access ``all``: it counts
-    the previous round's answers and this round's (:func:`vote_order`).
+    (the pool's vote tool) over the members' steps when there are several members. With
+    ``vote_access`` (the second round of a cascade that adds answers) the vote step always
+    comes, with that access (:func:`second_round_workflow`).
 
     Raises:
         NotReplayable: a step would see other step indices, or get another sample seed, than
@@ -254,10 +254,10 @@ def plan_workflow(
         if col.worker not in pool:
             raise NotReplayable(f"column {cid!r} needs worker {col.worker!r}, which the pool lacks")
         steps.append(Step(pool.index(col.worker), ROLES[col.role].subtask, tuple(order.index(s) for s in col.sees)))
-    if len(members) > 1 or vote_all:
+    if len(members) > 1 or vote_access is not None:
         if vote_worker is None or vote_worker not in pool:
             raise ConfigError("a plan with several members needs a vote tool worker in the pool (backend = 'vote')")
-        access: Access = ALL if vote_all else tuple(order.index(m) for m in members)
+        access = tuple(order.index(m) for m in members) if vote_access is None else vote_access
         steps.append(Step(pool.index(vote_worker), ROLES["vote"].subtask, access))
     return Workflow(tuple(steps))
 
@@ -272,11 +272,9 @@ def second_round_workflow(
     Raises NotReplayable (a ConfigError) when the pool cannot run it."""
     if plan.escalate is not None:
         return plan_workflow([plan.escalate], columns, pool)
-    workflow = plan_workflow(plan.adds, columns, pool, vote_worker=vote_worker, vote_all=True)
-    if votes_round_one(plan):
-        return workflow
-    *steps, last = workflow.steps
-    return Workflow((*steps, Step(last.worker, last.subtask, tuple(range(len(steps))))))
+    # ``all`` also sees round 1's answers (the previous round's outputs come first: vote_order)
+    access = ALL if votes_round_one(plan) else tuple(range(len(layout(plan.adds, columns))))
+    return plan_workflow(plan.adds, columns, pool, vote_worker=vote_worker, vote_access=access)
 
 
 def votes_round_one(plan: Plan) -> bool:

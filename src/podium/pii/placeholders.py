@@ -152,7 +152,9 @@ at one place ever reads: the stream restorer holds back at most this many visibl
 
 
 class NeedMore(Exception):
-    """Deciding needs a character the streamed text does not have yet."""
+    """Deciding needs a character the streamed text does not have yet: a signal from the
+    skeleton reader to :mod:`podium.pii.scanner`, which catches it and waits for more text;
+    never raised out of :mod:`podium.pii`, so not an error of podium's tree."""
 
 
 @dataclass(frozen=True)

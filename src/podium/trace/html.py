@@ -25,9 +25,9 @@ from podium.workflow import ALL, Workflow
 
 __all__ = ["render_html"]
 
-NODE_W, NODE_H = 210, 66
-COL_GAP, ROW_GAP, BAND_GAP = 64, 18, 50
-TOP, LEFT = 48, 16
+_NODE_W, _NODE_H = 210, 66
+_COL_GAP, _ROW_GAP, _BAND_GAP = 64, 18, 50
+_TOP, _LEFT = 48, 16
 
 
 def _e(value: object) -> str:
@@ -174,23 +174,23 @@ def _layout(record: RunRecord) -> tuple[list[_Band], list[_Route], float, float]
     index = {n.key: i for i, n in enumerate(nodes)}
     layers: list[int] = []
     column_x: list[float] = []
-    x = float(LEFT)
+    x = float(_LEFT)
     for band in bands:
         band.x = x
         for column in band.columns:
             layers += [len(column_x)] * len(column)
             column_x.append(x)
-            x += NODE_W + COL_GAP
-        band.width = len(band.columns) * (NODE_W + COL_GAP) - COL_GAP
-        x += BAND_GAP - COL_GAP
+            x += _NODE_W + _COL_GAP
+        band.width = len(band.columns) * (_NODE_W + _COL_GAP) - _COL_GAP
+        x += _BAND_GAP - _COL_GAP
     kept = [(s, t, css) for s, t, css in edges if s in index and t in index]
     graph = igraph.Graph(n=len(nodes), edges=[(index[s], index[t]) for s, t, _ in kept], directed=True)
     # the extended graph: every edge that spans columns is split at a dummy vertex per column
     coords, extended = graph.layout_sugiyama(layers=layers, hgap=1, vgap=1, return_extended_graph=True)
-    slot = NODE_H + ROW_GAP
+    slot = _NODE_H + _ROW_GAP
     lowest = min((u for u, _ in coords), default=0.0)
     for node, (u, _) in zip(nodes, coords[: len(nodes)], strict=True):
-        node.x, node.y = column_x[layers[index[node.key]]], TOP + (u - lowest) * slot
+        node.x, node.y = column_x[layers[index[node.key]]], _TOP + (u - lowest) * slot
     dummies: dict[int, list[int]] = {}
     for edge in extended.es:
         if edge.target >= len(nodes):
@@ -199,13 +199,13 @@ def _layout(record: RunRecord) -> tuple[list[_Band], list[_Route], float, float]
     for eid, (s, t, css) in enumerate(kept):
         bends = sorted((coords[v][1], coords[v][0]) for v in dummies.get(eid, []))
         via = [
-            (column_x[int(layer)], column_x[int(layer)] + NODE_W, TOP + (u - lowest) * slot + NODE_H / 2)
+            (column_x[int(layer)], column_x[int(layer)] + _NODE_W, _TOP + (u - lowest) * slot + _NODE_H / 2)
             for layer, u in bends
         ]
         routes.append(_Route(nodes[index[s]], nodes[index[t]], css, via))
     _ports(routes)
-    height = max([n.y + NODE_H for n in nodes] + [y + NODE_H / 2 for r in routes for _, _, y in r.via], default=TOP)
-    return bands, routes, max(x - BAND_GAP + LEFT, 320), height + 8
+    height = max([n.y + _NODE_H for n in nodes] + [y + _NODE_H / 2 for r in routes for _, _, y in r.via], default=_TOP)
+    return bands, routes, max(x - _BAND_GAP + _LEFT, 320), height + 8
 
 
 def _ports(routes: Sequence[_Route]) -> None:
@@ -218,19 +218,19 @@ def _ports(routes: Sequence[_Route]) -> None:
         outs.setdefault(r.source.key, []).append(r)
         ins.setdefault(r.target.key, []).append(r)
     for group in outs.values():
-        group.sort(key=lambda r: (r.via[0][2] if r.via else r.target.y + NODE_H / 2, r.target.x))
+        group.sort(key=lambda r: (r.via[0][2] if r.via else r.target.y + _NODE_H / 2, r.target.x))
         for k, r in enumerate(group):
-            r.out_y = r.source.y + NODE_H * (k + 1) / (len(group) + 1)
+            r.out_y = r.source.y + _NODE_H * (k + 1) / (len(group) + 1)
     for group in ins.values():
-        group.sort(key=lambda r: (r.via[-1][2] if r.via else r.source.y + NODE_H / 2, -r.source.x))
+        group.sort(key=lambda r: (r.via[-1][2] if r.via else r.source.y + _NODE_H / 2, -r.source.x))
         for k, r in enumerate(group):
-            r.in_y = r.target.y + NODE_H * (k + 1) / (len(group) + 1)
+            r.in_y = r.target.y + _NODE_H * (k + 1) / (len(group) + 1)
 
 
 def _path(r: _Route) -> str:
     """The SVG path of ``r``: a curve across each gap between columns (level at both ends, so it
     stays inside the gap), a straight run through each slot reserved for it."""
-    points = [(r.source.x + NODE_W, r.out_y)]
+    points = [(r.source.x + _NODE_W, r.out_y)]
     for x_in, x_out, y in r.via:
         points += [(x_in, y), (x_out, y)]
     points.append((r.target.x, r.in_y))
@@ -264,7 +264,7 @@ def _svg(record: RunRecord) -> str:
             out.append(f'<text class="band" x="{band.x:.0f}" y="20">{_e(band.label)}</text>')
         for c, column in enumerate(band.columns):
             if len(column) > 1 and band.label.startswith(("round", "workflow")):
-                x = band.x + c * (NODE_W + COL_GAP)
+                x = band.x + c * (_NODE_W + _COL_GAP)
                 out.append(f'<text class="group" x="{x:.0f}" y="38">parallel: {len(column)} steps</text>')
     for r in routes:
         out.append(
@@ -273,7 +273,7 @@ def _svg(record: RunRecord) -> str:
         )
     for node in at.values():
         body = [
-            f'<rect x="{node.x:.0f}" y="{node.y:.0f}" width="{NODE_W}" height="{NODE_H}" rx="8"/>',
+            f'<rect x="{node.x:.0f}" y="{node.y:.0f}" width="{_NODE_W}" height="{_NODE_H}" rx="8"/>',
             f'<text x="{node.x + 10:.0f}" y="{node.y + 20:.0f}" class="title">{_e(_clip(node.title, 30))}</text>',
             f'<text x="{node.x + 10:.0f}" y="{node.y + 38:.0f}" class="worker">{_e(_clip(node.worker, 30))}</text>',
             f'<text x="{node.x + 10:.0f}" y="{node.y + 55:.0f}" class="meta">{_e(_clip(node.meta, 36))}</text>',

@@ -25,6 +25,8 @@ __all__ = [
     "FIELDS",
     "FILTER_STATUSES",
     "LETTERS",
+    "MARK_OFF",
+    "MARK_ON",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
     "STATUSES",
