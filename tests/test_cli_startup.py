@@ -46,7 +46,7 @@ def test_help_loads_no_library_module(tmp_path: Path) -> None:
     modules = imported_after(["--help"], tmp_path)
     assert not [h for h in (*HEAVY, "rich", "sqlite3", "podium.trace.store") if loaded(modules, h)]
     assert {m for m in modules if m.startswith("podium")} == {
-        "podium", "podium._args", "podium.cli", "podium.errors", "podium.trace"
+        "podium", "podium._args", "podium.cli", "podium.errors"
     }  # fmt: skip
 
 

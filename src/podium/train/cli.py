@@ -253,17 +253,15 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
     if args.mu < 0:
         raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
-    if getattr(args, "max_cost_ratio", None) is not None and (
-        args.policy != "plans" or not getattr(args, "clusters", 0)
-    ):
+    if args.max_cost_ratio is not None and (args.policy != "plans" or not args.clusters):
         raise ConfigError(
             "--max-cost-ratio caps a plan conductor's cluster table: use it with --policy plans --clusters"
         )
-    if getattr(args, "max_cost_ratio", None) is not None and getattr(args, "sweep", False):
+    if args.max_cost_ratio is not None and args.sweep:
         raise ConfigError("--max-cost-ratio sets one operating point and --sweep many: give one of them")
-    if getattr(args, "sweep", False) and args.policy != "plans":
+    if args.sweep and args.policy != "plans":
         raise ConfigError("--sweep trains the plan conductor over λ: use it with --policy plans")
-    if getattr(args, "clusters", 0) and args.policy != "plans":
+    if args.clusters and args.policy != "plans":
         raise ConfigError("--clusters makes the plan conductor a cluster table: use it with --policy plans")
     if args.policy == "lm":
         from podium.train.lm_cli import train_lm_command

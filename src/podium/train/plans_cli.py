@@ -60,7 +60,7 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     outcomes = plan_outcomes(plans, columns, rows)
     if args.mu > 0 and not outcomes.latency.any():
         raise ConfigError(f"{name} records no latencies: μ > 0 needs them (a bank, or |latency_s columns)")
-    sweep = getattr(args, "sweep", False)
+    sweep = args.sweep
     lambdas = lambda_sweep(outcomes, SWEEP_POINTS, fill=True) if sweep else (args.lam,)
     configs = [
         PlanTrainConfig(
@@ -70,8 +70,8 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
             ensemble=args.ensemble,
             steps=args.steps or 400,
             seed=args.seed,
-            clusters=getattr(args, "clusters", 0),
-            max_cost_ratio=getattr(args, "max_cost_ratio", None),
+            clusters=args.clusters,
+            max_cost_ratio=args.max_cost_ratio,
         )
         for lam in lambdas
     ]
