@@ -216,8 +216,8 @@ def test_a_plan_conductor_that_may_cascade_gets_its_escalation_round() -> None:
 
 
 def test_single_means_each_model_worker_alone_not_a_tool() -> None:
-    from podium.conductor.named import MethodName
     from podium.eval.session import _baselines
+    from podium.named_conductors import MethodName
     from podium.pool import load_pool
     from podium.pool_workers import build_pool_workers
 

@@ -1,7 +1,8 @@
 """Enforced layers (issue 18): the core — the request path, workers and conductors — never imports
-the evaluation, training, serving, telemetry, traffic, trace-store or database-store layers (the
-request cache's store is injected: ``workers.cache.CallStore``), not even lazily
-inside a function; and no module-level import cycle exists anywhere in the package. Read from
+the evaluation, training, serving, telemetry, traffic, trace-store or database-store layers, the
+registry of trained versions, or the modules that assemble it from files and names (``builder``,
+``named_conductors``) — the request cache's store is injected (``workers.cache.CallStore``) —
+not even lazily inside a function; and no module-level import cycle exists anywhere in the package. Read from
 the source with ``ast``, so the test sees every import, taken or not."""
 
 from __future__ import annotations
@@ -14,7 +15,19 @@ import podium
 ROOT = Path(podium.__file__).parent
 CORE = ("workflow", "parse", "messages", "budget", "executor", "orchestrator", "workers", "conductor",
         "roles", "answers", "records", "errors", "streaming", "request", "text")  # fmt: skip
-UPPER = ("eval", "train", "serve", "telemetry", "trace", "traffic", "loop", "store")
+UPPER = (
+    "eval",
+    "train",
+    "serve",
+    "telemetry",
+    "trace",
+    "traffic",
+    "loop",
+    "store",
+    "registry",
+    "builder",
+    "named_conductors",
+)
 
 
 def _modules() -> dict[str, Path]:

@@ -272,7 +272,7 @@ def test_pool_file_version_builds_the_trained_conductor(
     pytest.importorskip("llama_cpp")
     from podium.builder import build_orchestrator
     from podium.conductor.lm import LMConductor
-    from podium.conductor.named import named_conductor
+    from podium.named_conductors import named_conductor
     from podium.pool import load_pool
     from podium.testing import ScriptedWorker
 
@@ -388,7 +388,7 @@ def test_a_registry_version_runs_its_adapter_in_llama_cpp(isolated_home: Path, s
     base model's), and a tampered adapter file fails its sha256 check before llama.cpp sees it.
     (The conductor's full plan runs in test_conductor_commands_handle_lm_versions.)"""
     from podium.conductor.lm import LMConductor
-    from podium.conductor.named import named_conductor
+    from podium.named_conductors import named_conductor
     from podium.testing import ScriptedWorker
     from podium.workers.base import Price, WorkerSettings
     from podium.workers.llama_cpp import LlamaCppWorker

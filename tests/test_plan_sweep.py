@@ -65,7 +65,7 @@ def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
     monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr("podium.embed.encoder_choice", lambda choice: HashingEncoder(64))
     embedder = Embedder(tmp_path / "vectors.sqlite3", encoder=HashingEncoder(64))
-    monkeypatch.setattr("podium.conductor.named.shared_embedder", lambda cache, encoder=None: embedder)
+    monkeypatch.setattr("podium.named_conductors.shared_embedder", lambda cache, encoder=None: embedder)
 
     args = ["train", "--policy", "plans", "--replay", str(routellm_slice), "--sweep", "--name", "sweep"]
     assert cli([*args, "--dims", "2", "--ensemble", "1", "--steps", "40", "--json"]) == 0

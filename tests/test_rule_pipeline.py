@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from bench.shift_data import build
 
-from podium.conductor.named import named_conductor
 from podium.errors import ConfigError
+from podium.named_conductors import named_conductor
 from podium.roles import subtask
 from podium.testing import ScriptedWorker
 from podium.workflow import Step

@@ -91,7 +91,7 @@ def build_orchestrator(
         for i, w in enumerate(config.workers)
     ]
     if conductor is None and config.conductor.light is not None:
-        from podium.conductor.named import light_conductor
+        from podium.named_conductors import light_conductor
 
         ref = config.conductor.light
         # a policy file by its stem; a registry ref by the version it resolves to (shows rollbacks)
@@ -109,7 +109,7 @@ def build_orchestrator(
         if c.worker is not None:
             model = pool[config.worker_index(c.worker)]
         elif c.version is not None:  # a GRPO-trained conductor: base model + LoRA adapter
-            from podium.conductor.named import trained_lm
+            from podium.named_conductors import trained_lm
 
             price = Price(c.price.input, c.price.output, c.price.cached_input)
             own_lm, trained, _ = trained_lm(c.version, n_ctx=c.n_ctx, price=price)

@@ -138,7 +138,7 @@ async def _check_conductor(config: PoolConfig, workers: list[Worker], rows: list
     elif c.version is not None:
         row = _row("[conductor]", "conductor", c.version)
         try:
-            from podium.conductor.named import trained_lm
+            from podium.named_conductors import trained_lm
 
             lm, _, version = trained_lm(c.version)
             row["reply"] = f"trained LM conductor {version.ref} on {lm.model} (resolved, not run)"
@@ -168,7 +168,7 @@ async def _check_light(config: PoolConfig, workers: list[Worker], row: dict[str,
     """Build the light conductor and let it plan one question over this pool."""
     ref = config.conductor.light or ""
     try:
-        from podium.conductor.named import light_conductor
+        from podium.named_conductors import light_conductor
 
         conductor = light_conductor(ref, name=config.conductor.light_name)
         attempt = await conductor.plan("What is 2 + 2?", workers, max_steps=config.max_steps)

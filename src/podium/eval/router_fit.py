@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from podium.conductor.named import shared_embedder
 from podium.errors import ConfigError
 from podium.eval.runner import Method
 from podium.eval.tasks import Task
+from podium.named_conductors import shared_embedder
 
 if TYPE_CHECKING:
     from podium.eval.session import EvalSpec, OnStage

@@ -30,7 +30,6 @@ from typing import Any, Literal
 import numpy as np
 
 from podium.conductor.baselines import SingleWorker, strongest
-from podium.conductor.named import MethodName, light_conductor, named_conductor
 from podium.conductor.plans import PlanConductor, cascade_rounds
 from podium.errors import ConfigError
 from podium.eval.bank import is_bank, read_bank
@@ -41,6 +40,7 @@ from podium.eval.router_fit import fit_router, live_router_methods
 from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate
 from podium.eval.tasks import Task, load_tasks, select
 from podium.local_models import cache_dir
+from podium.named_conductors import MethodName, light_conductor, named_conductor
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.pool import PoolConfig, load_pool
 from podium.store.request_cache import default_cache_path

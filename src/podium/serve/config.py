@@ -43,7 +43,7 @@ class ModelPreset(_Strict):
 
     Attributes:
         conductor: ``pool`` (the pool file's LM conductor), ``fallback`` (the fallback
-            pipeline only), or a name :func:`podium.conductor.named.named_conductor` knows:
+            pipeline only), or a name :func:`podium.named_conductors.named_conductor` knows:
             ``light:NAME`` (the promoted version of a trained conductor in the registry, see
             ``podium conductor list``; a rollback takes effect at once), ``light:NAME@vN``,
             ``lm:NAME[@vN]`` (a GRPO-trained LM conductor, in llama.cpp with its LoRA adapter),

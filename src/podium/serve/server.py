@@ -21,8 +21,8 @@ from podium.budget import RequestBudget
 from podium.conductor.base import Conductor
 from podium.conductor.baselines import FallbackOnly
 from podium.conductor.lm import LMConductor
-from podium.conductor.named import named_conductor
 from podium.errors import ConfigError, CostCapExceeded, InvalidQuestion
+from podium.named_conductors import named_conductor
 from podium.orchestrator import Orchestrator, validate_question
 from podium.pool import PoolConfig, load_pool
 from podium.records import RunRecord

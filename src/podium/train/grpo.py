@@ -82,7 +82,7 @@ class GRPOTrainConfig:
         warm_start_learning_rate: its AdamW learning rate (constant).
         few_shot: show the prompt's example workflows (about 550 of its 900 tokens). The CPU
             preset leaves them out, as the warm start teaches the format; the trained
-            conductor then runs without them (:func:`podium.conductor.named.trained_lm`).
+            conductor then runs without them (:func:`podium.named_conductors.trained_lm`).
         roles: the conductor writes role instructions only (set by the source: a workflow
             bank); the trained conductor then runs under the roles grammar.
         rollouts: who samples the workflows: ``"transformers"`` (TRL's own generation, free
