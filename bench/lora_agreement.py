@@ -54,7 +54,7 @@ def make_adapter(model: Any, targets: list[str], scale: float, seed: int, out: P
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

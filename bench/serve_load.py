@@ -253,8 +253,27 @@ def traced(traces: Path, run: dict[str, Any], health_url: str) -> dict[str, Any]
     }
 
 
+def table(results: dict[str, Any]) -> str:
+    """The run's figures per level and way as a Markdown table (what docs/serve.md shows)."""
+    columns = ("clients", "way", "req/s", "vs direct", "CPU ms / request", "p50 / p95 (ms)", "added p50 (ms)", "failed",
+               "traced")  # fmt: skip
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for key, level in results.items():
+        if not key.startswith("clients="):
+            continue
+        for way, row in level.items():
+            if "throughput_rps" not in row:  # the ratios between ways
+                continue
+            ratio, added = row.get("throughput_vs_direct", ""), row.get("added_ms", {}).get("p50", "")
+            traced = {None: "", True: "yes", False: "NO"}[row.get("every_request_traced")]
+            cells = (key.removeprefix("clients="), way, row["throughput_rps"], ratio, row["cpu_ms_per_request"],
+                     f"{row['p50_ms']} / {row['p95_ms']}", added, row["failed"], traced)  # fmt: skip
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", default="1,16,64,256", help="client levels, comma-separated")
     parser.add_argument("--total", type=int, default=400, help="requests per level and way (at least 2 per client)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the upstream's fixed latency")
@@ -356,6 +375,7 @@ def main() -> None:
                 proc.wait(timeout=60)
     text = json.dumps(results, indent=2)
     print(text)
+    print(table(results), file=sys.stderr)  # for a person; the JSON on stdout is for a file
     if args.json:
         args.json.write_text(text + "\n")
 

@@ -53,7 +53,7 @@ def fill(home: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline-src", type=Path, help="another checkout's src/ (way 'before')")
     parser.add_argument("--json", type=Path)

@@ -123,6 +123,9 @@ def test_a_wait_longer_than_queue_timeout_s_gets_503(tmp_path: Path) -> None:
     assert ok == 200 and busy == 503 and 0.3 <= took < 1.4  # refused when its wait ran out, not when a slot freed
     record = traces.get(refused)
     assert record is not None and record.error is not None and "no slot within queue_timeout_s 0.3 s" in record.error
+    # its trace covers the wait, as the client saw it: it starts when the request arrived
+    assert record.totals.wall_time_s > 0.25  # the 0.3 s wait, by the event loop's clock (was ~0.00004 s)
+    assert record.started_at < record.finished_at
 
 
 @pytest.mark.slow

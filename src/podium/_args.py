@@ -12,7 +12,6 @@ nor a message in terms of an internal field.
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
 import re
 from collections.abc import Sequence
@@ -154,6 +153,8 @@ class Parser(argparse.ArgumentParser):
         invalid = _INVALID_CHOICE.match(message)
         sub = next((a for a in self._actions if isinstance(a.choices, dict)), None)  # the subcommands
         if invalid and sub is not None and invalid["name"] in (sub.metavar, sub.dest):
+            import difflib  # only for a mistyped command: ~4 ms of every start-up otherwise
+
             close = difflib.get_close_matches(invalid["value"], list(sub.choices or ()), n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             self.exit(2, f"{self.prog}: error: unknown command '{invalid['value']}'.{hint}\n"

@@ -3,19 +3,22 @@ installs one, for the error message of a feature that needs it."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from functools import cache
-from importlib import metadata
-from urllib.parse import unquote, urlparse
 
 __all__ = ["install_command"]
 
 
 @cache
 def _checkout() -> str | None:
-    """The source folder podium is installed from in editable mode (``pip install -e``), or None."""
+    """The source folder podium is installed from in editable mode (``pip install -e``), or None.
+    Its imports are here: most commands import this module and never need an install command,
+    and ``importlib.metadata`` alone is ~10 ms of every start-up (``podium trace list``)."""
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
     try:
         text = metadata.distribution("podium").read_text("direct_url.json")
         info = json.loads(text) if text else {}

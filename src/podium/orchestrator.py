@@ -32,7 +32,7 @@ from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyO
 from podium.executor import StepCallback, StepLog, WorkflowFailed, execute, run_step
 from podium.pii.protection import CallLog
 from podium.pii.vault import Vault
-from podium.records import CANCELLED, FallbackInfo, RecordSink, RunRecord, StepRecord, utc_now
+from podium.records import CANCELLED, FallbackInfo, RecordSink, RunRecord, StepRecord, utc_at, utc_now
 from podium.request import (
     EventHook,
     Fallback,
@@ -121,16 +121,21 @@ class Orchestrator:
         request_id: str | None = None,
         tags: Sequence[str] = (),
         subject: str | None = None,
+        waited_s: float = 0.0,
     ) -> RunRecord:
         """The trace of a request refused before any work (e.g. a busy server's HTTP 503, a key
         whose budget is used up): status ``error``, its error ``Type: message`` of ``refusal``
         as a failed step's is, no conductor attempt, no step, no cost;
         stored and exported like any other request, so refusals are counted where requests are.
+        ``waited_s``: seconds it waited before the refusal (for a slot): its trace starts that
+        long ago, so its start and wall time are the client's.
 
         Raises ConfigError for a request id that is not 32 lowercase hex characters."""
         context = CallContext(budget=RequestBudget())
         request = RequestLog(_request_id(request_id), question, "run", context, lambda _e, _d: None)
         request.tags, request.subject = tuple(tags), subject
+        if waited_s > 0:
+            request.started_at, request.t0 = utc_at(time.time() - waited_s), request.t0 - waited_s
         request.end("error", error=f"{type(refusal).__name__}: {refusal}")
         return self._finish(request)
 

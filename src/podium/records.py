@@ -26,20 +26,25 @@ __all__ = [
     "StepRecord",
     "Totals",
     "plain_json",
+    "utc_at",
     "utc_now",
 ]
 
 
 def utc_now() -> str:
     """Current time, UTC, ISO 8601 with milliseconds (e.g. ``2026-11-30T02:20:22.123Z``),
-    truncated to the millisecond. A request stamps about six times; the date and time of the
-    current second are formatted once per second."""
+    truncated to the millisecond (:func:`utc_at` of ``time.time()``)."""
+    return utc_at(time.time())
+
+
+def utc_at(epoch_s: float) -> str:
+    """The time ``epoch_s`` (seconds since the Unix epoch), as :func:`utc_now` writes it. A
+    request stamps about six times; the date and time of a second are formatted once."""
     global _SECOND
-    now = time.time()
-    second = int(now)
+    second = int(epoch_s)
     if second != _SECOND[0]:
         _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
+    return f"{_SECOND[1]}.{int((epoch_s - second) * 1000):03d}Z"
 
 
 _SECOND: tuple[int, str] = (-1, "")

@@ -307,7 +307,12 @@ class Server:
         except ServerBusy as busy:
             self.refused_busy += 1
             prepared.orchestrator.refuse(
-                prepared.question, busy, request_id=prepared.request_id, tags=prepared.tags, subject=prepared.subject
+                prepared.question,
+                busy,
+                request_id=prepared.request_id,
+                tags=prepared.tags,
+                subject=prepared.subject,
+                waited_s=busy.waited_s,
             )
             now = time.monotonic()
             if now - self._busy_logged_at >= 10.0:  # at most one line per 10 s under a burst

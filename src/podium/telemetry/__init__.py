@@ -49,7 +49,6 @@ except ImportError as exc:
     ) from None
 
 from podium.telemetry.export import Telemetry, TelemetryStats
-from podium.telemetry.export import _CountingExporter as _CountingExporter
 from podium.telemetry.spans import SpanModel, SpanSpec, pool_models, span_specs
 
 __all__ = ["SpanModel", "SpanSpec", "Telemetry", "TelemetryStats", "pool_models", "span_specs"]
