@@ -204,9 +204,9 @@ def trained_lm(
     info = version.training()
     if info.policy != "lm":
         raise ConfigError(f"{version.ref} is not a GRPO-trained LM conductor (a light conductor: name it light:{ref})")
-    exported = info.extra.get("adapter_gguf")
-    if not exported:
-        failed = info.extra.get("adapter_gguf_error")
+    exported = info.adapter_gguf
+    if exported is None:
+        failed = info.adapter_gguf_error
         why = f" (the export after training failed: {failed})" if failed else ""
         raise ConfigError(f"{version.ref} has no GGUF adapter{why}; export it: podium conductor export {version.ref}")
     base = str(exported.get("base_model", ""))

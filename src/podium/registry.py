@@ -95,6 +95,31 @@ class TrainingInfo:
         value = self.config.get("lam")
         return float(value) if isinstance(value, int | float) else 0.0
 
+    @property
+    def base_model(self) -> str:
+        """An LM conductor's base model (``config.model``; "" when it recorded none)."""
+        return str(self.config.get("model") or "")
+
+    @property
+    def adapter_gguf(self) -> Mapping[str, Any] | None:
+        """An LM conductor's exported llama.cpp adapter (``file``, ``sha256``, ``base_model``,
+        …), or None before a successful export."""
+        value = self.extra.get("adapter_gguf")
+        return value if isinstance(value, Mapping) and value else None
+
+    @property
+    def adapter_gguf_error(self) -> str | None:
+        """Why the export after training failed, when it did."""
+        value = self.extra.get("adapter_gguf_error")
+        return str(value) if value else None
+
+    @property
+    def embedder(self) -> str | None:
+        """The question encoder the policy was trained with: the loop's choice
+        (``data.embedder_choice``, plans) or the encoder's id (``data.embedder``, light)."""
+        value = self.data.get("embedder_choice") or self.data.get("embedder")
+        return str(value) if value is not None else None
+
     def to_json(self) -> dict[str, Any]:
         """The ``train.json`` object: the four common fields, then ``extra``'s."""
         common = {"policy": self.policy, "config": dict(self.config), "data": dict(self.data)}

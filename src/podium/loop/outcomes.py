@@ -258,17 +258,10 @@ def _trained(ctx: Context, data_sha: str | None) -> Any:
         except ConfigError:
             continue
         same = info.policy == s.policy and all(info.config.get(k) == v for k, v in wanted.items())
-        embedder = s.policy == "lm" or _embedder_of(info) == s.embedder  # an LM conductor reads the text
+        embedder = s.policy == "lm" or info.embedder == s.embedder  # an LM conductor reads the text
         if same and info.data.get(key) == data_sha and embedder:
             return version
     return None
-
-
-def _embedder_of(info: Any) -> str | None:
-    """The encoder choice a version was trained with (light: ``data.embedder``; plans: the
-    choice the loop recorded in ``data.embedder_choice``)."""
-    choice = info.data.get("embedder_choice") or info.data.get("embedder")
-    return str(choice) if choice is not None else None
 
 
 def _matrix_to_train(ctx: Context) -> tuple[str | None, dict[str, Any] | None]:

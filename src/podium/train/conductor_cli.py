@@ -137,7 +137,7 @@ def _export(registry: Registry, args: argparse.Namespace, out: Console, err: Con
         from podium.train.export import lora_to_gguf
     except ImportError as exc:
         raise ConfigError(f"the export needs the train extra: pip install -e '.[train]' ({exc})") from exc
-    base = str(info.config.get("model", ""))
+    base = info.base_model
     with err.status(f"exporting {version.ref} for {base}"):
         exported = lora_to_gguf(version.path / "adapter", base, version.path / "adapter.gguf")
     extra = {k: v for k, v in info.extra.items() if k != "adapter_gguf_error"}
