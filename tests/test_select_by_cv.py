@@ -1,0 +1,23 @@
+"""bench/select_by_cv.py: per λ the sweep of highest cross-validated reward, a tie to fewer
+dimensions, and sweeps over different λ refused."""
+
+from __future__ import annotations
+
+import pytest
+from bench.select_by_cv import choose
+
+
+def sweep(*points: tuple[float, float]) -> dict[str, object]:
+    return {"versions": [{"config": {"lam": lam}, "cross_validation": {"reward": {"mean": r}}} for lam, r in points]}
+
+
+def test_per_lambda_the_highest_reward_and_a_tie_to_fewer_dimensions() -> None:
+    chosen = choose({384: sweep((0.0, 0.90), (5.0, 0.85)), 16: sweep((0.0, 0.91), (5.0, 0.85))})
+    assert [(c["lam"], c["dims"]) for c in chosen] == [(0.0, 16), (5.0, 16)]
+    chosen = choose({16: sweep((0.0, 0.90)), 64: sweep((0.0, 0.95))})
+    assert chosen[0]["dims"] == 64 and chosen[0]["rewards"] == {16: 0.90, 64: 0.95}
+
+
+def test_sweeps_over_different_lambdas_are_refused() -> None:
+    with pytest.raises(ValueError, match="different λ"):
+        choose({16: sweep((0.0, 0.9)), 64: sweep((1.0, 0.9))})
