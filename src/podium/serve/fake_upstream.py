@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -73,7 +74,7 @@ def create_upstream(latency_s: float = 0.0, reply: str = REPLY) -> FastAPI:
 def main() -> None:
     import uvicorn
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", action=WholeNumber, low=1, high=65535, default=8101)
     parser.add_argument("--latency-ms", type=float, default=0.0)
@@ -81,6 +82,9 @@ def main() -> None:
         args = parser.parse_args()
     except ConfigError as exc:  # a bad --port: one line, exit 2
         parser.error(str(exc))
+    # uvicorn at log level warning says nothing on start: say where it listens, for a person at a terminal
+    print(f"fake OpenAI-compatible upstream on http://{args.host}:{args.port}/v1 ({args.latency_ms:g} ms a call)",
+          file=sys.stderr, flush=True)  # fmt: skip
     uvicorn.run(create_upstream(args.latency_ms / 1000), host=args.host, port=args.port, log_level="warning")
 
 
