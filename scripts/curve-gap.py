@@ -9,7 +9,8 @@ together with the weak and the strong single worker. For every operating point o
 prints the candidate's hull quality at that point's cost (linear interpolation,
 :func:`podium.eval.metrics.hull_quality`) and the difference, then the largest shortfall of the
 candidate's hull under the reference's over the whole cost range [weak, strong]: both hulls are
-piecewise linear, so it is attained at a vertex of one of them, and every vertex is checked.
+piecewise linear, so it is attained at a vertex of one of them, and every vertex is checked
+(:func:`podium.eval.metrics.largest_shortfall`).
 Prints Markdown.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from podium.eval.metrics import Point, hull_quality, quality_hull
+from podium.eval.metrics import Point, hull_quality, largest_shortfall, quality_hull
 from podium.eval.report import load_report
 
 
@@ -42,9 +43,7 @@ def main(path: str, reference: str, candidate: str) -> int:
     for p in sorted(points[reference], key=lambda p: p.cost):
         other = hull_quality(hulls[candidate], p.cost)
         print(f"| {p.label} | {p.cost:.6f} | {p.quality:.4f} | {other:.4f} | {other - p.quality:+.4f} |")
-    costs = sorted({v.cost for h in hulls.values() for v in h if weak.cost <= v.cost <= strong.cost})
-    gaps = [(hull_quality(hulls[reference], c) - hull_quality(hulls[candidate], c), c) for c in costs]
-    worst, at = max(gaps)
+    worst, at = largest_shortfall(points[reference], points[candidate], weak=weak, strong=strong)
     span = strong.cost - weak.cost
     for name in (reference, candidate):
         print(f"\n{name}: AIQ {curves[name]['aiq']:.4f}, APGR {curves[name]['apgr']:.4f}")

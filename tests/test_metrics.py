@@ -21,6 +21,7 @@ from podium.eval.metrics import (
     cpt,
     cpt_usd,
     hull_quality,
+    largest_shortfall,
     mean_ci,
     pareto_front,
     percentile,
@@ -476,3 +477,26 @@ def test_a_crowded_plot_has_one_legend_entry_per_family_and_labels_only_its_fron
     texts = {t.get_text() for t in ax.texts}
     # the front by cost: single:w0 ($0.001, 0.10), plan:p0 ($0.002, 0.30), oracle ($0.003, 0.90)
     assert texts == {"single:w0", "plan:p0", "oracle"}
+
+
+def test_largest_shortfall_of_crossing_curves_both_ways() -> None:
+    # weak (1, 0.5) and strong (5, 0.9) are on both hulls. A is higher at cost 2 (0.8 against the
+    # chord's 0.6 on B's side), B higher at cost 4 (0.88 against A's chord 0.8 + (0.9 − 0.8)·2/3).
+    weak, strong = Point(1.0, 0.5), Point(5.0, 0.9)
+    a, b = [Point(2.0, 0.8)], [Point(4.0, 0.88)]
+    gap, at = largest_shortfall(a, b, weak=weak, strong=strong)
+    b_at_2 = 0.5 + (0.88 - 0.5) / 3  # B's hull between weak and its point
+    assert at == 2.0 and gap == pytest.approx(0.8 - b_at_2)
+    gap, at = largest_shortfall(b, a, weak=weak, strong=strong)
+    assert at == 4.0 and gap == pytest.approx(0.88 - (0.8 + 0.1 * 2 / 3))
+
+
+def test_largest_shortfall_of_a_dominating_curve_is_its_margin() -> None:
+    weak, strong = Point(1.0, 0.5), Point(5.0, 0.9)
+    # the candidate is 0.05 higher at cost 3 and equal at weak and strong: never below, margin 0
+    assert largest_shortfall([Point(3.0, 0.7)], [Point(3.0, 0.75)], weak=weak, strong=strong)[0] == 0.0
+    gap, at = largest_shortfall([Point(3.0, 0.75)], [Point(3.0, 0.7)], weak=weak, strong=strong)
+    assert (gap, at) == (pytest.approx(0.05), 3.0)
+    assert largest_shortfall([], [], weak=weak, strong=strong)[0] == 0.0
+    with pytest.raises(MetricInputError, match="largest_shortfall"):
+        largest_shortfall([], [], weak=strong, strong=weak)

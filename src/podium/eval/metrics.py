@@ -39,6 +39,7 @@ __all__ = [
     "cpt",
     "cpt_usd",
     "hull_quality",
+    "largest_shortfall",
     "mean_ci",
     "paired_difference",
     "paired_summary",
@@ -263,6 +264,24 @@ def hull_quality(hull: Sequence[Point], cost: float) -> float:
         return hull[-1].quality
     a, b = hull[i - 1], hull[i]
     return a.quality + (cost - a.cost) / (b.cost - a.cost) * (b.quality - a.quality)
+
+
+def largest_shortfall(
+    reference: Sequence[Point], candidate: Sequence[Point], *, weak: Point, strong: Point
+) -> tuple[float, float]:
+    """How far ``candidate``'s curve falls below ``reference``'s at its worst, over the cost
+    range [weak.cost, strong.cost] (USD per request): ``(gap, cost)``, the largest
+    R̃_reference(c) − R̃_candidate(c) and the cost where it is attained. Each curve is
+    :func:`quality_hull` of its points with ``weak`` and ``strong`` added (what :func:`aiq` and
+    :func:`apgr` integrate); both hulls are piecewise linear, so every vertex of either is checked
+    and the maximum is exact. A gap ≤ 0 means on or above everywhere (its size the smallest margin).
+
+    Raises MetricInputError unless strong costs more and scores higher than weak.
+    """
+    _check_pair(weak, strong, "largest_shortfall")
+    ref, cand = quality_hull([*reference, weak, strong]), quality_hull([*candidate, weak, strong])
+    costs = sorted({v.cost for hull in (ref, cand) for v in hull if weak.cost <= v.cost <= strong.cost})
+    return max((hull_quality(ref, c) - hull_quality(cand, c), c) for c in costs)
 
 
 def _hull_costs(hull: Sequence[Point]) -> list[float]:
