@@ -93,7 +93,8 @@ def test_a_swept_plan_conductor_is_one_curve_beside_the_router(
 
 def test_cross_validation_pairs_the_cross_fitted_choices_with_the_strongest_single_plan() -> None:
     from podium.conductor.compose import Column
-    from podium.train.plans import PlanTrainConfig, cross_validate
+    from podium.train.plans import PlanTrainConfig
+    from podium.train.plans_cv import cross_validate
 
     rng = np.random.default_rng(3)
     n = 40

@@ -66,10 +66,9 @@ __all__ = [
     "PlanTrainResult",
     "capped_choice",
     "cluster_count",
-    "cross_validate",
-    "cv_curve",
     "lambda_sweep",
     "reward",
+    "single_plans",
     "strongest_single",
     "train_plans",
 ]
@@ -315,7 +314,7 @@ def _cap(table: _Array, labels: npt.NDArray[np.integer], outcomes: PlanOutcomes,
         table[0, p, c] = table[0, :, c].max() + 1.0
 
 
-def _singles(outcomes: PlanOutcomes) -> list[int]:
+def single_plans(outcomes: PlanOutcomes) -> list[int]:
     """The indices of the one-column plans (a single worker's answer)."""
     return [j for j, p in enumerate(outcomes.plans) if len(p.members) == 1 and not p.is_cascade]
 
@@ -323,7 +322,7 @@ def _singles(outcomes: PlanOutcomes) -> list[int]:
 def strongest_single(outcomes: PlanOutcomes) -> int:
     """The index of the one-column plan of highest mean score (ties: the cheaper): the best single worker.
     Raises ConfigError when the plans hold none."""
-    single = _singles(outcomes)
+    single = single_plans(outcomes)
     if not single:
         raise ConfigError("a cost cap is a ratio to the best single worker's cost: the plans hold no one-column plan")
     return max(single, key=lambda j: (outcomes.score[:, j].mean(), -outcomes.cost[:, j].mean()))
@@ -428,72 +427,3 @@ def lambda_sweep(outcomes: PlanOutcomes, points: int = 12, *, fill: bool = False
         values = [values[i] for i in sorted(set(picks))]
     top = (max(values) * 3) if values else 1.0
     return (0.0, *values, top)
-
-
-def cross_validate(
-    outcomes: PlanOutcomes, vectors: Any, columns: dict[str, Column], embedder: str, config: Any, folds: int = 5
-) -> dict[str, Any]:
-    """Held-out figures of ``config`` by ``folds``-fold cross-validation over the questions
-    (seeded split): per fold the greedy policy's mean reward, quality and cost on its held-out
-    part; returns their means and standard deviations, and ``paired``: every question's
-    cross-fitted score (from the fold that held it out) against the strongest one-column plan
-    on these questions (ties: the cheaper) — the mean difference with its 95 % interval
-    (:func:`~podium.eval.metrics.paired_difference`) and on how many questions it is higher or
-    lower."""
-    from podium.eval.metrics import paired_summary
-
-    n = len(outcomes.ids)
-    order = np.random.default_rng(config.seed).permutation(n)
-    parts = [order[k::folds] for k in range(folds) if len(order[k::folds])]
-    r = reward(outcomes, config.lam, config.mu)
-    per_fold = []
-    fitted = np.zeros(n)
-    for held in parts:
-        train = np.setdiff1d(order, held)
-        policy = train_plans(outcomes.subset(train.tolist()), vectors[train], columns, embedder, config).policy
-        chosen = np.asarray(policy.choose([outcomes.ids[i] for i in held], vectors[held]))
-        fitted[held] = outcomes.score[held, chosen]
-        per_fold.append(
-            (
-                float(r[held, chosen].mean()),
-                float(outcomes.score[held, chosen].mean()),
-                float(outcomes.cost[held, chosen].mean()),
-            )
-        )
-    values = np.array(per_fold)
-    base = strongest_single(outcomes) if _singles(outcomes) else None
-    paired = None
-    if base is not None:
-        against = outcomes.score[:, base].tolist()
-        paired = {"against": outcomes.plans[base].id, **paired_summary(fitted.tolist(), against)}
-    return {
-        "folds": len(parts),
-        "paired": paired,
-        "reward": {"mean": float(values[:, 0].mean()), "std": float(values[:, 0].std())},
-        "quality": {"mean": float(values[:, 1].mean()), "std": float(values[:, 1].std())},
-        "cost_usd": {"mean": float(values[:, 2].mean()), "std": float(values[:, 2].std())},
-    }
-
-
-def cv_curve(outcomes: PlanOutcomes, points: list[tuple[float, float]]) -> dict[str, Any] | None:
-    """AIQ and APGR (:mod:`podium.eval.metrics`) of cross-validated (cost, quality) operating
-    points, against the training questions' cheapest and best single-column plan — the figure
-    a λ sweep's settings (``--dims``, ``--ensemble``) are selected by; None without two single
-    plans that differ in cost and quality."""
-    from podium.eval.metrics import Point, aiq, apgr
-
-    single = _singles(outcomes)
-    means = [(float(outcomes.cost[:, j].mean()), float(outcomes.score[:, j].mean())) for j in single]
-    if len(means) < 2:
-        return None
-    weak = Point(*min(means))
-    strong = Point(*max(means, key=lambda cq: (cq[1], -cq[0])))
-    if strong.quality <= weak.quality or strong.cost <= weak.cost:
-        return None
-    hull = [Point(c, q) for c, q in points] + [weak, strong]
-    return {
-        "aiq": aiq(hull, weak.cost, strong.cost),
-        "apgr": apgr(hull, weak=weak, strong=strong),
-        "weak": [weak.cost, weak.quality],
-        "strong": [strong.cost, strong.quality],
-    }

@@ -9,7 +9,7 @@ and ``--ensemble`` by — never the test split.
 
 ``--sweep`` trains one version per λ of :func:`podium.train.plans.lambda_sweep` (23 values, as
 many as the learned router's sweep) and reports the cross-validated curve's AIQ and APGR
-(:func:`podium.train.plans.cv_curve`); ``podium eval --replay M --methods light:NAME@vA..vB`` evaluates the versions
+(:func:`podium.train.plans_cv.cv_curve`); ``podium eval --replay M --methods light:NAME@vA..vB`` evaluates the versions
 as one cost–quality curve beside the router's.
 """
 
@@ -28,7 +28,8 @@ from podium._render import progress_bar
 from podium.conductor.compose import Column
 from podium.errors import ConfigError
 from podium.eval.plans import PlanOutcomes, load_source, plan_outcomes
-from podium.train.plans import cross_validate, cv_curve, strongest_single
+from podium.train.plans import strongest_single
+from podium.train.plans_cv import cross_validate, cv_curve
 
 __all__ = ["MIN_QUESTIONS", "SWEEP_POINTS", "train_plans_command", "train_plans_version"]
 
