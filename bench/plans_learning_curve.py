@@ -57,7 +57,9 @@ def curve(
     }
     for spec in configs:
         key, _, value = spec.partition("=")
-        setting = {"dims": int(value)} if key == "dims" else {"clusters": AUTO if value == "auto" else int(value)}
+        setting: dict[str, Any] = (
+            {"dims": int(value)} if key == "dims" else {"clusters": AUTO if value == "auto" else int(value)}
+        )
         points = []
         for size in sizes:
             per_seed: list[dict[str, Any]] = []

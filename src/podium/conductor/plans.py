@@ -9,7 +9,10 @@ nothing reads, and the same choice in replay as live.
 Per question: the question's embedding (:mod:`podium.embed`) is projected to ``d`` dimensions
 (PCA on the training questions, standardised), a linear head per plan scores it —
 ``score_p = W_p · [x, 1]``, averaged over an ensemble of heads trained on bootstrap resamples
-(:mod:`podium.train.plans`) — and the best plan the pool can run wins. A **cluster policy**
+(:mod:`podium.train.plans`) — and the best plan the pool can run wins. A **value head**
+instead predicts each plan's P(correct) by a logistic regression (the learned router's form,
+RouterBench/RouteLLM) and scores ``0.5 · σ(W_p · [x, 1]) + offset_p``, the plan's expected reward
+(``offset_p`` = its reward without the score: 0.5 − λ · mean cost − μ · mean latency). A **cluster policy**
 replaces the projection by the nearest of ``k`` centroids of the training questions' embeddings
 (k-means), one-hot, so the head is a table: one plan per group of similar questions (after the
 cluster features of Jitkrittum et al. 2025, "Universal Model Routing for Efficient LLM
@@ -88,6 +91,9 @@ class PlanPolicy:
         fallback: index of the plan such questions get (the one-step plain answer that scored
             best on the training questions: the outcomes say nothing about a question unlike
             them), or −1 for none.
+        head: ``"policy"`` (the weights are scores: a softmax policy's logits or a table) or
+            ``"value"`` (the weights are logits of each plan's P(correct); module docstring).
+        offset: a value head's per-plan reward without the score, shape (plans,); empty otherwise.
     """
 
     plans: tuple[Plan, ...]
@@ -101,6 +107,8 @@ class PlanPolicy:
     support: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     radius: float = np.inf
     fallback: int = -1
+    head: str = "policy"
+    offset: _Array = field(default_factory=lambda: np.zeros(0))
 
     @property
     def reads_question(self) -> bool:
@@ -132,8 +140,13 @@ class PlanPolicy:
         return np.asarray(nearest > self.radius)
 
     def scores(self, features: _Array) -> _Array:
-        """Ensemble-mean score of every plan, shape (n, plans)."""
-        return np.asarray(np.einsum("nf,bpf->np", features, self.weights) / len(self.weights), dtype=np.float64)
+        """Ensemble-mean score of every plan, shape (n, plans): for a value head the expected
+        reward, 0.5 × the mean predicted P(correct) + ``offset``."""
+        logits = np.einsum("nf,bpf->bnp", features, self.weights)
+        if self.head == "value":
+            probability = (0.5 * (1.0 + np.tanh(logits / 2))).mean(axis=0)  # σ, without overflow
+            return np.asarray(0.5 * probability + self.offset, dtype=np.float64)
+        return np.asarray(logits.mean(axis=0), dtype=np.float64)
 
     def choose(
         self,
@@ -184,6 +197,7 @@ class PlanPolicy:
             "embedder": self.embedder,
             "plans": [p.to_json() for p in self.plans],
             "columns": {cid: c.to_json() for cid, c in self.columns.items()},
+            "head": self.head,
         }
         np.savez(
             Path(path),
@@ -195,6 +209,7 @@ class PlanPolicy:
             support=self.support.astype(np.float32),
             radius=np.array(self.radius),
             fallback=np.array(self.fallback),
+            offset=self.offset,
             header=np.array(json.dumps(header, ensure_ascii=False)),
         )
 
@@ -219,11 +234,13 @@ class PlanPolicy:
                     data["weights"],
                     header["embedder"],
                     data["centroids"] if "centroids" in data.files else np.zeros(0),  # files before clusters
-                    *(  # files before the gate have no support set
-                        (data["support"], float(data["radius"]), int(data["fallback"]))
+                    **(  # files before the gate have no support set
+                        {"support": data["support"], "radius": float(data["radius"]), "fallback": int(data["fallback"])}
                         if "support" in data.files
-                        else ()
+                        else {}
                     ),
+                    head=header.get("head", "policy"),  # files before the value head
+                    offset=data["offset"] if "offset" in data.files else np.zeros(0),
                 )
         except (OSError, KeyError, ValueError, TypeError) as exc:
             raise ConfigError(
@@ -232,6 +249,10 @@ class PlanPolicy:
         features = len(policy.centroids) or len(policy.components)
         if policy.weights.ndim != 3 or policy.weights.shape[1:] != (len(policy.plans), features + 1):
             raise ConfigError(f"{path}: weights of shape {policy.weights.shape} do not fit its plans and projection")
+        if policy.head not in ("policy", "value") or (policy.head == "value") != (
+            policy.offset.shape == (len(policy.plans),)
+        ):
+            raise ConfigError(f"{path}: head {policy.head!r} with offsets of shape {policy.offset.shape} does not fit")
         return policy
 
 

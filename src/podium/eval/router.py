@@ -29,9 +29,26 @@ from podium.errors import ConfigError
 from podium.workers.base import Worker
 from podium.workflow import Step
 
-__all__ = ["RouterConductor", "RouterModel"]
+__all__ = ["RouterConductor", "RouterModel", "soft_logistic"]
 
 _Array = npt.NDArray[np.float64]
+
+
+def soft_logistic(x: npt.NDArray[np.floating], scores: npt.NDArray[np.floating], c: float) -> tuple[_Array, float]:
+    """An L2-regularised logistic regression of P(score = 1) on ``x`` (n, d), with fractional
+    ``scores`` (n,) in [0, 1] as soft labels: each row a positive of weight s and a negative of
+    weight 1 − s (scikit-learn, inverse strength ``c``). Returns (weights (d,), intercept); a
+    column of one class only gives a constant predictor (weights 0, intercept ±30)."""
+    from sklearn.linear_model import LogisticRegression
+
+    s = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
+    mean = float(s.mean())
+    if mean in (0.0, 1.0):
+        return np.zeros(x.shape[1]), (30.0 if mean == 1.0 else -30.0)
+    n = len(s)
+    model = LogisticRegression(C=c, max_iter=2000)
+    model.fit(np.vstack([x, x]), np.concatenate([np.ones(n), np.zeros(n)]), sample_weight=np.concatenate([s, 1.0 - s]))
+    return np.asarray(model.coef_[0], dtype=np.float64), float(model.intercept_[0])
 
 
 @dataclass(frozen=True)
@@ -68,26 +85,14 @@ class RouterModel:
         in [0, 1], ``costs`` (n, m) USD. ``c`` is the inverse L2 strength (scikit-learn's C).
 
         Raises ConfigError when shapes disagree or n = 0."""
-        from sklearn.linear_model import LogisticRegression
-
         x = np.asarray(vectors, dtype=np.float64)
         n, m = scores.shape
         if n == 0 or x.shape[0] != n or costs.shape != (n, m) or len(workers) != m or len(lengths) != n:
             raise ConfigError(f"router fit: inconsistent shapes x{x.shape} scores{scores.shape} costs{costs.shape}")
         weights = np.zeros((m, x.shape[1]))
         bias = np.zeros(m)
-        doubled = np.vstack([x, x])
-        labels = np.concatenate([np.ones(n), np.zeros(n)])
         for i in range(m):
-            s = np.clip(scores[:, i], 0.0, 1.0)
-            mean = float(s.mean())
-            if mean in (0.0, 1.0):  # one class only: a constant predictor
-                bias[i] = 30.0 if mean == 1.0 else -30.0
-                continue
-            model = LogisticRegression(C=c, max_iter=2000)
-            model.fit(doubled, labels, sample_weight=np.concatenate([s, 1.0 - s]))
-            weights[i] = model.coef_[0]
-            bias[i] = model.intercept_[0]
+            weights[i], bias[i] = soft_logistic(x, scores[:, i], c)
         design = np.column_stack([np.ones(n), np.asarray(lengths, dtype=np.float64)])
         cost_line = np.asarray(np.linalg.lstsq(design, costs, rcond=None)[0].T, dtype=np.float64)  # (m, 2)
         return cls(tuple(workers), weights, bias, cost_line, embedder)

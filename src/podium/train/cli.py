@@ -86,6 +86,19 @@ def add_parsers(sub: Any) -> None:
         help="plans: heads trained on bootstrap resamples, averaged (default 5)",
     )
     t.add_argument(
+        "--head",
+        choices=["policy", "value"],
+        default="policy",
+        help="plans: policy (a softmax policy trained on the expected reward; default) or value (per plan a "
+        "logistic regression of P(correct), the learned router's form; picks the best predicted reward)",
+    )
+    t.add_argument(
+        "--l2",
+        action=PositiveNumber,
+        metavar="ALPHA",
+        help="plans: the head's L2 penalty (default 1e-3; for --head value, scikit-learn's C = 1/(2·ALPHA·questions))",
+    )
+    t.add_argument(
         "--clusters",
         action=ClusterCount,
         default=0,
@@ -253,6 +266,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
     if args.mu < 0:
         raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
+    if args.policy != "plans" and (args.head != "policy" or args.l2 is not None):
+        raise ConfigError("--head and --l2 are options of the plan conductor: use them with --policy plans")
     if args.max_cost_ratio is not None and (args.policy != "plans" or not args.clusters):
         raise ConfigError(
             "--max-cost-ratio caps a plan conductor's cluster table: use it with --policy plans --clusters"

@@ -15,6 +15,14 @@ makes the chosen plans far less sensitive to which questions happened to be in t
 ``seed`` picks the resamples. With ``dims = 0`` the head has only the constant feature: the best
 single plan for every question.
 
+With ``head = "value"`` the head is instead the learned router's form (RouterBench/RouteLLM): per
+plan an L2-regularised logistic regression of P(correct) on the projection
+(:func:`podium.eval.router.soft_logistic`, scikit-learn, soft labels for fractional scores), and
+the policy picks the plan of highest **predicted reward**, 0.5 · P + 0.5 − λ · mean cost − μ · mean
+latency (the plan's training means). Its projection is not standardised, so the penalty acts as
+on the embedding itself, as the router's does; ``l2`` = α gives scikit-learn's C = 1 / (2 α n)
+(the router's C = 1 is α = 1 / (2n)). It is fitted once, whatever λ: λ only moves the offsets.
+
 With ``clusters = k`` the policy is a **cluster table** instead: k-means (scikit-learn, seeded)
 groups the training questions' embeddings into k clusters, and each cluster gets the plan of
 highest mean training reward among its questions (ties: the cheaper on those questions) — the
@@ -62,6 +70,7 @@ from podium.train.reward import workflow_reward
 
 __all__ = [
     "AUTO",
+    "HEADS",
     "PlanTrainConfig",
     "PlanTrainResult",
     "capped_choice",
@@ -77,6 +86,9 @@ _Array = npt.NDArray[np.float64]
 
 AUTO = AUTO_CLUSTERS
 """``PlanTrainConfig.clusters`` value: pick the number of clusters by silhouette."""
+
+HEADS = ("policy", "value")
+"""``PlanTrainConfig.head`` values."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,9 @@ class PlanTrainConfig:
         max_cost_ratio: None, or for a cluster table the cost cap R > 0: the table of highest
             training reward whose mean training cost is ≤ R × the strongest one-column plan's
             (module docstring).
+        head: ``"policy"`` (the softmax policy, default) or ``"value"`` (per-plan logistic
+            regressions of P(correct), module docstring; ``steps``, ``learning_rate`` and
+            ``temperature`` then unused; needs ``dims`` ≥ 1 and ``l2`` > 0).
     """
 
     lam: float = 0.0
@@ -109,6 +124,7 @@ class PlanTrainConfig:
     seed: int = 0
     clusters: int = 0
     max_cost_ratio: float | None = None
+    head: str = "policy"
 
     def __post_init__(self) -> None:
         for name in ("lam", "mu", "l2"):
@@ -118,6 +134,10 @@ class PlanTrainConfig:
             raise ConfigError(f"clusters must be ≥ 0 (or AUTO), got {self.clusters}")
         if self.dims < 0 or self.ensemble < 1 or self.steps < 0 or not self.temperature > 0:
             raise ConfigError("dims ≥ 0, ensemble ≥ 1, steps ≥ 0 and temperature > 0 are required")
+        if self.head not in HEADS:
+            raise ConfigError(f"head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        if self.head == "value" and (self.clusters or not self.dims or not self.l2 > 0):
+            raise ConfigError("the value head reads the projection (dims ≥ 1, no clusters) with an L2 penalty > 0")
         if self.max_cost_ratio is not None:
             if not self.max_cost_ratio > 0:
                 raise ConfigError(f"the cost cap must be a ratio > 0, got {self.max_cost_ratio!r}")
@@ -175,11 +195,14 @@ def train_plans(
         _, axes = np.linalg.eigh(centred.T @ centred)  # (the SVD's axes, many times faster for n ≫ e)
         components = axes[:, ::-1][:, :dims].T
         projected = (v - mean) @ components.T
-        scale = projected.std(axis=0) + 1e-9
+        # the value head keeps the embedding's scale: its L2 penalty then acts as the router's does
+        scale = np.ones(dims) if config.head == "value" else projected.std(axis=0) + 1e-9
     else:
         components, scale = np.zeros((0, v.shape[1])), np.zeros(0)
     features = np.hstack([(v - mean) @ components.T / scale if dims else np.zeros((n, 0)), np.ones((n, 1))])
     rng = np.random.default_rng(config.seed)
+    if config.head == "value":
+        return _value_head(outcomes, v, r, features, (mean, components, scale), columns, embedder, config, rng)
     heads = []
     curve: list[tuple[int, float]] = []
     for b in range(config.ensemble):
@@ -202,6 +225,50 @@ def train_plans(
         **(_gate(outcomes, v, r, columns) if dims else {}),
     )
     return PlanTrainResult(policy, curve)
+
+
+def _value_head(
+    outcomes: PlanOutcomes,
+    v: _Array,
+    r: _Array,
+    features: _Array,
+    projection: tuple[_Array, _Array, _Array],
+    columns: dict[str, Column],
+    embedder: str,
+    config: PlanTrainConfig,
+    rng: np.random.Generator,
+) -> PlanTrainResult:
+    """The value head (module docstring): per ensemble member and plan, a logistic regression of
+    the plan's score on ``features`` (the projection and the constant 1, shape (n, d + 1)) of a
+    bootstrap resample; the offsets from the plans' mean training cost and latency."""
+    from podium.eval.router import soft_logistic
+
+    n, plans = len(v), len(outcomes.plans)
+    score = np.asarray(outcomes.score, dtype=np.float64)
+    c = 1.0 / (2.0 * config.l2 * n)
+    heads = np.zeros((config.ensemble, plans, features.shape[1]))
+    for b in range(config.ensemble):
+        rows = np.arange(n) if config.ensemble == 1 else rng.integers(0, n, n)
+        for p in range(plans):
+            w, bias = soft_logistic(features[rows, :-1], score[rows, p], c)
+            heads[b, p] = np.append(w, bias)
+    mean_cost, mean_latency = outcomes.cost.mean(axis=0), outcomes.latency.mean(axis=0)
+    offset = workflow_reward(np.zeros(plans), mean_cost, mean_latency, lam=config.lam, mu=config.mu)
+    mean, components, scale = projection
+    policy = PlanPolicy(
+        outcomes.plans,
+        dict(columns),
+        mean,
+        components,
+        scale,
+        heads,
+        embedder,
+        **_gate(outcomes, v, r, columns),
+        head="value",
+        offset=np.asarray(offset, dtype=np.float64),
+    )
+    greedy = policy.scores(features).argmax(axis=1)
+    return PlanTrainResult(policy, [(0, float(r[np.arange(n), greedy].mean()))])
 
 
 def _gate(outcomes: PlanOutcomes, v: _Array, r: _Array, columns: dict[str, Column]) -> dict[str, Any]:

@@ -73,6 +73,8 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
             seed=args.seed,
             clusters=args.clusters,
             max_cost_ratio=args.max_cost_ratio,
+            head=args.head,
+            **({"l2": args.l2} if args.l2 is not None else {}),
         )
         for lam in lambdas
     ]
