@@ -118,6 +118,7 @@ def test_bad_input_is_exit_2_with_nothing_written(
         ([*argv, "--since", "2025-01-01", "--until", "2025-01-07"], "no stored request passes the filters"),
         ([*argv, *WEEK, "--judge", "nobody"], "--judge 'nobody' is not a worker of pool 'loop-fakes' (big, small)"),
         ([*argv, *WEEK, "--lam", "-1"], "--lam must be ≥ 0"),
+        ([*argv, *WEEK, "--days", "0"], "--days must be positive, got 0"),  # remembered: checked with a window too
         ([*argv, *WEEK, "--matrix-split", "1.5"], "between 0 and 1"),
     ]
     for args, message in cases:

@@ -14,7 +14,7 @@ from podium.errors import ServerError
 from podium.orchestrator import OrchestratorConfig
 from podium.store.request_cache import RequestCache
 from podium.testing import ScriptedWorker
-from podium.workers.base import Call, Message, WorkerSettings
+from podium.workers.base import Call, Message, Price, WorkerSettings
 from podium.workers.cache import CachedWorker
 
 ASK: list[Message] = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -31,6 +31,18 @@ def test_hit_replays_the_stored_completion_without_calling(tmp_path: Path) -> No
     # a new process (a new RequestCache on the same file) still hits
     again = CachedWorker(ScriptedWorker("w", reply="changed"), RequestCache(tmp_path / "c.sqlite3"))
     assert asyncio.run(again.complete(Call(ASK))).text == "4"
+
+
+def test_a_hit_is_priced_at_the_workers_current_prices(tmp_path: Path) -> None:
+    """A pool file's new prices apply to cached calls too: the recorded usage, priced again."""
+    path = tmp_path / "c.sqlite3"
+    first = asyncio.run(
+        CachedWorker(ScriptedWorker("w", reply="4", price=Price(1.0, 2.0)), RequestCache(path)).complete(Call(ASK))
+    )
+    dearer = ScriptedWorker("w", reply="4", price=Price(10.0, 20.0))
+    hit = asyncio.run(CachedWorker(dearer, RequestCache(path)).complete(Call(ASK)))
+    assert hit.cached and not dearer.calls and hit.usage == first.usage and first.cost_usd > 0
+    assert hit.cost_usd == pytest.approx(10 * first.cost_usd) == Price(10.0, 20.0).cost(first.usage)
 
 
 def test_anything_that_changes_the_request_misses(tmp_path: Path) -> None:

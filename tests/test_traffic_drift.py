@@ -379,3 +379,42 @@ def test_the_plot_bucket_follows_the_windows_span() -> None:
 
     assert [plot_bucket(windows(d)) for d in (10 / 1440, 1, 7, 30, 60)] == ["hour", "hour", "day", "day", "week"]
     assert DriftQuery().bucket == "auto"
+
+
+def test_new_terms_that_name_a_person_are_not_listed_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recent week's questions carry a customer's name (a word no reference question has):
+    the report lists the week's other new words, never the name, unless --allow-pii."""
+    path = tmp_path / "traces.sqlite3"
+    recent = [f"Our customer Jens Hansen asks about the refund: {q}" for q in gsm8k_questions(20, 6)]
+    run_requests(path, [*spread(gsm8k_questions(0, 6), 1, ()), *spread(recent, 8, ())])
+    _, masked = report(path, capsys)
+    listed = {t for t, _ in masked["slices"]["all"]["input"]["unseen_terms"]["new_terms"]}  # type: ignore[index]
+    assert "refund" in listed and not listed & {"jens", "hansen"}
+    _, clear = report(path, capsys, "--allow-pii")
+    listed = {t for t, _ in clear["slices"]["all"]["input"]["unseen_terms"]["new_terms"]}  # type: ignore[index]
+    assert {"jens", "hansen", "refund"} <= listed
+
+
+def test_a_question_asked_again_is_scored_by_its_one_labelled_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The export keeps one task per question; the request that asked it again (another origin)
+    is graded against the same reference."""
+    path = tmp_path / "traces.sqlite3"
+    (janet,) = gsm8k_questions(0, 1)
+    records = run_requests(
+        path,
+        [
+            Request(janet, at(8), ("task:math",), "The answer is 18."),
+            Request(janet, at(9), ("task:math",), "It is 17."),
+        ],
+    )
+    labels = tmp_path / "set.jsonl"
+    task = {"id": "t", "question": janet, "task_type": "math", "reference": "18", "reference_source": "human"}
+    labels.write_text(json.dumps({**task, "origin": f"trace:{records[0].id}"}) + "\n", encoding="utf-8")
+    run_requests(path, [Request(q, at(2), ("task:math",), "The answer is 1.") for q in gsm8k_questions(5, 2)])
+    _, data = report(path, capsys, "--labels", str(labels), "--min-requests", "2")
+    recent = data["slices"]["all"]["outcome"]["recent"]  # type: ignore[index]
+    assert (recent["labelled"], recent["quality"]) == (2, 0.5)  # 18 right, 17 wrong

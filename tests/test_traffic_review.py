@@ -187,6 +187,7 @@ def test_a_code_task_without_runnable_tests_is_refused(
         (lambda h, rows: (h, [["traffic/nope", *rows[0][1:]]]), "row 2 (id traffic/nope): no task with this id"),
         (lambda h, rows: (h, [[*rows[0][:6], "yes", "", ""]]), "verdict 'yes' is unknown; write accept, fix, drop"),
         (lambda h, rows: (h, [[*rows[0][:6], "fix", "", ""]]), "verdict fix needs the right answer"),
+        (lambda h, rows: (h, [[*rows[0][:6], "fix", "three bolts", ""]]), "'three bolts' has none; write the answer"),
         (lambda h, rows: (h, [[*rows[0][:6], "accept", "17", ""]]), "the reference column differs from the candidate"),
         (lambda h, rows: (h, [rows[0], rows[1], rows[0]]), "row 4 (id traffic/"),
         (lambda h, rows: (h, [[rows[0][0], "poem", *rows[0][2:]]]), "task_type 'poem' is unknown"),
@@ -198,6 +199,7 @@ def test_a_code_task_without_runnable_tests_is_refused(
         "unknown-id",
         "bad-verdict",
         "fix-without-reference",
+        "math-fix-without-a-number",
         "accept-mismatch",
         "duplicate-id",
         "bad-task-type",
@@ -281,3 +283,27 @@ def test_a_file_applied_again_with_its_dropped_tasks_named_gone_changes_nothing(
     write_review(review, header, fill(rows, header, {"Josh": ("accept", "")}))
     with pytest.raises(Exception, match=r"row 4 .*an earlier import of this file dropped the task"):
         import_review(review, first.records, gone=gone)
+
+
+def test_an_export_never_overwrites_a_filled_review_file_unless_forced(
+    exported: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, review = exported
+    header, rows = read_review(review)
+    write_review(review, header, fill(rows, header, {"Janet": ("accept", "")}))  # a person's work
+    labelled = review.read_bytes()
+    traces = out.parent / "traces.sqlite3"
+    again = [
+        "tasks",
+        "export",
+        "--traces",
+        str(traces),
+        "--out",
+        str(out.parent / "new.jsonl"),
+        "--review",
+        str(review),
+    ]
+    assert cli([*again, "--allow-pii"]) == 2
+    assert "may hold a person's labels" in " ".join(capsys.readouterr().err.split())
+    assert review.read_bytes() == labelled and not (out.parent / "new.jsonl").exists()
+    assert cli([*again, "--allow-pii", "--force"]) == 0 and review.read_bytes() != labelled

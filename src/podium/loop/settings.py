@@ -97,6 +97,8 @@ class Settings:
                 raise ConfigError(f"{flag} must be ≥ 0, got {value}")
         if not self.step_timeout > 0:
             raise ConfigError(f"--step-timeout must be > 0 seconds, got {self.step_timeout}")
+        if not self.days > 0:  # checked even when this run's window is given or resumed: it is remembered
+            raise ConfigError(f"--days must be positive, got {self.days}")
         if self.source not in ("traces", "shadow"):
             raise ConfigError(f"--source {self.source!r}: use traces or shadow")
         if self.policy not in ("light", "plans", "lm"):

@@ -90,11 +90,11 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
     query, judge_error = drift_request(ctx), None
     try:
         try:
-            report = drift_run(query)
+            report = drift_run(query, warn=ctx.say)
         except (ProviderError, ModelBehaviourError) as exc:  # only the judge calls a worker here
             judge_error = f"{type(exc).__name__}: {exc}"
             ctx.say(f"drift: the judge {query.judge} failed ({judge_error}); compared without it")
-            report = drift_run(dataclasses.replace(query, judge=None))
+            report = drift_run(dataclasses.replace(query, judge=None), warn=ctx.say)
     except ConfigError as exc:
         ctx.say(f"drift: not compared ({exc}); recorded, the loop goes on")
         return {"status": "not compared", "exit_code": 2, "error": str(exc)}
@@ -156,6 +156,7 @@ def drift_argv(ctx: Context) -> list[str]:
         argv += ["--threshold", threshold]
     if ctx.folder.set.is_file():
         argv += ["--labels", str(ctx.folder.set)]
+    argv += ["--allow-pii"] if s.allow_pii else []
     if judge := _drift_judge(s):
         argv += ["--judge", judge, "--judge-sample", str(s.drift_judge_sample)]
         argv += ["--pool", s.pool] if s.pool else []
@@ -194,6 +195,7 @@ def drift_request(ctx: Context) -> DriftQuery:
         options=DriftOptions(thresholds=parse_thresholds(s.threshold), slices=tuple(s.tag)),
         out=_drift_report(ctx),
         plot=_drift_plot(ctx),
+        allow_pii=s.allow_pii,
     )
 
 

@@ -49,7 +49,7 @@ def add_parsers(sub: Any) -> None:
     )
     ex.add_argument("--out", type=Path, required=True, metavar="SET.jsonl", help="the regression set to write")
     ex.add_argument("--append", action="store_true", help="add only requests not yet in --out (incremental)")
-    ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    ex.add_argument("--force", action="store_true", help="overwrite --out (and --review) if they exist")
     ex.add_argument("--review", type=Path, metavar="FILE.csv", help="also write a review file of the exported tasks")
     src = ex.add_argument_group("what to read")
     src.add_argument("--source", choices=["traces", "shadow"], default="traces", help="traces (default) or shadow")
@@ -185,6 +185,12 @@ def add_parsers(sub: Any) -> None:
         help="hash (no model), minilm, an embedded model id, or none (default: %(default)s)",
     )
     c.add_argument("--labels", type=Path, metavar="SET.jsonl", help="a labelled regression set (quality per window)")
+    c.add_argument(
+        "--allow-pii",
+        action="store_true",
+        help="list new terms as they are (default: a term is listed only if pseudonymization leaves it standing, so "
+        "the report names no person the detector finds; the pii extra)",
+    )
     c.add_argument(
         "--judge",
         metavar="WORKER",

@@ -84,7 +84,7 @@ from podium.traffic.drift_stats import sample as _sample
 from podium.traffic.drift_stats import shares as _shares
 from podium.traffic.drift_stats import tvd as _tvd
 from podium.traffic.drift_stats import unseen_terms as _unseen
-from podium.traffic.features import FORMATS, language
+from podium.traffic.features import FORMATS, language, normalise
 from podium.traffic.source import TrafficItem
 
 if TYPE_CHECKING:
@@ -368,7 +368,9 @@ def judge_sample(
 
 def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task], judge: Worker | None = None) -> dict[str, float]:
     """Verifier scores (``origin`` → score in [0, 1]) of the stored answers of ``items`` whose
-    request a labelled task names (``Task`` built from a regression set). ``open`` tasks are
+    request a labelled task names (``Task`` built from a regression set), or whose question is a
+    labelled task's (the same normalised text: a repeat the export folded into one task; a
+    pseudonymized task's question matches the repeats its masking left unchanged). ``open`` tasks are
     graded by ``judge`` against their reference (the eval loop's rubric, its score over 10, as
     ``podium eval`` scores them; one call per answer, through the judge's cache), and left out
     without one. Left out too: candidate references, and references a judge confirmed
@@ -378,12 +380,18 @@ def label_scores(items: Sequence[TrafficItem], tasks: Sequence[Task], judge: Wor
     from podium.eval.verifiers import verify
 
     by_origin: dict[str, Task] = {}
+    by_question: dict[str, Task] = {}
     for task in tasks:
         origin, source = task.origin, task.reference_source or ""
         gradable = task.task_type != "open" or (judge is not None and bool(task.reference))
         if origin and gradable and not source.startswith(("candidate:", "judge:")):
             by_origin[origin] = task
-    pairs = [(i, by_origin[i.origin]) for i in items if i.origin in by_origin and i.answer is not None]
+            by_question.setdefault(normalise(task.question), task)
+    pairs = []
+    for item in items:  # a question asked again (one task: the export de-duplicates) has the same reference
+        labelled = by_origin.get(item.origin) or by_question.get(normalise(item.question))
+        if labelled is not None and item.answer is not None:
+            pairs.append((item, labelled))
 
     async def score_all() -> dict[str, float]:
         out: dict[str, float] = {}

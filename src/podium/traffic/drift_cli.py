@@ -6,6 +6,7 @@ the report and the plot, and return the alerts' exit status (0, 3 input shift, 4
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
-from podium.traffic.drift_options import DriftOptions
+from podium.traffic.drift_options import DriftOptions, term_mask
 from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
@@ -78,6 +79,7 @@ class DriftQuery:
     out: Path | None = None
     plot: Path | None = None
     bucket: Literal["auto", "hour", "day", "week"] = "auto"
+    allow_pii: bool = False
 
 
 def drift_query(args: argparse.Namespace) -> DriftQuery:
@@ -115,6 +117,7 @@ def drift_query(args: argparse.Namespace) -> DriftQuery:
         out=args.out,
         plot=args.plot,
         bucket=args.bucket,
+        allow_pii=args.allow_pii,
     )
 
 
@@ -126,7 +129,7 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         if done == total or done % 10 == 0:
             err.print(f"judged {done}/{total}", highlight=False)
 
-    report = drift_run(drift_query(args), on_judged=progress)
+    report = drift_run(drift_query(args), on_judged=progress, warn=lambda line: err.print(line, highlight=False))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
@@ -138,10 +141,15 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
     return code
 
 
-def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def drift_run(
+    query: DriftQuery,
+    on_judged: Callable[[int, int], None] | None = None,
+    warn: Callable[[str], None] = lambda _line: None,
+) -> dict[str, Any]:
     """The drift report ``query`` asks for (its ``exit_code`` says which thresholds were
     crossed), with the Markdown report written to ``query.out`` and the plot to ``query.plot``
-    when given; ``on_judged(done, total)`` follows the judge's calls. Raises ConfigError for bad
+    when given; ``on_judged(done, total)`` follows the judge's calls; ``warn`` gets a line when
+    new terms cannot be checked for personal data (and so are not listed). Raises ConfigError for bad
     input (an empty window, an unknown tag, overlapping windows, a store of the other source, a
     judge that is not a worker of the pool); what a judge's call raises stops it."""
     from podium.traffic import source
@@ -202,8 +210,9 @@ def drift_run(query: DriftQuery, on_judged: Callable[[int, int], None] | None = 
             "unscored": len(verdicts.unscored),
         }
     embedder = _embedder(query.embedder)
+    options = dataclasses.replace(query.options, mask=term_mask(query.allow_pii, warn))
     report = drift_report(
-        reference, recent, windows=windows, embedder=embedder, options=query.options, scores=scores, judged=judged
+        reference, recent, windows=windows, embedder=embedder, options=options, scores=scores, judged=judged
     )
     if judging is not None:
         report["judge"] = judging

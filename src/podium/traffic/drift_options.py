@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +22,7 @@ __all__ = [
     "DriftOptions",
     "exit_code",
     "parse_thresholds",
+    "term_mask",
     "windows_for",
 ]
 
@@ -115,6 +116,9 @@ class DriftOptions:
         seed: seed of the subsample and the permutations.
         slices: the tags to report (besides ``all``); empty = every tag seen in either window.
         new_terms: how many new terms to list per slice.
+        mask: pseudonymizes a question (:func:`term_mask`); a new term is listed only where the
+            recent questions that use it still show it once masked, so a report never names a
+            person or an address the detector finds. None lists terms as they are (``--allow-pii``).
     """
 
     thresholds: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
@@ -125,6 +129,28 @@ class DriftOptions:
     seed: int = 0
     slices: tuple[str, ...] = ()
     new_terms: int = 8
+    mask: Callable[[str], str] | None = None
+
+
+def term_mask(allow_pii: bool, warn: Callable[[str], None]) -> Callable[[str], str] | None:
+    """:attr:`DriftOptions.mask` for a report: None with ``allow_pii``; else the offline
+    pseudonymizer (:mod:`podium.pii`, the pii extra, loaded on first use). Without the extra no
+    new term is listed, and ``warn`` says so and how to list them."""
+    if allow_pii:
+        return None
+    from podium.pii.protection import PIIProtection
+    from podium.pii.vault import Vault
+
+    try:
+        protection = PIIProtection()
+    except ConfigError as exc:
+        warn(f"new terms are not listed: they may name people, and {exc}; or pass --allow-pii to list them in clear")
+        return lambda _text: ""
+
+    def mask(text: str) -> str:
+        return protection.pseudonymizer().mask(text, Vault())[0]
+
+    return mask
 
 
 def exit_code(alerts: Sequence[Mapping[str, Any]]) -> int:

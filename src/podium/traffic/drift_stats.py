@@ -10,7 +10,7 @@ Seeded (``numpy.random.default_rng``): the same windows and options give the sam
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,7 +104,12 @@ def unseen_terms(
     vocabulary = {t for words in ref_terms for t in words}
     rate = _unseen_rate([t for words in rec_terms for t in words], vocabulary)
     spread = Counter(t for words in rec_terms for t in set(words) if t not in vocabulary)
-    new = [[t, n] for t, n in sorted(spread.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2][: opts.new_terms]
+    ranked = [[t, n] for t, n in sorted(spread.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2]
+    new = (
+        ranked[: opts.new_terms]
+        if opts.mask is None
+        else _unmasked(ranked, recent, rec_terms, opts.mask, opts.new_terms)
+    )
     out: dict[str, Any] = {"rate": _round(rate), "expected": None, "excess": None, "p_value": None, "p_adjusted": None}
     out["new_terms"] = new
     if not enough or rate is None:
@@ -124,6 +129,29 @@ def unseen_terms(
     p = (1 + sum(1 for r in permuted if r >= observed - 1e-12)) / (1 + len(permuted))
     out.update(expected=_round(expected), excess=_round(observed - expected), p_value=_round(p, 5))
     return out
+
+
+def _unmasked(
+    ranked: list[list[Any]],
+    recent: Sequence[TrafficItem],
+    rec_terms: list[list[str]],
+    mask: Callable[[str], str],
+    limit: int,
+) -> list[list[Any]]:
+    """The first ``limit`` of ``ranked`` that ``mask`` leaves standing in every recent question
+    using them (each question masked once, and only when a candidate needs it)."""
+    masked: dict[int, set[str]] = {}
+    shown: list[list[Any]] = []
+    for term, n in ranked:
+        if len(shown) == limit:
+            break
+        users = [k for k, words in enumerate(rec_terms) if term in words]
+        for k in users:
+            if k not in masked:
+                masked[k] = set(terms(mask(recent[k].question)))
+        if all(term in masked[k] for k in users):
+            shown.append([term, n])
+    return shown
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

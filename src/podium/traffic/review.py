@@ -41,6 +41,7 @@ import csv
 import dataclasses
 import io
 import os
+import re
 import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,10 @@ REQUIRED = ("id", "verdict", "reference")
 
 VERDICTS = ("accept", "fix", "drop")
 _NEEDS_REFERENCE = ("math", "choice", "exact")
+
+_MATH_LIKE = re.compile(r"\d|\\[A-Za-z]")
+"""What a math reference must contain: a digit or a LaTeX command (``\\pi``, ``\\frac``); words
+alone ("three bolts") are not an answer the math verifier can compare."""
 _MAX_SHOWN = 20
 
 
@@ -291,6 +296,12 @@ def import_review(
                 errors.append(f"{where}: the tests in the reference column {problem}")
                 continue
         final_reference = reference if verdict == "fix" else task.get("reference")
+        if verdict == "fix" and kind == "math" and not _MATH_LIKE.search(reference):
+            errors.append(
+                f"{where}: a math task's reference is compared as a number or expression, and {reference!r} has "
+                "none; write the answer itself (e.g. 3, 3/4, \\frac{1}{2}) in the reference column"
+            )
+            continue
         if verdict != "drop" and kind in _NEEDS_REFERENCE and final_reference is None:
             errors.append(f"{where}: a {kind} task needs a reference; write fix and the answer, or keep it open")
             continue

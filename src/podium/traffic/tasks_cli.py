@@ -228,6 +228,11 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
     if args.append and args.force:
         raise ConfigError("--append and --force exclude each other")
+    if args.review is not None and args.review.exists() and not args.force:
+        raise ConfigError(
+            f"--review {args.review} exists and may hold a person's labels; name a new file (e.g. with the date), "
+            "or --force overwrites it"
+        )
     existing = read_set(args.out) if args.append and args.out.exists() else []
     selection = export_selection(args)
     result = export_records(selection, export_options_of(args), read_requests(selection), existing)

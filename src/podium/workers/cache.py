@@ -6,7 +6,10 @@ identity (name, backend class, model), the messages, the decoding settings (seed
 for grammar-constrained continuations, the prefix, grammar and stop strings — and stores the
 :class:`~podium.workers.base.Completion` in a call store: a SQLite file or a shared database
 (:class:`podium.store.request_cache.RequestCache`). A hit returns the stored completion
-(its recorded text, usage, cost and latency) marked ``cached``; the executor and the conductor
+(its recorded text, usage and latency) marked ``cached``, priced from its recorded usage at the
+worker's **current** price table — a pool file's new prices apply to cached calls too, as they
+would to the same call made again (a worker priced per call, such as a replay worker, keeps the
+recorded cost); the executor and the conductor
 then record the original call's latency as its backend measured it (queueing for the model,
 prefill, generation). A live step records the wall time of its whole call, which adds podium's
 own per-call work, so a cached re-run reports slightly lower latencies (docs/eval.md, Metrics).
@@ -24,7 +27,7 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from podium.workers.base import Call, Completion, CountsTokens, Worker, WorkerSettings
+from podium.workers.base import Call, Completion, CountsTokens, PricedPerCall, Worker, WorkerSettings
 from podium.workers.wrapper import WorkerWrapper, unwrap
 
 __all__ = [
@@ -123,7 +126,10 @@ class CachedWorker(WorkerWrapper):
         key = request_key(self.inner, asked)
         hit = self.cache.get(key)
         if hit is not None:
-            return hit
+            if isinstance(unwrap(self.inner), PricedPerCall):
+                return hit
+            cost = self.info.price.cost(hit.usage)
+            return hit if cost == hit.cost_usd else dataclasses.replace(hit, cost_usd=cost)
         completion = await super().complete(call)
         self.cache.put(key, self.info.name, completion)
         return completion
