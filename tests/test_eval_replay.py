@@ -203,3 +203,18 @@ def test_an_unknown_split_lists_the_splits_there_are(matrix_path: Path) -> None:
     """`--split nosplit` said only that nothing was in it (a first user's report)."""
     with pytest.raises(TaskSetError, match=r"no row in split 'nosplit'; its splits: test \(4\), train \(4\)"):
         OutcomeMatrix.load(matrix_path).tasks(split="nosplit")
+
+
+def test_a_matrix_of_held_out_rows_only_replays_what_needs_no_calibration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bank of held-out questions has no training rows: single workers and trained conductors
+    replay on it; methods chosen by the other split's outcomes are refused by name."""
+    held_out = write_matrix(tmp_path / "m.csv", scores={k: v for k, v in SCORES.items() if k.startswith("q")})
+    report = run_eval(EvalSpec(replay=held_out, methods=("single",), cache=None))
+    assert report["methods"]["single:big"]["summary"]["quality"]["mean"] == pytest.approx(0.75)  # q1, q2, q4
+    assert report["config"]["calibration_rows"] == 0
+    assert cli(["eval", "--replay", str(held_out), "--methods", "single,strongest,router"]) == 2
+    assert "no rows outside split 'test' to calibrate router, strongest; replay a matrix" in " ".join(
+        capsys.readouterr().err.split()
+    )

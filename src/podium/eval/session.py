@@ -417,6 +417,12 @@ def _live(
 # -------------------------------------------------------------------------------------- replay
 
 
+_CALIBRATED = frozenset({"router", "cheapest", "strongest", "pipeline", "moa"})
+"""Replay methods chosen by the other split's outcomes (the strongest worker by its mean score…).
+Without such rows (a bank of held-out questions only) the fallback is the dearest worker by list
+price (:func:`~podium.conductor.baselines.strongest`): a replay worker has none, so the first."""
+
+
 def _replay(
     spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
 ) -> dict[str, Any]:
@@ -431,14 +437,18 @@ def _replay(
     calibration = [t for t in matrix.tasks() if t.split != split]
     if spec.tags:
         calibration = [t for t in calibration if set(t.tags) & set(spec.tags)]
-    if not calibration:
-        raise ConfigError(f"{matrix.path}: no rows outside split {split!r} to calibrate baselines and the router")
     pool: list[Worker] = list(matrix.workers())
-    scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in calibration])
-    costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
-    quality, mean_cost = list(scores.mean(axis=0)), list(costs.mean(axis=0))
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor",) if bank or k not in _LIVE_ONLY])
     kinds = {n.kind for n in names}
+    calibrated = kinds & _CALIBRATED
+    if not calibration and calibrated:
+        raise ConfigError(
+            f"{matrix.path}: no rows outside split {split!r} to calibrate {', '.join(sorted(calibrated))}; replay "
+            "a matrix with training rows, or name only trained, fixed and single-worker methods"
+        )
+    scores = np.array([[matrix.outcome(t.id, m).score for m in matrix.models] for t in calibration])
+    costs = np.array([[matrix.outcome(t.id, m).cost_usd for m in matrix.models] for t in calibration])
+    quality, mean_cost = (list(scores.mean(axis=0)), list(costs.mean(axis=0))) if calibration else (None, None)
     baselines = [n for n in names if n.kind not in ("router", "oracle")]
     methods = _baselines(baselines, pool, quality, mean_cost, spec.embeddings)
     if "router" in kinds:
@@ -463,16 +473,9 @@ def _replay(
     scorer: Scorer = ReplayScorer(matrix)
     composed = [m for m in methods if _writes_workflows(m)] if bank else []
     routed = [m for m in methods if m not in composed]
+    concurrency = spec.concurrency or 32
     results = asyncio.run(
-        evaluate(
-            routed,
-            tasks,
-            orchestrator_for,
-            scorer,
-            replay=True,
-            concurrency=spec.concurrency or 32,
-            on_result=on_result,
-        )
+        evaluate(routed, tasks, orchestrator_for, scorer, replay=True, concurrency=concurrency, on_result=on_result)
     )
     if bank is not None and composed:
         steps = load_pool(spec.pool).max_steps if spec.pool else BANK_MAX_STEPS
