@@ -8,7 +8,10 @@ a plan for its questions:
 * ``new only``: the cluster table trained on the other parts;
 * ``new + earlier``: trained on the other parts and every training row of ``--earlier`` (a bank
   recorded with the same catalogue, e.g. the local bank the shipped table was trained on);
-* ``old``: the policy file ``--old`` as it is (no retraining).
+* ``old``: the policy file ``--old`` as it is (no retraining);
+* with ``--value-l2 A`` (repeatable): ``new + earlier, value A``, the same rows with the value head
+  (per-plan logistic regressions of P(correct) on ``--dims`` projected dimensions, L2 penalty A)
+  instead of the cluster table — a per-question choice instead of one plan per cluster.
 
 Each question is scored by policies that never saw it, and each method is paired with the 1.5B
 worker's direct answer on the same questions. The held-out split of either bank is not read.
@@ -52,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--embedder", default="qwen2.5-coder-0.5b-instruct")
+    p.add_argument("--value-l2", type=float, action="append", default=[], metavar="A", help="add a value head")
+    p.add_argument("--dims", type=int, default=16, help="the value heads' projected dimensions (16)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     columns, new, plans = _train_rows(args.bank)
@@ -69,18 +74,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     old_index = [[q.id for q in plans].index(o.id) for o in old.plans]  # its plans are in the catalogue
     old_choice = np.asarray(old_index)[old.choose([r["prompt"] for r in new], v_new)]
     methods: dict[str, list[np.ndarray]] = {"new only": [], "new + earlier": []}
+    methods |= {f"new + earlier, value {a:g}": [] for a in args.value_l2}
     for seed in range(args.seeds):
         order = np.random.default_rng(seed).permutation(n)
         fitted = {m: np.zeros(n) for m in methods}
         for k in range(args.folds):
             held = order[k :: args.folds]
             rest = np.setdiff1d(order, held)
-            config = PlanTrainConfig(lam=0.0, seed=seed, clusters=AUTO, dims=16)
+            table = PlanTrainConfig(lam=0.0, seed=seed, clusters=AUTO, dims=16)
             for method in methods:
                 outcomes, vectors = out_new.subset(rest.tolist()), v_new[rest]
-                if method == "new + earlier":
+                if method.startswith("new + earlier"):
                     outcomes = _stack(outcomes, out_earlier)
                     vectors = np.vstack([vectors, v_earlier])
+                config = table
+                if ", value " in method:
+                    l2 = float(method.rsplit(" ", 1)[1])
+                    config = PlanTrainConfig(lam=0.0, seed=seed, head="value", dims=args.dims, ensemble=1, l2=l2)
                 policy = train_plans(outcomes, vectors, columns, embedder.name, config).policy
                 chosen = policy.choose([new[i]["prompt"] for i in held], v_new[held])
                 fitted[method][held] = out_new.score[held, chosen]
