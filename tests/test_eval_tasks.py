@@ -16,7 +16,7 @@ BENCH = SHARED_DATA / "benchmarks"
 
 def test_gsm8k_reference_is_the_number_after_the_hashes() -> None:
     tasks = load_tasks(BENCH / "gsm8k" / "test.jsonl")
-    assert len(tasks) == 1319  # DESIGN.md §6
+    assert len(tasks) == 1319  # the GSM8K test split
     first = tasks[0]
     assert first.id == "gsm8k/test/0" and first.task_type == "math" and first.split == "test"
     assert first.reference == "18"  # Janet's ducks: "#### 18"

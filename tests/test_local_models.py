@@ -134,7 +134,7 @@ def test_install_skips_pip_when_every_package_is_at_its_pin(
 
 
 def test_shipped_pins_match_design() -> None:
-    """The sha256 and sizes of the embedded models are the ones DESIGN.md §7 lists."""
+    """The sha256 and sizes of the embedded models are the ones the README lists."""
     models = local_models.EMBEDDED_MODELS
     assert models["qwen2.5-coder-1.5b-instruct"].sha256.startswith("cc324af070c2")
     assert len(models["qwen2.5-coder-1.5b-instruct"].packages) == 22

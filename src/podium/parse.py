@@ -1,4 +1,4 @@
-"""Tolerant parser for conductor output (DESIGN.md §2).
+"""Tolerant parser for conductor output (docs/design.md, "The workflow format").
 
 Reads what language models really write — ``model_id = [...]`` or ``Model IDs: [...]``, JSON
 objects, code fences, smart quotes, brackets and apostrophes inside strings, ``<think>`` blocks,

@@ -366,7 +366,7 @@ def plain_json(obj: Any) -> Any:
 
 
 class RecordSink(Protocol):
-    """Where the orchestrator writes its requests (the record-sink interface; DESIGN.md §8):
+    """Where the orchestrator writes its requests (the record-sink interface; docs/scale-out.md):
     ``begin`` when a request starts (a ``running`` row), ``write`` once it finished (the whole
     :class:`RunRecord`, replacing that row), ``flush`` to wait until everything written so far
     is stored. :class:`podium.trace.store.TraceStore` (SQLite) implements it; the core never

@@ -1,6 +1,6 @@
 """Roles: the fixed subtask templates that workflows are composed of.
 
-A workflow step is (worker, subtask, access list) in the ordinary format (DESIGN.md §2). A
+A workflow step is (worker, subtask, access list) in the ordinary format (docs/design.md, "The workflow format"). A
 **role** is a subtask template with a meaning podium knows, so that conductors can compose
 multi-step workflows whose steps are recorded, replayed and learned exactly:
 

@@ -1,4 +1,4 @@
-"""The workflow: ordered steps of (worker, subtask, access list), as in DESIGN.md §2.
+"""The workflow: ordered steps of (worker, subtask, access list), as in docs/design.md, "The workflow format".
 
 A workflow is what a conductor writes. Step ``i`` is done by pool worker ``worker`` (an index
 into the ordered worker pool), receives the instruction ``subtask``, and may read the outputs of

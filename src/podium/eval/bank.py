@@ -1,6 +1,6 @@
 """The workflow outcome bank: recorded outcomes of role steps, as an extended outcome matrix.
 
-RouterBench's outcome matrix (DESIGN.md §6) has one column per model. A bank has one column per
+RouterBench's outcome matrix (docs/eval.md, "Replay pools") has one column per model. A bank has one column per
 **step** of a catalogue (:class:`~podium.conductor.compose.Column`: a role on a worker, seeing
 other columns), so every workflow composed of those steps — a single worker, program-aided
 reasoning, solve → verify, k samples + vote, a cascade — replays exactly, and is scored by the

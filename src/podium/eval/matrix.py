@@ -1,5 +1,5 @@
 """Outcome matrices from live runs: what each single worker scored and cost, per question, in
-RouterBench's column convention (DESIGN.md §6) — so conductors can be trained and evaluated in
+RouterBench's column convention (docs/eval.md, "Replay pools") — so conductors can be trained and evaluated in
 replay on a team's own pool (``podium train --replay``, ``podium eval --replay``).
 
 ``podium eval --methods single … --matrix local.csv`` writes (or extends) the file from the run's

@@ -1,6 +1,6 @@
 """Replay pools: workers that answer with recorded results of real models.
 
-An **outcome matrix** (RouterBench's column convention, DESIGN.md §6) holds, per question
+An **outcome matrix** (RouterBench's column convention, docs/eval.md, "Replay pools") holds, per question
 (``sample_id, eval_name, split, prompt``) and per model ``<model>``: the score in [0, 1],
 ``<model>|model_response`` (may be empty) and ``<model>|total_cost`` (USD). Any number of
 models loads. :class:`ReplayWorker` turns one model's column into a pool worker, so conductors
@@ -127,7 +127,9 @@ class OutcomeMatrix:
             header = reader.fieldnames or []
             missing = [c for c in ("sample_id", "eval_name", "split", "prompt") if c not in header]
             if missing:
-                raise TaskSetError(f"{file}: missing column(s) {missing} (RouterBench convention, DESIGN.md §6)")
+                raise TaskSetError(
+                    f"{file}: missing column(s) {missing} (RouterBench's convention: docs/eval.md, 'Replay pools')"
+                )
             models = tuple(c for c in header if "|" not in c and c not in ("sample_id", "eval_name", "split", "prompt"))
             if not models:
                 raise TaskSetError(f"{file}: no model columns (a column per model with its score in [0, 1])")

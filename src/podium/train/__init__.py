@@ -1,1 +1,1 @@
-"""Offline training of conductors (DESIGN.md §5): never on live traffic."""
+"""Offline training of conductors (docs/design.md, "Training"): never on live traffic."""

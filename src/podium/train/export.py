@@ -429,8 +429,8 @@ def logit_agreement(
 
 def drop_gguf_marker(model: Any) -> None:
     """transformers loads a GGUF file dequantised to float32 but still marks the model as
-    GGUF-quantised, and then refuses to train or save it (DESIGN.md §7). The weights are plain
-    float32, so the marker is dropped."""
+    GGUF-quantised, and then refuses to train or save it (docs/design.md, "The embedded default
+    pool"). The weights are plain float32, so the marker is dropped."""
     model.hf_quantizer = None
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):

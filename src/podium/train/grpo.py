@@ -1,4 +1,4 @@
-"""GRPO training of the LM conductor on a replay pool (Nielsen et al. 2026 §3.1, DESIGN.md §5).
+"""GRPO training of the LM conductor on a replay pool (Nielsen et al. 2026 §3.1, docs/design.md, "Training").
 
 Per training question, TRL's ``GRPOTrainer`` samples G workflows from the conductor (the same
 prompt :func:`podium.conductor.prompt.conductor_messages` builds at run time), each is parsed by

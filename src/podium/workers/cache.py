@@ -1,7 +1,7 @@
 """A request cache for worker calls: the same exact request is answered once.
 
 Evaluation and training re-run the same workflows many times; worker calls dominate their cost
-(DESIGN.md §5). :class:`CachedWorker` keys each call by the exact request — the worker's
+(docs/design.md, "Training"). :class:`CachedWorker` keys each call by the exact request — the worker's
 identity (name, backend class, model), the messages, the decoding settings (seed included) and,
 for grammar-constrained continuations, the prefix, grammar and stop strings — and stores the
 :class:`~podium.workers.base.Completion` in a call store: a SQLite file or a shared database
