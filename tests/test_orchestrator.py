@@ -59,7 +59,7 @@ def test_access_list_is_enforced_on_the_exact_messages(tmp_path: Path) -> None:
     text = "\n".join(m["content"] for m in final_call)
     assert "SECRET-FROM-w1" in text and "Draft B." in text
     assert "SECRET-FROM-w0" not in text and "Draft A." not in text
-    # and the message is exactly the one docs/design.md ("What a worker sees") prescribes for (question, granted, subtask)
+    # and the message is exactly the one docs/design.md prescribes for (question, granted, subtask)
     assert final_call == worker_messages("Q?", [_granted(1, "Draft B.", "SECRET-FROM-w1")], "Combine the drafts.")
     # steps 0 and 1 have access [] and see no earlier output at all
     for worker in w[:2]:
