@@ -218,3 +218,9 @@ def test_a_matrix_of_held_out_rows_only_replays_what_needs_no_calibration(
     assert "no rows outside split 'test' to calibrate router, strongest; replay a matrix" in " ".join(
         capsys.readouterr().err.split()
     )
+
+
+def test_an_unknown_tag_names_the_tags_there_are(matrix_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["eval", "--replay", str(matrix_path), "--methods", "single", "--tag", "nosuch"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no task has tag(s) nosuch; their tags: gsm8k, mmlu, mmlu-law" in err, err  # eval_name and its prefix

@@ -89,7 +89,8 @@ def _prepare(ctx: Context) -> _Prepared:
     if opened and not s.grader:
         raise ConfigError(
             f"{len(opened)} task(s) of the set are open (graded by a judge worker in the eval): give --judge WORKER "
-            "(it also confirms candidate references) or --eval-judge WORKER (grading only)"
+            "(it also confirms candidate references) or --eval-judge WORKER (grading only); or, when the traffic's "
+            "answers can be checked by a rule, tag requests task:math|choice|exact or give --task-type"
         )
     summary = {
         "read": result.read,

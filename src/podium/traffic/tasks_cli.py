@@ -382,7 +382,7 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
         Text(
             f"{target}: the judge {args.judge} confirmed {result.confirmed} candidate(s) (marked judge:{args.judge}); "
             f"{result.rejected} scored below the pass mark and {result.unscored} got no score: they stay candidates "
-            f"to review; {result.skipped} task(s) had no candidate"
+            f"to review; {result.skipped} task(s) were not candidates (a confirmed reference, or none): not sent"
         )
     )
     if result.unscored_example:
