@@ -44,14 +44,14 @@ def curve(choices: Choices, score: npt.NDArray[np.float64], cost: npt.NDArray[np
 
 def shortfalls(
     router: Choices, conductor: Choices, score: npt.NDArray[np.float64], cost: npt.NDArray[np.float64], rows: Any
-) -> tuple[float, float]:
-    """(conductor below router, router below conductor), each the largest shortfall over the
-    weak-to-strong cost range on the questions ``rows``. Columns: the cheapest worker is weak,
-    the best is strong (on these rows)."""
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((gap, at USD) of the conductor below the router, the same of the router below the
+    conductor), each the largest shortfall over the weak-to-strong cost range on the questions
+    ``rows``. Columns: the cheapest worker is weak, the best is strong (on these rows)."""
     means = [(float(cost[rows, j].mean()), float(score[rows, j].mean())) for j in range(score.shape[1])]
     weak, strong = Point(*min(means)), Point(*max(means, key=lambda cq: (cq[1], -cq[0])))
     a, b = curve(router, score, cost, rows), curve(conductor, score, cost, rows)
-    return largest_shortfall(a, b, weak=weak, strong=strong)[0], largest_shortfall(b, a, weak=weak, strong=strong)[0]
+    return largest_shortfall(a, b, weak=weak, strong=strong), largest_shortfall(b, a, weak=weak, strong=strong)
 
 
 def main() -> None:
@@ -87,10 +87,10 @@ def main() -> None:
         raise SystemExit(f"no versions of {args.name!r} in the registry (set PODIUM_HOME)")
 
     everything = np.arange(len(test))
-    below, above = shortfalls(router, conductor, after.score, after.cost, everything)
+    (below, below_at), (above, above_at) = shortfalls(router, conductor, after.score, after.cost, everything)
     rng = np.random.default_rng(args.seed)
     draws = (rng.integers(0, len(test), len(test)) for _ in range(args.resamples))
-    drawn = np.array([shortfalls(router, conductor, after.score, after.cost, rows) for rows in draws])
+    drawn = np.array([[g for g, _ in shortfalls(router, conductor, after.score, after.cost, rows)] for rows in draws])
 
     def quantiles(values: npt.NDArray[np.float64]) -> dict[str, float]:
         return dict(zip(("5%", "50%", "95%"), np.quantile(values, [0.05, 0.5, 0.95]).tolist(), strict=True))
@@ -101,7 +101,9 @@ def main() -> None:
         "router_points": len(router),
         "test_questions": len(test),
         "conductor_below_router": below,
+        "conductor_below_router_at_usd": below_at,
         "router_below_conductor": above,
+        "router_below_conductor_at_usd": above_at,
         "resamples": args.resamples,
         "seed": args.seed,
         "share_conductor_on_or_above_everywhere": float((drawn[:, 0] <= 1e-12).mean()),
