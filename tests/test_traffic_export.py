@@ -246,3 +246,16 @@ def test_a_request_without_an_answer_is_exported_open_so_the_set_loads(tmp_path:
     assert (record["task_type"], result.retyped, result.without_reference) == ("open", 1, 1)
     write_jsonl(tmp_path / "set.jsonl", result.records)
     assert [t.task_type for t in load_tasks(tmp_path / "set.jsonl")] == ["open"]
+
+
+def test_the_personal_data_count_is_of_the_tasks_written_not_of_duplicates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "traces.sqlite3"
+    question = "Hej, jeg hedder Mette Kjærgaard. Hvad er mit kundenummer?"
+    asked = [Request(question, at(1), answer="Mette Kjærgaard har kundenummer 17.")]
+    run_requests(path, asked * 2)  # the same question twice: one task
+    assert cli(["tasks", "export", "--traces", str(path), "--out", str(tmp_path / "s.jsonl"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["written"], summary["duplicates"]) == (1, 1)
+    assert summary["pii"] == {"PERSON": 2}  # in the written task's question and reference

@@ -19,6 +19,7 @@ from rich.text import Text
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
 from podium.traffic.drift_options import DriftOptions, term_mask
+from podium.traffic.options import check_folder
 from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
@@ -129,6 +130,8 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         if done == total or done % 10 == 0:
             err.print(f"judged {done}/{total}", highlight=False)
 
+    check_folder(args.out, "--out")  # the loop's drift writes into a run folder it made; a person's typo is refused
+    check_folder(args.plot, "--plot")
     report = drift_run(drift_query(args), on_judged=progress, warn=lambda line: err.print(line, highlight=False))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

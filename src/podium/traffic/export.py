@@ -157,14 +157,16 @@ def build_set(
             existing_count += 1
             continue
         record = _record(item, task_type, candidate)
-        if pseudonymize is not None and pii is not None:
+        counts: Counter[str] = Counter()
+        if pseudonymize is not None:
             record, counts = _masked(record, pseudonymize)
-            pii.update(counts)
         key = normalise(record["question"])
         if key in seen:
             duplicates += 1
             continue
         seen.add(key)
+        if pii is not None:
+            pii.update(counts)  # what the written tasks held, not the duplicates dropped
         known_ids.add(record["id"])
         records.append(record)
     similar = 0

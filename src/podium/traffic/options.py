@@ -7,6 +7,7 @@ Raises ConfigError with the fix for a value that names nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import ConfigError
@@ -14,7 +15,7 @@ from podium.errors import ConfigError
 if TYPE_CHECKING:
     from podium.embed import Embedder
 
-__all__ = ["check_tags", "embedder_for"]
+__all__ = ["check_folder", "check_tags", "embedder_for"]
 
 
 def embedder_for(choice: str) -> Embedder | None:
@@ -51,3 +52,9 @@ def check_tags(store: Any, tags: Sequence[str]) -> None:
             f"no stored request carries tag(s) {', '.join(map(repr, unknown))}; tags in the store: "
             f"{', '.join(sorted(known)) or 'none'}"
         )
+
+
+def check_folder(path: Path | None, flag: str) -> None:
+    """Raises ConfigError when ``path``'s folder does not exist: a typo must not create folders."""
+    if path is not None and not path.parent.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist; create it first (mkdir -p)")

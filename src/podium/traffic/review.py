@@ -87,10 +87,10 @@ class ImportResult:
 
     Attributes:
         records: the whole set after the import, in its order (dropped tasks removed).
-        accepted: candidates confirmed as references.
-        fixed: references given by the reviewer.
+        accepted: candidates confirmed as references (that were not already).
+        fixed: references given by the reviewer (that the set did not already have).
         dropped: tasks removed.
-        unchanged: rows with no verdict and no reference.
+        unchanged: rows with no verdict and no reference, or whose verdict the set already holds.
         retyped: tasks whose type the reviewer changed.
         gone: rows of tasks already out of the set that say drop (or, for the ``gone`` of
             :func:`import_review`, nothing): nothing left to do.
@@ -336,8 +336,8 @@ def _apply(records: Sequence[dict[str, Any]], changes: dict[str, tuple[str, str 
             out.append(record)
             continue
         verdict, reference, new_type = change
-        counts[verdict] += 1
         if verdict == "drop":
+            counts["drop"] += 1
             continue
         updated = dict(record)
         if new_type and new_type != record.get("task_type"):
@@ -350,6 +350,7 @@ def _apply(records: Sequence[dict[str, Any]], changes: dict[str, tuple[str, str 
             updated.update(reference=reference, reference_source="human")
         elif verdict == "accept":
             updated["reference_source"] = "human"
+        counts[verdict if updated != record else ""] += 1  # a file applied again changes nothing
         out.append(updated)
     return ImportResult(
         records=out,

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
+from podium.traffic.options import check_folder
 from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
@@ -212,18 +213,12 @@ def export_records(
     )
 
 
-def _check_folder(path: Path | None, flag: str) -> None:
-    """Raises ConfigError when ``path``'s folder does not exist: a typo must not create folders."""
-    if path is not None and not path.parent.is_dir():
-        raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist; create it first (mkdir -p)")
-
-
 def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     from podium.traffic.export import read_set, write_jsonl
     from podium.traffic.review import write_review
 
-    _check_folder(args.out, "--out")
-    _check_folder(args.review, "--review")
+    check_folder(args.out, "--out")
+    check_folder(args.review, "--review")
     if args.out.exists() and not (args.append or args.force):
         raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
     if args.append and args.force:
@@ -295,7 +290,7 @@ def _cmd_import(args: argparse.Namespace, out: Console) -> int:
 
     if not args.set_path.is_file():
         raise ConfigError(f"no regression set at {args.set_path}; pass the set the review file was exported with")
-    _check_folder(args.out, "--out")
+    check_folder(args.out, "--out")
     records = read_set(args.set_path)
     result = import_review(args.review, records, set_name=str(args.set_path))
     target = args.out or args.set_path
@@ -352,7 +347,7 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     if not args.set_path.is_file():
         raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
-    _check_folder(args.out, "--out")
+    check_folder(args.out, "--out")
     records = read_set(args.set_path)
     from podium.store.request_cache import RequestCache, default_cache_path
 
