@@ -7,7 +7,7 @@ workflow it writes is a composition a workflow bank records and replays exactly 
 nothing reads, and the same choice in replay as live.
 
 Per question: the question's embedding (:mod:`podium.embed`) is projected to ``d`` dimensions
-(PCA on the training questions, standardised), a linear head per plan scores it —
+(PCA on the training questions, standardised for the linear head), a linear head per plan scores it —
 ``score_p = W_p · [x, 1]``, averaged over an ensemble of heads trained on bootstrap resamples
 (:mod:`podium.train.plans`) — and the best plan the pool can run wins. A **value head**
 instead predicts each plan's P(correct) by a logistic regression (the learned router's form,

@@ -107,7 +107,7 @@ class CachedWorker(WorkerWrapper):
     :class:`podium.store.request_cache.RequestCache`; see the module docstring).
 
     Wrap the raw worker (inside the budget guard), so budgets still reserve and settle every
-    call — a hit settles to its recorded cost, as the real call did.
+    call — a hit settles to its cost at the current prices, as the same call made again would.
     """
 
     reaches_inner = False  # a hit answers without the inner worker: nothing to load ahead
