@@ -259,3 +259,25 @@ def test_the_personal_data_count_is_of_the_tasks_written_not_of_duplicates(
     summary = json.loads(capsys.readouterr().out)
     assert (summary["written"], summary["duplicates"]) == (1, 1)
     assert summary["pii"] == {"PERSON": 2}  # in the written task's question and reference
+
+
+def test_an_answer_cut_off_at_its_token_limit_gives_no_candidate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last number of an answer that stopped mid-sentence is no final answer: the task is
+    exported without a candidate (a math task then open), counted, and said."""
+    path = tmp_path / "traces.sqlite3"
+    first, second = gsm8k_questions(0, 2)
+    run_requests(path, [
+        Request(first, at(1), ("task:math",), "So 16 - 3 - 4 = 9 eggs remain, and 9 * 2 = 1", finish_reason="length"),
+        Request(second, at(2), ("task:math",), "The answer is 3."),
+    ])  # fmt: skip
+    store = TraceStore(path)
+    assert [i.cut_off for i in read_traces(store)] == [True, False]
+    store.close()
+    out = tmp_path / "set.jsonl"
+    assert export(path, out) == 0
+    assert "1 answer(s) stopped at their token limit" in " ".join(capsys.readouterr().out.split())
+    cut, whole = read_jsonl(out)
+    assert cut["task_type"] == "open" and "reference" not in cut
+    assert (whole["reference"], whole["reference_source"]) == ("3", "candidate:podium")

@@ -47,6 +47,7 @@ class Request:
     answer: str = "The answer is 42."
     conductor: str = "ok"
     price: float = 1.0
+    finish_reason: str = "stop"  # "length": the answer was cut off at the token limit
 
 
 def request_id(request: Request, occurrence: int = 0) -> str:
@@ -67,7 +68,8 @@ def run_requests(path: Path, requests: Sequence[Request]) -> list[RunRecord]:
         with pytest.MonkeyPatch.context() as patch:
             for request in requests:
                 patch.setattr(orchestrator_module, "utc_now", lambda at=request.at: at)
-                solver = ScriptedWorker("solver", reply=request.answer, price=Price(request.price, request.price))
+                price, finish = Price(request.price, request.price), request.finish_reason
+                solver = ScriptedWorker("solver", reply=request.answer, price=price, finish_reason=finish)
                 orch = Orchestrator(
                     [solver, ScriptedWorker("backup", reply=request.answer)],
                     ScriptedConductor(CONDUCTORS[request.conductor]),

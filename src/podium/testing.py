@@ -47,7 +47,7 @@ class ScriptedWorker:
     Usage is :func:`fake_tokens` of the messages and reply; cost follows ``price``. When the
     call is the answering step of a streamed request, the reply is reported word by word
     (``call.context.report_text``) with ``word_delay_s`` between words, as a streaming backend
-    would.
+    would. Every reply reports ``finish_reason`` (``"length"``: as if cut off at max_tokens).
     """
 
     def __init__(
@@ -62,8 +62,10 @@ class ScriptedWorker:
         system_prompt: str | None = None,
         word_delay_s: float = 0.0,
         settings: WorkerSettings | None = None,
+        finish_reason: str = "stop",
     ) -> None:
         self.reply = reply
+        self.finish_reason = finish_reason
         self.error = error
         self.delay_s = delay_s
         self.word_delay_s = word_delay_s
@@ -93,7 +95,9 @@ class ScriptedWorker:
                 call.context.report_text(" ".join(words[:k]))
                 await asyncio.sleep(self.word_delay_s)
         usage = Usage(sum(fake_tokens(m["content"]) for m in messages), fake_tokens(text) if text else 0)
-        return Completion(text, usage, self.info.price.cost(usage), time.perf_counter() - started)
+        return Completion(
+            text, usage, self.info.price.cost(usage), time.perf_counter() - started, finish_reason=self.finish_reason
+        )
 
 
 KEEP_ANSWER = "model_id = []\nsubtasks = []\naccess_list = []"

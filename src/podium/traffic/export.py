@@ -87,7 +87,9 @@ class ExportResult:
         existing: requests already in the set appended to (same id).
         retyped: tasks made ``open``: code traffic (no tests) and candidates with no final
             number / letter.
-        without_reference: tasks with neither a client reference nor a candidate (no answer).
+        without_reference: tasks with neither a client reference nor a candidate (no answer,
+            or one cut off).
+        cut_off: tasks whose answer stopped at its token limit, so no candidate was taken from it.
         pii: replacements per PII kind, or None when personal data was allowed in clear.
     """
 
@@ -98,6 +100,7 @@ class ExportResult:
     existing: int = 0
     retyped: int = 0
     without_reference: int = 0
+    cut_off: int = 0
     pii: dict[str, int] | None = field(default=None)
 
 
@@ -186,6 +189,7 @@ def _result(
     pii: Counter[str] | None,
 ) -> ExportResult:
     retyped = sum(1 for r in records if r.pop("_retyped", False))
+    cut_off = sum(1 for r in records if r.pop("_cut_off", False))
     return ExportResult(
         records=records,
         read=read,
@@ -194,6 +198,7 @@ def _result(
         existing=existing,
         retyped=retyped,
         without_reference=sum(1 for r in records if "reference" not in r),
+        cut_off=cut_off,
         pii=dict(sorted(pii.items())) if pii is not None else None,
     )
 
@@ -219,6 +224,8 @@ def _record(item: TrafficItem, default_type: str, candidate: str) -> dict[str, A
     else:
         side = candidate if candidate != "auto" else ("upstream" if item.origin.startswith("shadow:") else "podium")
         text = item.upstream_answer if side == "upstream" else item.answer
+        if side == "podium" and item.cut_off:  # a cut-off answer's last number is no final answer
+            text, record["_cut_off"] = None, True
         if text and text.strip():
             extracted = _final_answer(kind, text)
             if extracted is None:  # no final number / letter: a judge grades it against the whole answer

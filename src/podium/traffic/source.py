@@ -62,6 +62,8 @@ class TrafficItem:
         latency_s: podium's wall time, seconds, or None.
         parse_failures: conductor attempts whose output did not parse or validate.
         fallback: the fallback pipeline answered (trace status ``fallback``).
+        cut_off: podium's answer stopped at its token limit (the answering step's finish
+            reason is ``length``): its last number is no final answer.
     """
 
     origin: str
@@ -79,6 +81,7 @@ class TrafficItem:
     latency_s: float | None = None
     parse_failures: int = 0
     fallback: bool = False
+    cut_off: bool = False
 
 
 def task_id(item: TrafficItem) -> str:
@@ -138,9 +141,17 @@ def read_traces(
                 latency_s=record.totals.wall_time_s,
                 parse_failures=sum(1 for a in record.attempts if a.error_kind),
                 fallback=summary.status == "fallback",
+                cut_off=_cut_off(record),
             )
         )
     return items
+
+
+def _cut_off(record: Any) -> bool:
+    """Whether the step that gave ``record``'s answer (the last with that output) hit its
+    token limit."""
+    answering = [s for s in record.steps if s.output == record.answer and not s.error]
+    return bool(record.answer) and bool(answering) and answering[-1].finish_reason == "length"
 
 
 def read_shadow(

@@ -246,6 +246,7 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
         "already_in_set": result.existing,
         "retyped_open": result.retyped,
         "without_reference": result.without_reference,
+        "cut_off": result.cut_off,
         "candidates": candidates,
         "pii": "in clear (--allow-pii)" if result.pii is None else result.pii,
         "review": str(args.review) if args.review else None,
@@ -268,6 +269,14 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
             f"{result.without_reference} none; {result.retyped} task(s) exported as open (code, or no final answer)"
         )
     )
+    if result.cut_off:
+        out.print(
+            Text(
+                f"{result.cut_off} answer(s) stopped at their token limit: no candidate taken from them (a cut-off "
+                "answer's last number is no final answer); give their references in the review",
+                style="yellow",
+            )
+        )
     if result.pii is None:
         out.print(Text("personal data: kept in clear (--allow-pii)", style="yellow"))
     else:
