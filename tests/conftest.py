@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import podium.builder  # noqa: F401 - imported first, so a test that patches podium.pool_workers never leaks into it
 from podium.testing import ThreadedUvicorn  # noqa: F401 - the server helper, re-exported for the tests
 
 try:  # property tests: CI replays the same examples on every run (HYPOTHESIS_PROFILE=ci, set by .ci/run),

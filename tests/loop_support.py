@@ -107,10 +107,12 @@ class FakePool:
         return sum(1 for w in self.workers.values() for call in w.calls if "Score: N" not in call[-1]["content"])
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Every pool worker podium builds is one of these fakes."""
-        monkeypatch.setattr(
-            "podium.pool_workers.build_pool_workers", lambda config: [self.workers[w.name] for w in config.workers]
-        )
+        """Every pool worker podium builds is one of these fakes. ``podium.builder`` binds
+        ``build_pool_workers`` at import, so it is patched there too: a builder first imported
+        during a test would otherwise keep the fakes for every later test."""
+        fakes = lambda config: [self.workers[w.name] for w in config.workers]  # noqa: E731
+        monkeypatch.setattr("podium.builder.build_pool_workers", fakes)
+        monkeypatch.setattr("podium.pool_workers.build_pool_workers", fakes)
         monkeypatch.setattr("podium.pool_workers.build_worker", lambda worker: self.workers[worker.name])
 
 

@@ -201,3 +201,19 @@ def test_a_second_run_while_one_works_is_refused_and_a_dead_runs_lock_is_taken_o
     lock.write_text("999999999\n")  # no such process: a run that was killed
     assert cli([*argv, *WEEK]) == 5
     assert not lock.exists()
+
+
+def test_a_new_folder_does_not_take_over_a_registry_name_in_use(
+    world: tuple[FakePool, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two loop folders left at the default name would promote over each other's versions."""
+    from podium.registry import Registry
+
+    _, argv = world
+    Registry().create("light")  # another folder's (or a hand-trained) version
+    assert cli([*argv, *WEEK]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the registry already has a conductor 'light' (light@v1..light@v1)" in err and "--name NEW" in err
+    assert files(tmp_path / "loop") == {}  # nothing written
+    code, _, err = loop_run([*argv, *WEEK, "--name", "light"], capsys)  # named on purpose: shared
+    assert code == 5 and "registry already has" not in err  # it goes on, and stops for labels

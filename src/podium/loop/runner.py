@@ -105,6 +105,21 @@ def _prepare(ctx: Context) -> _Prepared:
     return _Prepared(result.records, summary)
 
 
+def _check_name_free(name: str) -> None:
+    """A new loop folder left at the default registry name must not take over a conductor that
+    has versions already (another loop folder's, or one trained by hand): ConfigError naming both
+    ways on."""
+    from podium.registry import Registry
+
+    versions = Registry().versions(name)
+    if versions:
+        raise ConfigError(
+            f"the registry already has a conductor {name!r} ({versions[0].ref}..{versions[-1].ref}), which another "
+            f"loop folder or a hand-trained version uses; give --name NEW for this loop's own conductor, or --name "
+            f"{name} to train and promote that one"
+        )
+
+
 def run_loop(
     root: Path, given: argparse.Namespace, once: RunOptions, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], int]:
@@ -122,6 +137,8 @@ def run_loop(
     with locked(folder):
         state = load_state(folder)
         settings = resolve_settings(state["settings"], given)
+        if not state["settings"] and getattr(given, "name", None) is None:
+            _check_name_free(settings.name)
         run_id = f"{max((int(r['id']) for r in state['runs']), default=0) + 1:04d}"
         window = _window(settings, once, state)
         ctx = Context(folder, settings, once, run_id, window, state, lambda line: None, lambda: None)
