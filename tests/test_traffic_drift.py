@@ -187,6 +187,7 @@ def test_bad_inputs_are_errors_that_name_the_fix(shifted: Path, capsys: pytest.C
         ([*WINDOWS, "--since", "yesterday"], "is not an ISO 8601 date"),
         ([*WINDOWS, "--min-requests", "1"], "--min-requests must be at least 2"),
         ([*WINDOWS, "--out", "/nonexistent/dir/d.md"], "folder /nonexistent/dir does not exist; create it first"),
+        ([*WINDOWS, "--plot", str(shifted.parent / "d.txt")], "the plot is a PNG image; name a .png file"),
     ]  # fmt: skip
     for extra, message in cases:
         assert cli([*base, *extra]) == 2, extra
@@ -372,13 +373,15 @@ def test_drift_over_shadow_records_scores_quality_with_the_clients_references(
 
 def test_the_plot_bucket_follows_the_windows_span() -> None:
     """Ten-minute windows drawn by the day were one point at midnight, outside both shaded
-    windows (a first user's plot); auto picks hours under 3 days, weeks over 90."""
+    windows, and by the hour one point for both windows (first users' plots); auto picks minutes
+    under 6 hours, hours under 3 days, weeks over 90."""
     from podium.traffic.drift_cli import DriftQuery, plot_bucket
 
     def windows(days: float) -> dict[str, tuple[str, str]]:
         return windows_for(since=None, until="2026-11-14", reference_since=None, reference_until=None, days=days)
 
-    assert [plot_bucket(windows(d)) for d in (10 / 1440, 1, 7, 30, 60)] == ["hour", "hour", "day", "day", "week"]
+    spans = (10 / 1440, 2 / 24, 1, 7, 30, 60)  # each window's length, days (the span is twice it)
+    assert [plot_bucket(windows(d)) for d in spans] == ["minute", "minute", "hour", "day", "day", "week"]
     assert DriftQuery().bucket == "auto"
 
 
@@ -419,3 +422,14 @@ def test_a_question_asked_again_is_scored_by_its_one_labelled_task(
     _, data = report(path, capsys, "--labels", str(labels), "--min-requests", "2")
     recent = data["slices"]["all"]["outcome"]["recent"]  # type: ignore[index]
     assert (recent["labelled"], recent["quality"]) == (2, 0.5)  # 18 right, 17 wrong
+
+
+def test_windows_of_minutes_are_drawn_by_the_minute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "traces.sqlite3"
+    questions = gsm8k_questions(0, 12)
+    run_requests(path, [Request(q, at(8, 12, minute=k)) for k, q in enumerate(questions)])  # 12:00 … 12:11
+    png = tmp_path / "drift.png"
+    windows = ["--reference-since", "2026-11-08T12:00:00Z", "--reference-until", "2026-11-08T12:06:00Z",
+               "--since", "2026-11-08T12:06:00Z", "--until", "2026-11-08T12:12:00Z"]  # fmt: skip
+    code, data = report(path, capsys, *windows, "--plot", str(png), "--min-requests", "2")
+    assert code in (0, 3) and data["plot_bucket"] == "minute" and png.read_bytes()[:4] == b"\x89PNG"

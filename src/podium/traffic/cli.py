@@ -259,9 +259,10 @@ def add_parsers(sub: Any) -> None:
     o.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the metrics over time")
     o.add_argument(
         "--bucket",
-        choices=["auto", "hour", "day", "week"],
+        choices=["auto", "minute", "hour", "day", "week"],
         default=DriftQuery.bucket,
-        help="plot bucket (default: auto — hours when both windows span under 3 days, weeks over 90, else days)",
+        help="plot bucket (default: auto — minutes when both windows span under 6 hours, hours under 3 days, weeks "
+        "over 90, else days)",
     )
 
 

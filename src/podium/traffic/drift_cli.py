@@ -79,7 +79,7 @@ class DriftQuery:
     options: DriftOptions = field(default_factory=DriftOptions)
     out: Path | None = None
     plot: Path | None = None
-    bucket: Literal["auto", "hour", "day", "week"] = "auto"
+    bucket: Literal["auto", "minute", "hour", "day", "week"] = "auto"
     allow_pii: bool = False
 
 
@@ -132,6 +132,8 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     check_folder(args.out, "--out")  # the loop's drift writes into a run folder it made; a person's typo is refused
     check_folder(args.plot, "--plot")
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {args.plot}: the plot is a PNG image; name a .png file")
     report = drift_run(drift_query(args), on_judged=progress, warn=lambda line: err.print(line, highlight=False))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
@@ -233,17 +235,19 @@ def drift_run(
         vectors = dict(zip(questions, embedder.embed(questions), strict=True)) if embedder is not None else {}
         bucket = plot_bucket(windows) if query.bucket == "auto" else query.bucket
         drift_plot(query.plot, reference, recent, windows=windows, vectors=vectors, slices=query.tags, bucket=bucket)
-        report["plot"] = str(query.plot)
+        report["plot"], report["plot_bucket"] = str(query.plot), bucket
     return report
 
 
-def plot_bucket(windows: dict[str, tuple[str, str]]) -> Literal["hour", "day", "week"]:
+def plot_bucket(windows: dict[str, tuple[str, str]]) -> Literal["minute", "hour", "day", "week"]:
     """The plot's bucket for ``windows`` (``reference`` and ``recent``: UTC bounds as
-    :func:`~podium.traffic.drift_options.windows_for` gives them): hours when both span under 3
-    days (a day's buckets would put a short window in one point, outside its own shading),
-    weeks over 90 days, else days."""
+    :func:`~podium.traffic.drift_options.windows_for` gives them): minutes when both span under 6
+    hours, hours under 3 days (a longer bucket would put a short window in one point, outside its
+    own shading, or both windows in one), weeks over 90 days, else days."""
     bounds = [datetime.fromisoformat(b.replace("Z", "+00:00")) for w in windows.values() for b in w]
     span = max(bounds) - min(bounds)
+    if span < timedelta(hours=6):
+        return "minute"
     return "hour" if span < timedelta(days=3) else "week" if span > timedelta(days=90) else "day"
 
 

@@ -1,6 +1,6 @@
 """``podium drift --plot``: the drift metrics over time (PNG, matplotlib's Agg renderer).
 
-Six panels share one time axis of buckets (hours, days or weeks) covering both windows: requests
+Six panels share one time axis of buckets (minutes, hours, days or weeks) covering both windows: requests
 per bucket, the embedding's mean-vector cosine distance from the reference window, the rate of
 terms unseen in the reference window, the fallback rate, p95 wall time and mean cost per
 request. One line per slice (``all`` and the busiest tags, six at most); the reference window is
@@ -31,7 +31,7 @@ from podium.traffic.source import TrafficItem
 
 __all__ = ["BUCKETS", "drift_plot"]
 
-BUCKETS = ("hour", "day", "week")
+BUCKETS = ("minute", "hour", "day", "week")
 _MAX_LINES = 6
 
 
@@ -40,6 +40,8 @@ def _moment(text: str) -> datetime:
 
 
 def _bucket_start(moment: datetime, bucket: str) -> datetime:
+    if bucket == "minute":
+        return moment.replace(second=0, microsecond=0)
     if bucket == "hour":
         return moment.replace(minute=0, second=0, microsecond=0)
     day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -116,7 +118,8 @@ def drift_plot(
     names = ["all", *slices][:_MAX_LINES]
     first = _bucket_start(_moment(windows["reference"][0]), bucket)
     last = _moment(windows["recent"][1])
-    step = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}[bucket]
+    steps = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+    step = steps.get(bucket, timedelta(weeks=1))
     starts: list[datetime] = []
     current = first
     while current < last and len(starts) < 10_000:
