@@ -265,10 +265,11 @@ def unconfirmed(task: Task) -> bool:
 
 def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
     if spec.tags:
-        known = sorted({tag for t in tasks for tag in t.tags})
-        tasks = [t for t in tasks if set(t.tags) & set(spec.tags)]
-        if not tasks:
-            raise ConfigError(f"no task has tag(s) {', '.join(spec.tags)}; their tags: {', '.join(known) or 'none'}")
+        tagged = [t for t in tasks if set(t.tags) & set(spec.tags)]
+        if not tagged:
+            known = ", ".join(sorted({tag for t in tasks for tag in t.tags})) or "none"
+            raise ConfigError(f"no task has tag(s) {', '.join(spec.tags)}; their tags: {known}")
+        tasks = tagged
     if spec.confirmed_only:
         tasks = [t for t in tasks if not unconfirmed(t)]
     chosen = select(tasks, limit=spec.limit, sample=spec.sample, seed=spec.seed)

@@ -133,24 +133,19 @@ class DriftOptions:
 
 
 def term_mask(allow_pii: bool, warn: Callable[[str], None]) -> Callable[[str], str] | None:
-    """:attr:`DriftOptions.mask` for a report: None with ``allow_pii``; else the offline
-    pseudonymizer (:mod:`podium.pii`, the pii extra, loaded on first use). Without the extra no
-    new term is listed, and ``warn`` says so and how to list them."""
+    """:attr:`DriftOptions.mask` for a report: None with ``allow_pii``; else one question masked
+    by :func:`podium.traffic.options.pseudonymizer` (loaded on first use). Without the pii extra
+    no new term is listed, and ``warn`` says so and how to list them."""
     if allow_pii:
         return None
-    from podium.pii.protection import PIIProtection
-    from podium.pii.vault import Vault
+    from podium.traffic.options import pseudonymizer
 
     try:
-        protection = PIIProtection()
+        masked = pseudonymizer()
     except ConfigError as exc:
-        warn(f"new terms are not listed: they may name people, and {exc}; or pass --allow-pii to list them in clear")
+        warn(f"new terms are not listed, since they may name people: {exc}")
         return lambda _text: ""
-
-    def mask(text: str) -> str:
-        return protection.pseudonymizer().mask(text, Vault())[0]
-
-    return mask
+    return lambda text: masked([text])[0][0]
 
 
 def exit_code(alerts: Sequence[Mapping[str, Any]]) -> int:

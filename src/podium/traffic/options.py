@@ -1,5 +1,6 @@
 """What the options of ``podium tasks`` and ``podium drift`` resolve to: the embedder
-``--embedder`` names, and the ``--tag`` values checked against the trace store.
+``--embedder`` names, the ``--tag`` values checked against the trace store, output folders that
+must exist, and the pseudonymizer used unless ``--allow-pii``.
 
 Raises ConfigError with the fix for a value that names nothing.
 """
@@ -14,8 +15,9 @@ from podium.errors import ConfigError
 
 if TYPE_CHECKING:
     from podium.embed import Embedder
+    from podium.traffic.export import Pseudonymize
 
-__all__ = ["check_folder", "check_tags", "embedder_for"]
+__all__ = ["check_folder", "check_tags", "embedder_for", "pseudonymizer"]
 
 
 def embedder_for(choice: str) -> Embedder | None:
@@ -58,3 +60,30 @@ def check_folder(path: Path | None, flag: str) -> None:
     """Raises ConfigError when ``path``'s folder does not exist: a typo must not create folders."""
     if path is not None and not path.parent.is_dir():
         raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist; create it first (mkdir -p)")
+
+
+def pseudonymizer() -> Pseudonymize:
+    """Masks one request's texts with one vault (:mod:`podium.pii`): ``texts → (masked, counts
+    per PII kind)``. Presidio's analyzer is built on the first call, not here. ConfigError
+    without the pii extra, naming ``--allow-pii``."""
+    from collections import Counter
+
+    from podium.pii.protection import PIIProtection
+    from podium.pii.vault import Vault
+
+    try:
+        protection = PIIProtection()
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or pass --allow-pii to keep personal data in clear") from None
+
+    def mask(texts: Sequence[str]) -> tuple[list[str], Counter[str]]:
+        masker, vault = protection.pseudonymizer(), Vault()
+        counts: Counter[str] = Counter()
+        masked = []
+        for text in texts:
+            out, found = masker.mask(text, vault)
+            masked.append(out)
+            counts.update(found)
+        return masked, counts
+
+    return mask

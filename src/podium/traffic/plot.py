@@ -118,8 +118,8 @@ def drift_plot(
     names = ["all", *slices][:_MAX_LINES]
     first = _bucket_start(_moment(windows["reference"][0]), bucket)
     last = _moment(windows["recent"][1])
-    steps = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
-    step = steps.get(bucket, timedelta(weeks=1))
+    step = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
+            "week": timedelta(weeks=1)}[bucket]  # fmt: skip
     starts: list[datetime] = []
     current = first
     while current < last and len(starts) < 10_000:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +21,13 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
-from podium.traffic.options import check_folder
+from podium.traffic.options import check_folder, pseudonymizer
 from podium.traffic.options import check_tags as _check_tags
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
     from podium.store.request_cache import RequestCache
-    from podium.traffic.export import ExportResult, Pseudonymize
+    from podium.traffic.export import ExportResult
     from podium.workers.base import Worker
 
 __all__ = [
@@ -115,30 +114,6 @@ def export_options_of(args: argparse.Namespace) -> ExportOptions:
     )
 
 
-def _pseudonymizer() -> Pseudonymize:
-    """Masks one request's texts with one vault (:mod:`podium.pii`); ConfigError without the extra."""
-    from podium.pii.protection import PIIProtection
-    from podium.pii.vault import Vault
-
-    try:
-        protection = PIIProtection()
-    except ConfigError as exc:
-        raise ConfigError(f"{exc}; or pass --allow-pii to export personal data in clear") from None
-    masker = protection.pseudonymizer()
-
-    def mask(texts: Sequence[str]) -> tuple[list[str], Counter[str]]:
-        vault = Vault()
-        counts: Counter[str] = Counter()
-        masked = []
-        for text in texts:
-            out, found = masker.mask(text, vault)
-            masked.append(out)
-            counts.update(found)
-        return masked, counts
-
-    return mask
-
-
 def _window(selection: Selection) -> tuple[str | None, str | None]:
     from podium.trace.query import parse_utc
 
@@ -206,7 +181,7 @@ def export_records(
         existing=existing,
         task_type=options.task_type,
         candidate=options.candidate,
-        pseudonymize=None if options.allow_pii else _pseudonymizer(),
+        pseudonymize=None if options.allow_pii else pseudonymizer(),
         embedder=_embedder(options.embedder) if options.similar is not None else None,
         similarity=options.similar,
         limit=options.limit,

@@ -115,6 +115,7 @@ class CachedWorker(WorkerWrapper):
     def __init__(self, inner: Worker, cache: CallStore) -> None:
         super().__init__(inner)
         self.cache = cache
+        self._priced_per_call = isinstance(unwrap(inner), PricedPerCall)  # keeps its recorded cost on a hit
         if isinstance(inner, CountsTokens):  # exact reservations, as without the cache
             self.count_tokens = inner.count_tokens
 
@@ -126,7 +127,7 @@ class CachedWorker(WorkerWrapper):
         key = request_key(self.inner, asked)
         hit = self.cache.get(key)
         if hit is not None:
-            if isinstance(unwrap(self.inner), PricedPerCall):
+            if self._priced_per_call:
                 return hit
             cost = self.info.price.cost(hit.usage)
             return hit if cost == hit.cost_usd else dataclasses.replace(hit, cost_usd=cost)
