@@ -38,7 +38,13 @@ SETTINGS = [
     Settings(traces="/data/t.sqlite3", judge="big", pool="/data/pool.toml", cache="/data/cache.sqlite3"),
     Settings(traces="/data/t.sqlite3", judge="big", eval_judge="grader", drift_judge_sample=7),
     Settings(traces="/data/t.sqlite3", judge="big", drift_judge_sample=0),
+    Settings(reference_since="2026-10-01", reference_until="2026-10-08T12:00:00Z"),
+    Settings(reference_since="2026-10-01"),
 ]
+IDS = [
+    "defaults", "every-filter", "shadow-url", "shadow-file", "judge", "eval-judge", "no-drift-judge",
+    "fixed-reference", "reference-start",
+]  # fmt: skip
 
 
 def parsed(argv: list[str]) -> argparse.Namespace:
@@ -61,7 +67,7 @@ def context(tmp_path: Path, settings: Settings, *, with_set: bool) -> Context:
 @pytest.mark.parametrize(
     "settings",
     SETTINGS,
-    ids=["defaults", "every-filter", "shadow-url", "shadow-file", "judge", "eval-judge", "no-drift-judge"],
+    ids=IDS,
 )
 def test_the_recorded_command_lines_parse_to_the_options_the_stages_used(
     settings: Settings, with_set: bool, tmp_path: Path
@@ -95,3 +101,25 @@ def test_a_fixed_setting_given_anew_names_what_the_folder_keeps() -> None:
     assert "--pool local-light: this loop folder uses the embedded local pool (the default)" in str(caught.value)
     with pytest.raises(ConfigError, match="this loop folder uses 0 "):
         resolve_settings({"seed": 0}, argparse.Namespace(seed=3))
+
+
+def test_a_remembered_reference_window_is_compared_every_run_until_none_clears_it(tmp_path: Path) -> None:
+    """A team compares each week with a fixed week (the one the conductor was trained on), not
+    only the week before: ``--reference-since/--reference-until`` are remembered like the other
+    drift settings, and ``none`` goes back to the rolling default."""
+    from podium.loop.settings import resolve_settings
+    from podium.traffic.drift import windows_for
+
+    def reference(settings: Settings) -> tuple[str, str]:
+        where = tmp_path / str(len(list(tmp_path.iterdir())))
+        where.mkdir()
+        query = drift_request(context(where, settings, with_set=False))
+        bounds = {k: getattr(query, k) for k in ("since", "until", "reference_since", "reference_until", "days")}
+        return windows_for(**bounds)["reference"]
+
+    fixed = resolve_settings({}, argparse.Namespace(reference_since="2026-10-01", reference_until="2026-10-07"))
+    assert reference(fixed) == ("2026-10-01T00:00:00.000Z", "2026-10-08T00:00:00.000Z")  # the date includes its day
+    again = resolve_settings(fixed.to_json(), argparse.Namespace())  # a later run gives only --dir
+    assert (again.reference_since, again.reference_until) == ("2026-10-01", "2026-10-07")
+    cleared = resolve_settings(again.to_json(), argparse.Namespace(reference_since="none", reference_until="None"))
+    assert reference(cleared) == ("2026-11-01T00:00:00.000Z", "2026-11-08T00:00:00.000Z")  # the 7 days before

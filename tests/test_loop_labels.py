@@ -120,6 +120,9 @@ def test_bad_input_is_exit_2_with_nothing_written(
         ([*argv, *WEEK, "--lam", "-1"], "--lam must be ≥ 0"),
         ([*argv, *WEEK, "--days", "0"], "--days must be positive, got 0"),  # remembered: checked with a window too
         ([*argv, *WEEK, "--matrix-split", "1.5"], "between 0 and 1"),
+        ([*argv, *WEEK, "--reference-until", "2026-11-03"], "the windows overlap"),  # ends inside the week
+        ([*argv, *WEEK, "--reference-since", "2026-11-05"], "the reference window"),  # starts after its end
+        ([*argv, *WEEK, "--reference-since", "last week"], "--reference-since"),
     ]
     for args, message in cases:
         assert cli(args) == 2, message

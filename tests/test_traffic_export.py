@@ -24,7 +24,7 @@ from podium.serve.shadow import ShadowJob, ShadowProxy
 from podium.store.shadow import ShadowStore
 from podium.testing import ScriptedWorker
 from podium.trace.store import TraceStore
-from podium.traffic.export import build_set
+from podium.traffic.export import build_set, numbers
 from podium.traffic.features import HashingEncoder, normalise
 from podium.traffic.source import read_traces
 from tests.conftest import read_jsonl
@@ -159,6 +159,26 @@ def test_embedding_similarity_drops_paraphrases_that_normalised_text_keeps(tmp_p
     assert len(build_set(items).records) == 3
     result = build_set(items, embedder=embedder, similarity=0.8)
     assert [r["question"] for r in result.records] == [a, ROBE] and result.similar == 1
+
+
+def test_similar_questions_that_state_other_numbers_are_kept_apart(tmp_path: Path) -> None:
+    """Two tickets that differ only in a number are almost one vector (hashed n-grams) but two
+    tasks: the number changes the answer. A placeholder's digits (``<PERSON_1>``) are no number."""
+    path = tmp_path / "traces.sqlite3"
+    a = "Ordre 1042 kom uden oplader. Hvornår sender I den?"
+    b = "Ordre 1043 kom uden oplader. Hvornår sender I den?"
+    c = "Ordre 1042 kom uden en oplader. Hvornår sender I den?"  # the same numbers: a near-duplicate
+    d = "<PERSON_1> skrev: ordre 1042 kom uden oplader. Hvornår sender I den?"
+    run_requests(path, [Request(q, at(1, 10 + n)) for n, q in enumerate((a, b, c, d))])
+    store = TraceStore(path)
+    items = read_traces(store)
+    store.close()
+    embedder = Embedder(None, encoder=HashingEncoder())
+    vectors = embedder.embed([a, b, d])
+    assert float(vectors[0] @ vectors[1]) > 0.9 and float(vectors[0] @ vectors[2]) > 0.8
+    result = build_set(items, embedder=embedder, similarity=0.8)
+    assert [r["question"] for r in result.records] == [a, b] and result.similar == 2
+    assert numbers(d) == ("1042",) and numbers("2.5 and 25") == ("2.5", "25")
 
 
 def test_personal_data_is_pseudonymized_unless_allowed(tmp_path: Path) -> None:

@@ -72,6 +72,13 @@ def add_parsers(sub: Any) -> None:
     ex.add_argument("--judge", metavar="WORKER", help="pool worker that confirms candidates and grades open tasks")
     dr = r.add_argument_group("drift (remembered)")
     dr.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="a drift threshold (repeatable)")
+    for end, default in (("since", "the window as long before this run's"), ("until", "this run's window's start")):
+        dr.add_argument(
+            f"--reference-{end}",
+            metavar="WHEN",
+            help=f"the reference window's {'start' if end == 'since' else 'end'} that drift compares every run "
+            f"with, e.g. the week the conductor was trained on (default: {default}; none: back to the default)",
+        )
     dr.add_argument(
         "--drift-judge-sample",
         action=WholeNumber,

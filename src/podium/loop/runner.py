@@ -68,6 +68,18 @@ def _prepare(ctx: Context) -> _Prepared:
     s = ctx.settings
     s.check()
     parse_thresholds(s.threshold)
+    if s.reference_since or s.reference_until:  # a bad remembered reference window is bad input
+        from podium.loop.stages import window_days
+        from podium.traffic.drift import windows_for
+
+        since, until = ctx.window
+        windows_for(
+            since=since,
+            until=until,
+            reference_since=s.reference_since,
+            reference_until=s.reference_until,
+            days=window_days(ctx),
+        )
     encoder_choice(s.embedder)  # an unknown encoder fails now, not after the eval
     if s.policy == "lm":  # an unknown or missing base conductor too
         from podium.local_models import resolve_model

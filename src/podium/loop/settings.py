@@ -52,6 +52,8 @@ class Settings:
     limit: int | None = None
     allow_pii: bool = False
     threshold: list[str] = field(default_factory=list)
+    reference_since: str | None = None
+    reference_until: str | None = None
     drift_judge_sample: int = 30
     judge: str | None = None
     pool: str | None = None
@@ -143,6 +145,10 @@ _PATHS = ("traces", "store")
 reads the same file."""
 
 
+_CLEARABLE = ("judge", "eval_judge", "reference_since", "reference_until")
+"""Settings whose remembered value ``none`` on the command line clears (back to the default)."""
+
+
 def _path_like(value: str) -> bool:
     """A pool or cache value that names a file (rather than a preset name or a URL)."""
     return "://" not in value and (Path(value).exists() or "/" in value or value.endswith((".toml", ".sqlite3")))
@@ -159,7 +165,7 @@ def resolve_settings(stored: dict[str, Any], given: argparse.Namespace) -> Setti
         if value is not None:
             if f.name in _PATHS or (f.name in ("pool", "cache") and _path_like(str(value))):
                 value = str(Path(value).expanduser().resolve())
-            if f.name in ("judge", "eval_judge") and str(value).lower() == "none":
+            if f.name in _CLEARABLE and str(value).lower() == "none":
                 value = None
             if f.name in FIXED and f.name in stored and stored[f.name] != value:
                 flag = "--" + f.name.replace("_", "-")

@@ -39,6 +39,7 @@ __all__ = [
     "export_request",
     "export_stage",
     "labels_stage",
+    "window_days",
 ]
 
 EXIT_LABELS = 5
@@ -80,7 +81,8 @@ def candidates(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def drift_stage(ctx: Context) -> dict[str, Any]:
-    """``podium drift`` over this run's window against the window as long before it; its report
+    """``podium drift`` over this run's window against the reference window (the settings'
+    ``reference_since``/``reference_until``, else the window as long before it); its report
     and plot (``drift.md``, ``drift.json``, ``drift.png``) saved in the run's folder. Bad input
     (e.g. no traffic in the reference window, as on a first run) is recorded with exit 2, never
     fatal: drift informs, it does not gate."""
@@ -134,7 +136,7 @@ def _drift_plot(ctx: Context) -> Path:
     return ctx.run_dir / "drift.png"
 
 
-def _window_days(ctx: Context) -> float:
+def window_days(ctx: Context) -> float:
     """The run's window's length, days."""
     from datetime import datetime
 
@@ -143,10 +145,12 @@ def _window_days(ctx: Context) -> float:
 
 
 def drift_argv(ctx: Context) -> list[str]:
-    """``podium drift`` of this run's window against the one before, per tag, with the set's
+    """``podium drift`` of this run's window against the reference window, per tag, with the set's
     labels, the report written to the run's folder."""
     s, (since, until) = ctx.settings, ctx.window
-    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", f"{_window_days(ctx):g}"]
+    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", f"{window_days(ctx):g}"]
+    argv += ["--reference-since", s.reference_since] if s.reference_since else []
+    argv += ["--reference-until", s.reference_until] if s.reference_until else []
     argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
     argv += ["--store", s.store] if s.store and s.source == "shadow" else []
     argv += ["--use-case", s.use_case] if s.use_case else []
@@ -184,7 +188,9 @@ def drift_request(ctx: Context) -> DriftQuery:
         store=store,
         since=since,
         until=until,
-        days=_window_days(ctx),
+        reference_since=s.reference_since,
+        reference_until=s.reference_until,
+        days=window_days(ctx),
         use_case=s.use_case,
         tags=tuple(s.tag),
         labels=ctx.folder.set if ctx.folder.set.is_file() else None,

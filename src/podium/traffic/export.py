@@ -8,8 +8,8 @@ Stored requests (:mod:`podium.traffic.source`) become a regression set — the J
    in both (:mod:`podium.pii`, offline Presidio).
 2. **De-duplicated**: questions with the same normalised text
    (:func:`podium.traffic.features.normalise`) are one task, the oldest kept; with a similarity
-   threshold, a question whose embedding's cosine similarity to a kept one reaches it is dropped
-   too. Questions already in the set an export appends to count as kept.
+   threshold, a question whose embedding's cosine similarity to a kept one that states the same
+   numbers reaches it is dropped too. Questions already in the set an export appends to count as kept.
 3. **Typed and referenced.** The task type comes from the client (a shadow row's
    ``X-Podium-Task``), else a ``task:TYPE`` tag, else the export's default (``open``). A client's
    own reference (``X-Podium-Reference``) is the reference (``reference_source: "client"``).
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -54,6 +55,7 @@ __all__ = [
     "ExportResult",
     "Pseudonymize",
     "build_set",
+    "numbers",
     "read_set",
     "write_jsonl",
 ]
@@ -256,20 +258,35 @@ def _masked(record: dict[str, Any], pseudonymize: Pseudonymize) -> tuple[dict[st
     return {**record, **dict(zip(fields, texts, strict=True))}, counts
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_PLACEHOLDER = re.compile(r"<[A-Z_]+_\d+>")
+
+
+def numbers(text: str) -> tuple[str, ...]:
+    """The numbers ``text`` states, sorted (``"2.5"`` and ``"25"`` differ); pseudonymization
+    placeholders (``<PERSON_1>``) state none."""
+    return tuple(sorted(_NUMBER.findall(_PLACEHOLDER.sub(" ", text))))
+
+
 def _drop_similar(
     records: list[dict[str, Any]], existing: Sequence[dict[str, Any]], embedder: Embedder, threshold: float
 ) -> tuple[list[dict[str, Any]], int]:
     """Greedy, in order: a new question is kept unless its cosine similarity to an existing or
-    an already kept question is at least ``threshold``."""
+    an already kept question **that states the same numbers** is at least ``threshold``. A
+    changed number usually changes the answer (another amount, another table row), while a
+    character n-gram or sentence vector barely moves with it."""
     old = [str(r.get("question", "")) for r in existing]
     vectors = embedder.embed([*old, *(r["question"] for r in records)])
-    kept_vectors: list[np.ndarray[Any, Any]] = [vectors[i] for i in range(len(old))]
+    kept_vectors: dict[tuple[str, ...], list[np.ndarray[Any, Any]]] = {}
+    for text, vector in zip(old, vectors, strict=False):
+        kept_vectors.setdefault(numbers(text), []).append(vector)
     kept: list[dict[str, Any]] = []
     for record, vector in zip(records, vectors[len(old) :], strict=True):
-        if kept_vectors and float(np.max(np.stack(kept_vectors) @ vector)) >= threshold:
+        alike = kept_vectors.setdefault(numbers(record["question"]), [])
+        if alike and float(np.max(np.stack(alike) @ vector)) >= threshold:
             continue
         kept.append(record)
-        kept_vectors.append(vector)
+        alike.append(vector)
     return kept, len(records) - len(kept)
 
 
