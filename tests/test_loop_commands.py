@@ -123,3 +123,30 @@ def test_a_remembered_reference_window_is_compared_every_run_until_none_clears_i
     assert (again.reference_since, again.reference_until) == ("2026-10-01", "2026-10-07")
     cleared = resolve_settings(again.to_json(), argparse.Namespace(reference_since="none", reference_until="None"))
     assert reference(cleared) == ("2026-11-01T00:00:00.000Z", "2026-11-08T00:00:00.000Z")  # the 7 days before
+
+
+def test_the_status_table_says_in_a_word_what_each_runs_drift_found() -> None:
+    from podium.loop.report import status_markdown
+
+    def run(n: int, drift: dict[str, object]) -> dict[str, object]:
+        window = {"since": f"2026-11-0{n}T00:00:00.000Z", "until": f"2026-11-0{n + 1}T12:30:00.000Z"}
+        return {"id": f"000{n}", "status": "done", "exit_code": 0, "window": window, "stages": {"drift": drift}}
+
+    status = {
+        "dir": "loop",
+        "settings": {"reference_since": "2026-10-01"},
+        "set": {"tasks": 3, "unconfirmed": 0},
+        "matrix": {},
+        "promoted": None,
+        "reviews": [],
+        "runs": [
+            run(1, {"status": "not compared", "exit_code": 2}),
+            run(2, {"status": "done", "exit_code": 0, "kinds": []}),
+            run(3, {"status": "done", "exit_code": 4, "kinds": ["input", "outcome"]}),
+        ],
+    }
+    shown = status_markdown(status)
+    assert "reference_since 2026-10-01" in shown
+    assert "| 0001 | 2026-11-01 00:00 → 2026-11-02 12:30 | done | 0 | not compared |" in shown
+    assert "| 0002 | 2026-11-02 00:00 → 2026-11-03 12:30 | done | 0 | quiet |" in shown
+    assert "| 0003 | 2026-11-03 00:00 → 2026-11-04 12:30 | done | 0 | input + outcome shift |" in shown

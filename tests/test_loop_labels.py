@@ -181,6 +181,9 @@ def test_an_interrupted_run_is_picked_up_by_the_next(
     assert cli(["loop", "status", "--dir", str(loop)]) == 0
     shown = capsys.readouterr().out
     assert "| 0001 |" in shown and "interrupted" in shown and "| review/review-0001.csv | 6 | 0 | 6 |" in shown
+    # the window it covered, and drift's word: nothing stored before the first week to compare with
+    assert "| 0001 | 2026-11-01 00:00 → 2026-11-08 00:00 | interrupted | " in shown
+    assert shown.count("| not compared |") == 2, shown  # the interrupted run and the one that resumed it
 
 
 def test_an_unknown_encoder_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

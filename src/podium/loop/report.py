@@ -166,13 +166,23 @@ def status_json(state: Mapping[str, Any], folder: Folder) -> dict[str, Any]:
     }
 
 
+def _drift_cell(drift: Mapping[str, Any]) -> str:
+    """A run's drift stage in a word or two: ``quiet``, the kinds of shift it alerted on, or
+    ``not compared`` (e.g. no traffic before a first run's window)."""
+    if drift.get("status") != "done":
+        return str(drift.get("status", "–"))
+    kinds = drift.get("kinds") or []
+    return f"{' + '.join(kinds)} shift" if kinds else "quiet"
+
+
 def status_markdown(status: Mapping[str, Any]) -> str:
     """``podium loop status``: the folder at a glance."""
     s = status["settings"]
     if not status["runs"]:
         return f"# podium loop · {status['dir']}\n\nNo run yet: podium loop run --dir {status['dir']}\n"
     keys = (
-        *("pool", "judge", "eval_judge", "drift_judge_sample", "source", "tag", "allow_pii", "seed", "matrix_split"),
+        *("pool", "judge", "eval_judge", "drift_judge_sample", "reference_since", "reference_until", "source", "tag"),
+        *("allow_pii", "seed", "matrix_split"),
         *("name", "policy", "lam", "bank", "model", "steps"),
     )
     shown = ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None and s[k] is not False and s[k] != [])
@@ -184,16 +194,18 @@ def status_markdown(status: Mapping[str, Any]) -> str:
         f"The set: {status['set']['tasks']} task(s), {status['set']['unconfirmed']} unconfirmed candidate(s); "
         f"the matrix: {matrix}; promoted: {status['promoted'] or 'none'}",
         "",
-        "| run | started | status | exit | new tasks | trained | gate |",
-        "|---|---|---|---|---|---|---|",
+        "| run | window | status | exit | drift | new tasks | trained | gate |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in status["runs"]:
         st = r.get("stages", {})
+        window = " → ".join(str(r.get("window", {}).get(k, "?"))[:16].replace("T", " ") for k in ("since", "until"))
         added = st.get("export", {}).get("added", "–")
         trained = st.get("train", {}).get("version") or st.get("train", {}).get("status", "–")
         gate = st.get("promote", {}).get("status", "–")
         exit_code = "–" if r.get("exit_code") is None else r["exit_code"]
-        lines.append(f"| {r['id']} | {r['started']} | {r['status']} | {exit_code} | {added} | {trained} | {gate} |")
+        cells = (r["id"], window, r["status"], exit_code, _drift_cell(st.get("drift", {})), added, trained, gate)
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     if status["reviews"]:
         lines += ["", "| review file | rows | filled in | unconfirmed |", "|---|---|---|---|"]
         for v in status["reviews"]:
