@@ -11,6 +11,7 @@ from podium.eval.tasks import Task
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
+from podium.workers.base import Usage
 
 DIAMOND = 'model_id = [0, 1, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [], [0, 1]]'
 
@@ -28,9 +29,14 @@ def test_critical_path_follows_the_access_lists() -> None:
     # steps 0 and 1 run in parallel (3 s and 5 s), step 2 waits for both (2 s); conductor 1 s
     latencies = {0: 3.0, 1: 5.0, 2: 2.0}
     steps = tuple(dataclasses.replace(s, latency_s=latencies[s.index]) for s in record.steps)
-    attempts = tuple(dataclasses.replace(a, latency_s=1.0) for a in record.attempts)
+    called = Usage(input_tokens=60, output_tokens=20)  # a conductor model's recorded call
+    attempts = tuple(dataclasses.replace(a, latency_s=1.0, usage=called) for a in record.attempts)
     timed = dataclasses.replace(record, steps=steps, attempts=attempts)
     assert critical_path_s(timed) == 1.0 + max(3.0, 5.0) + 2.0
+    # a conductor that chose in-process (no call) adds nothing: its measured microseconds would
+    # make a rerun from the request cache differ in the last digits
+    chose = tuple(dataclasses.replace(a, latency_s=0.000123, usage=Usage()) for a in record.attempts)
+    assert critical_path_s(dataclasses.replace(timed, attempts=chose)) == max(3.0, 5.0) + 2.0
     # a chain (each step sees the previous) adds up instead
     chain = _record('model_id = [0, 1, 0]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0], [1]]')
     steps = tuple(dataclasses.replace(s, latency_s=latencies[s.index]) for s in chain.steps)

@@ -98,3 +98,25 @@ def test_cached_rerun_reports_the_original_latency(tmp_path: Path) -> None:
     assert cache.hits == 1 and first >= 0.3
     # the rerun took ~0 s, yet records the latency the live call had (within the executor's overhead)
     assert first - 0.05 <= second <= first
+
+
+def test_reruns_from_a_warm_cache_give_the_same_critical_path_to_the_last_digit(tmp_path: Path) -> None:
+    """The loop records an outcome matrix again from the cache and must get the same bytes (it
+    trains and gates only on a changed matrix). A single-worker conductor's in-process choice
+    took measured microseconds, which made every rerun's ``|latency_s`` differ."""
+    from podium.conductor.baselines import SingleWorker
+    from podium.eval.runner import critical_path_s
+    from podium.orchestrator import Fallback, Orchestrator
+
+    cache = RequestCache(tmp_path / "c.sqlite3")
+    worker = CachedWorker(ScriptedWorker("w", reply="4", delay_s=0.01), cache)
+
+    def run() -> float:
+        orchestrator = Orchestrator(
+            [worker], SingleWorker(0), Fallback(0, "Answer."), config=OrchestratorConfig(recursion_rounds=0)
+        )
+        return critical_path_s(asyncio.run(orchestrator.run("What is 2 + 2?")))
+
+    run()  # live: the executor's own measurement
+    warm = [run() for _ in range(3)]
+    assert cache.hits == 3 and warm[0] > 0 and warm == [warm[0]] * 3

@@ -147,8 +147,11 @@ def answer_step(record: RunRecord) -> StepRecord | None:
 
 def critical_path_s(record: RunRecord) -> float:
     """Seconds: conductor attempts in sequence + per round the longest dependency chain of
-    steps (a step starts when every step it sees has finished) + fallback steps."""
-    total = sum(a.latency_s for a in record.attempts)
+    steps (a step starts when every step it sees has finished) + fallback steps. Only recorded
+    call latencies count: an attempt that called no model (a single-worker, light or plan
+    conductor choosing in-process, in milliseconds) adds nothing, so a rerun from the request
+    cache gives the same figure to the last digit (its time is in ``wall_s``)."""
+    total = sum(a.latency_s for a in record.attempts if a.usage.input_tokens or a.usage.output_tokens)
     rounds: dict[tuple[str, int], dict[int, StepRecord]] = {}
     for step in record.steps:
         rounds.setdefault((step.phase, step.round), {})[step.index] = step
