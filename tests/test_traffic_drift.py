@@ -234,6 +234,15 @@ def test_language_and_format_of_real_questions() -> None:
     assert formats(gsm8k_questions(0, 1)[0]) == frozenset()
 
 
+def test_pipe_tables_of_any_width_are_tables() -> None:
+    """A first user's 3-column tables were missed (a row could hold three pipes at most)."""
+    three = "Stock:\n| item | count | price |\n|---|---|---|\n| bolt | 3 | 2.5 |"
+    five = "a | b | c | d | e\n1 | 2 | 3 | 4 | 5"
+    assert formats(three) == formats(five) == {"table"}
+    assert not any("table" in formats(q) for q in gsm8k_questions(0, 1319))
+    assert formats("Is it 3 | 4 or not?") == frozenset()  # one row is no table
+
+
 def test_code_on_one_line_is_code_and_math_notation_is_not() -> None:
     """A first user's drift report missed code asked on one line (a code line needed a second
     one). One unmistakable construct or an inline code span with code punctuation now flags it;

@@ -126,7 +126,8 @@ def language(text: str) -> str:
 FORMATS: tuple[str, ...] = ("table", "code", "json", "list", "long")
 """The format flags :func:`formats` sets (a question may have several, or none: plain prose)."""
 
-_TABLE_ROW = re.compile(r"^\s*\|?[^|\n]*\|[^|\n]*\|?\s*$")
+_TABLE_ROW = re.compile(r"^\s*\|?[^|\n]*(?:\|[^|\n]*)+\|?\s*$")
+"""A row of a pipe table, of any number of columns (``| a | b | c |``, ``a | b``)."""
 _TAB_ROW = re.compile(r"^[^\t\n]+\t[^\t\n]+")
 _CODE_LINE = re.compile(
     r"^\s*(?:def |class |import |from \S+ import |return\b|for .+:\s*$|if .+:\s*$|while .+:\s*$|"
