@@ -128,6 +128,12 @@ def test_bad_input_is_exit_2_with_nothing_written(
         assert cli(args) == 2, message
         assert message in capsys.readouterr().err, message
         assert files(loop) == {} and not (tmp_path / "nowhere").exists()
+    assert cli(["loop", "status", "--dir", str(tmp_path / "nowhere")]) == 2  # a status starts no loop: no mkdir
+    assert "does not exist; the loop keeps its set, review files and state in a folder: name an existing" in (
+        capsys.readouterr().err
+    )
+    assert cli([*argv[:3], str(tmp_path / "pool.toml"), *WEEK]) == 2
+    assert "is a file, not a folder; name the loop's folder" in capsys.readouterr().err
     untagged = Request("Write a friendly greeting for our newsletter.", at(3), (), "Hello, dear readers!")
     run_requests(tmp_path / "traces.sqlite3", [untagged])  # an open task: the eval needs a judge to grade it
     assert cli([*argv, *WEEK]) == 2

@@ -126,6 +126,19 @@ def test_bad_selections_are_errors_that_name_the_fix(
     assert f"folder {typo.parent} does not exist; create it first" in capsys.readouterr().err
     assert export(traces, out, "--review", str(typo.with_suffix(".csv"))) == 2
     assert not typo.parent.exists() and not out.exists()
+    folder = tmp_path / "sets"  # a folder where a file goes: refused before anything is written, even with --force
+    folder.mkdir()
+    assert export(traces, folder, "--force") == 2
+    assert f"--out {folder} is a folder; name a file" in capsys.readouterr().err
+    assert export(traces, out, "--review", str(folder), "--force") == 2
+    assert f"--review {folder} is a folder" in capsys.readouterr().err
+    assert not out.exists() and not any(folder.iterdir())
+    assert cli(["tasks", "label", str(folder), "--judge", "big"]) == 2
+    assert f"{folder} is a folder, not a regression set file" in capsys.readouterr().err
+    assert export(traces, out) == 0
+    capsys.readouterr()
+    assert cli(["tasks", "import", str(folder), "--set", str(out)]) == 2
+    assert f"{folder} is a folder; name the review file in it" in capsys.readouterr().err
 
 
 def test_append_adds_only_new_requests_and_is_idempotent(traces: Path, tmp_path: Path) -> None:

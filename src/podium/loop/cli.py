@@ -172,7 +172,7 @@ def _status(args: argparse.Namespace, out: Console) -> int:
     from podium.loop.state import Folder, load_state
 
     folder = Folder(args.dir)
-    folder.check()
+    folder.check(new_ok=False)
     status = status_json(load_state(folder), folder)
     if args.json:
         print(json.dumps(status, indent=1, ensure_ascii=False))

@@ -77,14 +77,21 @@ class Folder:
         except ValueError:
             return str(path)
 
-    def check(self) -> None:
-        """ConfigError unless the folder exists (a typo in --dir must not start a new loop)."""
-        if not self.root.is_dir():
-            what = "is a file, not a folder" if self.root.exists() else "does not exist"
-            raise ConfigError(
-                f"--dir {self.root} {what}; the loop keeps its set, review files and state in a folder: "
-                f"create it (mkdir -p {self.root}) for a new loop, or name the existing one"
-            )
+    def check(self, *, new_ok: bool = True) -> None:
+        """ConfigError unless the folder exists (a typo in --dir must not start a new loop); the
+        fix offers a new folder only where a new loop can start (``new_ok``: not for a status)."""
+        if self.root.is_dir():
+            return
+        if self.root.exists():
+            raise ConfigError(f"--dir {self.root} is a file, not a folder; name the loop's folder")
+        fix = (
+            f"create it (mkdir -p {self.root}) for a new loop, or name the existing one"
+            if new_ok
+            else "name an existing loop's folder"
+        )
+        raise ConfigError(
+            f"--dir {self.root} does not exist; the loop keeps its set, review files and state in a folder: {fix}"
+        )
 
 
 def sha256_file(path: Path) -> str | None:

@@ -19,8 +19,8 @@ from rich.text import Text
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
 from podium.traffic.drift_options import DriftOptions, term_mask
-from podium.traffic.options import check_folder
 from podium.traffic.options import check_tags as _check_tags
+from podium.traffic.options import check_target
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
@@ -130,8 +130,8 @@ def cmd_drift(args: argparse.Namespace, out: Console, err: Console) -> int:
         if done == total or done % 10 == 0:
             err.print(f"judged {done}/{total}", highlight=False)
 
-    check_folder(args.out, "--out")  # the loop's drift writes into a run folder it made; a person's typo is refused
-    check_folder(args.plot, "--plot")
+    check_target(args.out, "--out")  # the loop's drift writes into a run folder it made; a person's typo is refused
+    check_target(args.plot, "--plot")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {args.plot}: the plot is a PNG image; name a .png file")
     report = drift_run(drift_query(args), on_judged=progress, warn=lambda line: err.print(line, highlight=False))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from podium.embed import Embedder
     from podium.traffic.export import Pseudonymize
 
-__all__ = ["check_folder", "check_tags", "embedder_for", "pseudonymizer"]
+__all__ = ["check_tags", "check_target", "embedder_for", "pseudonymizer"]
 
 
 def embedder_for(choice: str) -> Embedder | None:
@@ -56,9 +56,14 @@ def check_tags(store: Any, tags: Sequence[str]) -> None:
         )
 
 
-def check_folder(path: Path | None, flag: str) -> None:
-    """Raises ConfigError when ``path``'s folder does not exist: a typo must not create folders."""
-    if path is not None and not path.parent.is_dir():
+def check_target(path: Path | None, flag: str) -> None:
+    """Raises ConfigError when ``path``, a file a command will write, cannot be one: its folder
+    does not exist (a typo must not create folders), or ``path`` is a folder itself."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; name a file, e.g. {path / 'NAME'}")
+    if not path.parent.is_dir():
         raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist; create it first (mkdir -p)")
 
 

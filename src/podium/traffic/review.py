@@ -143,6 +143,10 @@ def write_review(path: Path, records: Sequence[dict[str, Any]]) -> None:
 def _rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """(header, [(spreadsheet row number, cells)]) of the file; ReviewFileError when it cannot be
     read as CSV at all."""
+    if path.is_dir():
+        raise ReviewFileError(
+            f"{path} is a folder; name the review file in it (a .csv that tasks export --review wrote)"
+        )
     if not path.is_file():
         raise ReviewFileError(f"no review file at {path}; write one with 'podium tasks export --review {path}'")
     try:

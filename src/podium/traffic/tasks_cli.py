@@ -21,8 +21,8 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.trace import default_trace_path
-from podium.traffic.options import check_folder, pseudonymizer
 from podium.traffic.options import check_tags as _check_tags
+from podium.traffic.options import check_target, pseudonymizer
 from podium.traffic.options import embedder_for as _embedder
 
 if TYPE_CHECKING:
@@ -192,8 +192,8 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     from podium.traffic.export import read_set, write_jsonl
     from podium.traffic.review import write_review
 
-    check_folder(args.out, "--out")
-    check_folder(args.review, "--review")
+    check_target(args.out, "--out")
+    check_target(args.review, "--review")
     if args.out.exists() and not (args.append or args.force):
         raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
     if args.append and args.force:
@@ -267,14 +267,19 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def _no_set(path: Path) -> str:
+    """What is wrong with a --set that is not a file."""
+    return f"{path} is a folder, not a regression set file" if path.is_dir() else f"no regression set at {path}"
+
+
 def _cmd_import(args: argparse.Namespace, out: Console) -> int:
     from podium.eval.tasks import load_tasks
     from podium.traffic.export import read_set, write_jsonl
     from podium.traffic.review import import_review
 
     if not args.set_path.is_file():
-        raise ConfigError(f"no regression set at {args.set_path}; pass the set the review file was exported with")
-    check_folder(args.out, "--out")
+        raise ConfigError(f"{_no_set(args.set_path)}; pass the set the review file was exported with")
+    check_target(args.out, "--out")
     records = read_set(args.set_path)
     result = import_review(args.review, records, set_name=str(args.set_path))
     target = args.out or args.set_path
@@ -330,8 +335,8 @@ def _cmd_label(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.traffic.label import judge_label
 
     if not args.set_path.is_file():
-        raise ConfigError(f"no regression set at {args.set_path}; write one with 'podium tasks export'")
-    check_folder(args.out, "--out")
+        raise ConfigError(f"{_no_set(args.set_path)}; write one with 'podium tasks export'")
+    check_target(args.out, "--out")
     records = read_set(args.set_path)
     from podium.store.request_cache import RequestCache, default_cache_path
 
