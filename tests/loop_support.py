@@ -129,6 +129,7 @@ def isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PODIUM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr("podium.embed.encoder_choice", fake_encoder)
     monkeypatch.setattr("podium.embed.encoder_for", fake_encoder)
+    monkeypatch.setattr("podium.embed.check_installed", lambda _choice: None)  # the fake needs no model
 
 
 def files(folder: Path) -> dict[str, bytes]:

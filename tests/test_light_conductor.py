@@ -347,3 +347,26 @@ def test_training_without_cma_names_the_install_before_any_work(
     assert "training a light conductor needs cma:" in captured.err and "[train]" in captured.err
     assert "CMA-ES generations" not in captured.err  # no bar was drawn
     assert not (tmp_path / "home").exists()  # nothing stored
+
+
+def test_a_cost_penalty_on_a_matrix_without_prices_is_said_to_weigh_nothing(tmp_path: Path) -> None:
+    """A first user trained with --lam 10 on local workers the pool gave no price: every cost $0,
+    so λ changed nothing, silently. The training record now says so; priced rows or λ = 0 do not."""
+    pytest.importorskip("cma")
+    from podium.traffic.features import HashingEncoder
+
+    priced = OutcomeMatrix.load(write_matrix(tmp_path / "priced.csv"))
+    text = (tmp_path / "priced.csv").read_text(encoding="utf-8")
+    free_path = tmp_path / "free.csv"
+    free_path.write_text(text.replace(f",{COST['calc']},{COST['historian']}", ",0.0,0.0"), encoding="utf-8")
+    free = OutcomeMatrix.load(free_path)
+    assert not any(free.outcome(t.id, m).cost_usd for t in free.tasks() for m in free.models)
+    embedder = Embedder(None, encoder=HashingEncoder(dim=64))
+
+    def warning(matrix: OutcomeMatrix, lam: float) -> str | None:
+        config = LightTrainConfig(dims=4, lam=lam, generations=1, seed=0)
+        return train_light(matrix, embedder, config).data.get("warning")
+
+    assert "every cost in the training rows is $0" in str(warning(free, 10.0))
+    assert "--lam 10 weighs nothing" in str(warning(free, 10.0))
+    assert warning(free, 0.0) is None and warning(priced, 10.0) is None

@@ -120,14 +120,24 @@ def test_bad_input_is_exit_2_with_nothing_written(
         ([*argv, *WEEK, "--lam", "-1"], "--lam must be ≥ 0"),
         ([*argv, *WEEK, "--days", "0"], "--days must be positive, got 0"),  # remembered: checked with a window too
         ([*argv, *WEEK, "--matrix-split", "1.5"], "between 0 and 1"),
-        ([*argv, *WEEK, "--reference-until", "2026-11-03"], "the windows overlap"),  # ends inside the week
-        ([*argv, *WEEK, "--reference-since", "2026-11-05"], "the reference window"),  # starts after its end
+        ([*argv, *WEEK, "--reference-until", "2026-11-03"], "the reference must end by 2026-11-01T00:00:00.000Z"),
+        (  # the reference starts after where it ends: the run's window's start, since no end is given
+            [*argv, *WEEK, "--reference-since", "2026-11-05"],
+            "--reference-since must be before the recent window's start (no --reference-until given)",
+        ),
         ([*argv, *WEEK, "--reference-since", "last week"], "--reference-since"),
+        ([*argv, *WEEK, "--reference-until", "2026-11-03"], "or --reference-since none --reference-until none"),
     ]
     for args, message in cases:
         assert cli(args) == 2, message
-        assert message in capsys.readouterr().err, message
+        err = " ".join(capsys.readouterr().err.split())
+        assert message in err, (message, err)
         assert files(loop) == {} and not (tmp_path / "nowhere").exists()
+    with pytest.raises(SystemExit) as exited:  # an abbreviation is refused: the option would be remembered
+        cli([*argv, *WEEK, "--judg", "big"])
+    assert exited.value.code == 2 and "unrecognized arguments: --judg big (did you mean --judge?)" in (
+        capsys.readouterr().err
+    )
     assert cli(["loop", "status", "--dir", str(tmp_path / "nowhere")]) == 2  # a status starts no loop: no mkdir
     assert "does not exist; the loop keeps its set, review files and state in a folder: name an existing" in (
         capsys.readouterr().err
@@ -196,6 +206,26 @@ def test_an_unknown_encoder_is_refused_before_anything_runs(tmp_path: Path, caps
     (tmp_path / "loop").mkdir()
     assert cli(["loop", "run", "--dir", str(tmp_path / "loop"), "--embedder", "word2vec"]) == 2
     assert "--embedder 'word2vec': use minilm or an embedded model id" in capsys.readouterr().err
+    assert list((tmp_path / "loop").iterdir()) == []
+
+
+def test_a_missing_sentence_encoder_is_refused_before_anything_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first user's loop recorded 82 calls for 3.5 minutes, then could not train: the default
+    encoder (MiniLM, the router extra) was not installed. It is checked with the other input."""
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda name, *a: None if name == "sentence_transformers" else found(name, *a)
+    )
+    monkeypatch.setattr("podium.embed._model_dir", lambda: tmp_path)  # the model package is there, the library not
+    (tmp_path / "loop").mkdir()
+    assert cli(["loop", "run", "--dir", str(tmp_path / "loop")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--embedder minilm: sentence-transformers is not installed; run: pip install -e '.[router]'" in err
+    assert "e.g. --embedder qwen2.5-coder-0.5b-instruct" in err
     assert list((tmp_path / "loop").iterdir()) == []
 
 

@@ -133,3 +133,29 @@ def test_train_json_is_one_typed_record(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=r"train\.json"):
             version.training()
     assert TrainingInfo("plans").to_json() == {"policy": "plans", "config": {}, "data": {}, "history": []}
+
+
+def test_a_gate_on_the_questions_a_version_trained_on_is_called_what_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first user promoted with ``--split train`` and saw "held-out: set.csv (train)": the figures
+    were the training set's. The gate warns when its matrix and split are the version's own."""
+    import argparse
+
+    from rich.console import Console
+
+    from podium.train.conductor_cli import _warn_if_trained_on
+
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    version = Registry().create("light")
+    info = {"policy": "light", "config": {}, "data": {"matrix": "set.csv", "split": "train"}}
+    (version.path / "train.json").write_text(json.dumps(info))
+
+    def warned(replay: str, split: str) -> str:
+        err = Console(record=True, width=300)
+        _warn_if_trained_on(version, argparse.Namespace(replay=replay, split=split), err)
+        return err.export_text()
+
+    assert "was trained on set.csv's train split" in warned(str(tmp_path / "loop" / "set.csv"), "train")
+    assert warned(str(tmp_path / "loop" / "set.csv"), "test") == ""
+    assert warned(str(tmp_path / "other.csv"), "train") == ""

@@ -40,6 +40,7 @@ __all__ = [
     "LlamaCppEncoder",
     "LoadsModel",
     "MiniLMEncoder",
+    "check_installed",
     "encoder_choice",
     "encoder_for",
 ]
@@ -200,6 +201,25 @@ def encoder_choice(choice: str) -> Encoder:
     if choice in EMBEDDED_MODELS:
         return LlamaCppEncoder(choice)
     raise ConfigError(f"--embedder {choice!r}: use minilm or an embedded model id ({', '.join(EMBEDDED_MODELS)})")
+
+
+def check_installed(choice: str) -> None:
+    """Raises now what :func:`encoder_choice`'s encoder would raise on first use: ConfigError for
+    an unknown ``choice``, ModelNotInstalled when its model is missing (the ``router`` extra for
+    ``minilm``, an embedded model's package otherwise). Loads nothing."""
+    from podium.local_models import resolve_model
+
+    encoder_choice(choice)
+    if choice != "minilm":
+        resolve_model(choice, verify=False)
+        return
+    _model_dir()
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ModelNotInstalled(
+            "sentence-transformers is not installed; run: pip install -e '.[router]'",
+            model="all-MiniLM-L6-v2",
+            install_command="pip install -e '.[router]'",
+        )
 
 
 class Embedder:

@@ -27,6 +27,7 @@ def add_parsers(sub: Any) -> None:
     loop = sub.add_parser("loop", help=_HELP).add_subparsers(dest="loop_command", required=True, metavar="SUBCOMMAND")
     r = loop.add_parser(
         "run",
+        allow_abbrev=False,  # its options are remembered: a typo such as --judg must not become --judge for good
         help="run the loop over a folder: every stage idempotent and incremental, safe to rerun",
         description=(
             "Run the weekly procedure over the folder --dir: 1 drift (recorded, never fatal), 2 export the window's "

@@ -324,6 +324,9 @@ def train_stage(ctx: Context) -> dict[str, Any]:
     summary = {"status": "done", "version": version.ref, "questions": result.data.get("questions")}
     if best is not None:
         summary |= {"validation_reward": best.validation_reward, "validation_quality": best.validation_quality}
+    if result.data.get("warning"):
+        summary["warning"] = result.data["warning"]
+        ctx.say(f"train: warning: {result.data['warning']}")
     ctx.state["train"] = {"run": ctx.run_id, "version": version.ref, "matrix_sha256": matrix_sha}
     ctx.say(f"train: {version.ref}")
     return summary

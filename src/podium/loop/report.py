@@ -183,7 +183,7 @@ def status_markdown(status: Mapping[str, Any]) -> str:
     keys = (
         *("pool", "judge", "eval_judge", "drift_judge_sample", "reference_since", "reference_until", "source", "tag"),
         *("allow_pii", "seed", "matrix_split"),
-        *("name", "policy", "lam", "bank", "model", "steps"),
+        *("name", "policy", "lam", "bank", "embedder", "generations", "dims", "clusters", "model", "steps"),
     )
     shown = ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None and s[k] is not False and s[k] != [])
     matrix = " / ".join(f"{n} {k}" for k, n in status["matrix"].items()) or "none yet"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podium.errors import ConfigError
+from podium.errors import ConfigError, ModelNotInstalled
 from podium.loop.settings import RunOptions, Settings, resolve_settings
 from podium.loop.stages import EXIT_LABELS, Context, apply_reviews, export_request
 from podium.loop.state import Folder, atomic_write, load_state, locked, save_state
@@ -36,6 +36,10 @@ class _Prepared:
     new: list[dict[str, Any]]
     export: dict[str, Any]
 
+
+_SMALLEST = "qwen2.5-coder-0.5b-instruct"
+"""The embedded model a missing sentence encoder's message suggests instead (the default local
+pool's middle worker: its file is there where the pool runs)."""
 
 _ENDED = ("done", "refused")
 """Statuses of a run that went through; after any other (stopped for labels, failed, killed)
@@ -57,7 +61,7 @@ def _window(settings: Settings, once: RunOptions, state: dict[str, Any]) -> tupl
 
 def _prepare(ctx: Context) -> _Prepared:
     """Every check that needs no write (module docstring), and the run's new tasks."""
-    from podium.embed import encoder_choice
+    from podium.embed import check_installed, encoder_choice
     from podium.pool import load_pool
     from podium.pool_workers import judge_index
     from podium.traffic.drift import parse_thresholds
@@ -73,14 +77,36 @@ def _prepare(ctx: Context) -> _Prepared:
         from podium.traffic.drift import windows_for
 
         since, until = ctx.window
-        windows_for(
-            since=since,
-            until=until,
-            reference_since=s.reference_since,
-            reference_until=s.reference_until,
-            days=window_days(ctx),
-        )
+        try:
+            windows_for(
+                since=since,
+                until=until,
+                reference_since=s.reference_since,
+                reference_until=s.reference_until,
+                days=window_days(ctx),
+            )
+        except ConfigError as exc:
+            given = ", ".join(
+                f"--reference-{end} {value}"
+                for end, value in (("since", s.reference_since), ("until", s.reference_until))
+                if value
+            )
+            raise ConfigError(
+                f"drift's reference window ({given}, remembered by the folder unless given now) does not fit this "
+                f"run's window {since} → {until}: {exc}. Give this run's window (--since/--until), another reference, "
+                "or --reference-since none --reference-until none to compare with the window as long before it"
+            ) from None
     encoder_choice(s.embedder)  # an unknown encoder fails now, not after the eval
+    if s.policy != "lm":  # and a missing one: the light and plan conductors embed the questions
+        try:
+            check_installed(s.embedder)
+        except ModelNotInstalled as exc:
+            raise ModelNotInstalled(
+                f"--embedder {s.embedder}: {exc}; or embed with a local model the pool already has, "
+                f"e.g. --embedder {_SMALLEST}",
+                model=exc.model,
+                install_command=exc.install_command,
+            ) from None
     if s.policy == "lm":  # an unknown or missing base conductor too
         from podium.local_models import resolve_model
         from podium.loop.outcomes import lm_config

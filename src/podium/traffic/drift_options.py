@@ -192,13 +192,15 @@ def windows_for(
             "as --until includes that day); --since must be before --until"
         )
     if ref_start >= ref_end:
+        end_of = "--reference-until" if reference_until else "the recent window's start (no --reference-until given)"
         raise ConfigError(
             f"the reference window {form(ref_start)} → {form(ref_end)} is empty; "
-            "--reference-since must be before --reference-until"
+            f"--reference-since must be before {end_of}"
         )
     if ref_start < end and start < ref_end:
         raise ConfigError(
             f"the windows overlap (reference {form(ref_start)} → {form(ref_end)}, recent {form(start)} → {form(end)}); "
-            "a request in both would be compared with itself: move --reference-until to --since or earlier"
+            f"a request in both would be compared with itself: the reference must end by {form(start)}, the recent "
+            "window's start (--reference-until, and --reference-since before it), or --since move after the reference"
         )
     return {"reference": (form(ref_start), form(ref_end)), "recent": (form(start), form(end))}

@@ -302,6 +302,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
             args.replay, args.name, _light_config(args), embedder=args.embedder, tags=args.tag,
             on_generation=on_generation,
         )  # fmt: skip
+    if result.data.get("warning"):
+        err.print(Text(f"warning: {result.data['warning']}", style="yellow"))
     if args.json:
         print(json.dumps({"version": version.ref, "path": str(version.path), **record}, indent=1))
         return 0

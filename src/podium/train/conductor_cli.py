@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -72,6 +73,7 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 0
     if args.conductor_command == "eval":
         candidate = registry.get(args.ref, bare="latest")
+        _warn_if_trained_on(candidate, args, err)
         report, folder = evaluate_version(candidate, registry.promoted(candidate.name), _gate(args), status=err.status)
         if args.json:
             print(json.dumps({k: v for k, v in report.items() if k != "results"}, indent=1))
@@ -80,6 +82,7 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(Text(f"report: {folder}", style="dim"))
         return 0
     candidate = registry.get(args.ref, bare="latest")
+    _warn_if_trained_on(candidate, args, err)
     current = registry.promoted(candidate.name)
     if current is not None and current.number == candidate.number:  # before minutes of evaluation
         out.print(f"{candidate.ref} is already the promoted version; nothing evaluated")
@@ -92,6 +95,21 @@ def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:
     style = "bold yellow" if promotion.overridden else "bold green" if promotion.promoted else "bold red"
     out.print(Text(promotion.line, style=style))
     return 0 if promotion.promoted else EXIT_REFUSED
+
+
+def _warn_if_trained_on(candidate: Version, args: argparse.Namespace, err: Console) -> None:
+    """A warning when the gate would score ``candidate`` on the split of the matrix it was
+    trained on: its figures would be training figures, not held-out ones."""
+    data = candidate.training().data if (candidate.path / "train.json").is_file() else {}
+    matrix, split = data.get("matrix"), data.get("split")
+    if matrix and split == args.split and Path(str(matrix)).name == Path(args.replay).name:
+        err.print(
+            Text(
+                f"warning: {candidate.ref} was trained on {matrix}'s {split} split, the questions this gate scores it "
+                "on: the figures are training figures, not held-out ones (the held-out split is --split test)",
+                style="yellow",
+            )
+        )
 
 
 def _gate(args: argparse.Namespace) -> GateSpec:

@@ -275,6 +275,11 @@ def train_light(
         "fit": len(fit_idx),
         "validation": len(val_idx),
     }
+    if config.lam > 0 and not np.any(costs[fit_idx]):
+        data["warning"] = (
+            f"every cost in the training rows is $0 (the workers have no price in the pool file), so --lam "
+            f"{config.lam:g} weighs nothing: give each worker a price (docs/pool-file.md) and record again"
+        )
     return TrainResult(policy, history, best[2], config, data)
 
 
