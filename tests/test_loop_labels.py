@@ -164,6 +164,24 @@ def test_bad_input_is_exit_2_with_nothing_written(
     assert files(loop) == {**before, "loop.json": b"{not json"}
 
 
+def test_math_answers_cut_off_at_their_token_limit_are_named_as_the_open_tasks_they_became(
+    world: tuple[FakePool, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first user's requests were tagged task:math, yet the loop asked for a judge and told them
+    to tag requests task:math: their answers had stopped at max_tokens, so no final number could
+    be the candidate and the tasks became open. The message now says so."""
+    _, argv = world
+    cut = Request(
+        "A farm has 17 rows of 23 trees. How many trees?", at(3), ("task:math",), "17 * 23 = 3", finish_reason="length"
+    )
+    run_requests(tmp_path / "traces.sqlite3", [cut])
+    assert cli([*argv, *WEEK]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 task(s) of the set are open" in err and "1 of them were sent as task:math" in err
+    assert "cut off at the worker's max_tokens" in err and "tag requests task:math" not in err
+    assert files(tmp_path / "loop") == {}
+
+
 def test_an_interrupted_run_is_picked_up_by_the_next(
     world: tuple[FakePool, list[str]],
     tmp_path: Path,

@@ -16,6 +16,7 @@ recorded in ``loop.json`` as it ends, and 7, the report of the run (``runs/NNNN/
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,7 @@ def _prepare(ctx: Context) -> _Prepared:
     from podium.pool import load_pool
     from podium.pool_workers import judge_index
     from podium.traffic.drift import parse_thresholds
-    from podium.traffic.export import read_set
+    from podium.traffic.export import declared_type, read_set
     from podium.traffic.source import task_id
     from podium.traffic.tasks_cli import export_records, read_requests
 
@@ -125,10 +126,19 @@ def _prepare(ctx: Context) -> _Prepared:
     again = sum(1 for item in items if task_id(item) in gone)
     opened = [r for r in (*plan.records, *result.records) if r.get("task_type") == "open"]
     if opened and not s.grader:
+        declared = {task_id(item): declared_type(item, s.task_type) for item in items}
+        typed = Counter(declared.get(r["id"]) for r in opened) - Counter({"open": len(opened), None: len(opened)})
+        why = (
+            f" {sum(typed.values())} of them were sent as task:{'/'.join(sorted(str(k) for k in typed))} but their "
+            "answers gave no final answer to take as the candidate (cut off at the worker's max_tokens, or an error): "
+            "a larger max_tokens in the pool file keeps such answers whole."
+            if typed
+            else " Or, when the traffic's answers can be checked by a rule, tag requests task:math|choice|exact or "
+            "give --task-type."
+        )
         raise ConfigError(
             f"{len(opened)} task(s) of the set are open (graded by a judge worker in the eval): give --judge WORKER "
-            "(it also confirms candidate references) or --eval-judge WORKER (grading only); or, when the traffic's "
-            "answers can be checked by a rule, tag requests task:math|choice|exact or give --task-type"
+            f"(it also confirms candidate references) or --eval-judge WORKER (grading only).{why}"
         )
     summary = {
         "read": result.read,

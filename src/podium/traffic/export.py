@@ -55,6 +55,7 @@ __all__ = [
     "ExportResult",
     "Pseudonymize",
     "build_set",
+    "declared_type",
     "numbers",
     "read_set",
     "write_jsonl",
@@ -205,7 +206,9 @@ def _result(
     )
 
 
-def _type_of(item: TrafficItem, default: str) -> str:
+def declared_type(item: TrafficItem, default: str) -> str:
+    """The task type the client gave a request (a shadow row's ``X-Podium-Task``, else a
+    ``task:TYPE`` tag), else ``default``: before the export makes a task ``open``."""
     if item.task_type:
         return item.task_type
     tagged = [t.split(":", 1)[1] for t in item.tags if t.startswith("task:")]
@@ -215,7 +218,7 @@ def _type_of(item: TrafficItem, default: str) -> str:
 def _record(item: TrafficItem, default_type: str, candidate: str) -> dict[str, Any]:
     """One task record (before pseudonymization); ``_retyped`` (removed before the record is
     returned by :func:`build_set`) says whether its type was changed to ``open``."""
-    kind = _type_of(item, default_type)
+    kind = declared_type(item, default_type)
     retyped = False
     if kind not in TASK_TYPES or kind == "code":  # code: no tests to run; unknown: a client's typo
         kind, retyped = "open", True
