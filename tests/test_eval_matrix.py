@@ -105,3 +105,30 @@ def test_write_matrix_stratifies_by_the_reports_tags(tmp_path: Path) -> None:
     matrix = OutcomeMatrix.load(path)
     held_out = sorted(int(t.id.split("/")[1]) < 4 for t in matrix.tasks("test"))
     assert held_out == [False, True]
+
+
+def test_a_rows_tags_travel_with_it_so_a_gate_can_take_one_use_case(tmp_path: Path) -> None:
+    """A first user's loop matrix kept only ``eval_name`` ("traffic"), so ``conductor promote
+    --tag use-case:support`` found no question. The row's tags are now a column; a file written
+    before it (no such column) still loads and extends."""
+    from podium.eval.tasks import TaskSetError
+
+    def tagged(task_id: str, *tags: str) -> dict[str, Any]:
+        return {**result(task_id, 1.0, 0.001), "tags": list(tags)}
+
+    path = tmp_path / "set.csv"
+    old = "sample_id,eval_name,split,prompt,big,big|total_cost\ntraffic/a,traffic,test,Q a?,1,0.001\n"
+    path.write_text(old, encoding="utf-8")  # the shape before the column
+    assert OutcomeMatrix.load(path).tasks()[0].tags == ("traffic",)
+    rows = [tagged("traffic/b", "open", "use-case:support", "lang:da"), tagged("traffic/c", "math", "use-case:billing")]
+    assert write_matrix(report({"single:big": rows}), path) == (3, 0)
+    tasks = {t.id: t.tags for t in OutcomeMatrix.load(path).tasks()}
+    assert tasks == {
+        "traffic/a": ("traffic",),  # kept from the old file: no tags recorded
+        "traffic/b": ("traffic", "open", "use-case:support", "lang:da"),
+        "traffic/c": ("traffic", "math", "use-case:billing"),
+    }
+    assert [t.id for t in OutcomeMatrix.load(path).tasks() if "use-case:support" in t.tags] == ["traffic/b"]
+    path.write_text(path.read_text(encoding="utf-8").replace('"[""math""', '"math'), encoding="utf-8")
+    with pytest.raises(TaskSetError, match="must be a JSON list of text"):
+        OutcomeMatrix.load(path)

@@ -7,7 +7,8 @@ replay on a team's own pool (``podium train --replay``, ``podium eval --replay``
 
 * ``sample_id`` = the task id, ``eval_name`` = its set (``gsm8k``, ``mbpp``, ``HumanEval``, a
   regression set's name), ``split`` = from the id (``gsm8k/train/12``; MBPP by its standard
-  task-id ranges) or the run's ``--split``, ``prompt`` = the question;
+  task-id ranges) or the run's ``--split``, ``prompt`` = the question, ``tags`` = its tags (a JSON
+  list: podium's extension, so a gate or a training can take one slice with ``--tag``);
 * per worker: the verifier's score, ``|model_response`` (the answer), ``|total_cost`` (USD) and
   ``|latency_s`` (the request's recorded critical path, seconds: podium's extension, read by the
   −μ·latency training reward).
@@ -30,6 +31,7 @@ single worker.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
 import tempfile
@@ -39,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from podium.errors import ConfigError
+from podium.eval.replay import MATRIX_FIXED_COLUMNS
 from podium.eval.tasks import mbpp_split
 
 __all__ = ["assign_new_splits", "assign_splits", "matrix_rows", "split_counts", "write_matrix"]
 
-_FIXED = ("sample_id", "eval_name", "split", "prompt")
+_FIXED = MATRIX_FIXED_COLUMNS
 
 
 def _split(task_id: str, default: str | None) -> str:
@@ -83,6 +86,7 @@ def matrix_rows(report: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[s
             "eval_name": task_id.split("/", 1)[0],
             "split": _split(task_id, default_split),
             "prompt": first.get("question") or "",
+            "tags": json.dumps(list(first.get("tags") or ()), ensure_ascii=False),
         }
         for worker in workers:
             r = per_worker[worker]

@@ -1,7 +1,8 @@
 """Replay pools: workers that answer with recorded results of real models.
 
 An **outcome matrix** (RouterBench's column convention, docs/eval.md, "Replay pools") holds, per question
-(``sample_id, eval_name, split, prompt``) and per model ``<model>``: the score in [0, 1],
+(``sample_id, eval_name, split, prompt``; podium's own add ``tags``, the question's tags as a
+JSON list) and per model ``<model>``: the score in [0, 1],
 ``<model>|model_response`` (may be empty) and ``<model>|total_cost`` (USD). Any number of
 models loads. :class:`ReplayWorker` turns one model's column into a pool worker, so conductors
 are trained and evaluated on recorded results without calling any model.
@@ -30,6 +31,7 @@ rewrites the question still replays the right row.
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,7 +55,12 @@ from podium.workers.base import (
 )
 from podium.workflow import Workflow
 
+MATRIX_FIXED_COLUMNS = ("sample_id", "eval_name", "split", "prompt", "tags")
+"""The columns of an outcome matrix that are no model: RouterBench's four, and podium's optional
+``tags`` (the question's tags as a JSON list)."""
+
 __all__ = [
+    "MATRIX_FIXED_COLUMNS",
     "OracleRouter",
     "Outcome",
     "OutcomeMatrix",
@@ -81,6 +88,7 @@ class _Row:
     split: str
     prompt: str
     outcomes: dict[str, Outcome]
+    tags: tuple[str, ...] = ()
 
 
 class OutcomeMatrix:
@@ -130,7 +138,7 @@ class OutcomeMatrix:
                 raise TaskSetError(
                     f"{file}: missing column(s) {missing} (RouterBench's convention: docs/eval.md, 'Replay pools')"
                 )
-            models = tuple(c for c in header if "|" not in c and c not in ("sample_id", "eval_name", "split", "prompt"))
+            models = tuple(c for c in header if "|" not in c and c not in MATRIX_FIXED_COLUMNS)
             if not models:
                 raise TaskSetError(f"{file}: no model columns (a column per model with its score in [0, 1])")
             for model in models:
@@ -142,13 +150,15 @@ class OutcomeMatrix:
                 if sid in rows:
                     raise TaskSetError(f"{file}:{line}: duplicate sample_id {sid!r}")
                 outcomes = {m: _outcome(rec, m, file, line) for m in models}
-                rows[sid] = _Row(sid, rec["eval_name"], rec["split"], rec["prompt"], outcomes)
+                tags = _row_tags(rec.get("tags"), file, line)
+                rows[sid] = _Row(sid, rec["eval_name"], rec["split"], rec["prompt"], outcomes, tags)
         if not rows:
             raise TaskSetError(f"{file}: no rows")
         return cls(file, models, rows, has_latency=all(f"{m}|latency_s" in header for m in models))
 
     def tasks(self, split: str | None = None) -> list[Task]:
-        """The matrix's questions as tasks (id = ``sample_id``; tags = eval family and name).
+        """The matrix's questions as tasks (id = ``sample_id``; tags = eval family and name, then
+        the row's own ``tags``, e.g. a regression set's ``use-case:support``).
 
         Raises TaskSetError when ``split`` leaves no row."""
         tasks = [
@@ -156,7 +166,7 @@ class OutcomeMatrix:
                 id=row.sample_id,
                 question=row.prompt,
                 task_type=_task_type(row.eval_name),
-                tags=_tags(row.eval_name),
+                tags=tuple(dict.fromkeys((*_tags(row.eval_name), *row.tags))),
                 split=row.split,
                 source=self.path.stem,
             )
@@ -200,6 +210,19 @@ def _outcome(rec: dict[str, str], model: str, file: Path, line: int) -> Outcome:
     if not (seconds >= 0.0):
         raise TaskSetError(f"{file}:{line}: model {model!r}: latency_s {seconds} must be ≥ 0 seconds")
     return Outcome(score, rec.get(f"{model}|model_response") or "", cost, seconds)
+
+
+def _row_tags(cell: str | None, file: Path, line: int) -> tuple[str, ...]:
+    """A row's optional ``tags`` cell: a JSON list of text (podium's extension), empty for none."""
+    if not cell:
+        return ()
+    try:
+        tags = json.loads(cell)
+    except json.JSONDecodeError:
+        tags = None
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise TaskSetError(f'{file}:{line}: tags {cell!r} must be a JSON list of text, e.g. ["use-case:support"]')
+    return tuple(tags)
 
 
 def _family(eval_name: str) -> str:
