@@ -76,6 +76,11 @@ def test_the_loop_stops_for_labels_and_resumes_as_they_come(
     assert code == 5 and (judge["confirmed"], judge["rejected"], judge["calls"]) == (2, 1, 3)
     assert fakes.judge_calls() == 3 and "1 row(s) to confirm" in err
     assert "--judge WORKER" not in err and "--allow-unconfirmed" in err  # the judge has had its say
+    checks = judge["spot_check"]  # the two it confirmed, for a person to look at (a judge agrees too easily)
+    assert len(checks) == 2 and {c["id"] for c in checks} <= {r["id"] for r in read_jsonl(loop / "set.jsonl")}
+    assert all(c["question"] and c["reference"] for c in checks)
+    shown = (loop / "runs" / report["id"] / "report.md").read_text(encoding="utf-8")
+    assert "## Spot-check the judge: 2 of its 2 confirmation(s) this run" in shown and checks[0]["id"] in shown
 
     # on with it unconfirmed: eval, matrix, and training waits for more questions
     code, report, err = loop_run([*resume, "--allow-unconfirmed"], capsys)

@@ -124,6 +124,19 @@ def run_markdown(run: Mapping[str, Any], folder: Folder) -> str:
     ]
     if run.get("message"):
         lines += ["", "```", str(run["message"]), "```"]
+    judge = run.get("stages", {}).get("labels", {}).get("judge") or {}
+    if checks := judge.get("spot_check"):
+        lines += [
+            "",
+            f"## Spot-check the judge: {len(checks)} of its {judge['confirmed']} confirmation(s) this run",
+            "",
+            "A judge tends to agree with what it is shown. Where a reference is wrong, fix it in the set's review "
+            "file (verdict fix) and run the loop again.",
+            "",
+            "| task | question | confirmed reference |",
+            "|---|---|---|",
+            *(f"| {c['id']} | {_cell(c['question'])} | {_cell(c['reference'])} |" for c in checks),
+        ]
     if run.get("error"):
         lines += ["", f"Stopped by an error: {run['error']}"]
     if run.get("commands"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -414,6 +415,7 @@ def _judge(ctx: Context, records: list[dict[str, Any]]) -> tuple[dict[str, Any],
         if done == total or done % 10 == 0:
             ctx.say(f"labels: judged {done}/{total}")
 
+    before = {r["id"]: r.get("reference_source") for r in records}
     result = asyncio.run(judge_label(records, judge, on_done=progress))
     if result.confirmed:
         write_jsonl(ctx.folder.set, result.records)
@@ -424,9 +426,26 @@ def _judge(ctx: Context, records: list[dict[str, Any]]) -> tuple[dict[str, Any],
         "unscored": result.unscored,
         "calls": cache.misses if cache is not None else None,
     }
+    confirmed = [r for r in result.records if r.get("reference_source") != before.get(r["id"])]
+    if confirmed:  # a judge agrees with what it is shown (docs/loop.md): a person should look at some
+        picked = random.Random(f"{s.seed}:{ctx.run_id}").sample(confirmed, min(_SPOT_CHECK, len(confirmed)))
+        summary["spot_check"] = [
+            {"id": r["id"], "question": _clip(str(r["question"]), 100), "reference": _clip(str(r["reference"]), 60)}
+            for r in sorted(picked, key=lambda r: str(r["id"]))
+        ]
     if result.unscored_example:
         summary["unscored_example"] = result.unscored_example
     return summary, result.records
+
+
+_SPOT_CHECK = 5
+"""How many of a run's judge confirmations its report lists for a person to check."""
+
+
+def _clip(text: str, size: int) -> str:
+    """``text`` on one line, cut to ``size`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= size else line[: size - 1] + "…"
 
 
 def _where(ctx: Context, left: Sequence[str]) -> dict[str, int]:
