@@ -284,7 +284,7 @@ def test_open_tasks_enter_the_bank_graded_by_the_judge(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", [("--dims", "8"), ("--clusters", "auto", "--max-cost-ratio", "1")])
+@pytest.mark.parametrize("recipe", [("--clusters", "0", "--dims", "8"), ("--max-cost-ratio", "1")])
 def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], recipe: tuple[str, ...]
 ) -> None:
@@ -294,8 +294,9 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     other way round, so the plan that answers best depends on the question, which the model-free
     encoder tells apart: the trained version must beat every single column on the held-out rows
     (it is promoted, against the best single worker). A second run changes nothing. Both the
-    linear head and a cluster table capped at the best single worker's cost do so: the best
-    table answers math with the 1.5B and tables with the cheaper 0.5B, within the cap."""
+    linear head (``--clusters 0``) and a cluster table (the default for plans, the shipped recipe)
+    capped at the best single worker's cost do so: the best table answers math with the 1.5B and
+    tables with the cheaper 0.5B, within the cap."""
     import podium.pool_workers
     from podium.eval.bank import read_bank
     from podium.testing import ScriptedWorker
@@ -341,6 +342,7 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     capped = "--max-cost-ratio" in recipe
     assert (info.config["clusters"], info.config["max_cost_ratio"]) == ((-1, 1.0) if capped else (0, None))
     assert ("--clusters auto --max-cost-ratio 1" in report["commands"]["train"][0]) == capped
+    assert "--embedder qwen2.5-coder-0.5b-instruct" in report["commands"]["train"][0]  # the shipped tables' encoder
     assert stages["promote"]["status"] == "promoted", stages["promote"]["reason"]
     assert f"--replay {loop / 'bank'}" in report["commands"]["promote"][0]
     assert cli([*argv[:4], "--allow-unconfirmed", *window]) == 0  # nothing new: nothing trained again

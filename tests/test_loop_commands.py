@@ -150,3 +150,21 @@ def test_the_status_table_says_in_a_word_what_each_runs_drift_found() -> None:
     assert "| 0001 | 2026-11-01 00:00 → 2026-11-02 12:30 | done | 0 | not compared |" in shown
     assert "| 0002 | 2026-11-02 00:00 → 2026-11-03 12:30 | done | 0 | quiet |" in shown
     assert "| 0003 | 2026-11-03 00:00 → 2026-11-04 12:30 | done | 0 | input + outcome shift |" in shown
+
+
+def test_plans_default_to_the_shipped_recipe_and_a_folder_keeps_what_it_stored() -> None:
+    """``--policy plans`` alone trains what the shipped plan tables are (Qwen2.5-Coder-0.5B
+    vectors, a cluster table of K by silhouette); light keeps MiniLM and no table. A folder that
+    stored the old defaults (MiniLM, clusters 0) keeps them: its versions stay comparable."""
+    from podium._args import AUTO_CLUSTERS
+    from podium.loop.settings import resolve_settings
+
+    plans = resolve_settings({}, argparse.Namespace(policy="plans", bank=True))
+    assert (plans.encoder, plans.table_clusters) == ("qwen2.5-coder-0.5b-instruct", AUTO_CLUSTERS)
+    light = resolve_settings({}, argparse.Namespace())
+    assert (light.encoder, light.table_clusters) == ("minilm", 0)
+    old = resolve_settings({"policy": "plans", "bank": True, "embedder": "minilm", "clusters": 0}, argparse.Namespace())
+    assert (old.encoder, old.table_clusters) == ("minilm", 0)
+    linear = resolve_settings({}, argparse.Namespace(policy="plans", bank=True, clusters=0))
+    assert linear.table_clusters == 0
+    linear.check()

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from podium._args import MANY, SEED, ClusterCount, PositiveNumber, WholeNumber
+from podium.loop.settings import PLANS_EMBEDDER
 
 __all__ = ["add_parsers", "run"]
 
@@ -119,8 +120,8 @@ def add_parsers(sub: Any) -> None:
         "--clusters",
         action=ClusterCount,
         metavar="K|auto",
-        help="--policy plans: a cluster table (one plan per k-means cluster of the questions; auto picks K) instead "
-        "of the linear head (0, the default)",
+        help="--policy plans: a cluster table, one plan per k-means cluster of the questions (auto, the default: "
+        "the shipped recipe, K by silhouette), or 0 for the linear head",
     )
     t.add_argument(
         "--max-cost-ratio",
@@ -128,7 +129,11 @@ def add_parsers(sub: Any) -> None:
         metavar="R",
         help="--policy plans --clusters: the best table whose training cost is ≤ R × the best single worker's",
     )
-    t.add_argument("--embedder", help="the light conductor's encoder: minilm (default) or an embedded model id")
+    t.add_argument(
+        "--embedder",
+        help="the question encoder: minilm or an embedded model id (default: minilm for --policy light, "
+        f"{PLANS_EMBEDDER} for plans, as the shipped plan tables)",
+    )
     t.add_argument("--max-steps", action=WholeNumber, low=1, high=20, help="workflow length limit (3)")
     t.add_argument("--max-quality-drop", type=float, metavar="Q", help="the gate's quality margin")
     t.add_argument("--model", help="--policy lm: the base conductor, an embedded model id (default: the preset's)")

@@ -228,7 +228,8 @@ def _train_options(ctx: Context) -> dict[str, Any]:
         keys = ("model", "steps", "lam", "mu", "seed", "max_steps_per_workflow", "generations", "learning_rate")
         return {k: getattr(config, k) for k in keys}
     if s.policy == "plans":
-        return {"lam": s.lam, "mu": s.mu, "dims": s.dims, "seed": s.seed}
+        return {"lam": s.lam, "mu": s.mu, "dims": s.dims, "seed": s.seed, "clusters": s.table_clusters,
+                "max_cost_ratio": s.max_cost_ratio}  # fmt: skip
     return {"lam": s.lam, "mu": s.mu, "generations": s.generations, "popsize": s.popsize, "dims": s.dims,
             "max_steps": s.max_steps, "seed": s.seed}  # fmt: skip
 
@@ -258,7 +259,7 @@ def _trained(ctx: Context, data_sha: str | None) -> Any:
         except ConfigError:
             continue
         same = info.policy == s.policy and all(info.config.get(k) == v for k, v in wanted.items())
-        embedder = s.policy == "lm" or info.embedder == s.embedder  # an LM conductor reads the text
+        embedder = s.policy == "lm" or info.embedder == s.encoder  # an LM conductor reads the text
         if same and info.data.get(key) == data_sha and embedder:
             return version
     return None
@@ -303,7 +304,7 @@ def train_stage(ctx: Context) -> dict[str, Any]:
         ctx.say(f"train: waiting — {reason}")
         return {"status": "waiting", "reason": reason}
     argv = ["train", "--replay", str(folder.matrix), "--name", s.name, "--lam", f"{s.lam:g}", "--mu", f"{s.mu:g}"]
-    argv += ["--generations", str(s.generations), "--dims", str(s.dims), "--embedder", s.embedder]
+    argv += ["--generations", str(s.generations), "--dims", str(s.dims), "--embedder", s.encoder]
     argv += ["--max-steps", str(s.max_steps), "--seed", str(s.seed)]
     argv += ["--popsize", str(s.popsize)] if s.popsize else []
     ctx.ran("train", argv)
@@ -318,7 +319,7 @@ def train_stage(ctx: Context) -> dict[str, Any]:
         popsize=s.popsize or None, seed=s.seed,
     )  # fmt: skip
     version, result, _ = train_light_version(
-        folder.matrix, s.name, config, embedder=s.embedder, on_generation=on_generation
+        folder.matrix, s.name, config, embedder=s.encoder, on_generation=on_generation
     )
     best = result.history[result.best_generation] if result.history else None
     summary = {"status": "done", "version": version.ref, "questions": result.data.get("questions")}
@@ -404,20 +405,20 @@ def _train_plans(ctx: Context) -> dict[str, Any]:
         ctx.say(f"train: waiting — {reason}")
         return {"status": "waiting", "reason": reason}
     argv = ["train", "--policy", "plans", "--replay", str(folder.bank), "--name", s.name, "--lam", f"{s.lam:g}"]
-    argv += ["--mu", f"{s.mu:g}", "--dims", str(s.dims), "--embedder", s.embedder, "--seed", str(s.seed)]
-    if s.clusters:
-        argv += ["--clusters", "auto" if s.clusters == AUTO else str(s.clusters)]
+    argv += ["--mu", f"{s.mu:g}", "--dims", str(s.dims), "--embedder", s.encoder, "--seed", str(s.seed)]
+    if s.table_clusters:
+        argv += ["--clusters", "auto" if s.table_clusters == AUTO else str(s.table_clusters)]
     if s.max_cost_ratio is not None:
         argv += ["--max-cost-ratio", f"{s.max_cost_ratio:g}"]
     ctx.ran("train", argv)
     config = PlanTrainConfig(
-        lam=s.lam, mu=s.mu, dims=s.dims, seed=s.seed, clusters=s.clusters, max_cost_ratio=s.max_cost_ratio
+        lam=s.lam, mu=s.mu, dims=s.dims, seed=s.seed, clusters=s.table_clusters, max_cost_ratio=s.max_cost_ratio
     )
     outcomes = plan_outcomes(plans, columns, rows)
-    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(s.embedder))
+    embedder = Embedder(EvalSpec().embeddings, encoder=encoder_choice(s.encoder))
     ctx.say(f"train: the plan conductor on {len(rows)} training question(s) of the bank ({len(plans)} plans)")
     vectors = embedder.embed([r["prompt"] for r in rows])
-    data = {"bank_sha256": bank_sha, "embedder_choice": s.embedder}
+    data = {"bank_sha256": bank_sha, "embedder_choice": s.encoder}
     ref, record = train_plans_version(
         s.name, str(folder.bank), "train", outcomes, vectors, columns, embedder.name, config, data=data
     )

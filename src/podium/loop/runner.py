@@ -97,13 +97,13 @@ def _prepare(ctx: Context) -> _Prepared:
                 f"run's window {since} → {until}: {exc}. Give this run's window (--since/--until), another reference, "
                 "or --reference-since none --reference-until none to compare with the window as long before it"
             ) from None
-    encoder_choice(s.embedder)  # an unknown encoder fails now, not after the eval
+    encoder_choice(s.encoder)  # an unknown encoder fails now, not after the eval
     if s.policy != "lm":  # and a missing one: the light and plan conductors embed the questions
         try:
-            check_installed(s.embedder)
+            check_installed(s.encoder)
         except ModelNotInstalled as exc:
             raise ModelNotInstalled(
-                f"--embedder {s.embedder}: {exc}; or embed with a local model the pool already has, "
+                f"--embedder {s.encoder}: {exc}; or embed with a local model the pool already has, "
                 f"e.g. --embedder {_SMALLEST}",
                 model=exc.model,
                 install_command=exc.install_command,

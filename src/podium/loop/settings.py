@@ -18,9 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from podium._args import AUTO_CLUSTERS
 from podium.errors import ConfigError
 
-__all__ = ["FIXED", "RunOptions", "Settings", "resolve_settings"]
+__all__ = ["FIXED", "PLANS_EMBEDDER", "RunOptions", "Settings", "resolve_settings"]
+
+PLANS_EMBEDDER = "qwen2.5-coder-0.5b-instruct"
+"""The question encoder of the shipped plan tables, and of a loop that trains plans (unless
+``--embedder`` says otherwise)."""
 
 FIXED: dict[str, str] = {
     "allow_pii": "the set's questions are pseudonymized or in clear, and one set must not mix them",
@@ -72,14 +77,28 @@ class Settings:
     generations: int = 60
     popsize: int | None = None
     dims: int = 16
-    clusters: int = 0
+    clusters: int | None = None
     max_cost_ratio: float | None = None
-    embedder: str = "minilm"
+    embedder: str | None = None
     max_steps: int = 3
     model: str | None = None
     steps: int | None = None
     preset: Literal["cpu", "paper"] = "cpu"
     max_quality_drop: float | None = None
+
+    @property
+    def encoder(self) -> str:
+        """The question encoder: ``embedder``, else the policy's own — for plans the shipped plan
+        table's (Qwen2.5-Coder-0.5B, an embedded model: no torch), for light MiniLM."""
+        return self.embedder or (PLANS_EMBEDDER if self.policy == "plans" else "minilm")
+
+    @property
+    def table_clusters(self) -> int:
+        """The plan table's clusters: ``clusters``, else the policy's own — for plans ``auto``
+        (:data:`~podium._args.AUTO_CLUSTERS`, the shipped recipe), else 0 (no table)."""
+        if self.clusters is not None:
+            return self.clusters
+        return AUTO_CLUSTERS if self.policy == "plans" else 0
 
     @property
     def grader(self) -> str | None:
@@ -123,7 +142,7 @@ class Settings:
             raise ConfigError(
                 "--clusters and --max-cost-ratio shape the plan conductor's table: use them with --policy plans"
             )
-        if self.max_cost_ratio is not None and not self.clusters:
+        if self.max_cost_ratio is not None and not self.table_clusters:
             raise ConfigError("--max-cost-ratio caps a cluster table: add --clusters (a number, or auto)")
         if self.similar is not None and not 0 < self.similar <= 1:
             raise ConfigError(f"--similar {self.similar}: give a cosine similarity in (0, 1], e.g. 0.95")
