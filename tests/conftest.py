@@ -53,9 +53,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """PODIUM_HOME in a temporary folder, so traces never touch the user's data dir."""
+    """PODIUM_HOME in a temporary folder for every test, so no test reads or writes the user's
+    data dir (traces, the registry, shadow records): a command run with its defaults in a test
+    met a trace database another podium version had migrated there, and failed."""
     monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
 

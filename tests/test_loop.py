@@ -332,6 +332,7 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     report = json.loads(capsys.readouterr().out)
     stages = report["stages"]
     assert stages["record"]["bank"]["in_bank"] == 22
+    assert read_bank(loop / "bank").catalogue.name == "local-checked"  # the default: the shipped code plan's checks
     splits = {row.sample_id: row.split for row in OutcomeMatrix.load(loop / "set.csv").rows.values()}
     assert {r["sample_id"]: r["split"] for r in read_bank(loop / "bank").rows} == splits
     train = stages["train"]
@@ -349,6 +350,8 @@ def test_the_plan_conductor_is_trained_on_the_bank_and_gated_on_its_held_out_row
     again = json.loads(capsys.readouterr().out)["stages"]
     assert again["train"]["status"] == "skipped" and again["train"]["version"] == train["version"]
     assert again["promote"]["status"] == "already promoted"
+    assert cli([*argv[:4], "--bank-catalogue", "local", *window]) == 2  # the bank's columns are fixed
+    assert "this folder's bank records 'local-checked'" in capsys.readouterr().err
 
 
 @pytest.mark.model
@@ -393,8 +396,8 @@ def test_plans_without_the_bank_and_another_policy_later_are_refused(
     assert "--model, --steps: options of the LM conductor's training" in capsys.readouterr().err
     assert cli([*argv, "--clusters", "auto"]) == 2  # the light policy has no table
     assert "use them with --policy plans" in capsys.readouterr().err
-    assert cli([*argv, "--policy", "plans", "--bank", "--max-cost-ratio", "1.1"]) == 2
-    assert "add --clusters" in capsys.readouterr().err
+    assert cli([*argv, "--policy", "plans", "--bank", "--clusters", "0", "--max-cost-ratio", "1.1"]) == 2
+    assert "--clusters 0 asks for the linear head" in " ".join(capsys.readouterr().err.split())
     assert cli([*argv, "--policy", "plans", "--bank", "--clusters", "auto", "--max-cost-ratio", "0"]) == 2
     assert "--max-cost-ratio must be a number above 0" in capsys.readouterr().err
     assert files(loop) == {}

@@ -101,6 +101,12 @@ def add_parsers(sub: Any) -> None:
         "--bank", action=argparse.BooleanOptionalAction, help="also record the new questions into DIR/bank"
     )
     rec.add_argument("--bank-pool", help="pool of the bank's catalogue (default local-tools)")
+    rec.add_argument(
+        "--bank-catalogue",
+        choices=["local", "local-checked"],
+        help="the bank's steps: local-checked (default) adds a check of four code answers against the question's "
+        "own tests, which the shipped conductor's code plan uses; local leaves it out. Fixed once the bank has rows",
+    )
     rec.add_argument("--step-timeout", type=float, metavar="SECONDS", help="bank step time limit (600)")
     t = r.add_argument_group("train and promote (remembered; as podium train and conductor promote)")
     t.add_argument("--name", help="registry name (default light)")

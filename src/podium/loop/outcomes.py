@@ -25,14 +25,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from podium.errors import ConfigError
 from podium.loop.settings import Settings
 from podium.loop.stages import Context
-from podium.loop.state import sha256_file
+from podium.loop.state import Folder, sha256_file
 
 if TYPE_CHECKING:
     from podium.train.grpo import GRPOTrainConfig
 
-__all__ = ["lm_config", "promote_stage", "record_stage", "train_stage"]
+__all__ = ["bank_catalogue", "lm_config", "promote_stage", "record_stage", "train_stage"]
 
 
 def _eval_options(ctx: Context) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def _bank(ctx: Context) -> dict[str, Any]:
     the rows of tasks whose grading changed since they were scored are rescored from their
     recorded responses (no model call; an open task's answers go to the judge again, through
     the cache), and the rows of tasks dropped from the set, or retyped open without a judge, go."""
-    from podium.eval.bank import read_rows
+    from podium.eval.bank import local_catalogue, read_rows
     from podium.eval.record import record_local_bank, revise_bank
     from podium.eval.tasks import load_tasks
     from podium.eval.verifiers import verify
@@ -179,7 +180,8 @@ def _bank(ctx: Context) -> dict[str, Any]:
     ids.parent.mkdir(parents=True, exist_ok=True)
     ids.write_text("\n".join(todo) + "\n", encoding="utf-8")
     argv = ["bank", "record", "--tasks", str(folder.set), "--out", str(folder.bank), "--ids", str(ids)]
-    argv += ["--pool", s.bank_pool, "--step-timeout", f"{s.step_timeout:g}"]
+    catalogue = bank_catalogue(folder, s)
+    argv += ["--pool", s.bank_pool, "--catalogue", catalogue, "--step-timeout", f"{s.step_timeout:g}"]
     argv += ["--cache", s.cache] if s.cache else []
     if s.grader:
         argv += ["--judge", s.grader, *(["--judge-pool", s.pool] if s.pool else [])]
@@ -190,6 +192,7 @@ def _bank(ctx: Context) -> dict[str, Any]:
         [dataclasses.replace(t, split=split.get(t.id, t.split)) for t in tasks if t.id in chosen],
         folder.bank,
         pool=s.bank_pool,
+        catalogue=local_catalogue(name=catalogue),
         cache=cache,
         step_timeout_s=s.step_timeout,
         judge=judge,
@@ -199,6 +202,25 @@ def _bank(ctx: Context) -> dict[str, Any]:
     _, after = read_rows(folder.bank / "matrix.csv")
     return {"status": "done", "recorded": len(todo), "in_bank": len(after), **summary,
             "ids": folder.relative(ids)}  # fmt: skip
+
+
+def bank_catalogue(folder: Folder, s: Settings) -> str:
+    """The catalogue the folder's bank records: the one its ``workflows.json`` names once it has
+    one; else ``--bank-catalogue``; else ``local-checked``. ConfigError when ``--bank-catalogue``
+    names another than the bank's (its columns are fixed)."""
+    sidecar = folder.bank / "workflows.json"
+    if sidecar.is_file():
+        try:
+            kept = str(json.loads(sidecar.read_text(encoding="utf-8"))["catalogue"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(f"{sidecar} is not a bank's workflows.json; move it away and run again") from None
+        if s.bank_catalogue is not None and s.bank_catalogue != kept:
+            raise ConfigError(
+                f"--bank-catalogue {s.bank_catalogue}: this folder's bank records {kept!r} (its columns are fixed); "
+                "drop the option, or start another loop in a new --dir"
+            )
+        return kept
+    return s.bank_catalogue or "local-checked"
 
 
 def _matrix_splits(ctx: Context) -> dict[str, str]:
@@ -248,7 +270,6 @@ def _source_sha(ctx: Context) -> str | None:
 def _trained(ctx: Context, data_sha: str | None) -> Any:
     """The latest version of the name trained on these data bytes (:func:`_source_sha`) with
     these options, or None."""
-    from podium.errors import ConfigError
     from podium.registry import Registry
 
     wanted, s = _train_options(ctx), ctx.settings

@@ -113,6 +113,10 @@ def _prepare(ctx: Context) -> _Prepared:
         from podium.loop.outcomes import lm_config
 
         resolve_model(lm_config(s).model, verify=False)
+    if s.bank:  # the bank's catalogue against the option: checked before anything is recorded
+        from podium.loop.outcomes import bank_catalogue
+
+        bank_catalogue(ctx.folder, s)
     config = load_pool(s.pool)
     for flag, name in (("--judge", s.judge), ("--eval-judge", s.eval_judge)):
         if name:

@@ -69,6 +69,7 @@ class Settings:
     concurrency: int | None = None
     bank: bool = False
     bank_pool: str = "local-tools"
+    bank_catalogue: str | None = None
     step_timeout: float = 600.0
     name: str = "light"
     policy: Literal["light", "plans", "lm"] = "light"
@@ -143,7 +144,10 @@ class Settings:
                 "--clusters and --max-cost-ratio shape the plan conductor's table: use them with --policy plans"
             )
         if self.max_cost_ratio is not None and not self.table_clusters:
-            raise ConfigError("--max-cost-ratio caps a cluster table: add --clusters (a number, or auto)")
+            raise ConfigError(
+                "--max-cost-ratio caps a cluster table, and --clusters 0 asks for the linear head: drop "
+                "--max-cost-ratio, or give --clusters auto (or a number)"
+            )
         if self.similar is not None and not 0 < self.similar <= 1:
             raise ConfigError(f"--similar {self.similar}: give a cosine similarity in (0, 1], e.g. 0.95")
         assign_splits((), self.matrix_split)
