@@ -63,6 +63,35 @@ def test_the_core_imports_no_upper_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_core_reaches_no_upper_layer_through_a_helper_module() -> None:
+    """Modules in neither list (``embed``, ``local_models``, ``sqlite_files`` …) are followed: the
+    plan conductor imported ``embed``, whose vector cache imported ``store.engine``, so the core
+    reached a store one step removed (a reviewer's finding)."""
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {
+        module: {r for _, n in _imports(ast.parse(path.read_text(encoding="utf-8"))) if (r := resolve(n))}
+        for module, path in modules.items()
+    }
+    wrong = []
+    for module in sorted(m for m in modules if _within(m, CORE)):
+        paths, seen = [[module]], {module}
+        while paths:
+            path = paths.pop()
+            for dep in sorted(graph[path[-1]] - seen):
+                seen.add(dep)
+                if _within(dep, UPPER):
+                    wrong.append(" -> ".join([*path, dep]))
+                elif not _within(dep, CORE) and dep != "podium":
+                    paths.append([*path, dep])
+    assert not wrong, "\n".join(wrong)
+
+
 def _top_level(tree: ast.Module) -> list[str]:
     """Imports run when the module is imported: module-level statements, and ``if``/``try``
     blocks at module level except ``if TYPE_CHECKING:``."""

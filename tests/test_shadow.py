@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -293,3 +293,20 @@ def test_shadow_quality_uses_the_eval_loops_verifiers() -> None:
     assert correct("Let me think.\nAnswer: Copenhagen", exact) == 1.0  # whole-text compare: 0
     assert correct("Oslo", exact) == 0.0
     assert correct("anything", {"task_type": "open", "reference": "x"}) is None
+
+
+def test_the_pools_cost_cap_holds_in_the_shadow_unless_request_cap_replaces_it(tmp_path: Path) -> None:
+    """``--request-cap`` left out dropped the pool file's per-request cost cap (the shadow's limits
+    were the pool's with the cap set to None), so a shadow run could spend without limit."""
+    from types import SimpleNamespace
+
+    from podium.budget import Limits
+
+    def limits(**kw: Any) -> Limits:
+        upstream = cast(Uvicorn, SimpleNamespace(url="http://127.0.0.1:9"))
+        proxy = make_proxy(upstream, tmp_path / str(len(list(tmp_path.iterdir()))), mode="execute", **kw)
+        proxy.orchestrator.config = proxy.orchestrator.config.updated(limits=Limits(deadline_s=30, cost_cap_usd=0.05))
+        return ShadowProxy(upstream.url, proxy.orchestrator, proxy.store, mode="execute", **kw).limits
+
+    assert limits() == Limits(deadline_s=30, cost_cap_usd=0.05)
+    assert limits(request_cap_usd=0.01) == Limits(deadline_s=30, cost_cap_usd=0.01)

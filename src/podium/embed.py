@@ -238,7 +238,7 @@ class Embedder:
         self._db: sqlite3.Connection | None = None
         self._memory: dict[str, bytes] = {}
         if cache is not None:
-            from podium.store.engine import connect_sqlite
+            from podium.sqlite_files import connect_sqlite
 
             self._db = connect_sqlite(cache)
             self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -144,7 +143,8 @@ class ShadowProxy:
         orchestrator: what runs in the shadow (built from the pool).
         store: where shadow rows go.
         mode: ``plan`` or ``execute``.
-        request_cap_usd, daily_budget_usd: the shadow budget, USD (None = no cap).
+        request_cap_usd, daily_budget_usd: the shadow budget, USD (None: the pool's cost cap per
+            request, if any; no daily cap).
         upstream_price: USD per 1M (input, output) tokens to price the upstream's calls, if known.
         queue_size: shadow runs waiting at most; more are recorded as dropped.
         timeout_s: the upstream call's time limit, seconds.
@@ -172,8 +172,8 @@ class ShadowProxy:
         self.orchestrator = orchestrator
         self.store = store
         self.mode = mode
-        # the pool's limits (deadline, step timeout, fallback reserve) with the shadow's own cap per request
-        self.limits = dataclasses.replace(orchestrator.config.limits, cost_cap_usd=request_cap_usd)
+        # the pool's limits, with the shadow's own cap per request in place of the pool's where given
+        self.limits = orchestrator.config.limits.overridden(cost_cap_usd=request_cap_usd)
         self.day = PeriodBudget(daily_budget_usd, scope=_DAY_SCOPE) if daily_budget_usd else None
         if self.day is not None:
             start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.day.period_start))

@@ -12,9 +12,10 @@ fail halfway when another process writes; PostgreSQL transactions lock the rows 
 (``SELECT … FOR UPDATE``).
 
 Embedded single-purpose files are opened here too: :func:`open_embedded` (an engine for the
-shadow store's and the request cache's SQLite files) and :func:`connect_sqlite` (a raw
-connection for the stores that need SQLite itself: the trace file's FTS5 index, the embedding
-cache), each with the same locking and write-ahead-log settings.
+shadow store's and the request cache's SQLite files). A raw connection for what needs SQLite
+itself (the trace file's FTS5 index, the embedding cache) comes from
+:func:`podium.sqlite_files.connect_sqlite`, with the same locking and write-ahead-log settings;
+it lives below the stores so that the embedding cache, which conductors use, needs no store.
 
 The schema is versioned by Alembic (``podium/store/migrations``). :func:`open_store` upgrades an
 embedded SQLite file by itself; a PostgreSQL database is upgraded by ``podium db upgrade`` (one
@@ -40,7 +41,6 @@ __all__ = [
     "StoreCheck",
     "StoreError",
     "check",
-    "connect_sqlite",
     "database_errors",
     "database_url",
     "first_line",
@@ -57,7 +57,6 @@ __all__ = [
     "upgrade",
     "upgrade_url",
     "upsert",
-    "use_wal",
     "vacuum",
 ]
 
@@ -165,38 +164,6 @@ def open_embedded(path: str | Path, tables: Sequence[Any], *, what: str = "the s
         engine.dispose()
         raise _unavailable(str(location), exc, what) from None
     return engine
-
-
-def connect_sqlite(
-    path: str | Path, *, wal: bool = True, secure_delete: bool = False, foreign_keys: bool = False
-) -> sqlite3.Connection:
-    """A raw :mod:`sqlite3` connection for the stores that need SQLite itself (the trace file's
-    FTS5 index and write-behind writer, the embedding cache): autocommit (the caller issues
-    ``BEGIN``), usable from any thread (the caller serialises), waiting up to 5 s for another
-    process's lock, and with ``wal`` the write-ahead log with ``synchronous=NORMAL`` (a commit
-    survives a crash of podium; only a power loss may lose the last ones). ``secure_delete``
-    zeroes deleted content; ``foreign_keys`` enforces them. The folder is created.
-
-    Raises:
-        sqlite3.Error, OSError: the file cannot be opened (callers name the store in their error).
-    """
-    location = Path(path).expanduser()
-    location.parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
-    connection.execute("PRAGMA busy_timeout=5000")
-    if wal:
-        use_wal(connection)
-    if secure_delete:
-        connection.execute("PRAGMA secure_delete=ON")
-    if foreign_keys:
-        connection.execute("PRAGMA foreign_keys=ON")
-    return connection
-
-
-def use_wal(connection: sqlite3.Connection) -> None:
-    """Switch a SQLite connection to the write-ahead log with ``synchronous=NORMAL``."""
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
 
 
 def _engine(url: str) -> Any:

@@ -44,7 +44,7 @@ from typing import Any
 
 from podium.errors import ConfigError
 from podium.records import RunRecord
-from podium.store.engine import connect_sqlite, use_wal
+from podium.sqlite_files import connect_sqlite, use_wal
 from podium.trace.backend import TraceStoreError
 from podium.trace.query import PurgeListener, PurgeResult, SearchHit, TraceSummary, fold
 from podium.trace.rows import Begin as _Begin
