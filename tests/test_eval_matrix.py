@@ -132,3 +132,21 @@ def test_a_rows_tags_travel_with_it_so_a_gate_can_take_one_use_case(tmp_path: Pa
     path.write_text(path.read_text(encoding="utf-8").replace('"[""math""', '"math'), encoding="utf-8")
     with pytest.raises(TaskSetError, match="must be a JSON list of text"):
         OutcomeMatrix.load(path)
+
+
+def test_the_same_answer_recorded_again_keeps_its_first_latency(tmp_path: Path) -> None:
+    """A live run records a call's whole wall time; a rerun from the request cache the backend's
+    time of that first call, a little less. The loop re-recorded a matrix from the cache after a
+    judge changed and got other bytes for the same outcomes, so it trained again. An unchanged
+    answer keeps the latency the file has; a changed one takes the new figure."""
+    path = tmp_path / "m.csv"
+
+    def run(answer: str, latency: float) -> dict[str, Any]:
+        return report({"single:big": [{**result("gsm8k/test/1", 1.0, 0.002, answer), "latency_s": latency}]})
+
+    write_matrix(run("42", 2.6582), path)
+    first = path.read_bytes()
+    write_matrix(run("42", 2.6538), path)  # the same answer, from the cache
+    assert path.read_bytes() == first
+    write_matrix(run("41", 3.1), path)  # another answer: its own latency
+    assert OutcomeMatrix.load(path).outcome("gsm8k/test/1", "big").latency_s == 3.1

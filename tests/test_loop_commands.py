@@ -168,3 +168,11 @@ def test_plans_default_to_the_shipped_recipe_and_a_folder_keeps_what_it_stored()
     linear = resolve_settings({}, argparse.Namespace(policy="plans", bank=True, clusters=0))
     assert linear.table_clusters == 0
     linear.check()
+
+
+def test_the_run_report_carries_the_trainings_warning() -> None:
+    from podium.loop.report import stage_lines
+
+    train = {"status": "done", "version": "light@v2", "questions": 26, "warning": "every cost … weighs nothing"}
+    lines = dict(stage_lines({"stages": {"train": train}}))
+    assert lines["5. train"] == "light@v2 on 26 training question(s) · warning: every cost … weighs nothing"

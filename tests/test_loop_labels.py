@@ -122,7 +122,10 @@ def test_bad_input_is_exit_2_with_nothing_written(
         ([*argv, *WEEK, "--tag", "nope"], "no stored request carries tag(s) 'nope'; tags in the store: task:math"),
         ([*argv, "--since", "2025-01-01", "--until", "2025-01-07"], "no stored request passes the filters"),
         ([*argv, *WEEK, "--judge", "nobody"], "--judge 'nobody' is not a worker of pool 'loop-fakes' (big, small)"),
-        ([*argv, *WEEK, "--lam", "-1"], "--lam must be ≥ 0"),
+        ([*argv, *WEEK, "--lam", "-1"], "--lam must be a finite number 0 or more, got '-1'"),
+        ([*argv, *WEEK, "--lam", "nan"], "--lam must be a number 0 or more in plain decimal notation"),
+        ([*argv, *WEEK, "--generations", "0"], "--generations must be at least 1"),
+        ([*argv, *WEEK, "--name", "bad name"], "conductor name 'bad name': use letters, digits"),  # remembered
         ([*argv, *WEEK, "--days", "0"], "--days must be positive, got 0"),  # remembered: checked with a window too
         ([*argv, *WEEK, "--matrix-split", "1.5"], "between 0 and 1"),
         ([*argv, *WEEK, "--reference-until", "2026-11-03"], "the reference must end by 2026-11-01T00:00:00.000Z"),

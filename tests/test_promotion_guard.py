@@ -159,3 +159,22 @@ def test_a_gate_on_the_questions_a_version_trained_on_is_called_what_it_is(
     assert "was trained on set.csv's train split" in warned(str(tmp_path / "loop" / "set.csv"), "train")
     assert warned(str(tmp_path / "loop" / "set.csv"), "test") == ""
     assert warned(str(tmp_path / "other.csv"), "train") == ""
+
+
+def test_a_weight_that_is_no_number_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tester promoted with ``--lam nan``: "reward nan beats nan", promoted. ``podium train
+    --lam nan`` stored a version whose train.json held NaN (no JSON). Both are refused now."""
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    matrix = str(write_matrix(tmp_path / "m.csv"))
+    cases = [
+        (["conductor", "promote", "light@v1", "--replay", matrix, "--lam", "nan"], "--lam must be a number 0 or more"),
+        (["conductor", "promote", "light@v1", "--replay", matrix, "--lam", "-5"], "--lam must be a finite number"),
+        (["conductor", "promote", "light@v1", "--replay", matrix, "--max-quality-drop", "2"], "from 0 to 1, got '2'"),
+        (["train", "--replay", matrix, "--lam", "inf"], "--lam must be a number 0 or more"),
+    ]
+    for argv, message in cases:
+        assert cli(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert Registry().names() == []  # nothing trained, nothing promoted

@@ -133,6 +133,11 @@ def test_bad_selections_are_errors_that_name_the_fix(
     assert export(traces, out, "--review", str(folder), "--force") == 2
     assert f"--review {folder} is a folder" in capsys.readouterr().err
     assert not out.exists() and not any(folder.iterdir())
+    assert export(traces, out, "--review", str(out)) == 2  # the review file would overwrite the set
+    assert "is the set itself (--out)" in capsys.readouterr().err
+    assert export(traces, out, "--use-case", " ") == 2
+    assert "--use-case '': name a use case" in capsys.readouterr().err
+    assert not out.exists()
     assert cli(["tasks", "label", str(folder), "--judge", "big"]) == 2
     assert f"{folder} is a folder, not a regression set file" in capsys.readouterr().err
     assert export(traces, out) == 0

@@ -24,6 +24,7 @@ __all__ = [
     "DECIMAL_HINT",
     "MANY",
     "SEED",
+    "BoundedNumber",
     "ClusterCount",
     "Parser",
     "PositiveNumber",
@@ -123,6 +124,28 @@ class PositiveNumber(_Checked):
 
     def read(self, flag: str, text: str) -> float:
         return positive_number(flag, text)
+
+
+class BoundedNumber(_Checked):
+    """An argparse action for a weight or a margin (λ, μ, a quality margin): a finite number in
+    plain decimal notation from ``low`` to ``high`` (inclusive; default 0 … no upper end).
+    ``nan``, ``inf`` and a negative λ would make every reward meaningless, silently."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, *, low: float = 0.0, high: float = math.inf, **kwargs: Any
+    ) -> None:
+        self.low, self.high = low, high
+        super().__init__(option_strings, dest, **kwargs)
+
+    def read(self, flag: str, text: str) -> float:
+        shown = text if len(text) <= 24 else text[:21] + "…"
+        number = plain_number(text)
+        span = f"from {self.low:g} to {self.high:g}" if math.isfinite(self.high) else f"{self.low:g} or more"
+        if number is None:
+            raise ConfigError(f"{flag} must be a number {span} in {DECIMAL_HINT}; got {shown!r}")
+        if not (math.isfinite(number) and self.low <= number <= self.high):
+            raise ConfigError(f"{flag} must be a finite number {span}, got {shown!r}")
+        return number
 
 
 AUTO_CLUSTERS = -1

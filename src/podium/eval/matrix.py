@@ -36,7 +36,7 @@ import os
 import random
 import tempfile
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def write_matrix(
             existing = {rec["sample_id"]: rec for rec in reader}
     before = {sample_id: row["split"] for sample_id, row in existing.items()}
     for row in rows:
-        existing[row["sample_id"]] = row
+        existing[row["sample_id"]] = _keep_recorded_latency(row, existing.get(row["sample_id"]), workers)
     if only is not None:
         existing = {sample_id: row for sample_id, row in existing.items() if sample_id in only}
     if train_share is not None:
@@ -208,6 +208,25 @@ def write_matrix(
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(existing), left_out
+
+
+def _keep_recorded_latency(
+    row: dict[str, str], old: Mapping[str, str] | None, workers: Sequence[str]
+) -> dict[str, str]:
+    """``row`` with each worker's ``|latency_s`` taken from ``old`` (the file's row for the same
+    question) where that worker's answer is the same: a rerun from the request cache reports the
+    backend's time of the first call, a live run the whole call's wall time, so the same answer
+    would otherwise change the file's bytes once — and the loop, which trains only on a changed
+    matrix, would train again on the same outcomes."""
+    if old is None:
+        return row
+    kept = dict(row)
+    for worker in workers:
+        column = f"{worker}|latency_s"
+        same = old.get(f"{worker}|model_response") == row.get(f"{worker}|model_response")
+        if same and old.get(column) and old.get(worker) == row.get(worker):
+            kept[column] = old[column]
+    return kept
 
 
 def assign_new_splits(

@@ -102,7 +102,8 @@ def load_tasks(path: str | Path, *, split: str | None = None) -> list[Task]:
     """
     file = Path(path)
     if not file.is_file():
-        raise TaskSetError(f"task set {file} does not exist (pass a JSONL file: a regression set or a benchmark)")
+        what = "is a folder" if file.is_dir() else "does not exist"
+        raise TaskSetError(f"task set {file} {what} (pass a JSONL file: a regression set or a benchmark)")
     records = list(_read_jsonl(file))
     if not records:
         raise TaskSetError(f"task set {file} is empty")

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from podium._args import MANY, SEED, ClusterCount, PositiveNumber, WholeNumber
+from podium._args import MANY, SEED, BoundedNumber, ClusterCount, PositiveNumber, WholeNumber
 from podium.loop.settings import PLANS_EMBEDDER
 
 __all__ = ["add_parsers", "run"]
@@ -117,9 +117,9 @@ def add_parsers(sub: Any) -> None:
         "question, on DIR/bank; needs --bank) or lm (an LM conductor trained by GRPO on set.csv: a GPU's work, see "
         "--preset); fixed per folder",
     )
-    t.add_argument("--lam", type=float, help="cost penalty λ, 1/USD (0)")
-    t.add_argument("--mu", type=float, help="latency penalty μ, 1/second (0)")
-    t.add_argument("--generations", action=WholeNumber, low=0, high=MANY, help="CMA-ES generations (60)")
+    t.add_argument("--lam", action=BoundedNumber, help="cost penalty λ, 1/USD (0)")
+    t.add_argument("--mu", action=BoundedNumber, help="latency penalty μ, 1/second (0)")
+    t.add_argument("--generations", action=WholeNumber, low=1, high=MANY, help="CMA-ES generations (60)")
     t.add_argument("--popsize", action=WholeNumber, low=2, high=100_000, help="candidates per generation")
     t.add_argument("--dims", action=WholeNumber, low=1, high=100_000, help="PCA dimensions (16)")
     t.add_argument(
@@ -141,7 +141,9 @@ def add_parsers(sub: Any) -> None:
         f"{PLANS_EMBEDDER} for plans, as the shipped plan tables)",
     )
     t.add_argument("--max-steps", action=WholeNumber, low=1, high=20, help="workflow length limit (3)")
-    t.add_argument("--max-quality-drop", type=float, metavar="Q", help="the gate's quality margin")
+    t.add_argument(
+        "--max-quality-drop", action=BoundedNumber, high=1.0, metavar="Q", help="the gate's quality margin (0 to 1)"
+    )
     t.add_argument("--model", help="--policy lm: the base conductor, an embedded model id (default: the preset's)")
     t.add_argument("--steps", action=WholeNumber, low=0, high=MANY, help="--policy lm: GRPO steps (the preset's)")
     t.add_argument(

@@ -79,7 +79,8 @@ def _train(d: Mapping[str, Any]) -> str:
         if d.get("policy") == "lm":
             last = f", last reward {d['reward']:.3f}, parsed {d['parse_rate']:.0%}" if "reward" in d else ""
             reward = f" · {d['grpo_steps']} GRPO step(s){last}"
-        return f"{d['version']} on {d['questions']} training question(s){reward}"
+        warning = f" · warning: {d['warning']}" if d.get("warning") else ""
+        return f"{d['version']} on {d['questions']} training question(s){reward}{warning}"
     return f"{d['status']}: {d.get('reason', '')}"
 
 

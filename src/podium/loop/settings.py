@@ -117,6 +117,12 @@ class Settings:
         for flag, value in (("--lam", self.lam), ("--mu", self.mu), ("--max-quality-drop", self.max_quality_drop)):
             if value is not None and not value >= 0:
                 raise ConfigError(f"{flag} must be ≥ 0, got {value}")
+        from podium.registry import parse_ref
+
+        if parse_ref(self.name)[1] is not None:  # a bad name fails here, not at the train stage
+            raise ConfigError(
+                f"--name {self.name!r}: a conductor's name, without a version (e.g. {self.name.split('@')[0]})"
+            )
         if not self.step_timeout > 0:
             raise ConfigError(f"--step-timeout must be > 0 seconds, got {self.step_timeout}")
         if not self.days > 0:  # checked even when this run's window is given or resumed: it is remembered

@@ -90,6 +90,8 @@ class ExportOptions:
 
 def export_selection(args: argparse.Namespace) -> Selection:
     """The :class:`Selection` of ``podium tasks export``'s parsed options."""
+    if args.use_case is not None and not args.use_case.strip():
+        raise ConfigError("--use-case '': name a use case (or leave the option out for every request)")
     return Selection(
         source=args.source,
         traces=args.traces,
@@ -194,6 +196,8 @@ def _cmd_export(args: argparse.Namespace, out: Console) -> int:
 
     check_target(args.out, "--out")
     check_target(args.review, "--review")
+    if args.review is not None and args.review.resolve() == args.out.resolve():
+        raise ConfigError(f"--review {args.review} is the set itself (--out); name another file, e.g. review.csv")
     if args.out.exists() and not (args.append or args.force):
         raise ConfigError(f"{args.out} exists; --append adds only new requests to it, --force overwrites it")
     if args.append and args.force:

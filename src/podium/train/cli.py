@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from podium._args import MANY, SEED, ClusterCount, PositiveNumber, WholeNumber
+from podium._args import MANY, SEED, BoundedNumber, ClusterCount, PositiveNumber, WholeNumber
 from podium._render import progress_bar
 from podium.errors import ConfigError
 from podium.train.conductor_cli import EXIT_REFUSED, cmd_conductor
@@ -51,10 +51,10 @@ def add_parsers(sub: Any) -> None:
         "bank: podium bank record) or lm (GRPO)",
     )
     t.add_argument("--name", default="light", help="registry name (default: light); each run adds a version")
-    t.add_argument("--lam", type=float, default=0.0, help="cost penalty λ in the reward, 1/USD (default 0)")
+    t.add_argument("--lam", action=BoundedNumber, default=0.0, help="cost penalty λ in the reward, 1/USD (default 0)")
     t.add_argument(
         "--mu",
-        type=float,
+        action=BoundedNumber,
         default=0.0,
         help="latency penalty μ in the reward, 1/second (default 0; needs a matrix with |latency_s columns)",
     )
@@ -213,10 +213,13 @@ def add_parsers(sub: Any) -> None:
         )
         p.add_argument("--json", action="store_true")
         if name == "promote":
-            p.add_argument("--lam", type=float, help="λ of the promotion reward (default: the candidate's training λ)")
+            p.add_argument(
+                "--lam", action=BoundedNumber, help="λ of the promotion reward (default: the candidate's training λ)"
+            )
             p.add_argument(
                 "--max-quality-drop",
-                type=float,
+                action=BoundedNumber,
+                high=1.0,
                 metavar="Q",
                 help="most mean quality the candidate may lose against the current promoted version, on the same "
                 "questions (absolute; default 0.01; also applied against the best single worker when given)",
@@ -262,10 +265,6 @@ def _light_config(args: argparse.Namespace) -> LightTrainConfig:
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from podium.train.light import Generation, require_cma, train_light_version
 
-    if args.lam < 0:
-        raise ConfigError(f"--lam must be ≥ 0, got {args.lam}")
-    if args.mu < 0:
-        raise ConfigError(f"--mu must be ≥ 0, got {args.mu}")
     if args.policy != "plans" and (args.head != "policy" or args.l2 is not None):
         raise ConfigError("--head and --l2 are options of the plan conductor: use them with --policy plans")
     if args.max_cost_ratio is not None and (args.policy != "plans" or not args.clusters):

@@ -117,8 +117,6 @@ def _gate(args: argparse.Namespace) -> GateSpec:
     gate = GateSpec(replay=args.replay, split=args.split, tags=tuple(args.tag), limit=args.limit)
     if args.conductor_command != "promote":
         return gate
-    if args.max_quality_drop is not None and args.max_quality_drop < 0:
-        raise ConfigError(f"--max-quality-drop must be ≥ 0, got {args.max_quality_drop}")
     strictness = {"lam": args.lam, "max_quality_drop": args.max_quality_drop}
     return dataclasses.replace(gate, **strictness, allow_quality_drop=args.allow_quality_drop)
 
