@@ -243,7 +243,7 @@ def test_the_loops_drift_stage_goes_on_without_a_judge_that_fails(
     worker, raising the provider error a 5xx gives) leaves the report without judged quality,
     says why, and the stage is done."""
     broken = ScriptedWorker("grader", error=ServerError("upstream 503", worker="grader", status=503))
-    monkeypatch.setattr("podium.traffic.drift_cli._judge_worker", lambda query: broken)
+    monkeypatch.setattr("podium.traffic.drift_run._judge_worker", lambda query: broken)
     folder = Folder(tmp_path / "loop")
     folder.root.mkdir()
     settings = Settings(traces=str(traces), judge="grader")

@@ -199,3 +199,24 @@ def test_no_module_is_over_500_lines() -> None:
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert not long, "\n".join(f"{m}: {n} lines (at most {MAX_MODULE_LINES})" for m, n in long.items())
+
+
+def test_only_command_line_code_imports_command_line_code() -> None:
+    """A thin CLI: a command's parser and printing live in ``cli``/``*_cli`` modules, and what the
+    command does lives elsewhere, so the loop, the server or a library user call that code and
+    never a CLI module (the loop imported ``drift_run`` from ``traffic.drift_cli``, a reviewer's
+    finding). Lazy imports included."""
+    modules = _modules()
+
+    def is_cli(module: str) -> bool:
+        last = module.rpartition(".")[2]
+        return last == "cli" or last.endswith("_cli")
+
+    wrong = [
+        f"{module} imports {name}"
+        for module, path in sorted(modules.items())
+        if not is_cli(module) and module != "podium.__main__"
+        for name in _every_import(ast.parse(path.read_text(encoding="utf-8")))
+        if any(is_cli(part) for part in name.split(".")[1:])
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -386,7 +386,7 @@ def test_the_plot_bucket_follows_the_windows_span() -> None:
     """Ten-minute windows drawn by the day were one point at midnight, outside both shaded
     windows, and by the hour one point for both windows (first users' plots); auto picks minutes
     under 6 hours, hours under 3 days, weeks over 90."""
-    from podium.traffic.drift_cli import DriftQuery, plot_bucket
+    from podium.traffic.drift_run import DriftQuery, plot_bucket
 
     def windows(days: float) -> dict[str, tuple[str, str]]:
         return windows_for(since=None, until="2026-11-14", reference_since=None, reference_until=None, days=days)

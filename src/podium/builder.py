@@ -45,6 +45,7 @@ __all__ = [
     "build_orchestrator",
     "build_telemetry",
     "data_policy",
+    "judge_worker",
     "pii_protection",
     "pii_to_warm",
     "pool_limits",
@@ -305,3 +306,17 @@ def _traces_url(endpoint: str | None) -> str | None:
             f"[telemetry] endpoint {endpoint!r} is not an http(s) URL; e.g. http://127.0.0.1:4318/v1/traces"
         )
     return endpoint.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else endpoint
+
+
+def judge_worker(pool: str | None, name: str, cache: RequestCache | None = None) -> Worker:
+    """Pool ``pool``'s worker ``name`` as ``tasks label`` calls it: under its pool-file data policy
+    and the pool's PII protection (an external worker gets pseudonymized text), and behind
+    ``cache`` when given. ConfigError when the pool has no such model worker (a tool cannot grade)."""
+    from podium.pool import load_pool
+    from podium.pool_workers import build_worker, judge_index
+    from podium.workers.stack import stack
+
+    config = load_pool(pool)
+    index = judge_index(config, name)
+    raw = build_worker(config.merged(config.workers[index]))
+    return stack(raw, cache=cache, policy=data_policy(config, index), protection=pii_protection(config))

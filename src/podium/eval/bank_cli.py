@@ -203,7 +203,7 @@ def record_command(args: argparse.Namespace, err: Console) -> int:
     cache = RequestCache(args.cache or default_cache_path())
     judge = None
     if args.judge is not None:
-        from podium.traffic.tasks_cli import judge_worker
+        from podium.builder import judge_worker
 
         judge = judge_worker(args.judge_pool or args.pool, args.judge, cache=cache)
     plain = not err.is_terminal

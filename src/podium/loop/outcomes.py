@@ -155,7 +155,7 @@ def _bank(ctx: Context) -> dict[str, Any]:
     cache = RequestCache(s.cache or default_cache_path())
     judge = None
     if s.grader:
-        from podium.traffic.tasks_cli import judge_worker
+        from podium.builder import judge_worker
 
         judge = judge_worker(s.pool, s.grader, cache=cache)
     kept_out = {"open"} if judge is None else set()
@@ -401,7 +401,7 @@ def _train_plans(ctx: Context) -> dict[str, Any]:
     from podium.eval.plans import load_source, plan_outcomes
     from podium.eval.session import EvalSpec
     from podium.train.plans import AUTO, PlanTrainConfig
-    from podium.train.plans_cli import MIN_QUESTIONS, train_plans_version
+    from podium.train.plans_version import MIN_QUESTIONS, train_plans_version
 
     s, folder = ctx.settings, ctx.folder
     if not (folder.bank / "matrix.csv").is_file():

@@ -9,7 +9,7 @@ the export is computed. A ConfigError there leaves the folder exactly as it was 
 Then the stages run in order — 1 drift, 2 export, 3 labels, 4 record, 5 train, 6 promote — each
 recorded in ``loop.json`` as it ends, and 7, the report of the run (``runs/NNNN/report.md`` and
 ``.json``). Exit status: 0 done (promoted, already promoted, or nothing new to decide),
-:data:`~podium.train.conductor_cli.EXIT_REFUSED` (3) the gate refused the new version,
+:data:`~podium.train.promotion.EXIT_REFUSED` (3) the gate refused the new version,
 :data:`~podium.loop.stages.EXIT_LABELS` (5) stopped for labels, 2 bad input.
 """
 
@@ -67,8 +67,8 @@ def _prepare(ctx: Context) -> _Prepared:
     from podium.pool_workers import judge_index
     from podium.traffic.drift import parse_thresholds
     from podium.traffic.export import declared_type, read_set
+    from podium.traffic.selection import export_records, read_requests
     from podium.traffic.source import task_id
-    from podium.traffic.tasks_cli import export_records, read_requests
 
     s = ctx.settings
     s.check()
@@ -182,7 +182,7 @@ def run_loop(
     from podium.loop.outcomes import promote_stage, record_stage, train_stage
     from podium.loop.stages import drift_stage, export_stage, labels_stage
     from podium.records import utc_now
-    from podium.train.conductor_cli import EXIT_REFUSED
+    from podium.train.promotion import EXIT_REFUSED
 
     folder = Folder(root)
     folder.check()

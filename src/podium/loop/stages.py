@@ -24,8 +24,8 @@ from podium.store.engine import store_location
 from podium.traffic.export import CANDIDATE_SOURCES
 
 if TYPE_CHECKING:
-    from podium.traffic.drift_cli import DriftQuery
-    from podium.traffic.tasks_cli import ExportOptions, Selection
+    from podium.traffic.drift_run import DriftQuery
+    from podium.traffic.selection import ExportOptions, Selection
 
 __all__ = [
     "EXIT_LABELS",
@@ -87,7 +87,7 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
     and plot (``drift.md``, ``drift.json``, ``drift.png``) saved in the run's folder. Bad input
     (e.g. no traffic in the reference window, as on a first run) is recorded with exit 2, never
     fatal: drift informs, it does not gate."""
-    from podium.traffic.drift_cli import drift_run
+    from podium.traffic.drift_run import drift_run
 
     ctx.ran("drift", drift_argv(ctx))  # the command an operator would type for the same report
     query, judge_error = drift_request(ctx), None
@@ -178,8 +178,8 @@ def _drift_judge(s: Settings) -> str | None:
 def drift_request(ctx: Context) -> DriftQuery:
     """What :func:`drift_argv`'s command compares, as typed options; ConfigError for a bad
     threshold."""
-    from podium.traffic.drift_cli import DriftQuery
     from podium.traffic.drift_options import DriftOptions, parse_thresholds
+    from podium.traffic.drift_run import DriftQuery
 
     s, (since, until) = ctx.settings, ctx.window
     traces, store = _locations(s)
@@ -229,7 +229,7 @@ def export_argv(ctx: Context) -> list[str]:
 
 def export_request(ctx: Context) -> tuple[Selection, ExportOptions]:
     """What :func:`export_argv`'s command reads and how it makes tasks, as typed options."""
-    from podium.traffic.tasks_cli import ExportOptions, Selection
+    from podium.traffic.selection import ExportOptions, Selection
 
     s, (since, until) = ctx.settings, ctx.window
     traces, store = _locations(s)
@@ -397,11 +397,11 @@ def labels_stage(ctx: Context) -> dict[str, Any]:
 def _judge(ctx: Context, records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     import asyncio
 
+    from podium.builder import judge_worker
     from podium.eval.session import EvalSpec
     from podium.store.request_cache import RequestCache
     from podium.traffic.export import write_jsonl
     from podium.traffic.label import judge_label
-    from podium.traffic.tasks_cli import judge_worker
 
     s = ctx.settings
     assert s.judge is not None

@@ -19,9 +19,11 @@ from rich.console import Console
 from podium._args import MANY, SEED, WholeNumber
 from podium.store.engine import store_location
 from podium.trace import default_trace_path
-from podium.traffic.drift_cli import DriftQuery, cmd_drift
+from podium.traffic.drift_cli import cmd_drift
 from podium.traffic.drift_options import DriftOptions
-from podium.traffic.tasks_cli import ExportOptions, cmd_tasks
+from podium.traffic.drift_run import DriftQuery
+from podium.traffic.selection import ExportOptions
+from podium.traffic.tasks_cli import cmd_tasks
 
 __all__ = ["add_parsers", "cmd_drift", "cmd_tasks", "run"]
 

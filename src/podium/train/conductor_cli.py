@@ -22,14 +22,9 @@ from rich.text import Text
 
 from podium.errors import ConfigError
 from podium.registry import Registry, Version
-from podium.train.promotion import GateSpec, evaluate_version, promote_version
+from podium.train.promotion import EXIT_REFUSED, GateSpec, evaluate_version, promote_version
 
 __all__ = ["EXIT_REFUSED", "cmd_conductor"]
-
-EXIT_REFUSED = 3
-"""Exit status of ``podium conductor promote`` when the promotion is refused: the candidate did
-not beat the current conductor's reward on the held-out split, or its quality fell more than the
-guard allows."""
 
 
 def cmd_conductor(args: argparse.Namespace, out: Console, err: Console) -> int:

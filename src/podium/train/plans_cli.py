@@ -18,23 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.text import Text
 
 from podium._render import progress_bar
-from podium.conductor.compose import Column
 from podium.errors import ConfigError
-from podium.eval.plans import PlanOutcomes, load_source, plan_outcomes
+from podium.eval.plans import load_source, plan_outcomes
 from podium.train.plans import strongest_single
-from podium.train.plans_cv import cross_validate, cv_curve
+from podium.train.plans_cv import cv_curve
+from podium.train.plans_version import MIN_QUESTIONS, train_plans_version
 
-__all__ = ["MIN_QUESTIONS", "SWEEP_POINTS", "train_plans_command", "train_plans_version"]
+__all__ = ["SWEEP_POINTS", "train_plans_command"]
 
-MIN_QUESTIONS = 10
-"""Fewest training questions the plan conductor trains on (its cross-validation needs folds)."""
 
 SWEEP_POINTS = 23
 """Versions a ``--sweep`` trains: λ = 0, 21 values over the plans' cost range, one past the cheapest
@@ -153,57 +149,3 @@ def train_plans_command(args: argparse.Namespace, out: Console, err: Console) ->
     out.print(f"stored in {record['path']} (policy.npz, train.json)")
     out.print(Text(f"use it: [conductor] light = {str(record['policy_path'])!r} in a pool file", style="dim"))
     return 0
-
-
-def train_plans_version(
-    name: str,
-    source: str,
-    split: str,
-    outcomes: PlanOutcomes,
-    vectors: Any,
-    columns: dict[str, Column],
-    embedder: str,
-    config: Any,
-    *,
-    data: dict[str, Any] | None = None,
-) -> tuple[str, dict[str, Any]]:
-    """Train, cross-validate and store one version of ``name`` in the registry on ``outcomes``
-    (the ``split`` rows of ``source``, a bank folder or matrix, embedded as ``vectors``: shape
-    (questions, dims), by ``embedder``); ``data`` adds to the record's ``data`` (e.g. the
-    source's sha256). Returns (its ref, its record with ``path`` and ``policy_path``)."""
-    from podium.registry import Registry, TrainingInfo
-    from podium.train.plans import train_plans
-
-    result = train_plans(outcomes, vectors, columns, embedder, config)
-    cv = cross_validate(outcomes, vectors, columns, embedder, config)
-    policy = result.policy
-    chosen = policy.choose(list(outcomes.ids), vectors)
-    rows_idx = np.arange(len(outcomes.ids))
-    usage = Counter(outcomes.plans[i].id for i in chosen)
-    version = Registry().create(name)
-    policy.save(version.policy_path)
-    record = {
-        "policy": "plans",
-        "source": source,
-        "split": split,
-        "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
-        "embedder": embedder,
-        "data": {
-            "matrix": source,
-            "split": split,
-            "questions": len(outcomes.ids),
-            "plans": len(outcomes.plans),
-            **(data or {}),
-        },
-        "clusters": len(policy.centroids),
-        "train": {
-            "quality": float(outcomes.score[rows_idx, chosen].mean()),
-            "cost_usd": float(outcomes.cost[rows_idx, chosen].mean()),
-            "latency_s": float(outcomes.latency[rows_idx, chosen].mean()),
-        },
-        "cross_validation": cv,
-        "plans_chosen": dict(usage.most_common()),
-        "curve": result.curve,
-    }
-    version.write_training(TrainingInfo.from_json(record))
-    return version.ref, {"path": str(version.path), "policy_path": str(version.policy_path), **record}

@@ -19,7 +19,12 @@ from podium.errors import ConfigError
 from podium.registry import Registry, Version
 from podium.train.reward import workflow_reward
 
-__all__ = ["GateSpec", "Promotion", "decide", "eval_method", "evaluate_version", "promote_version"]
+__all__ = ["EXIT_REFUSED", "GateSpec", "Promotion", "decide", "eval_method", "evaluate_version", "promote_version"]
+
+EXIT_REFUSED = 3
+"""Exit status of ``podium conductor promote`` when the promotion is refused: the candidate did
+not beat the current conductor's reward on the held-out split, or its quality fell more than the
+guard allows."""
 
 _Status = Callable[[str], AbstractContextManager[Any]]
 """Shows a message while a long step runs (e.g. ``rich.console.Console.status``)."""
