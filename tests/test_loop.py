@@ -121,6 +121,7 @@ def test_first_run_goes_through_every_stage_then_reruns_do_only_what_is_new(
     stages = report["stages"]
     assert code in (0, 3), report
     assert stages["drift"]["status"] == "done", stages["drift"]  # week 1 is the reference
+    assert "all" in stages["drift"]["compared"]  # 32 and 10 requests: enough to compare
     assert (loop / stages["drift"]["plot"]).stat().st_size > 10_000  # a PNG of the panels
     assert (stages["export"]["added"], stages["export"]["duplicates"], stages["export"]["in_set"]) == (9, 1, 41)
     assert stages["export"]["review"] == "review/review-0003.csv" and stages["export"]["review_rows"] == 9

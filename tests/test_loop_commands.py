@@ -143,6 +143,7 @@ def test_the_status_table_says_in_a_word_what_each_runs_drift_found() -> None:
             run(1, {"status": "not compared", "exit_code": 2}),
             run(2, {"status": "done", "exit_code": 0, "kinds": []}),
             run(3, {"status": "done", "exit_code": 4, "kinds": ["input", "outcome"]}),
+            run(4, {"status": "done", "exit_code": 0, "kinds": [], "compared": []}),
         ],
     }
     shown = status_markdown(status)
@@ -150,6 +151,7 @@ def test_the_status_table_says_in_a_word_what_each_runs_drift_found() -> None:
     assert "| 0001 | 2026-11-01 00:00 → 2026-11-02 12:30 | done | 0 | not compared |" in shown
     assert "| 0002 | 2026-11-02 00:00 → 2026-11-03 12:30 | done | 0 | quiet |" in shown
     assert "| 0003 | 2026-11-03 00:00 → 2026-11-04 12:30 | done | 0 | input + outcome shift |" in shown
+    assert "| 0004 | 2026-11-04 00:00 → 2026-11-05 12:30 | done | 0 | too few requests |" in shown
 
 
 def test_plans_default_to_the_shipped_recipe_and_a_folder_keeps_what_it_stored() -> None:

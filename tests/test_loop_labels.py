@@ -124,7 +124,6 @@ def test_bad_input_is_exit_2_with_nothing_written(
         ([*argv, *WEEK, "--judge", "nobody"], "--judge 'nobody' is not a worker of pool 'loop-fakes' (big, small)"),
         ([*argv, *WEEK, "--lam", "-1"], "--lam must be a finite number 0 or more, got '-1'"),
         ([*argv, *WEEK, "--lam", "nan"], "--lam must be a number 0 or more in plain decimal notation"),
-        ([*argv, *WEEK, "--generations", "0"], "--generations must be at least 1"),
         ([*argv, *WEEK, "--name", "bad name"], "conductor name 'bad name': use letters, digits"),  # remembered
         ([*argv, *WEEK, "--days", "0"], "--days must be positive, got 0"),  # remembered: checked with a window too
         ([*argv, *WEEK, "--matrix-split", "1.5"], "between 0 and 1"),

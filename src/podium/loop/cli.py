@@ -119,7 +119,13 @@ def add_parsers(sub: Any) -> None:
     )
     t.add_argument("--lam", action=BoundedNumber, help="cost penalty λ, 1/USD (0)")
     t.add_argument("--mu", action=BoundedNumber, help="latency penalty μ, 1/second (0)")
-    t.add_argument("--generations", action=WholeNumber, low=1, high=MANY, help="CMA-ES generations (60)")
+    t.add_argument(
+        "--generations",
+        action=WholeNumber,
+        low=0,
+        high=MANY,
+        help="CMA-ES generations (60; 0: the untrained policy, which the gate refuses)",
+    )
     t.add_argument("--popsize", action=WholeNumber, low=2, high=100_000, help="candidates per generation")
     t.add_argument("--dims", action=WholeNumber, low=1, high=100_000, help="PCA dimensions (16)")
     t.add_argument(

@@ -181,12 +181,15 @@ def status_json(state: Mapping[str, Any], folder: Folder) -> dict[str, Any]:
 
 
 def _drift_cell(drift: Mapping[str, Any]) -> str:
-    """A run's drift stage in a word or two: ``quiet``, the kinds of shift it alerted on, or
+    """A run's drift stage in a word or two: ``quiet``, the kinds of shift it alerted on, ``too few
+    requests`` (no slice had ``--min-requests`` in both windows, so nothing could alert), or
     ``not compared`` (e.g. no traffic before a first run's window)."""
     if drift.get("status") != "done":
         return str(drift.get("status", "–"))
     kinds = drift.get("kinds") or []
-    return f"{' + '.join(kinds)} shift" if kinds else "quiet"
+    if kinds:
+        return f"{' + '.join(kinds)} shift"
+    return "too few requests" if drift.get("compared") == [] else "quiet"
 
 
 def status_markdown(status: Mapping[str, Any]) -> str:
@@ -195,7 +198,8 @@ def status_markdown(status: Mapping[str, Any]) -> str:
     if not status["runs"]:
         return f"# podium loop · {status['dir']}\n\nNo run yet: podium loop run --dir {status['dir']}\n"
     keys = (
-        *("pool", "judge", "eval_judge", "drift_judge_sample", "reference_since", "reference_until", "source", "tag"),
+        *("pool", "judge", "eval_judge", "drift_judge_sample", "reference_since", "reference_until", "threshold"),
+        *("source", "tag"),
         *("allow_pii", "seed", "matrix_split"),
         *("name", "policy", "lam", "bank", "embedder", "generations", "dims", "clusters", "model", "steps"),
     )

@@ -110,6 +110,7 @@ def drift_stage(ctx: Context) -> dict[str, Any]:
         "exit_code": code,
         "alerts": len(alerts),
         "kinds": kinds,
+        "compared": sorted(name for name, entry in report["slices"].items() if entry.get("enough")),
         "report": ctx.folder.relative(_drift_report(ctx)),
         "plot": ctx.folder.relative(_drift_plot(ctx)),
     }
