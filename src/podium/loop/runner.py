@@ -62,52 +62,18 @@ def _window(settings: Settings, once: RunOptions, state: dict[str, Any]) -> tupl
 
 def _prepare(ctx: Context) -> _Prepared:
     """Every check that needs no write (module docstring), and the run's new tasks."""
-    from podium.embed import check_installed, encoder_choice
     from podium.pool import load_pool
     from podium.pool_workers import judge_index
     from podium.traffic.drift import parse_thresholds
-    from podium.traffic.export import declared_type, read_set
+    from podium.traffic.export import read_set
     from podium.traffic.selection import export_records, read_requests
     from podium.traffic.source import task_id
 
     s = ctx.settings
     s.check()
     parse_thresholds(s.threshold)
-    if s.reference_since or s.reference_until:  # a bad remembered reference window is bad input
-        from podium.loop.stages import window_days
-        from podium.traffic.drift import windows_for
-
-        since, until = ctx.window
-        try:
-            windows_for(
-                since=since,
-                until=until,
-                reference_since=s.reference_since,
-                reference_until=s.reference_until,
-                days=window_days(ctx),
-            )
-        except ConfigError as exc:
-            given = ", ".join(
-                f"--reference-{end} {value}"
-                for end, value in (("since", s.reference_since), ("until", s.reference_until))
-                if value
-            )
-            raise ConfigError(
-                f"drift's reference window ({given}, remembered by the folder unless given now) does not fit this "
-                f"run's window {since} → {until}: {exc}. Give this run's window (--since/--until), another reference, "
-                "or --reference-since none --reference-until none to compare with the window as long before it"
-            ) from None
-    encoder_choice(s.encoder)  # an unknown encoder fails now, not after the eval
-    if s.policy != "lm":  # and a missing one: the light and plan conductors embed the questions
-        try:
-            check_installed(s.encoder)
-        except ModelNotInstalled as exc:
-            raise ModelNotInstalled(
-                f"--embedder {s.encoder}: {exc}; or embed with a local model the pool already has, "
-                f"e.g. --embedder {_SMALLEST}",
-                model=exc.model,
-                install_command=exc.install_command,
-            ) from None
+    _check_reference_window(ctx)
+    _check_encoder(s)
     if s.policy == "lm":  # an unknown or missing base conductor too
         from podium.local_models import resolve_model
         from podium.loop.outcomes import lm_config
@@ -130,20 +96,7 @@ def _prepare(ctx: Context) -> _Prepared:
     again = sum(1 for item in items if task_id(item) in gone)
     opened = [r for r in (*plan.records, *result.records) if r.get("task_type") == "open"]
     if opened and not s.grader:
-        declared = {task_id(item): declared_type(item, s.task_type) for item in items}
-        typed = Counter(declared.get(r["id"]) for r in opened) - Counter({"open": len(opened), None: len(opened)})
-        why = (
-            f" {sum(typed.values())} of them were sent as task:{'/'.join(sorted(str(k) for k in typed))} but their "
-            "answers gave no final answer to take as the candidate (cut off at the worker's max_tokens, or an error): "
-            "a larger max_tokens in the pool file keeps such answers whole."
-            if typed
-            else " Or, when the traffic's answers can be checked by a rule, tag requests task:math|choice|exact or "
-            "give --task-type."
-        )
-        raise ConfigError(
-            f"{len(opened)} task(s) of the set are open (graded by a judge worker in the eval): give --judge WORKER "
-            f"(it also confirms candidate references) or --eval-judge WORKER (grading only).{why}"
-        )
+        raise ConfigError(_open_tasks_message(opened, items, s.task_type))
     summary = {
         "read": result.read,
         "already_in_set": result.existing - again,
@@ -155,6 +108,74 @@ def _prepare(ctx: Context) -> _Prepared:
         "pii": "in clear (--allow-pii)" if result.pii is None else result.pii,
     }
     return _Prepared(result.records, summary)
+
+
+def _check_reference_window(ctx: Context) -> None:
+    """ConfigError when the folder's fixed drift reference window does not fit this run's window
+    (it overlaps, or is empty), naming the remembered bounds and the ways out."""
+    from podium.loop.stages import window_days
+    from podium.traffic.drift import windows_for
+
+    s, (since, until) = ctx.settings, ctx.window
+    if not (s.reference_since or s.reference_until):
+        return
+    try:
+        windows_for(
+            since=since,
+            until=until,
+            reference_since=s.reference_since,
+            reference_until=s.reference_until,
+            days=window_days(ctx),
+        )
+    except ConfigError as exc:
+        bounds = (("since", s.reference_since), ("until", s.reference_until))
+        given = ", ".join(f"--reference-{end} {value}" for end, value in bounds if value)
+        raise ConfigError(
+            f"drift's reference window ({given}, remembered by the folder unless given now) does not fit this "
+            f"run's window {since} → {until}: {exc}. Give this run's window (--since/--until), another reference, "
+            "or --reference-since none --reference-until none to compare with the window as long before it"
+        ) from None
+
+
+def _check_encoder(s: Settings) -> None:
+    """ConfigError for an unknown question encoder; ModelNotInstalled, naming an embedded model
+    instead, for one that is not installed (the light and plan conductors embed the questions)."""
+    from podium.embed import check_installed, encoder_choice
+
+    encoder_choice(s.encoder)
+    if s.policy == "lm":
+        return
+    try:
+        check_installed(s.encoder)
+    except ModelNotInstalled as exc:
+        raise ModelNotInstalled(
+            f"--embedder {s.encoder}: {exc}; or embed with a local model the pool already has, "
+            f"e.g. --embedder {_SMALLEST}",
+            model=exc.model,
+            install_command=exc.install_command,
+        ) from None
+
+
+def _open_tasks_message(opened: list[dict[str, Any]], items: list[Any], default_type: str) -> str:
+    """Why the set's open tasks need a judge, and how else to avoid them: those the client typed
+    (task:math …) became open because their answers had no final answer to take."""
+    from podium.traffic.export import declared_type
+    from podium.traffic.source import task_id
+
+    declared = {task_id(item): declared_type(item, default_type) for item in items}
+    typed = Counter(declared.get(r["id"]) for r in opened) - Counter({"open": len(opened), None: len(opened)})
+    why = (
+        f" {sum(typed.values())} of them were sent as task:{'/'.join(sorted(str(k) for k in typed))} but their "
+        "answers gave no final answer to take as the candidate (cut off at the worker's max_tokens, or an error): "
+        "a larger max_tokens in the pool file keeps such answers whole."
+        if typed
+        else " Or, when the traffic's answers can be checked by a rule, tag requests task:math|choice|exact or "
+        "give --task-type."
+    )
+    return (
+        f"{len(opened)} task(s) of the set are open (graded by a judge worker in the eval): give --judge WORKER "
+        f"(it also confirms candidate references) or --eval-judge WORKER (grading only).{why}"
+    )
 
 
 def _check_name_free(name: str) -> None:
