@@ -108,14 +108,11 @@ def test_a_remembered_reference_window_is_compared_every_run_until_none_clears_i
     only the week before: ``--reference-since/--reference-until`` are remembered like the other
     drift settings, and ``none`` goes back to the rolling default."""
     from podium.loop.settings import resolve_settings
-    from podium.traffic.drift import windows_for
 
     def reference(settings: Settings) -> tuple[str, str]:
         where = tmp_path / str(len(list(tmp_path.iterdir())))
         where.mkdir()
-        query = drift_request(context(where, settings, with_set=False))
-        bounds = {k: getattr(query, k) for k in ("since", "until", "reference_since", "reference_until", "days")}
-        return windows_for(**bounds)["reference"]
+        return drift_request(context(where, settings, with_set=False)).windows()["reference"]
 
     fixed = resolve_settings({}, argparse.Namespace(reference_since="2026-10-01", reference_until="2026-10-07"))
     assert reference(fixed) == ("2026-10-01T00:00:00.000Z", "2026-10-08T00:00:00.000Z")  # the date includes its day

@@ -58,12 +58,17 @@ MANY = 10**9
 use, far below what a database's integer or a loop can take."""
 
 
+def _shown(text: str) -> str:
+    """``text`` as an error message quotes it: at most 24 characters."""
+    return text if len(text) <= 24 else text[:21] + "…"
+
+
 def whole_number(flag: str, text: str, low: int, high: int) -> int:
     """``text`` given for ``flag`` as a whole number from ``low`` to ``high`` (ASCII digits and
     a sign only: not ``1_0``, not ``٣``). Raises ConfigError naming the flag and the range."""
     value = text.strip()
     number = int(value) if _DIGITS.fullmatch(value) else None
-    shown = text if len(text) <= 24 else text[:21] + "…"
+    shown = _shown(text)
     span = f"a whole number from {low:,} to {high:,}"
     if number is None:
         raise ConfigError(f"{flag} must be {span}, got {shown!r}")
@@ -110,7 +115,7 @@ class WholeNumber(_Checked):
 def positive_number(flag: str, text: str) -> float:
     """``text`` given for ``flag`` as a finite number above 0 in plain decimal notation
     (:func:`plain_number`). Raises ConfigError naming the flag."""
-    shown = text if len(text) <= 24 else text[:21] + "…"
+    shown = _shown(text)
     number = plain_number(text)
     if number is None:
         raise ConfigError(f"{flag} must be a number above 0 in {DECIMAL_HINT}; got {shown!r}")
@@ -138,7 +143,7 @@ class BoundedNumber(_Checked):
         super().__init__(option_strings, dest, **kwargs)
 
     def read(self, flag: str, text: str) -> float:
-        shown = text if len(text) <= 24 else text[:21] + "…"
+        shown = _shown(text)
         number = plain_number(text)
         span = f"from {self.low:g} to {self.high:g}" if math.isfinite(self.high) else f"{self.low:g} or more"
         if number is None:

@@ -113,20 +113,13 @@ def _prepare(ctx: Context) -> _Prepared:
 def _check_reference_window(ctx: Context) -> None:
     """ConfigError when the folder's fixed drift reference window does not fit this run's window
     (it overlaps, or is empty), naming the remembered bounds and the ways out."""
-    from podium.loop.stages import window_days
-    from podium.traffic.drift import windows_for
+    from podium.loop.stages import drift_request
 
     s, (since, until) = ctx.settings, ctx.window
     if not (s.reference_since or s.reference_until):
         return
     try:
-        windows_for(
-            since=since,
-            until=until,
-            reference_since=s.reference_since,
-            reference_until=s.reference_until,
-            days=window_days(ctx),
-        )
+        drift_request(ctx).windows()
     except ConfigError as exc:
         bounds = (("since", s.reference_since), ("until", s.reference_until))
         given = ", ".join(f"--reference-{end} {value}" for end, value in bounds if value)

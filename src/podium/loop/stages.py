@@ -40,7 +40,6 @@ __all__ = [
     "export_request",
     "export_stage",
     "labels_stage",
-    "window_days",
 ]
 
 EXIT_LABELS = 5
@@ -138,7 +137,7 @@ def _drift_plot(ctx: Context) -> Path:
     return ctx.run_dir / "drift.png"
 
 
-def window_days(ctx: Context) -> float:
+def _window_days(ctx: Context) -> float:
     """The run's window's length, days."""
     from datetime import datetime
 
@@ -150,7 +149,7 @@ def drift_argv(ctx: Context) -> list[str]:
     """``podium drift`` of this run's window against the reference window, per tag, with the set's
     labels, the report written to the run's folder."""
     s, (since, until) = ctx.settings, ctx.window
-    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", f"{window_days(ctx):g}"]
+    argv = ["drift", "--source", s.source, "--since", since, "--until", until, "--days", f"{_window_days(ctx):g}"]
     argv += ["--reference-since", s.reference_since] if s.reference_since else []
     argv += ["--reference-until", s.reference_until] if s.reference_until else []
     argv += ["--traces", s.traces] if s.traces and s.source == "traces" else []
@@ -192,7 +191,7 @@ def drift_request(ctx: Context) -> DriftQuery:
         until=until,
         reference_since=s.reference_since,
         reference_until=s.reference_until,
-        days=window_days(ctx),
+        days=_window_days(ctx),
         use_case=s.use_case,
         tags=tuple(s.tag),
         labels=ctx.folder.set if ctx.folder.set.is_file() else None,

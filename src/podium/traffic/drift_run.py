@@ -78,6 +78,20 @@ class DriftQuery:
     bucket: Literal["auto", "minute", "hour", "day", "week"] = "auto"
     allow_pii: bool = False
 
+    def windows(self) -> dict[str, tuple[str, str]]:
+        """The two windows this query compares (:func:`podium.traffic.drift_options.windows_for`:
+        ``reference`` and ``recent``, store-form UTC); ConfigError when one is empty or they
+        overlap."""
+        from podium.traffic.drift import windows_for
+
+        return windows_for(
+            since=self.since,
+            until=self.until,
+            reference_since=self.reference_since,
+            reference_until=self.reference_until,
+            days=self.days,
+        )
+
 
 def drift_run(
     query: DriftQuery,
@@ -91,16 +105,10 @@ def drift_run(
     input (an empty window, an unknown tag, overlapping windows, a store of the other source, a
     judge that is not a worker of the pool); what a judge's call raises stops it."""
     from podium.traffic import source
-    from podium.traffic.drift import drift_report, label_scores, report_markdown, windows_for
+    from podium.traffic.drift import drift_report, label_scores, report_markdown
 
     judge = _judge_worker(query) if query.judge is not None else None  # a bad --judge fails before any work
-    windows = windows_for(
-        since=query.since,
-        until=query.until,
-        reference_since=query.reference_since,
-        reference_until=query.reference_until,
-        days=query.days,
-    )
+    windows = query.windows()
     if query.source == "shadow":
         reference, recent = _shadow_windows(query, windows)
     else:

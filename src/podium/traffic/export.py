@@ -45,7 +45,7 @@ from podium.answers import extract_choice, extract_math_answer
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.eval.tasks import TASK_TYPES
-from podium.traffic.features import normalise
+from podium.traffic.features import PLACEHOLDER, normalise
 from podium.traffic.source import TrafficItem, task_id
 
 __all__ = [
@@ -262,13 +262,12 @@ def _masked(record: dict[str, Any], pseudonymize: Pseudonymize) -> tuple[dict[st
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_PLACEHOLDER = re.compile(r"<[A-Z_]+_\d+>")
 
 
 def numbers(text: str) -> tuple[str, ...]:
     """The numbers ``text`` states, sorted (``"2.5"`` and ``"25"`` differ); pseudonymization
     placeholders (``<PERSON_1>``) state none."""
-    return tuple(sorted(_NUMBER.findall(_PLACEHOLDER.sub(" ", text))))
+    return tuple(sorted(_NUMBER.findall(PLACEHOLDER.sub(" ", text))))
 
 
 def _drop_similar(

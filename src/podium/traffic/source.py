@@ -148,10 +148,12 @@ def read_traces(
 
 
 def _cut_off(record: Any) -> bool:
-    """Whether the step that gave ``record``'s answer (the last with that output) hit its
-    token limit."""
-    answering = [s for s in record.steps if s.output == record.answer and not s.error]
-    return bool(record.answer) and bool(answering) and answering[-1].finish_reason == "length"
+    """Whether the step that gave ``record``'s answer (:func:`podium.eval.runner.answer_step`)
+    hit its token limit."""
+    from podium.eval.runner import answer_step
+
+    step = answer_step(record)
+    return step is not None and step.finish_reason == "length"
 
 
 def read_shadow(
