@@ -29,7 +29,8 @@ from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call
-from podium.workers.resilience import ResiliencePolicy, harden
+from podium.workers.resilience import ResiliencePolicy
+from podium.workers.stack import stack
 
 ONE = 'model_id = [0]\nsubtasks = ["a"]\naccess_list = [[]]'
 CHAIN = (
@@ -39,7 +40,7 @@ FAN_OUT = 'model_id = [0, 0, 0, 0, 0]\nsubtasks = ["a", "b", "c", "d", "agg"]\na
 
 
 def orchestrator(plan: str, latency_s: float, db: Path) -> Orchestrator:
-    worker = harden(ScriptedWorker("w", reply="out", delay_s=latency_s), ResiliencePolicy())
+    worker = stack(ScriptedWorker("w", reply="out", delay_s=latency_s), resilience=ResiliencePolicy())
     return Orchestrator(
         [worker],
         ScriptedConductor([plan]),

@@ -20,7 +20,8 @@ from podium.records import RunRecord
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, Completion, Price
-from podium.workers.resilience import ResiliencePolicy, harden
+from podium.workers.resilience import ResiliencePolicy
+from podium.workers.stack import stack
 
 PLAN = 'model_id=[0,0,0]\nsubtasks=["a","b","c"]\naccess_list=[[],[0],[1]]'
 IMPOSSIBLE = [math.nan, -100.0, math.inf, -math.inf, -1e-9]
@@ -156,7 +157,7 @@ def test_an_impossible_worker_cost_is_the_calls_error_and_is_not_retried(cost: f
     """Before: a worker's NaN / -5 / inf cost gave trace totals nan / -15 / inf."""
     day = PeriodBudget(1.0, scope="pool:x/day")
     worker = _BadCost(cost)
-    pool = [harden(worker, ResiliencePolicy(attempts=3, base_delay_s=0.0))]
+    pool = [stack(worker, resilience=ResiliencePolicy(attempts=3, base_delay_s=0.0))]
     orch = Orchestrator(
         pool, ScriptedConductor([PLAN]), Fallback(0, "A."), config=OrchestratorConfig(periods=[day], recursion_rounds=0)
     )

@@ -33,7 +33,8 @@ from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, CallContext, Completion, Message, Price
 from podium.workers.failover import Failover
-from podium.workers.resilience import CircuitBreaker, ResiliencePolicy, Retrying, harden
+from podium.workers.resilience import CircuitBreaker, ResiliencePolicy, Retrying
+from podium.workers.stack import stack
 
 ONE_STEP = 'model_id = [0]\nsubtasks = ["Solve."]\naccess_list = [[]]'
 FAST = ResiliencePolicy(attempts=3, base_delay_s=0.001, max_delay_s=0.01, breaker_threshold=50)
@@ -56,7 +57,7 @@ class Flaky(ScriptedWorker):
 def orchestrator(workers: list[ScriptedWorker], tmp_path: Path | None = None, **config: Any) -> Orchestrator:
     traces = TraceStore(tmp_path / "t.sqlite3") if tmp_path else None
     return Orchestrator(
-        [harden(w, FAST) for w in workers],
+        [stack(w, resilience=FAST) for w in workers],
         ScriptedConductor([ONE_STEP]),
         Fallback(len(workers) - 1, "Answer."),
         OrchestratorConfig(**config),
@@ -128,7 +129,7 @@ def test_circuit_breaker_takes_a_failing_worker_out_then_tries_again() -> None:
 def test_an_equivalent_worker_takes_over_and_the_trace_says_so() -> None:
     primary = Flaky("primary", [ServerError("down", worker="primary", status=500)] * 10)
     spare = ScriptedWorker("spare", reply="from spare")
-    pool = [Failover(harden(primary, FAST), harden(spare, FAST))]
+    pool = [Failover(stack(primary, resilience=FAST), stack(spare, resilience=FAST))]
     orch = Orchestrator(pool, ScriptedConductor([ONE_STEP]), Fallback(0, "Answer."))
     record = asyncio.run(orch.run("Q?"))
     assert record.status == "ok" and record.answer == "from spare"
@@ -232,7 +233,9 @@ def test_a_cancelled_parallel_workflow_keeps_every_step_that_ran(tmp_path: Path)
     plan = 'model_id = [0, 1, 0]\nsubtasks = ["Fast.", "Slow.", "Join."]\naccess_list = [[], [], [0, 1]]'
     workers = [ScriptedWorker("fast", reply="quick"), ScriptedWorker("slow", delay_s=60)]
     traces = TraceStore(tmp_path / "t.sqlite3")
-    orch = Orchestrator([harden(w, FAST) for w in workers], ScriptedConductor([plan]), Fallback(0, "A."), traces=traces)
+    orch = Orchestrator(
+        [stack(w, resilience=FAST) for w in workers], ScriptedConductor([plan]), Fallback(0, "A."), traces=traces
+    )
     record = cancelled_midway(orch, tmp_path)
     assert record.status == "error"
     steps = [(s.index, s.worker, s.output, s.error_type) for s in record.steps]
@@ -309,7 +312,7 @@ def test_fifty_concurrent_requests_never_overshoot_their_caps(tmp_path: Path) ->
     day = PeriodBudget(0.5, scope="pool:test/day")  # about half of what 50 requests would spend
     per_request = 0.08
     orch = Orchestrator(
-        [harden(w, FAST) for w in workers],
+        [stack(w, resilience=FAST) for w in workers],
         ScriptedConductor([plan]),
         Fallback(1, "Answer."),
         traces=TraceStore(tmp_path / "t.sqlite3"),
@@ -343,7 +346,7 @@ def test_a_call_without_reported_usage_keeps_its_full_reservation() -> None:
             return Completion(result.text, usage_reported=False)
 
     budget = RequestBudget(Limits(cost_cap_usd=1.0))
-    worker = harden(Unreported("w", price=Price(input=100.0, output=100.0)), FAST)
+    worker = stack(Unreported("w", price=Price(input=100.0, output=100.0)), resilience=FAST)
     asyncio.run(worker.complete(Call([{"role": "user", "content": "hi"}], context=CallContext(budget=budget))))
     # worst case = (prompt bound + 512 max_tokens) tokens at $100 per 1M, all of it kept as spent
     assert budget.ledger.spent_usd > 512 * 100 / 1e6

@@ -112,3 +112,21 @@ def test_a_first_embedding_run_reports_progress_per_chunk(tmp_path: Path) -> Non
         texts, on_progress=lambda d, t: again.append((d, t))
     )
     assert again == []  # all cached on disk
+
+
+def test_the_router_trades_quality_for_cost_as_the_training_reward_does() -> None:
+    """One rule for λ: the router picks the worker of highest expected training reward
+    (0.5 + 0.5·q − λ·c), so the strong worker (q 0.9 at $0.010) loses to the cheap one (q 0.5 at
+    $0.001) above λ = 0.5 · 0.4 / 0.009 = 22.2 per USD, the calibrated sweep's break-even point."""
+    from podium.eval.router_fit import calibrated_lambdas
+    from podium.train.reward import workflow_reward
+
+    model = RouterModel(("strong", "cheap"), np.zeros((2, 1)), np.zeros(2), np.zeros((2, 2)), embedder="none")
+    quality, cost = np.array([[0.9, 0.5]]), np.array([[0.010, 0.001]])
+    lambdas = calibrated_lambdas(quality, cost)
+    break_even = 0.5 * 0.4 / 0.009
+    assert lambdas[1] == pytest.approx(break_even)
+    assert model.choose(quality, cost, lam=break_even * 0.99).tolist() == [0]
+    assert model.choose(quality, cost, lam=break_even * 1.01).tolist() == [1]
+    reward = workflow_reward(quality[0], cost[0], lam=break_even)
+    assert reward[0] == pytest.approx(reward[1])

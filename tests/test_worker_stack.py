@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from podium.builder import build_orchestrator
 from podium.pool import load_pool
 from podium.store.request_cache import RequestCache
@@ -61,8 +63,9 @@ def test_the_pool_builder_stacks_every_worker_in_the_one_order(tmp_path: Path) -
 
 
 def test_no_module_but_the_stack_builds_the_wrappers() -> None:
-    wrappers = {"CachedWorker", "PIIGuard", "harden"}
-    allowed = {SRC / "workers" / "stack.py", SRC / "workers" / "resilience.py"}  # harden lives there
+    wrappers = {"CachedWorker", "PIIGuard", "BudgetGuard", "CircuitBreaker", "Retrying", "Failover"}
+    # budget_guarded: the orchestrator's guard for a worker that has none (a pool built by hand)
+    allowed = {SRC / "workers" / "stack.py", SRC / "workers" / "budget_guard.py"}
     builders = []
     for path in SRC.rglob("*.py"):
         if path in allowed:
@@ -71,3 +74,13 @@ def test_no_module_but_the_stack_builds_the_wrappers() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in wrappers:
                 builders.append(f"{path.relative_to(SRC)}:{node.lineno} {node.func.id}")
     assert not builders, builders
+
+
+def test_stack_pool_fails_over_to_the_equivalents_own_stack_and_refuses_a_bad_index() -> None:
+    from podium.workers.stack import stack_pool
+
+    a, b = ScriptedWorker("a", "x"), ScriptedWorker("b", "y")
+    pool = stack_pool([a, b], equivalents=[1, None], policies=[None, None])
+    assert isinstance(pool[0], Failover) and pool[0].equivalent is pool[1]
+    with pytest.raises(ValueError, match="outside the pool of 2"):
+        stack_pool([a, b], equivalents=[2, None], policies=[None, None])

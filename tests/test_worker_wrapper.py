@@ -18,7 +18,8 @@ from podium.pii.vault import Vault
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.workers import Call, Completion, Message, WorkerInfo, WorkerSettings, WorkerWrapper
 from podium.workers.base import CallContext, Price, Usage, Worker
-from podium.workers.resilience import ResiliencePolicy, harden
+from podium.workers.resilience import ResiliencePolicy
+from podium.workers.stack import stack
 from podium.workers.wrapper import unwrap
 
 
@@ -74,7 +75,7 @@ def test_a_wrapper_can_change_what_is_sent_and_wrappers_stack() -> None:
             return await super().complete(call.with_messages(upper))
 
     scripted = ScriptedWorker("w", lambda messages: messages[-1]["content"])
-    stacked = Recording(Shouting(harden(scripted, ResiliencePolicy())))
+    stacked = Recording(Shouting(stack(scripted, resilience=ResiliencePolicy())))
     assert asyncio.run(stacked.complete(Call([{"role": "user", "content": "hi there"}]))).text == "HI THERE"
     assert unwrap(stacked) is scripted and stacked.info == scripted.info and stacked.info.name == "w"
 

@@ -43,7 +43,8 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ 
     from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
     from podium.trace import TraceStore
     from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings
-    from podium.workers.resilience import ResiliencePolicy, harden
+    from podium.workers.resilience import ResiliencePolicy
+    from podium.workers.stack import stack, stack_pool
     from podium.workflow import ALL, Step, Workflow, validate_lists
 
 __version__ = "0.1.0"
@@ -101,9 +102,10 @@ __all__ = [
     "build_orchestrator",
     "build_worker",
     "execute",
-    "harden",
     "load_pool",
     "parse_workflow",
+    "stack",
+    "stack_pool",
     "validate_lists",
     "worker_messages",
 ]
@@ -160,7 +162,8 @@ _LAZY: dict[str, str] = {
     "WorkerSettings": "podium.workers",
     "build_worker": "podium.pool_workers",
     "ResiliencePolicy": "podium.workers.resilience",
-    "harden": "podium.workers.resilience",
+    "stack": "podium.workers.stack",
+    "stack_pool": "podium.workers.stack",
     "ALL": "podium.workflow",
     "Step": "podium.workflow",
     "Workflow": "podium.workflow",

@@ -2,8 +2,8 @@
 
 The one place where configuration turns into objects: workers (lazy: no model is loaded until
 its first call), each under its data policy (:class:`~podium.workers.pii_guard.PIIGuard`:
-pseudonymization for external workers), hardened with budget guard, retries, circuit breaker
-(in one order: :mod:`podium.workers.stack`) and failover, the LM conductor on its configured
+pseudonymization for external workers), under budget guard, retries, circuit breaker
+and failover (in one order: :mod:`podium.workers.stack`), the LM conductor on its configured
 worker's model, the fallback pipeline, limits and period budgets.
 """
 
@@ -31,10 +31,9 @@ from podium.trace.backend import TraceBackend
 from podium.workers.base import Price, Worker, WorkerSettings
 from podium.workers.conductor_worker import ConductorWorker
 from podium.workers.endpoints import endpoint
-from podium.workers.failover import Failover
 from podium.workers.pii_guard import DataPolicy, PIIGuard
 from podium.workers.resilience import ResiliencePolicy
-from podium.workers.stack import stack
+from podium.workers.stack import stack, stack_pool
 from podium.workers.wrapper import WorkerWrapper
 
 if TYPE_CHECKING:
@@ -83,14 +82,14 @@ def build_orchestrator(
     protection = pii_protection(config)
     r = config.resilience
     policy = ResiliencePolicy(r.attempts, r.base_delay_s, r.max_delay_s, r.breaker_threshold, r.breaker_cooldown_s)
-    stacks = [
-        stack(w, cache=cache, policy=data_policy(config, i), protection=protection, resilience=policy)
-        for i, w in enumerate(raw)
-    ]
-    pool = [
-        Failover(stacks[i], stacks[config.worker_index(w.equivalent)]) if w.equivalent else stacks[i]
-        for i, w in enumerate(config.workers)
-    ]
+    pool = stack_pool(
+        raw,
+        equivalents=[config.worker_index(w.equivalent) if w.equivalent else None for w in config.workers],
+        policies=[data_policy(config, i) for i in range(len(raw))],
+        cache=cache,
+        protection=protection,
+        resilience=policy,
+    )
     if conductor is None and config.conductor.light is not None:
         from podium.named_conductors import light_conductor
 

@@ -73,7 +73,7 @@ class Orchestrator:
 
     Args:
         pool: the workers, in pool order (``Model i`` = ``pool[i]``); wrap them with
-            :func:`podium.workers.resilience.harden` for budgets, retries and failover.
+            :func:`podium.workers.stack.stack_pool` for budgets, retries and failover.
         conductor: the policy that writes workflows.
         fallback: the fallback pipeline.
         config: the per-request settings (:class:`OrchestratorConfig`; default: its defaults).
@@ -97,7 +97,7 @@ class Orchestrator:
         if not 0 <= fallback.worker < len(pool):
             raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
         self.config = config or OrchestratorConfig()
-        self.pool = [budget_guarded(w) for w in pool]  # caps hold whether or not harden() was applied
+        self.pool = [budget_guarded(w) for w in pool]  # caps hold whether or not stack() was applied
         self.conductor = conductor
         self.fallback = fallback
         self.traces = traces

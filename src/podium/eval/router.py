@@ -3,10 +3,12 @@
 RouterBench/RouteLLM-style (Hu et al. 2024; Ong et al. 2024): for each worker *i* a logistic
 regression on the question's all-MiniLM-L6-v2 embedding predicts ``q_i`` = P(score = 1), and a
 least-squares line in the question's length predicts its cost ``c_i`` (USD). The router sends the
-question to ``argmax_i q_i − λ·c_i`` (ties: the cheaper worker). λ (1/USD) trades quality for
-cost: λ = 0 always picks the most likely correct worker; a sweep of λ traces the router's
-cost–quality curve. Fractional scores (e.g. MT-Bench's judge score / 10) are soft labels: each
-question counts as a positive with weight *s* and a negative with weight 1 − *s*.
+question to the worker of highest expected training reward, ``argmax_i 0.5 + 0.5·q_i − λ·c_i``
+(:func:`podium.train.reward.workflow_reward`, ties: the cheaper worker), so λ (1/USD) trades
+quality for cost exactly as it does for a trained conductor: λ = 0 always picks the most likely
+correct worker; a sweep of λ traces the router's cost–quality curve. Fractional scores (e.g.
+MT-Bench's judge score / 10) are soft labels: each question counts as a positive with weight *s*
+and a negative with weight 1 − *s*.
 
 Fitting needs scikit-learn (the ``router`` extra); a fitted router is plain arrays (``.npz`` +
 JSON header), so loading and routing need only numpy.
@@ -26,6 +28,7 @@ from podium.conductor.base import DirectConductor
 from podium.conductor.baselines import ANSWER
 from podium.embed import Embedder
 from podium.errors import ConfigError
+from podium.train.reward import workflow_reward
 from podium.workers.base import Worker
 from podium.workflow import Step
 
@@ -106,8 +109,9 @@ class RouterModel:
         return quality, cost
 
     def choose(self, quality: _Array, cost: _Array, lam: float) -> npt.NDArray[np.intp]:
-        """Column index per row of ``argmax q − λ·c`` (ties: lower predicted cost)."""
-        utility = quality - lam * cost
+        """Column index per row of the highest expected reward, ``argmax 0.5 + 0.5·q − λ·c``
+        (ties: lower predicted cost)."""
+        utility = workflow_reward(quality, cost, lam=lam)
         best = utility.max(axis=1, keepdims=True)
         tied = np.isclose(utility, best, rtol=0.0, atol=1e-12)
         return np.asarray(np.where(tied, cost, np.inf).argmin(axis=1), dtype=np.intp)

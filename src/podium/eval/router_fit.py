@@ -114,7 +114,8 @@ def calibrated_lambdas(quality: Any, cost: Any, points: int = SWEEP_POINTS) -> t
     """λ values (1/USD) spreading the router's operating points evenly over the calibration
     questions, like RouteLLM's thresholds calibrated by quantile: for each question the λ at
     which the router stops choosing its best-predicted worker for the cheapest one is
-    ``(q_best − q_cheap) / (c_best − c_cheap)``; the sweep is 0, the 0 %, 5 %, … 100 % quantiles
+    ``0.5·(q_best − q_cheap) / (c_best − c_cheap)`` (the reward weighs quality by 0.5); the
+    sweep is 0, the 0 %, 5 %, … 100 % quantiles
     of those break-even values (``points`` = 21), and ten times the largest (always the cheapest).
     ``quality`` and ``cost`` are the router's predictions, shape (n, m)."""
     q, c = np.asarray(quality), np.asarray(cost)
@@ -124,6 +125,6 @@ def calibrated_lambdas(quality: Any, cost: Any, points: int = SWEEP_POINTS) -> t
     usable = (dq > 0) & (dc > 0)
     if not usable.any():
         return (0.0,)
-    breaks = dq[usable] / dc[usable]
+    breaks = 0.5 * dq[usable] / dc[usable]
     inner = np.quantile(breaks, np.linspace(0.0, 1.0, points))
     return (0.0, *sorted({float(x) for x in inner}), float(breaks.max() * 10))

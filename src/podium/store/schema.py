@@ -19,12 +19,15 @@ Tables:
         sha256 key, the worker's name, the completion as JSON, when it was stored.
     settings: operator switches every replica reads (:mod:`podium.store.settings`) — name,
         value, when and by whom it was set.
-    requests, plan_attempts, steps, search_text: the traces, on PostgreSQL (the embedded SQLite
-        trace file has its own schema in :mod:`podium.trace.store`, with the same columns); the
-        search texts carry a ``tsvector`` of their folded form with a GIN index.
+    requests, plan_attempts, steps, search_text: the traces, on PostgreSQL. The first three are
+        built from :mod:`podium.trace.columns`, the one declaration the embedded SQLite trace
+        file's tables come from too; the search texts carry a ``tsvector`` of their folded form
+        with a GIN index (SQLite's search index is its own: :mod:`podium.trace.sqlite_schema`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -39,8 +42,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import TSVECTOR
+
+from podium.trace.columns import ATTEMPTS, REQUESTS, STEPS, RecordTable
 
 __all__ = [
     "TRACE_TABLES",
@@ -108,87 +114,36 @@ def _cascade() -> ForeignKey:
     return ForeignKey("requests.id", ondelete="CASCADE")
 
 
-requests = Table(
-    "requests",
-    metadata,
-    Column("id", Text, primary_key=True),
-    Column("started_at", Text, nullable=False),
-    Column("finished_at", Text),
-    Column("mode", Text, nullable=False),
-    Column("pool", Text, nullable=False),
-    Column("workers", Text, nullable=False, server_default="[]"),
-    Column("conductor", Text, nullable=False),
-    Column("status", Text, nullable=False),
-    Column("question", Text, nullable=False),
-    Column("answer", Text),
-    Column("error", Text),
-    Column("workflows", Text, nullable=False, server_default="[]"),
-    Column("fallback_reason", Text),
-    Column("fallback_detail", Text),
-    Column("totals", Text),
-    Column("total_cost_usd", Float),
-    Column("wall_time_s", Float),
-    Column("tags", Text, nullable=False, server_default="[]"),
-    Column("subject", Text),
+_TYPES = {"text": Text, "integer": Integer, "real": Float}
+
+
+def _record_table(spec: RecordTable, *extra: Index) -> Table:
+    """The SQLAlchemy table of a trace record table, from its one declaration
+    (:mod:`podium.trace.columns`); its indexes are this engine's own."""
+    single = len(spec.primary_key) == 1
+    columns: list[Column[Any]] = [
+        Column(
+            c.name,
+            _TYPES[c.type],
+            *((_cascade(),) if spec.child and c.name == "request_id" else ()),
+            primary_key=single and c.name in spec.primary_key,
+            nullable=c.nullable,
+            server_default=None if c.default is None else text(c.default),
+        )
+        for c in spec.columns
+    ]
+    key = () if single else (PrimaryKeyConstraint(*spec.primary_key, name=f"{spec.name}_pk"),)
+    return Table(spec.name, metadata, *columns, *key, *extra)
+
+
+requests = _record_table(
+    REQUESTS,
     Index("requests_started", "started_at"),
     Index("requests_subject", "subject"),
     Index("requests_pool_started", "pool", "started_at"),
 )
-
-_CALL_COLUMNS = (
-    ("input_tokens", Integer),
-    ("output_tokens", Integer),
-    ("cached_input_tokens", Integer),
-    ("reasoning_tokens", Integer),
-    ("usage_estimated", Integer),
-    ("cost_usd", Float),
-    ("latency_s", Float),
-)
-
-plan_attempts = Table(
-    "plan_attempts",
-    metadata,
-    Column("request_id", Text, _cascade(), nullable=False),
-    Column("round", Integer, nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("messages", Text, nullable=False),
-    Column("raw_output", Text, nullable=False),
-    Column("workflow", Text),
-    Column("error_kind", Text),
-    Column("error", Text),
-    *(Column(name, kind, nullable=False) for name, kind in _CALL_COLUMNS),
-    Column("constrained", Integer, nullable=False),
-    Column("started_at", Text),
-    Column("finished_at", Text),
-    Column("disclosures", Text, nullable=False, server_default="[]"),
-    PrimaryKeyConstraint("request_id", "round", "attempt", name="plan_attempts_pk"),
-)
-
-steps = Table(
-    "steps",
-    metadata,
-    Column("request_id", Text, _cascade(), nullable=False),
-    Column("phase", Text, nullable=False),
-    Column("round", Integer, nullable=False),
-    Column("step_index", Integer, nullable=False),
-    Column("worker_index", Integer, nullable=False),
-    Column("worker", Text, nullable=False),
-    Column("subtask", Text, nullable=False),
-    Column("access", Text, nullable=False),
-    Column("visible", Text, nullable=False),
-    Column("visible_previous", Text, nullable=False),
-    Column("messages", Text, nullable=False),
-    Column("output", Text, nullable=False),
-    *(Column(name, kind, nullable=False) for name, kind in _CALL_COLUMNS),
-    Column("finish_reason", Text, nullable=False),
-    Column("error", Text),
-    Column("error_type", Text),
-    Column("started_at", Text, nullable=False),
-    Column("finished_at", Text, nullable=False),
-    Column("disclosures", Text, nullable=False, server_default="[]"),
-    PrimaryKeyConstraint("request_id", "phase", "round", "step_index", name="steps_pk"),
-    Index("steps_worker", "worker"),
-)
+plan_attempts = _record_table(ATTEMPTS)
+steps = _record_table(STEPS, Index("steps_worker", "worker"))
 
 search_text = Table(
     "search_text",

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from podium.trace.backend import TraceStoreError
+from podium.trace.columns import RECORD_TABLES, Col, RecordTable
 
 __all__ = ["SCHEMA_VERSION", "check_version", "create_or_upgrade", "index_texts"]
 
@@ -82,79 +83,8 @@ _MIGRATIONS: dict[int, str] = {
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS requests (
-    id TEXT PRIMARY KEY,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    mode TEXT NOT NULL,
-    pool TEXT NOT NULL,
-    workers TEXT NOT NULL DEFAULT '[]',
-    conductor TEXT NOT NULL,
-    status TEXT NOT NULL,
-    question TEXT NOT NULL,
-    answer TEXT,
-    error TEXT,
-    workflows TEXT NOT NULL DEFAULT '[]',
-    fallback_reason TEXT,
-    fallback_detail TEXT,
-    totals TEXT,
-    total_cost_usd REAL,
-    wall_time_s REAL,
-    tags TEXT NOT NULL DEFAULT '[]',
-    subject TEXT
-);
 CREATE INDEX IF NOT EXISTS requests_started ON requests (started_at);
 CREATE INDEX IF NOT EXISTS requests_subject ON requests (subject) WHERE subject IS NOT NULL;
-CREATE TABLE IF NOT EXISTS plan_attempts (
-    request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
-    round INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    messages TEXT NOT NULL,
-    raw_output TEXT NOT NULL,
-    workflow TEXT,
-    error_kind TEXT,
-    error TEXT,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cached_input_tokens INTEGER NOT NULL,
-    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
-    cost_usd REAL NOT NULL,
-    latency_s REAL NOT NULL,
-    constrained INTEGER NOT NULL,
-    started_at TEXT,
-    finished_at TEXT,
-    disclosures TEXT NOT NULL DEFAULT '[]',
-    usage_estimated INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (request_id, round, attempt)
-);
-CREATE TABLE IF NOT EXISTS steps (
-    request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
-    phase TEXT NOT NULL,
-    round INTEGER NOT NULL,
-    step_index INTEGER NOT NULL,
-    worker_index INTEGER NOT NULL,
-    worker TEXT NOT NULL,
-    subtask TEXT NOT NULL,
-    access TEXT NOT NULL,
-    visible TEXT NOT NULL,
-    visible_previous TEXT NOT NULL,
-    messages TEXT NOT NULL,
-    output TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cached_input_tokens INTEGER NOT NULL,
-    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
-    cost_usd REAL NOT NULL,
-    latency_s REAL NOT NULL,
-    finish_reason TEXT NOT NULL,
-    error TEXT,
-    error_type TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT NOT NULL,
-    disclosures TEXT NOT NULL DEFAULT '[]',
-    usage_estimated INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (request_id, phase, round, step_index)
-);
 CREATE TABLE IF NOT EXISTS search_text (
     id INTEGER PRIMARY KEY,
     request_id TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
@@ -264,6 +194,9 @@ def create_or_upgrade(db: sqlite3.Connection, path: Path, found: int | None, tab
     try:
         if found is not None and found < SCHEMA_VERSION:
             _migrate(db, path, found)
+        for table in RECORD_TABLES:
+            db.execute(_create_table(table))
+            _add_missing_columns(db, table)
         for statement in _statements(_SCHEMA):
             db.execute(statement)
         if found is not None and ("search_text" not in tables or found < _FOLDED_SINCE):
@@ -273,6 +206,35 @@ def create_or_upgrade(db: sqlite3.Connection, path: Path, found: int | None, tab
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+_SQLITE_TYPES = {"text": "TEXT", "integer": "INTEGER", "real": "REAL"}
+
+
+def _column_sql(col: Col) -> str:
+    sql = f"{col.name} {_SQLITE_TYPES[col.type]}"
+    if not col.nullable:
+        sql += " NOT NULL"
+    if col.default is not None:
+        sql += f" DEFAULT {col.default}"
+    if col.name == "request_id":
+        sql += " REFERENCES requests (id) ON DELETE CASCADE"
+    return sql
+
+
+def _create_table(table: RecordTable) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for a record table, from its one declaration."""
+    lines = [*(_column_sql(c) for c in table.columns), f"PRIMARY KEY ({', '.join(table.primary_key)})"]
+    return f"CREATE TABLE IF NOT EXISTS {table.name} (\n    " + ",\n    ".join(lines) + "\n)"
+
+
+def _add_missing_columns(db: sqlite3.Connection, table: RecordTable) -> None:
+    """Add the declared columns a file's table lacks (a column declared after the file was
+    written; :mod:`podium.trace.columns` requires it be nullable or have a default)."""
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({table.name})")}
+    for col in table.columns:
+        if col.name not in present:
+            db.execute(f"ALTER TABLE {table.name} ADD COLUMN {_column_sql(col)}")
 
 
 def _migrate(db: sqlite3.Connection, path: Path, found: int) -> None:

@@ -1,9 +1,9 @@
 """The budget guard: the wrapper that holds a request's deadline and cost cap on every call.
 
-:class:`BudgetGuard` is innermost among the resilience wrappers (:func:`podium.workers.resilience.harden`),
+:class:`BudgetGuard` is innermost among the resilience wrappers (:func:`podium.workers.stack.stack`),
 so each attempt of a retried call is checked, reserved and settled on its own. The orchestrator
 applies :func:`budget_guarded` to every pool worker, and the LM conductor to its own model, so
-caps hold whether or not a worker was hardened. The ledger itself — reservations, settlement,
+caps hold whether or not a worker was stacked. The ledger itself — reservations, settlement,
 period budgets — is :mod:`podium.budget`.
 """
 
@@ -26,7 +26,7 @@ cached clock (uvloop's) and the backend's read of the time differ by a few milli
 def budget_guarded(worker: Worker) -> Worker:
     """``worker`` itself when a :class:`BudgetGuard` is among its wrappers, else the worker in
     one: the orchestrator (and the LM conductor for its model) applies this, so request caps and
-    period budgets hold for any pool, hardened by :func:`harden` or not."""
+    period budgets hold for any pool, stacked by :func:`podium.workers.stack.stack` or not."""
     inner: Worker = worker
     while isinstance(inner, WorkerWrapper):
         if isinstance(inner, BudgetGuard):

@@ -1,7 +1,7 @@
 """PII protection as a worker wrapping a worker: pseudonymize what goes out, restore what comes back.
 
 :class:`PIIGuard` sits directly around each backend (inside the budget guard, retries and
-failover of :func:`~podium.workers.resilience.harden`), so every attempt, retry and failover
+failover of :func:`~podium.workers.stack.stack`), so every attempt, retry and failover
 target is checked under its own worker's data policy:
 
 - a local worker (``external = false``) is called as it is; nothing is recorded;

@@ -1,15 +1,16 @@
-"""Retries and the circuit breaker, and :func:`harden`, which stacks them over the budget guard.
+"""Retries and the circuit breaker, and the policy that configures them.
 
 Each wrapper is a :class:`~podium.workers.wrapper.WorkerWrapper` (itself a worker, so the
-executor never knows they exist) and overrides its one method, ``complete``. :func:`harden`
-stacks them in the order that makes each one mean what it says (the budget guard is
-:mod:`podium.workers.budget_guard`, failover :mod:`podium.workers.failover`)::
+executor never knows they exist) and overrides its one method, ``complete``.
+:func:`podium.workers.stack.stack` puts them on in the order that makes each one mean what it
+says (the budget guard is :mod:`podium.workers.budget_guard`, failover
+:mod:`podium.workers.failover`)::
 
     Failover(                      # an equivalent worker takes over when the primary is out
         Retrying(                  # transient errors: exponential backoff + jitter, 429 retry-after
             CircuitBreaker(        # N failures in a row -> cool-down, calls fail fast
                 BudgetGuard(w))),  # every attempt: deadline check, cost reservation, timeout
-        harden(equivalent))        # the equivalent's own stack, shared with its pool slot
+        stack(equivalent))         # the equivalent's own stack, shared with its pool slot
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from podium.errors import (
     WorkerUnavailable,
 )
 from podium.workers.base import Call, Completion, Worker
-from podium.workers.budget_guard import BudgetGuard
 from podium.workers.wrapper import WorkerWrapper
 
-__all__ = ["CircuitBreaker", "ResiliencePolicy", "Retrying", "harden"]
+__all__ = ["CircuitBreaker", "ResiliencePolicy", "Retrying"]
 
 
 class Retrying(WorkerWrapper):
@@ -135,7 +135,7 @@ class CircuitBreaker(WorkerWrapper):
 
 @dataclass(frozen=True)
 class ResiliencePolicy:
-    """How :func:`harden` wraps each worker.
+    """How :func:`podium.workers.stack.stack` configures a worker's retries and circuit breaker.
 
     Attributes:
         attempts: total attempts per call for transient errors.
@@ -149,12 +149,3 @@ class ResiliencePolicy:
     max_delay_s: float = 8.0
     breaker_threshold: int = 5
     breaker_cooldown_s: float = 30.0
-
-
-def harden(worker: Worker, policy: ResiliencePolicy) -> Worker:
-    """``worker`` wrapped in retries, a circuit breaker and the budget guard (see the module
-    docstring); wrap the result in :class:`Failover` to give it an equivalent."""
-    guarded = CircuitBreaker(
-        BudgetGuard(worker), threshold=policy.breaker_threshold, cooldown_s=policy.breaker_cooldown_s
-    )
-    return Retrying(guarded, attempts=policy.attempts, base_delay_s=policy.base_delay_s, max_delay_s=policy.max_delay_s)
