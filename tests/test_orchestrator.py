@@ -318,9 +318,10 @@ def test_the_conductor_can_be_a_worker_and_its_depth_is_limited(tmp_path: Path) 
 
 
 def test_the_orchestrators_settings_are_one_frozen_config() -> None:
-    """Per-request settings live in one frozen OrchestratorConfig: keywords replace its fields,
-    derive() changes only what it is given (dataclasses.replace), the original is untouched,
-    and an out-of-range setting is a ConfigError naming it."""
+    """Per-request settings live in one frozen OrchestratorConfig, held by a frozen Orchestrator:
+    keywords replace the config's fields, dataclasses.replace and subset() change only what they
+    are given, the original is untouched (its workers shared, not re-wrapped), and an
+    out-of-range setting is a ConfigError naming it."""
     import dataclasses
 
     from podium.budget import Limits
@@ -333,9 +334,14 @@ def test_the_orchestrators_settings_are_one_frozen_config() -> None:
     assert orch.config == dataclasses.replace(base, limits=Limits(deadline_s=9.0)) and orch.config.max_steps == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         orch.config.max_steps = 9  # type: ignore[misc]
-    derived = orch.derive(workers=[1, 0], config=orch.config.updated(max_steps=2, resamples=None))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        orch.config = base  # type: ignore[misc]
+    derived = dataclasses.replace(orch.subset([1, 0]), config=orch.config.updated(max_steps=2, resamples=None))
     assert derived.config == dataclasses.replace(orch.config, max_steps=2)
     assert orch.config.max_steps == 4 and [w.info.name for w in derived.pool] == ["b", "a"]
+    assert derived.pool[0] is orch.pool[1] and derived.fallback == Fallback(1, "A.")
+    with pytest.raises(ConfigError, match="fallback worker 'a'"):
+        orch.subset([1])
     for field, value in (("max_steps", 0), ("resamples", -1), ("recursion_rounds", -1), ("max_question_chars", 0)):
         with pytest.raises(ConfigError, match=field):
             OrchestratorConfig(**{field: value})

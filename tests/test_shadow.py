@@ -5,6 +5,7 @@ test_serve_e2e.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator, Sequence
@@ -305,8 +306,9 @@ def test_the_pools_cost_cap_holds_in_the_shadow_unless_request_cap_replaces_it(t
     def limits(**kw: Any) -> Limits:
         upstream = cast(Uvicorn, SimpleNamespace(url="http://127.0.0.1:9"))
         proxy = make_proxy(upstream, tmp_path / str(len(list(tmp_path.iterdir()))), mode="execute", **kw)
-        proxy.orchestrator.config = proxy.orchestrator.config.updated(limits=Limits(deadline_s=30, cost_cap_usd=0.05))
-        return ShadowProxy(upstream.url, proxy.orchestrator, proxy.store, mode="execute", **kw).limits
+        config = proxy.orchestrator.config.updated(limits=Limits(deadline_s=30, cost_cap_usd=0.05))
+        orchestrator = dataclasses.replace(proxy.orchestrator, config=config)
+        return ShadowProxy(upstream.url, orchestrator, proxy.store, mode="execute", **kw).limits
 
     assert limits() == Limits(deadline_s=30, cost_cap_usd=0.05)
     assert limits(request_cap_usd=0.01) == Limits(deadline_s=30, cost_cap_usd=0.01)

@@ -65,7 +65,7 @@ def build_orchestrator(
     """An orchestrator for ``config``, with the pool file's per-request settings
     (:class:`~podium.request.OrchestratorConfig`; a plan conductor that may choose a cascade gets
     at least the one round its escalation needs). Change them on the result:
-    ``orchestrator.config = orchestrator.config.updated(max_steps=..., ...)``.
+    ``dataclasses.replace(orchestrator, config=orchestrator.config.updated(max_steps=..., ...))``.
 
     Args:
         config: a validated pool file.

@@ -68,12 +68,16 @@ class RecordExporter(Protocol):
     def export(self, record: RunRecord) -> None: ...
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class Orchestrator:
-    """Runs requests over a pool.
+    """Runs requests over a pool: the data it runs with (frozen; a variant is
+    ``dataclasses.replace(orchestrator, conductor=..., config=...)`` or :meth:`subset`) and the
+    engine (:meth:`run`).
 
-    Args:
+    Attributes:
         pool: the workers, in pool order (``Model i`` = ``pool[i]``); wrap them with
-            :func:`podium.workers.stack.stack_pool` for budgets, retries and failover.
+            :func:`podium.workers.stack.stack_pool` for budgets, retries and failover. Each is
+            kept under a budget guard (one is added where none is), so caps hold on any pool.
         conductor: the policy that writes workflows.
         fallback: the fallback pipeline.
         config: the per-request settings (:class:`OrchestratorConfig`; default: its defaults).
@@ -81,27 +85,38 @@ class Orchestrator:
         exporter: also hands every finished record to this (after the trace store); its
             failures are logged, never raised into the request.
 
-    Raises ConfigError for a fallback worker outside the pool or a setting out of range.
+    Raises ConfigError for a fallback worker outside the pool.
     """
 
-    def __init__(
-        self,
-        pool: Sequence[Worker],
-        conductor: Conductor,
-        fallback: Fallback,
-        config: OrchestratorConfig | None = None,
-        *,
-        traces: RecordSink | None = None,
-        exporter: RecordExporter | None = None,
-    ) -> None:
-        if not 0 <= fallback.worker < len(pool):
-            raise ConfigError(f"fallback worker index {fallback.worker} is outside the pool")
-        self.config = config or OrchestratorConfig()
-        self.pool = [budget_guarded(w) for w in pool]  # caps hold whether or not stack() was applied
-        self.conductor = conductor
-        self.fallback = fallback
-        self.traces = traces
-        self.exporter = exporter
+    pool: Sequence[Worker]
+    conductor: Conductor
+    fallback: Fallback
+    config: OrchestratorConfig = dataclasses.field(default_factory=OrchestratorConfig)
+    traces: RecordSink | None = dataclasses.field(default=None, kw_only=True)
+    exporter: RecordExporter | None = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.fallback.worker < len(self.pool):
+            raise ConfigError(f"fallback worker index {self.fallback.worker} is outside the pool")
+        # caps hold whether or not stack() was applied (a guard already there is kept as it is)
+        object.__setattr__(self, "pool", tuple(budget_guarded(w) for w in self.pool))
+
+    def subset(self, workers: Sequence[int]) -> Orchestrator:
+        """A copy whose pool is ``pool[workers[0]], pool[workers[1]], …`` (``Model i`` of the copy
+        is ``pool[workers[i]]``), sharing workers, traces and period budgets; the fallback worker
+        must be among them.
+
+        Raises ConfigError for an index outside the pool, a repeated index, or a subset without
+        the fallback worker.
+        """
+        chosen, pool = list(workers), self.pool
+        if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < len(pool) for i in chosen):
+            raise ConfigError(f"workers must be distinct pool indices 0..{len(pool) - 1}, got {chosen}")
+        if self.fallback.worker not in chosen:
+            name = pool[self.fallback.worker].info.name
+            raise ConfigError(f"the allowed workers must include the fallback worker {name!r}")
+        fallback = Fallback(chosen.index(self.fallback.worker), self.fallback.subtask)
+        return dataclasses.replace(self, pool=[pool[i] for i in chosen], fallback=fallback)
 
     def _keep(self, record: RunRecord) -> None:
         """Hand a finished record to the trace store, then to the exporter."""
@@ -142,48 +157,9 @@ class Orchestrator:
     def close(self) -> None:
         """Wait until this orchestrator's trace writes are stored (the trace store writes
         behind the requests, :mod:`podium.trace.writer`). The store itself stays open: it may be
-        shared (derived orchestrators, a server); its owner closes it."""
+        shared (variants of one orchestrator, a server); its owner closes it."""
         if self.traces is not None:
             self.traces.flush()
-
-    def derive(
-        self,
-        *,
-        workers: Sequence[int] | None = None,
-        conductor: Conductor | None = None,
-        config: OrchestratorConfig | None = None,
-    ) -> Orchestrator:
-        """A copy for one kind of request, sharing workers, traces and period budgets.
-
-        Args:
-            workers: pool indices the conductor may use, in this order (``Model i`` of the
-                copy is ``pool[workers[i]]``); the fallback worker must be among them.
-            conductor, config: replace this orchestrator's (a changed config:
-                ``dataclasses.replace(orchestrator.config, ...)`` or
-                :meth:`~podium.request.OrchestratorConfig.updated`).
-
-        Raises ConfigError for an index outside the pool, a repeated index, or a subset
-        without the fallback worker.
-        """
-        fallback = self.fallback
-        pool = self.pool
-        if workers is not None:
-            chosen = list(workers)
-            if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < len(pool) for i in chosen):
-                raise ConfigError(f"workers must be distinct pool indices 0..{len(pool) - 1}, got {chosen}")
-            if fallback.worker not in chosen:
-                name = pool[fallback.worker].info.name
-                raise ConfigError(f"the allowed workers must include the fallback worker {name!r}")
-            fallback = Fallback(chosen.index(fallback.worker), fallback.subtask)
-            pool = [pool[i] for i in chosen]
-        return Orchestrator(
-            pool,
-            conductor or self.conductor,
-            fallback,
-            config or self.config,
-            traces=self.traces,
-            exporter=self.exporter,
-        )
 
     async def run(
         self,

@@ -88,7 +88,7 @@ class Fallback:
 @dataclass(frozen=True)
 class OrchestratorConfig:
     """What an orchestrator does per request, as data: frozen, changed by
-    :func:`dataclasses.replace` (:meth:`Orchestrator.derive` does it for a kind of request).
+    :func:`dataclasses.replace`, as the :class:`~podium.orchestrator.Orchestrator` that holds it is.
 
     Attributes:
         pool_name: shown in traces.

@@ -7,6 +7,7 @@ The top-level :mod:`podium.cli` dispatches here, as to every other command's mod
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,9 +144,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     traces = None if args.no_trace else open_traces(args.traces, retention_days=config.traces.retention_days)
     telemetry = build_telemetry(config)
     orchestrator = build_orchestrator(config, traces=traces, exporter=telemetry)
-    orchestrator.config = orchestrator.config.updated(
+    per_request = orchestrator.config.updated(
         resamples=args.resamples, max_steps=args.max_steps, limits=limits, recursion_rounds=args.rounds
     )
+    orchestrator = dataclasses.replace(orchestrator, config=per_request)
     from podium.builder import warm_models, warm_pii
 
     warm_models([orchestrator])  # in the background: overlaps what follows

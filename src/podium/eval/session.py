@@ -398,8 +398,7 @@ def _live(
 
     def orchestrator_for(method: Method) -> Orchestrator:
         orchestrator = build_orchestrator(config, traces=traces, conductor=method.conductor, workers=workers)
-        orchestrator.config = orchestrator.config.updated(recursion_rounds=method.rounds)
-        return orchestrator
+        return dataclasses.replace(orchestrator, config=orchestrator.config.updated(recursion_rounds=method.rounds))
 
     scorer: Scorer = VerifierScorer(judge)
     _check_against(spec, methods)

@@ -6,6 +6,7 @@ checked body to a running request (:class:`Prepared`) whose trace is always writ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -131,7 +132,7 @@ class Server:
             subset = [names.index(w) for w in preset.workers]
         limits = base.config.limits.overridden(deadline_s=preset.deadline_s, cost_cap_usd=preset.cost_cap_usd)
         shape = base.config.updated(max_steps=preset.max_steps, recursion_rounds=preset.rounds, limits=limits)
-        shaped = base.derive(workers=subset, config=shape)
+        shaped = dataclasses.replace(base if subset is None else base.subset(subset), config=shape)
         conductor: Conductor
         if self.serving(config) == "fallback" or preset.conductor == "fallback":
             conductor = FallbackOnly(shaped.fallback.worker, shaped.fallback.subtask)
@@ -139,7 +140,7 @@ class Server:
             conductor = base.conductor
         else:
             conductor = named_conductor(preset.conductor, shaped.pool)
-        return shaped.derive(conductor=conductor)
+        return dataclasses.replace(shaped, conductor=conductor)
 
     def serving(self, config: ServeConfig | None = None) -> str:
         """What is served: ``fallback`` while the kill switch is on (set in the store, for every
@@ -252,7 +253,8 @@ class Server:
                 subset = [names.index(w) for w in options.workers]
             try:
                 rounds = orchestrator.config.updated(recursion_rounds=options.rounds)
-                orchestrator = orchestrator.derive(workers=subset, config=rounds)
+                orchestrator = orchestrator if subset is None else orchestrator.subset(subset)
+                orchestrator = dataclasses.replace(orchestrator, config=rounds)
             except ConfigError as exc:
                 raise ApiError(400, str(exc), param="workers") from None
         limits = orchestrator.config.limits.tightened(deadline_s=options.deadline_s, cost_cap_usd=options.cost_cap_usd)
