@@ -18,6 +18,7 @@ from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
 from podium.testing import ScriptedConductor, ScriptedWorker
 from podium.trace.store import TraceStore
 from podium.workers.base import Call, Completion, Message
+from podium.workflow import Step
 
 VALID_3 = (
     "Reasoning: draft, independent draft, then combine.\n"
@@ -345,3 +346,28 @@ def test_the_orchestrators_settings_are_one_frozen_config() -> None:
     for field, value in (("max_steps", 0), ("resamples", -1), ("recursion_rounds", -1), ("max_question_chars", 0)):
         with pytest.raises(ConfigError, match=field):
             OrchestratorConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("steps", "kind"),
+    [
+        ((Step(0, "a", ()), Step(0, "b", ()), Step(0, "c", ())), "too_many_steps"),
+        ((Step(5, "a", ()),), "unknown_worker"),
+    ],
+)
+def test_a_direct_conductors_bad_plan_is_a_traced_attempt_and_the_request_falls_back(
+    steps: tuple[Step, ...], kind: str
+) -> None:
+    """Conductor.plan never raises for a bad plan: a direct conductor (rules, light, router) that
+    writes more steps than max_steps or names a worker outside the pool returns a failed attempt
+    with its PlanParseError kind, and the request falls back (it raised a bare ValueError out of
+    the request before)."""
+    from podium.conductor.base import DirectConductor
+
+    conductor = DirectConductor("broken", lambda _q, _pool, _n: steps)
+    orch = Orchestrator([ScriptedWorker("a", reply="fallback answer")], conductor, Fallback(0, "Answer."),
+                        OrchestratorConfig(max_steps=2, resamples=0))  # fmt: skip
+    record = asyncio.run(orch.run("Q?"))
+    assert record.status == "fallback" and record.fallback is not None and record.fallback.reason == "invalid_plan"
+    assert [a.error_kind for a in record.attempts] == [kind]
+    assert record.answer == "fallback answer"

@@ -50,6 +50,14 @@ error shape (``podium.serve.wire.ApiError``, an HTTP answer, never raised out of
 
 Every error carries fields, not just a string, so callers and traces can act on them.
 Vendor exceptions are translated once, in the worker backend that raised them.
+
+Outside this tree, by Python's convention: ``ValueError`` and ``TypeError`` mean a programming
+error in a call to podium's library code (an argument out of range, e.g. ``stack_pool`` given
+lists of different lengths), and pydantic validators raise ``ValueError`` as pydantic requires
+(a pool file's errors reach the user as one :class:`ConfigError` naming each field). Parsers may
+raise ``ValueError`` inside a function that turns it into a ``ConfigError`` naming the file. No
+``ValueError`` is how podium reports bad user input or a model's output: a command prints a
+ConfigError's message and exits 2, and a conductor's bad plan is a traced attempt.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from podium.errors import PlanParseError
 from podium.records import PlanAttempt
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workers.offload import offload
@@ -123,21 +124,28 @@ class DirectConductor:
         context: CallContext = NO_CONTEXT,
     ) -> PlanAttempt:
         started = time.perf_counter()
+        problem: PlanParseError | None = None
         if previous is not None:  # keep the answer
             workflow = Workflow(())
         else:
             # a light conductor embeds the question here: on the main thread under podium run
             steps = tuple(await offload(self.steps, question, pool, max_steps, otherwise="inline"))
-            if len(steps) > max_steps:
-                raise ValueError(f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}")
-            if any(not 0 <= s.worker < len(pool) for s in steps):
-                raise ValueError(f"{self.name} names a worker outside the pool of {len(pool)}")
             workflow = Workflow(steps)
+            if len(steps) > max_steps:
+                problem = PlanParseError(
+                    "too_many_steps", f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}"
+                )
+            elif any(not 0 <= s.worker < len(pool) for s in steps):
+                problem = PlanParseError(
+                    "unknown_worker", f"{self.name} names a worker outside the pool of {len(pool)}"
+                )
         return PlanAttempt(
             attempt=attempt,
             messages=(),
             raw_output=workflow.lists_text(),
-            workflow=workflow,
+            workflow=None if problem else workflow,  # a bad plan is returned, not raised (Conductor.plan)
+            error_kind=problem.kind if problem else None,
+            error=problem.detail if problem else None,
             round=0 if previous is None else previous.round + 1,
             latency_s=time.perf_counter() - started,  # e.g. a light conductor's embedding pass
         )
