@@ -161,3 +161,13 @@ def test_a_review_csv_given_as_the_set_is_named_and_a_byte_order_mark_is_skipped
     marked = tmp_path / "set.jsonl"  # the same JSONL a Windows editor saved with a BOM
     marked.write_bytes('\ufeff{"id": "a", "question": "q", "task_type": "exact", "reference": "x"}\n'.encode())
     assert [t.id for t in load_tasks(marked)] == ["a"]
+
+
+def test_a_requests_task_tag_matches_the_type_its_export_gave_the_task() -> None:
+    """Traffic tagged task:math is exported as tasks of type math (the task: tag is dropped), so
+    --tag task:math must still find them; other tags match as written."""
+    from podium.eval.tasks import Task, has_tag
+
+    task = Task(id="t1", question="2+2?", task_type="math", reference="4", tags=("math", "use-case:support"))
+    assert has_tag(task, ["task:math"]) and has_tag(task, ["use-case:support"]) and has_tag(task, ["math"])
+    assert not has_tag(task, ["task:code"]) and not has_tag(task, ["use-case:billing"]) and not has_tag(task, [])

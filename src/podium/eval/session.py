@@ -38,7 +38,7 @@ from podium.eval.replay import OracleRouter, OutcomeMatrix, oracle_choice
 from podium.eval.report import build_report
 from podium.eval.router_fit import fit_router, live_router_methods
 from podium.eval.runner import Method, ReplayScorer, Scorer, TaskResult, VerifierScorer, evaluate
-from podium.eval.tasks import Task, load_tasks, select
+from podium.eval.tasks import Task, has_tag, load_tasks, select
 from podium.local_models import cache_dir
 from podium.named_conductors import MethodName, light_conductor, named_conductor
 from podium.orchestrator import Fallback, Orchestrator, OrchestratorConfig
@@ -265,7 +265,7 @@ def unconfirmed(task: Task) -> bool:
 
 def _filter(tasks: list[Task], spec: EvalSpec) -> list[Task]:
     if spec.tags:
-        tagged = [t for t in tasks if set(t.tags) & set(spec.tags)]
+        tagged = [t for t in tasks if has_tag(t, spec.tags)]
         if not tagged:
             known = ", ".join(sorted({tag for t in tasks for tag in t.tags})) or "none"
             raise ConfigError(f"no task has tag(s) {', '.join(spec.tags)}; their tags: {known}")
@@ -439,7 +439,7 @@ def _replay(
     tasks = _filter(matrix.tasks(split), spec)
     calibration = [t for t in matrix.tasks() if t.split != split]
     if spec.tags:
-        calibration = [t for t in calibration if set(t.tags) & set(spec.tags)]
+        calibration = [t for t in calibration if has_tag(t, spec.tags)]
     pool: list[Worker] = list(matrix.workers())
     names = _chosen(spec, REPLAY_METHODS, [k for k in KNOWN if k not in ("conductor",) if bank or k not in _LIVE_ONLY])
     kinds = {n.kind for n in names}

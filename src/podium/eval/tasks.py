@@ -39,7 +39,17 @@ from typing import Any, Literal
 
 from podium.errors import ConfigError
 
-__all__ = ["TASK_TYPES", "Task", "TaskSetError", "TaskType", "load_tasks", "mbpp_split", "select", "split_sizes"]
+__all__ = [
+    "TASK_TYPES",
+    "Task",
+    "TaskSetError",
+    "TaskType",
+    "has_tag",
+    "load_tasks",
+    "mbpp_split",
+    "select",
+    "split_sizes",
+]
 
 TaskType = Literal["math", "code", "choice", "exact", "open"]
 TASK_TYPES: tuple[str, ...] = ("math", "code", "choice", "exact", "open")
@@ -133,6 +143,13 @@ def load_tasks(path: str | Path, *, split: str | None = None) -> list[Task]:
             raise TaskSetError(f"{file}: no task in split {split!r}; its splits: {splits}")
         tasks = chosen
     return tasks
+
+
+def has_tag(task: Task, wanted: Iterable[str]) -> bool:
+    """Whether ``task`` carries any of the ``wanted`` tags (``--tag``). A request's ``task:TYPE``
+    tag becomes its task's type when traffic is exported (a set has no ``task:`` tags), so
+    ``task:math`` also matches a task of type ``math``."""
+    return any(t in task.tags or t == f"task:{task.task_type}" for t in wanted)
 
 
 def select(tasks: Sequence[Task], *, limit: int | None = None, sample: int | None = None, seed: int = 0) -> list[Task]:

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from podium.conductor.prompt import FEW_SHOT, conductor_messages
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
-from podium.eval.tasks import Task
+from podium.eval.tasks import Task, has_tag
 from podium.local_models import hub_offline, resolve_model
 from podium.roles import ROLES
 from podium.train.export import ExportedAdapter, drop_gguf_marker, lora_to_gguf
@@ -206,7 +206,7 @@ def train_grpo(
         raise ConfigError(f"{replay.name} {'needs' if replay.roles else 'does not take'} roles = True in the config")
     if config.mu:
         replay.require_latency("a latency penalty (μ > 0)")
-    tasks = [t for t in replay.tasks(config.split) if not config.tags or set(t.tags) & set(config.tags)]
+    tasks = [t for t in replay.tasks(config.split) if not config.tags or has_tag(t, config.tags)]
     needed = config.steps * config.questions_per_step
     if len(tasks) < config.questions_per_step:
         raise ConfigError(f"{len(tasks)} training questions; need at least {config.questions_per_step}")

@@ -34,6 +34,7 @@ from podium.conductor.light import ROLES, LightPolicy, feature_count, rollout
 from podium.embed import Embedder
 from podium.errors import ConfigError
 from podium.eval.replay import OutcomeMatrix
+from podium.eval.tasks import has_tag
 from podium.train.reward import workflow_reward
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ def train_light(
             "report: podium eval --from DIR/eval.json --matrix FILE --matrix-split 0.8), or train on a split it "
             "has with --split"
         )
-    tasks = [t for t in matrix.tasks(config.split) if not tags or set(t.tags) & set(tags)]
+    tasks = [t for t in matrix.tasks(config.split) if not tags or has_tag(t, tags)]
     tasks.sort(key=lambda t: t.id)  # the fit/validation split and the result do not depend on row order
     if len(tasks) < MIN_QUESTIONS:
         where = f"split {config.split!r}" + (f" with tag(s) {', '.join(tags)}" if tags else "")
