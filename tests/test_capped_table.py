@@ -51,6 +51,7 @@ def _three_plans(n: int = 20) -> tuple[PlanOutcomes, np.ndarray, dict[str, Colum
     return PlanOutcomes(ids, plans, score, cost, np.zeros((n, 3)), np.zeros((n, 3), dtype=bool)), vectors, columns
 
 
+@pytest.mark.slow  # 2–3 s: make check's loop stays under a minute
 def test_a_cap_reaches_a_table_that_no_lambda_does() -> None:
     outcomes, vectors, columns = _three_plans()
     # every λ of the sweep makes cheap or dear the best constant plan: mid is off the hull

@@ -104,6 +104,7 @@ def math_labels(tmp_path: Path, *, task_type: str, reference: str, source: str) 
     return path
 
 
+@pytest.mark.slow  # 2–3 s: make check's loop stays under a minute
 def test_the_judge_grades_both_windows_and_a_falling_pass_rate_alerts(
     traces: Path, judge: ThreadedUvicorn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -236,6 +237,7 @@ def test_a_window_with_nothing_to_compare_costs_no_judge_call(
     assert judge.uvicorn.config.app.state.seen == []
 
 
+@pytest.mark.slow  # 2–3 s: make check's loop stays under a minute
 def test_the_loops_drift_stage_goes_on_without_a_judge_that_fails(
     traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

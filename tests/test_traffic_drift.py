@@ -435,6 +435,7 @@ def test_a_question_asked_again_is_scored_by_its_one_labelled_task(
     assert (recent["labelled"], recent["quality"]) == (2, 0.5)  # 18 right, 17 wrong
 
 
+@pytest.mark.slow  # 2–3 s: make check's loop stays under a minute
 def test_windows_of_minutes_are_drawn_by_the_minute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "traces.sqlite3"
     questions = gsm8k_questions(0, 12)

@@ -30,6 +30,7 @@ def _cheap_and_dear(n: int, seed: int) -> tuple[PlanOutcomes, np.ndarray, dict[s
     return PlanOutcomes(ids, plans, scores, cost, np.zeros((n, 2)), np.zeros((n, 2), dtype=bool)), vectors, columns
 
 
+@pytest.mark.slow  # 2–3 s: make check's loop stays under a minute
 def test_the_value_head_sends_each_question_where_its_predicted_reward_is_highest(tmp_path: Path) -> None:
     outcomes, vectors, columns = _cheap_and_dear(300, seed=1)
     # λ = 10: the dear plan's extra $0.01 costs 0.1 of reward, its extra P(correct) is worth 0.5 × ΔP,

@@ -1,7 +1,9 @@
 """The SQLite trace file's schema: its tables, their upgrades, and what its search index holds.
 
 Tables: ``requests`` (one row per request), ``plan_attempts`` (one row per conductor call),
-``steps`` (one row per executed step, workflow and fallback). JSON columns hold messages,
+``steps`` (one row per executed step, workflow and fallback), their columns declared once in
+:mod:`podium.trace.columns` (``CREATE TABLE`` is written from there, and a column declared after
+a file was made is added to it on open). JSON columns hold messages,
 workflows, access lists and disclosures (third-party recipients of a call and the PII kinds they
 received; never PII values unless the pool file says ``record_values``). Times are UTC ISO 8601.
 
@@ -18,7 +20,7 @@ cannot drift.
 Opening a file (:class:`~podium.trace.store.TraceStore` does it): :func:`check_version` reads its
 schema version before anything writes, :func:`create_or_upgrade` creates the tables of a new file
 or upgrades an older one in one transaction. The PostgreSQL store's tables are
-:mod:`podium.store.schema`, with the same columns.
+:mod:`podium.store.schema`, built from the same declaration.
 """
 
 from __future__ import annotations
