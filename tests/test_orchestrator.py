@@ -361,12 +361,12 @@ def test_a_direct_conductors_bad_plan_is_a_traced_attempt_and_the_request_falls_
     """Conductor.plan never raises for a bad plan: a direct conductor (rules, light, router) that
     writes more steps than max_steps or names a worker outside the pool returns a failed attempt
     with its PlanParseError kind, and the request falls back (it raised a bare ValueError out of
-    the request before)."""
+    the request before). It is asked once, resamples notwithstanding: it would write the same."""
     from podium.conductor.base import DirectConductor
 
     conductor = DirectConductor("broken", lambda _q, _pool, _n: steps)
     orch = Orchestrator([ScriptedWorker("a", reply="fallback answer")], conductor, Fallback(0, "Answer."),
-                        OrchestratorConfig(max_steps=2, resamples=0))  # fmt: skip
+                        OrchestratorConfig(max_steps=2, resamples=2))  # fmt: skip
     record = asyncio.run(orch.run("Q?"))
     assert record.status == "fallback" and record.fallback is not None and record.fallback.reason == "invalid_plan"
     assert [a.error_kind for a in record.attempts] == [kind]

@@ -62,6 +62,23 @@ def test_the_pool_builder_stacks_every_worker_in_the_one_order(tmp_path: Path) -
     assert remote.equivalent is local  # the equivalent's own stack, shared with its pool slot
 
 
+def test_a_judge_is_stacked_under_its_data_policy_like_a_pool_step(tmp_path: Path) -> None:
+    """A live evaluation's judge reads questions, answers and references: an external judge sits
+    under the PII guard as a pool step does (it was the bare cached worker), a local one does not."""
+    from podium.builder import judge_stack
+
+    pool_file = tmp_path / "pool.toml"
+    pool_file.write_text(POOL)
+    config = load_pool(pool_file)
+    cache = RequestCache(tmp_path / "c.db")
+    assert _chain(judge_stack(config, 1, ScriptedWorker("remote", "y"), cache)) == [
+        PIIGuard,
+        CachedWorker,
+        ScriptedWorker,
+    ]
+    assert _chain(judge_stack(config, 0, ScriptedWorker("local", "x"), cache)) == [CachedWorker, ScriptedWorker]
+
+
 def test_no_module_but_the_stack_builds_the_wrappers() -> None:
     wrappers = {"CachedWorker", "PIIGuard", "BudgetGuard", "CircuitBreaker", "Retrying", "Failover"}
     # budget_guarded: the orchestrator's guard for a worker that has none (a pool built by hand)
@@ -71,8 +88,11 @@ def test_no_module_but_the_stack_builds_the_wrappers() -> None:
         if path in allowed:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in wrappers:
-                builders.append(f"{path.relative_to(SRC)}:{node.lineno} {node.func.id}")
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if called in wrappers:  # CachedWorker(...) and module.CachedWorker(...) alike
+                builders.append(f"{path.relative_to(SRC)}:{node.lineno} {called}")
     assert not builders, builders
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "build_orchestrator",
     "build_telemetry",
     "data_policy",
+    "judge_stack",
     "judge_worker",
     "pii_protection",
     "pii_to_warm",
@@ -313,9 +314,16 @@ def judge_worker(pool: str | None, name: str, cache: RequestCache | None = None)
     ``cache`` when given. ConfigError when the pool has no such model worker (a tool cannot grade)."""
     from podium.pool import load_pool
     from podium.pool_workers import build_worker, judge_index
-    from podium.workers.stack import stack
 
     config = load_pool(pool)
     index = judge_index(config, name)
-    raw = build_worker(config.merged(config.workers[index]))
+    return judge_stack(config, index, build_worker(config.merged(config.workers[index])), cache)
+
+
+def judge_stack(config: PoolConfig, index: int, raw: Worker, cache: RequestCache | None = None) -> Worker:
+    """``raw``, the pool's worker ``index``, wrapped as a judge calls it: its data policy and the
+    pool's PII protection (a judge reads questions, answers and references: an external one gets
+    them pseudonymized, as the pool's steps do) and ``cache`` when given."""
+    from podium.workers.stack import stack
+
     return stack(raw, cache=cache, policy=data_policy(config, index), protection=pii_protection(config))

@@ -57,7 +57,9 @@ lists of different lengths), and pydantic validators raise ``ValueError`` as pyd
 (a pool file's errors reach the user as one :class:`ConfigError` naming each field). Parsers may
 raise ``ValueError`` inside a function that turns it into a ``ConfigError`` naming the file. No
 ``ValueError`` is how podium reports bad user input or a model's output: a command prints a
-ConfigError's message and exits 2, and a conductor's bad plan is a traced attempt.
+ConfigError's message and exits 2, and a conductor's bad plan is a traced attempt. (One place
+records one: the shadow proxy stores an upstream reply it cannot read as
+``ValueError: …`` in that shadow record's ``error``; the client got the upstream's reply as is.)
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from podium.budget import CostTally, Limits, RequestBudget
-from podium.conductor.base import Conductor, PreviousRound
+from podium.conductor.base import Conductor, DirectConductor, PreviousRound
 from podium.errors import ConfigError, CostCapExceeded, DeadlineExceeded, EmptyOutput, PodiumError
 from podium.executor import StepCallback, StepLog, WorkflowFailed, execute, run_step
 from podium.pii.protection import CallLog
@@ -366,7 +366,7 @@ class Orchestrator:
         self, request: RequestLog, previous: PreviousRound | None = None
     ) -> tuple[Workflow | None, FallbackInfo | None]:
         """Sample up to ``1 + resamples`` workflows within the workflow's time; the first valid
-        one wins."""
+        one wins (a :class:`DirectConductor` is asked once: it has nothing to sample)."""
         round_ = 0 if previous is None else previous.round + 1
         budget, attempts, emit = request.budget, request.attempts, request.emit
         for k in range(self.config.resamples + 1):
@@ -421,6 +421,8 @@ class Orchestrator:
             )
             if attempt.workflow is not None:
                 return attempt.workflow, None
+            if isinstance(self.conductor, DirectConductor):
+                break  # it writes the same workflow for the same question: asking again is no re-sample
         last = attempts[-1]
         return None, FallbackInfo("invalid_plan", f"{last.error_kind}: {last.error} (after {len(attempts)} attempts)")
 

@@ -13,7 +13,7 @@ from podium.errors import PlanParseError
 from podium.records import PlanAttempt
 from podium.workers.base import NO_CONTEXT, CallContext, Worker
 from podium.workers.offload import offload
-from podium.workflow import Step, Workflow
+from podium.workflow import Step, Workflow, validate_lists
 
 __all__ = ["Conductor", "DirectConductor", "PreviousRound", "StepsFn"]
 
@@ -129,16 +129,12 @@ class DirectConductor:
             workflow = Workflow(())
         else:
             # a light conductor embeds the question here: on the main thread under podium run
-            steps = tuple(await offload(self.steps, question, pool, max_steps, otherwise="inline"))
-            workflow = Workflow(steps)
-            if len(steps) > max_steps:
-                problem = PlanParseError(
-                    "too_many_steps", f"{self.name} writes {len(steps)} steps; max_steps is {max_steps}"
-                )
-            elif any(not 0 <= s.worker < len(pool) for s in steps):
-                problem = PlanParseError(
-                    "unknown_worker", f"{self.name} names a worker outside the pool of {len(pool)}"
-                )
+            workflow = Workflow(tuple(await offload(self.steps, question, pool, max_steps, otherwise="inline")))
+            try:  # the rules an LM conductor's lists are held to (podium.workflow.validate_lists)
+                lists = (workflow.model_id, workflow.subtasks, workflow.access_list)
+                validate_lists(*lists, pool_size=len(pool), max_steps=max_steps, allow_empty=True)
+            except PlanParseError as exc:
+                problem = exc
         return PlanAttempt(
             attempt=attempt,
             messages=(),

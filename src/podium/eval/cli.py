@@ -347,7 +347,9 @@ def add_parsers(sub: Any) -> None:
         "single,random,router,oracle)",
     )
     how.add_argument(
-        "--lambdas", help="router λ sweep, comma-separated 1/USD (default: 23 values calibrated on the training split)"
+        "--lambdas",
+        help="router λ sweep, comma-separated 1/USD, the cost weight of the training reward 0.5 + 0.5·P − λ·cost "
+        "(default: 23 values calibrated on the training split)",
     )
     how.add_argument(
         "--against",

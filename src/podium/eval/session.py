@@ -355,7 +355,7 @@ def _plan_methods(method: MethodName) -> list[Method]:
 def _live(
     spec: EvalSpec, on_start: OnStart | None, on_result: OnResult | None, on_stage: OnStage | None = None
 ) -> dict[str, Any]:
-    from podium.builder import build_orchestrator
+    from podium.builder import build_orchestrator, judge_stack
     from podium.pool_workers import build_pool_workers, judge_index
     from podium.store.request_cache import RequestCache
     from podium.workers.stack import stack
@@ -379,8 +379,9 @@ def _live(
     workers: list[Worker] = [stack(w, cache=cache) for w in raw]  # the wrappers' order: podium.workers.stack
     traces = TraceStore(spec.traces) if spec.traces is not None else None
     judge: Worker | None = None
-    if spec.judge is not None:
-        judge = workers[judge_index(config, spec.judge)]
+    if spec.judge is not None:  # under its data policy: it reads the questions and answers
+        index = judge_index(config, spec.judge)
+        judge = judge_stack(config, index, raw[index], cache)
     if any(t.task_type == "open" for t in tasks) and judge is None:
         raise ConfigError("the task set has open-ended tasks: name a judge worker with --judge NAME")
     methods: list[Method] = []

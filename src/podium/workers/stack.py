@@ -16,9 +16,10 @@ Every worker a request reaches is its raw backend under, from the inside out:
 
 This module is the only code that applies these wrappers (a test reads the source for any other
 place), so the order cannot differ between the server, ``podium run`` and evaluation. The one
-guard outside it: the orchestrator puts a budget guard on a worker that has none
-(:func:`~podium.workers.budget_guard.budget_guarded`, for a pool built by hand), so caps hold
-on any pool.
+wrapper put on elsewhere is a missing budget guard
+(:func:`~podium.workers.budget_guard.budget_guarded`, which keeps a guard that is there): the
+orchestrator applies it to every pool worker (a pool built by hand) and the LM conductor to its
+own model, so caps hold on any pool.
 """
 
 from __future__ import annotations
