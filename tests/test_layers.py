@@ -38,11 +38,20 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _from(module: str, name: str) -> str:
+    """What ``from module import name`` loads: a name of ``podium`` itself is imported on first
+    use from the module its ``_LAZY`` table names (``from podium import TraceStore`` loads
+    ``podium.trace``)."""
+    if module == "podium" and name in podium._LAZY:
+        return f"{podium._LAZY[name]}.{name}"
+    return f"{module}.{name}"
+
+
 def _imports(tree: ast.AST) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+            found += [(node.lineno, node.module)] + [(node.lineno, _from(node.module, a.name)) for a in node.names]
         elif isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
     return [(line, name) for line, name in found if name.startswith("podium.")]

@@ -100,10 +100,47 @@ def test_postgres_migrated_by_alembic_matches_the_declared_tables(store_url_post
     engine = create_engine(store_url_postgresql.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         with engine.connect() as connection:
-            diff: list[Any] = compare_metadata(MigrationContext.configure(connection), metadata)
+            context = MigrationContext.configure(connection, opts={"compare_server_default": True})
+            diff: list[Any] = compare_metadata(context, metadata)
     finally:
         engine.dispose()
     assert [d for d in diff if not _alembic_own(d)] == []
+
+
+def test_a_postgres_store_with_traces_upgrades_to_head_and_reads_them_back(postgres_server: Any) -> None:
+    """A database at revision 0004 (the first with every trace table as it stands) holding the
+    version-6 file's request, attempt and steps is upgraded to head, as ``podium db upgrade``
+    does, and the request reads back. A later revision that adds a NOT NULL column without a
+    server default fails here: the test database of the comparison above is empty."""
+    import sqlalchemy
+    from alembic import command
+
+    from podium.store.engine import _alembic_config, _engine, upgrade_url
+    from podium.trace.postgres import PostgresTraceStore
+
+    old = sqlite3.connect(":memory:")  # the version-6 file's rows, with the columns they had then
+    old.row_factory = sqlite3.Row
+    old.executescript((Path(__file__).parent / "data" / "trace-schema-v6.sql").read_text(encoding="utf-8"))
+    rows = {t: [dict(r) for r in old.execute(f"SELECT * FROM {t}")] for t in ("requests", "plan_attempts", "steps")}
+    old.close()
+    assert [len(rows[t]) for t in rows] == [1, 2, 2]  # a request, its plan and review attempts, two steps
+    url = str(postgres_server.new_database())
+    engine = _engine(url)
+    try:
+        with engine.begin() as connection:
+            command.upgrade(_alembic_config(connection), "0004")
+            for name, table_rows in rows.items():
+                table = sqlalchemy.table(name, *(sqlalchemy.column(c) for c in table_rows[0]))
+                connection.execute(sqlalchemy.insert(table), table_rows)
+    finally:
+        engine.dispose()
+    assert upgrade_url(url)[0] == "0004"
+    store = PostgresTraceStore(url)
+    try:
+        record = store.get("6" * 32)
+    finally:
+        store.close()
+    assert record is not None and record.status == "ok" and len(record.steps) == 2
 
 
 def _alembic_own(change: Any) -> bool:

@@ -79,15 +79,32 @@ def test_a_judge_is_stacked_under_its_data_policy_like_a_pool_step(tmp_path: Pat
     assert _chain(judge_stack(config, 0, ScriptedWorker("local", "x"), cache)) == [CachedWorker, ScriptedWorker]
 
 
+def _wrapper_classes(trees: dict[Path, ast.Module]) -> set[str]:
+    """Every class of the package that derives from WorkerWrapper, directly or not (by name)."""
+    bases: dict[str, set[str]] = {}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                named = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                bases.setdefault(node.name, set()).update(named)
+    found = {"WorkerWrapper"}
+    while grown := {name for name, of in bases.items() if name not in found and of & found}:
+        found |= grown
+    return found - {"WorkerWrapper"}
+
+
 def test_no_module_but_the_stack_builds_the_wrappers() -> None:
-    wrappers = {"CachedWorker", "PIIGuard", "BudgetGuard", "CircuitBreaker", "Retrying", "Failover"}
+    """Every wrapper class of the package, a new one too, is built in workers/stack.py only."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in SRC.rglob("*.py")}
+    wrappers = _wrapper_classes(trees)
+    assert {"CachedWorker", "PIIGuard", "BudgetGuard", "CircuitBreaker", "Retrying", "Failover"} <= wrappers
     # budget_guarded: the orchestrator's guard for a worker that has none (a pool built by hand)
     allowed = {SRC / "workers" / "stack.py", SRC / "workers" / "budget_guard.py"}
     builders = []
-    for path in SRC.rglob("*.py"):
+    for path, tree in trees.items():
         if path in allowed:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)

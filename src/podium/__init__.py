@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ 
     from podium.budget import Limits, PeriodBudget, RequestBudget
     from podium.builder import build_orchestrator
     from podium.conductor import Conductor, LMConductor, LMConductorSettings
-    from podium.conductor.base import PreviousRound
+    from podium.conductor.base import DirectConductor, PreviousRound
     from podium.errors import (
         BudgetError,
         ClientError,
@@ -42,7 +42,18 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time __getattr__ 
     from podium.pool_workers import build_worker
     from podium.records import Disclosure, FallbackInfo, PlanAttempt, RunRecord, StepRecord, Totals
     from podium.trace import TraceStore
-    from podium.workers import Completion, Message, Price, Usage, Worker, WorkerSettings
+    from podium.workers import (
+        Call,
+        CallContext,
+        Completion,
+        Message,
+        Price,
+        Usage,
+        Worker,
+        WorkerInfo,
+        WorkerSettings,
+        WorkerWrapper,
+    )
     from podium.workers.resilience import ResiliencePolicy
     from podium.workers.stack import stack, stack_pool
     from podium.workflow import ALL, Step, Workflow, validate_lists
@@ -52,6 +63,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ALL",
     "BudgetError",
+    "Call",
+    "CallContext",
     "ClientError",
     "Completion",
     "Conductor",
@@ -59,6 +72,7 @@ __all__ = [
     "ContextOverflow",
     "CostCapExceeded",
     "DeadlineExceeded",
+    "DirectConductor",
     "Disclosure",
     "EmptyOutput",
     "Fallback",
@@ -94,9 +108,11 @@ __all__ = [
     "Usage",
     "Worker",
     "WorkerConfig",
+    "WorkerInfo",
     "WorkerSettings",
     "WorkerTimeout",
     "WorkerUnavailable",
+    "WorkerWrapper",
     "Workflow",
     "__version__",
     "build_orchestrator",
@@ -117,6 +133,7 @@ _LAZY: dict[str, str] = {
     "Conductor": "podium.conductor",
     "LMConductor": "podium.conductor",
     "LMConductorSettings": "podium.conductor",
+    "DirectConductor": "podium.conductor.base",
     "PreviousRound": "podium.conductor.base",
     "BudgetError": "podium.errors",
     "ClientError": "podium.errors",
@@ -154,12 +171,16 @@ _LAZY: dict[str, str] = {
     "Totals": "podium.records",
     "build_orchestrator": "podium.builder",
     "TraceStore": "podium.trace",
+    "Call": "podium.workers",
+    "CallContext": "podium.workers",
     "Completion": "podium.workers",
     "Message": "podium.workers",
     "Price": "podium.workers",
     "Usage": "podium.workers",
     "Worker": "podium.workers",
+    "WorkerInfo": "podium.workers",
     "WorkerSettings": "podium.workers",
+    "WorkerWrapper": "podium.workers",
     "build_worker": "podium.pool_workers",
     "ResiliencePolicy": "podium.workers.resilience",
     "stack": "podium.workers.stack",

@@ -1,6 +1,8 @@
 """The conductor contract: every policy that writes workflows — the paper's LM conductor, a
 light learned policy, every baseline — implements :class:`Conductor`; those that write the
-workflow directly, with no language-model call, build on :class:`DirectConductor`."""
+workflow directly, with no language-model call, build on :class:`DirectConductor`, except the
+plan conductor (:class:`podium.conductor.plans.PlanConductor`), which writes a cascade's second
+round too and builds its workflows from the pool's worker names within the step limit."""
 
 from __future__ import annotations
 

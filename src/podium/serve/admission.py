@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections import deque
 
-from podium.errors import BudgetError
+from podium.errors import BudgetError, FallbackReason
 
 __all__ = ["Admission", "ServerBusy"]
 
@@ -20,7 +20,9 @@ class ServerBusy(BudgetError):
         reason: why, for the client (``N requests in flight (max_in_flight M) and K waiting``).
         waited_s: seconds the request waited for a slot (0.0 when refused at once).
 
-    Its text (the trace's error) is the reason and the wait."""
+    Its text (the trace's error) is the reason and the wait. Never a fallback: answered 503."""
+
+    fallback_reason: FallbackReason | None = None
 
     def __init__(self, reason: str, waited_s: float) -> None:
         super().__init__(f"{reason}; waited {waited_s:.3f} s")

@@ -254,9 +254,22 @@ def upgrade_url(url: str) -> tuple[str | None, str]:
     the database cannot be reached or migrated."""
     engine = _engine(url)
     try:
-        return upgrade(engine)
-    except Exception as exc:
-        raise _unavailable(url, exc) from None
+        try:
+            before = schema_revision(engine)
+        except Exception as exc:
+            raise _unavailable(url, exc) from None
+        try:
+            return upgrade(engine)
+        except Exception as exc:  # reached, but a migration failed: not a connection problem
+            kept = (
+                " (PostgreSQL ran the upgrade in one transaction: nothing was changed)"
+                if url.startswith("post")
+                else ""
+            )
+            raise StoreError(
+                f"upgrading the store at {mask_url(url)} from revision {before or 'none'} to {head_revision()} "
+                f"failed: {first_line(exc)}{kept}"
+            ) from None
     finally:
         engine.dispose()
 

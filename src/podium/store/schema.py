@@ -15,7 +15,8 @@ Tables:
         s), holder (host:pid); an expired hold's amount is released (its process died).
     shadow: one row per chat completion the shadow proxy forwarded (:mod:`podium.store.shadow`):
         the upstream's answer, latency and usage beside podium's run of the same request.
-    request_cache: stored worker completions by request key (:mod:`podium.workers.cache`): the
+    request_cache: stored worker completions by request key (:mod:`podium.store.request_cache`,
+        read by :mod:`podium.workers.cache`): the
         sha256 key, the worker's name, the completion as JSON, when it was stored.
     settings: operator switches every replica reads (:mod:`podium.store.settings`) — name,
         value, when and by whom it was set.

@@ -7,8 +7,11 @@ PostgreSQL (:mod:`podium.store.schema` builds its SQLAlchemy tables from them). 
 puts in each column is :func:`podium.trace.rows.rows_of`.
 
 Adding a column: declare it here (nullable, or with a ``default``, so existing rows get a value),
-write and read it in :mod:`podium.trace.rows`, and add an Alembic migration for PostgreSQL
-(``podium/store/migrations/versions``; a test compares the migrated database with these tables).
+write and read it in :mod:`podium.trace.rows`, add an Alembic revision for PostgreSQL
+(``podium/store/migrations/versions``: ``op.add_column`` with the same nullability and a
+``server_default`` equal to the ``default``), and set the field in ``_every_field_set`` of
+``tests/test_trace_columns.py``. Tests compare the migrated database with these tables (defaults
+included), upgrade a database with rows, and round-trip a record with every field set.
 An SQLite trace file gets a missing column on its next open (:func:`~podium.trace.sqlite_schema.
 create_or_upgrade`). The search tables are not here: each engine indexes text its own way.
 
