@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -16,17 +17,38 @@ from podium.eval.runner import Method
 from podium.eval.tasks import Task
 from podium.named_conductors import shared_embedder
 
-if TYPE_CHECKING:
-    from podium.eval.session import EvalSpec, OnStage
+__all__ = ["SWEEP_POINTS", "OnStage", "RouterSpec", "calibrated_lambdas", "fit_router", "live_router_methods"]
 
-__all__ = ["SWEEP_POINTS", "calibrated_lambdas", "fit_router", "live_router_methods"]
+OnStage = Callable[[str], None]
+"""Receives one line of progress (as :mod:`podium.eval.session`'s ``on_stage``)."""
+
+
+class RouterSpec(Protocol):
+    """What fitting the router reads of an evaluation's settings
+    (:class:`~podium.eval.session.EvalSpec` has these attributes).
+
+    Attributes:
+        router_data: a live pool's training data, an earlier ``eval.json`` (None: none).
+        embeddings: the embedding cache file (None: in memory).
+        lambdas: the λ sweep, 1/USD (None: calibrated, :func:`calibrated_lambdas`).
+    """
+
+    @property
+    def router_data(self) -> Path | None: ...
+
+    @property
+    def embeddings(self) -> Path | None: ...
+
+    @property
+    def lambdas(self) -> Sequence[float] | None: ...
+
 
 SWEEP_POINTS = 21
 """Operating points of a calibrated λ sweep."""
 
 
 def live_router_methods(
-    spec: EvalSpec, workers: Sequence[str], tasks: Sequence[Task], on_stage: OnStage | None = None
+    spec: RouterSpec, workers: Sequence[str], tasks: Sequence[Task], on_stage: OnStage | None = None
 ) -> list[Method]:
     """Router methods for a live pool, fitted on ``spec.router_data``
     (:class:`~podium.eval.session.EvalSpec`). Raises ConfigError without usable training data."""
@@ -82,7 +104,7 @@ def _embedding_lines(on_stage: OnStage | None) -> Callable[[int, int], None] | N
 
 
 def fit_router(
-    spec: EvalSpec,
+    spec: RouterSpec,
     workers: Sequence[str],
     questions: Sequence[str],
     scores: Any,
