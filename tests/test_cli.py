@@ -74,6 +74,9 @@ def test_a_mistyped_preset_name_gets_the_close_one(capsys: pytest.CaptureFixture
         (["run", "2+2?", "--jsn"], "podium run", "did you mean --json?"),
         (["trace", "list", "--limt", "3"], "podium trace list", "did you mean --limit?"),
         (["plan", "2+2?", "--zzz"], "podium plan", ""),
+        # loop run takes no abbreviation (its options are remembered): the hint names what it
+        # abbreviates, not the closest spelling (--emb got "did you mean --mu?")
+        (["loop", "run", "--dir", "d", "--emb", "x"], "podium loop run", "did you mean --embedder?"),
     ],
 )
 def test_an_unknown_option_is_refused_by_its_own_command(

@@ -105,9 +105,13 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     options = [o for a in parser._actions for o in a.option_strings]
     message = f"unrecognized arguments: {' '.join(unknown)}"
     for arg in unknown:
-        close = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1) if arg.startswith("--") else []
+        word = arg.split("=", 1)[0]
+        if not word.startswith("--"):
+            continue
+        # an abbreviation (refused where options are remembered) names what it abbreviates first
+        close = [o for o in options if o.startswith(word)][:3] or difflib.get_close_matches(word, options, n=1)
         if close:
-            message += f" (did you mean {close[0]}?)"
+            message += f" (did you mean {' or '.join(close)}?)"
             break
     return message
 
