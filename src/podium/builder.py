@@ -324,6 +324,4 @@ def judge_stack(config: PoolConfig, index: int, raw: Worker, cache: RequestCache
     """``raw``, the pool's worker ``index``, wrapped as a judge calls it: its data policy and the
     pool's PII protection (a judge reads questions, answers and references: an external one gets
     them pseudonymized, as the pool's steps do) and ``cache`` when given."""
-    from podium.workers.stack import stack
-
     return stack(raw, cache=cache, policy=data_policy(config, index), protection=pii_protection(config))

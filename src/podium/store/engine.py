@@ -261,11 +261,8 @@ def upgrade_url(url: str) -> tuple[str | None, str]:
         try:
             return upgrade(engine)
         except Exception as exc:  # reached, but a migration failed: not a connection problem
-            kept = (
-                " (PostgreSQL ran the upgrade in one transaction: nothing was changed)"
-                if url.startswith("post")
-                else ""
-            )
+            postgres = engine.dialect.name == "postgresql"
+            kept = " (PostgreSQL ran the upgrade in one transaction: nothing was changed)" if postgres else ""
             raise StoreError(
                 f"upgrading the store at {mask_url(url)} from revision {before or 'none'} to {head_revision()} "
                 f"failed: {first_line(exc)}{kept}"

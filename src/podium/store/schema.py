@@ -126,7 +126,7 @@ def _record_table(spec: RecordTable, *extra: Index) -> Table:
         Column(
             c.name,
             _TYPES[c.type],
-            *((_cascade(),) if spec.child and c.name == "request_id" else ()),
+            *((_cascade(),) if c.name == "request_id" else ()),
             primary_key=single and c.name in spec.primary_key,
             nullable=c.nullable,
             server_default=None if c.default is None else text(c.default),

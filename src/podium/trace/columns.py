@@ -46,18 +46,13 @@ class Col:
 
 @dataclass(frozen=True)
 class RecordTable:
-    """A record table: its columns in order and its primary key. Every table but ``requests``
-    has a ``request_id`` that references ``requests (id)`` with ``ON DELETE CASCADE``, so
+    """A record table: its columns in order and its primary key. A ``request_id`` column (every
+    table's but ``requests``) references ``requests (id)`` with ``ON DELETE CASCADE``, so
     deleting a request deletes its rows."""
 
     name: str
     columns: tuple[Col, ...]
     primary_key: tuple[str, ...]
-
-    @property
-    def child(self) -> bool:
-        """Whether its ``request_id`` references ``requests (id)``."""
-        return self.name != "requests"
 
 
 _CALL = (
